@@ -1,0 +1,132 @@
+# gmshim — build, test, install.
+# `make` builds build/libgmshim.so, build/gmshim and the fake CUDA runtime; `make test` checks the
+# packages it needs (installing them with apt-get when run as root), builds and runs every test.
+
+CUDA_HOME ?= /usr/local/cuda
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build
+CC        ?= cc
+V         ?= 0
+
+ifeq ($(V),0)
+Q := @
+else
+Q :=
+endif
+
+# Our flags first, the user's CFLAGS/LDFLAGS last so they win.
+GM_WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+GM_OPT     ?= -O2 -g
+GM_SAN     ?=
+GM_CPPFLAGS := -D_GNU_SOURCE -I$(CUDA_HOME)/include -Ishim
+GM_CFLAGS  := -std=c11 $(GM_OPT) $(GM_WARN) -pthread -fno-omit-frame-pointer $(GM_SAN)
+ALL_CFLAGS  = $(GM_CPPFLAGS) $(GM_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = -pthread $(GM_SAN) $(LDFLAGS)
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+
+# ---- sources -------------------------------------------------------------------------------
+SHIM_SRC     := $(wildcard shim/*.c)
+SHIM_OBJ     := $(SHIM_SRC:%.c=$(BUILD)/%.o)
+# Unit tests link every shim module except the exported hooks (they would interpose the test).
+SHIM_LIB_OBJ := $(filter-out $(BUILD)/shim/hooks.o,$(SHIM_OBJ))
+ANALYZER_SRC := $(wildcard analyzer/*.c)
+ANALYZER_OBJ := $(ANALYZER_SRC:%.c=$(BUILD)/%.o)
+ANALYZER_LIB_OBJ := $(filter-out $(BUILD)/analyzer/main.o,$(ANALYZER_OBJ))
+UNIT_SRC     := $(wildcard tests/unit/*.c)
+UNIT_OBJ     := $(UNIT_SRC:%.c=$(BUILD)/%.o)
+INTEG_SRC    := $(wildcard tests/integration/*.c)
+INTEG_BIN    := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
+BENCH_SRC    := $(wildcard bench/*.c)
+BENCH_BIN    := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+LIB      := $(BUILD)/libgmshim.so
+CLI      := $(BUILD)/gmshim
+RUNNER   := $(BUILD)/tests/check_gmshim
+
+.PHONY: all test test-run test-asan test-tsan deps install uninstall clean demo bench fuzz
+all: $(LIB) $(CLI) fake $(INTEG_BIN) $(BENCH_BIN)
+
+include tests/fake/fake.mk
+-include tests/fuzz/fuzz.mk
+
+$(BUILD) $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:
+	$(Q)mkdir -p $@
+
+$(BUILD)/shim/%.o: shim/%.c | $(BUILD)/shim
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+$(LIB): $(SHIM_OBJ)
+	@[ "$(V)" != 0 ] || echo "  LD      $@"
+	$(Q)$(CC) -shared -Wl,-soname,libgmshim.so -Wl,--no-undefined -Wl,-z,now $^ -o $@ $(ALL_LDFLAGS) -ldl
+
+$(BUILD)/analyzer/%.o: analyzer/%.c | $(BUILD)/analyzer
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Ianalyzer -MMD -MP -c $< -o $@
+
+$(CLI): $(ANALYZER_OBJ)
+	@[ "$(V)" != 0 ] || echo "  LD      $@"
+	$(Q)$(CC) $^ -o $@ $(ALL_LDFLAGS) -lm
+
+# ---- tests ---------------------------------------------------------------------------------
+$(BUILD)/tests/unit/%.o: tests/unit/%.c | $(BUILD)/tests/unit
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Ianalyzer -MMD -MP -c $< -o $@
+
+$(RUNNER): $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) $(FAKE_LIB)
+	@[ "$(V)" != 0 ] || echo "  LD      $@"
+	$(Q)$(CC) $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) -o $@ $(ALL_LDFLAGS) \
+	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart $(CHECK_LIBS) -ldl -lm
+
+$(BUILD)/tests/integration/%: tests/integration/%.c $(FAKE_LIB) | $(BUILD)/tests/integration
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
+	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -lcudart -ldl
+
+$(BUILD)/bench/%: bench/%.c $(FAKE_LIB) | $(BUILD)/bench
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
+	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart -ldl -lm
+
+# `make test`: packages first (a separate make, so that pkg-config is asked after installing).
+test: deps
+	$(Q)$(MAKE) --no-print-directory test-run
+
+test-run: all $(RUNNER) $(FUZZ_BIN)
+	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" \
+	    GMSHIM_FUZZ_BIN="$(abspath $(FUZZ_BIN))" $(RUNNER)
+
+deps:
+	$(Q)sh scripts/install-deps
+
+# Sanitizer builds go to their own directories; the preloaded library needs the sanitizer
+# runtime loaded first, hence TEST_PRELOAD.
+test-asan: deps
+	$(Q)$(MAKE) --no-print-directory test-run BUILD=build/asan GM_OPT="-O1 -g" \
+	    GM_SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	    TEST_PRELOAD="$$($(CC) -print-file-name=libasan.so)" FUZZ_BIN=
+test-tsan: deps
+	$(Q)$(MAKE) --no-print-directory test-run BUILD=build/tsan GM_OPT="-O1 -g" \
+	    GM_SAN="-fsanitize=thread" \
+	    TEST_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" FUZZ_BIN=
+
+demo: all
+	$(Q)sh scripts/demo
+
+install: $(LIB) $(CLI)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libgmshim.so
+	install -m 0755 $(CLI) $(DESTDIR)$(PREFIX)/bin/gmshim
+	install -m 0644 shim/gmshim.h $(DESTDIR)$(PREFIX)/include/gmshim.h
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libgmshim.so $(DESTDIR)$(PREFIX)/bin/gmshim \
+	      $(DESTDIR)$(PREFIX)/include/gmshim.h
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/tests/*/*.d)

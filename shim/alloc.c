@@ -1,0 +1,214 @@
+/* The calls behind the hooks. Odd arguments (NULL out-parameters, size 0, cudaFree(NULL)) go to
+ * the real runtime so that its exact result and last-error state reach the program. */
+#include "alloc.h"
+#include "capture.h"
+#include "device.h"
+#include "diag.h"
+#include "evlog.h"
+#include "init.h"
+#include "options.h"
+#include "real.h"
+#include "stacks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Above this a request cannot be rounded safely; the real runtime answers it. */
+#define GM_MAX_REQUEST (1ull << 47)
+
+static __thread int hint_device __attribute__((tls_model("initial-exec")));
+
+/* Leaves `err` as the runtime's last error, as the real call that failed would have. */
+static void set_last_error(cudaError_t err)
+{
+    gm_ctx_t c;
+    device_ctx_enter(NULL, &c);
+    if (err == cudaErrorInvalidValue) {
+        REAL_CALL(cudaMalloc, NULL, 16);
+    } else if (err == cudaErrorMemoryAllocation) {
+        void *p = NULL;
+        if (REAL_CALL(cudaMalloc, &p, (size_t)1 << 62) == cudaSuccess)
+            REAL_CALL(cudaFree, p);
+    }
+    device_ctx_leave(&c);
+}
+
+cudaError_t alloc_malloc(void **out, size_t size)
+{
+    if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || gm_state == GM_CHILD))
+        return REAL_CALL(cudaMalloc, out, size);
+    uint64_t t0 = gm_now_ns();
+    int dev;
+    if (unlikely(REAL_CALL(cudaGetDevice, &dev) != cudaSuccess))
+        return REAL_CALL(cudaMalloc, out, size);
+    gm_device_t *d = device_get(dev);
+    if (unlikely(!d)) {
+        gm_fall_back("cannot create the pool of a device (out of host memory?)");
+        return REAL_CALL(cudaMalloc, out, size);
+    }
+    hint_device = dev;
+    uint32_t site = stacks_site();
+    if (gm_state != GM_POOLED)
+        return device_alloc_pass(d, size, site, t0, out);
+    cudaError_t err = device_alloc(d, size, site, t0, out);
+    if (err == cudaErrorMemoryAllocation && REAL_CALL(cudaPeekAtLastError) != err)
+        set_last_error(err);
+    return err;
+}
+
+cudaError_t alloc_free(void *ptr)
+{
+    if (unlikely(!ptr || gm_state == GM_CHILD))
+        return REAL_CALL(cudaFree, ptr);
+    uint64_t t0 = gm_now_ns();
+    cudaError_t err = cudaSuccess;
+    gm_device_t *hint = device_peek(hint_device);
+    if (hint && device_free(hint, ptr, 0, t0, &err) == GM_FREE_DONE)
+        return err;
+    int n = device_created_count();
+    for (int i = 0; i < n; i++) {
+        gm_device_t *d = device_at(i);
+        if (d && d != hint && device_free(d, ptr, 0, t0, &err) == GM_FREE_DONE)
+            return err;
+    }
+    /* Not live anywhere: inside one of our segments it is a double or interior free, which the
+     * real runtime refuses; otherwise it is someone else's memory. */
+    for (int i = 0; i < n; i++) {
+        gm_device_t *d = device_at(i);
+        int kind;
+        if (d && device_owns_address(d, (uintptr_t)ptr, &kind)) {
+            device_lock(d);
+            d->n.bad_frees++;
+            device_unlock(d);
+            evlog_warning(kind, d->id, (uint64_t)(uintptr_t)ptr, 0, 0);
+            set_last_error(cudaErrorInvalidValue);
+            return cudaErrorInvalidValue;
+        }
+    }
+    gm_device_t *d = hint ? hint : device_at(0);
+    if (d) {
+        device_lock(d);
+        d->n.foreign_frees++;
+        device_unlock(d);
+    }
+    evlog_warning(GMLOG_WARN_FOREIGN_FREE, d ? d->id : GMLOG_NO_DEVICE, (uint64_t)(uintptr_t)ptr, 0, 0);
+    return REAL_CALL(cudaFree, ptr);
+}
+
+cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    cudaError_t err = REAL_CALL(cudaMemGetInfo, &f, &t);
+    if (err != cudaSuccess)
+        return err;
+    int dev;
+    if (gm_state != GM_CHILD && REAL_CALL(cudaGetDevice, &dev) == cudaSuccess) {
+        gm_device_t *d = device_peek(dev);
+        if (d) {
+            /* What the pool caches is free to the program: it gets it without the driver. */
+            gmshim_stats_t st;
+            memset(&st, 0, sizeof st);
+            device_get_stats(d, &st);
+            size_t cached = device_cached_bytes(d);
+            f = f + cached > t ? t : f + cached;
+            if (st.limit && st.limit < t) {
+                /* Under a cap the cap is the device: total = cap, free = the room under it. */
+                size_t used = st.reserved.current > cached ? st.reserved.current - cached : 0;
+                size_t room = st.limit > used ? st.limit - used : 0;
+                t = st.limit;
+                f = f < room ? f : room;
+            }
+        }
+    }
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    return cudaSuccess;
+}
+
+cudaError_t alloc_device_reset(void)
+{
+    int dev;
+    if (gm_state != GM_CHILD && REAL_CALL(cudaGetDevice, &dev) == cudaSuccess) {
+        gm_device_t *d = device_peek(dev);
+        if (d) {
+            capture_device_reset(d);
+            device_forget(d);
+        }
+    }
+    return REAL_CALL(cudaDeviceReset);
+}
+
+void alloc_stream_created(cudaStream_t s, unsigned flags)
+{
+    if (gm_state == GM_CHILD)
+        return;
+    gm_device_t *d = device_get(capture_stream_device(s));
+    if (d)
+        device_stream_created(d, s, flags);
+}
+
+void alloc_stream_destroying(cudaStream_t s)
+{
+    if (gm_state == GM_CHILD || !s || s == cudaStreamLegacy || s == cudaStreamPerThread)
+        return;
+    gm_device_t *d = device_peek(capture_stream_device(s));
+    if (d)
+        device_stream_destroyed(d, s);
+}
+
+void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t0)
+{
+    if (gm_state == GM_CHILD || !ptr)
+        return;
+    int dev = 0;
+    REAL_CALL(cudaGetDevice, &dev);
+    gm_device_t *d = device_get(dev);
+    if (!d)
+        return;
+    uint32_t site = stacks_site();
+    gm_block_t *b = NULL;
+    if (kind == GMLOG_KIND_MANAGED || kind == GMLOG_KIND_PITCHED)
+        b = calloc(1, sizeof *b);
+    device_lock(d);
+    d->n.unpooled_allocs++;
+    if (b) {
+        b->ptr = (uintptr_t)ptr;
+        b->size = b->requested = size;
+        b->state = GM_BLOCK_LIVE;
+        b->kind = (uint8_t)kind;
+        HASH_ADD(hh, d->live, ptr, sizeof b->ptr, b);
+    }
+    evlog_alloc(dev, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, size, extra, site,
+                gm_now_ns(), t0);
+    device_unlock(d);
+}
+
+void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)
+{
+    if (gm_state == GM_CHILD || !ptr)
+        return;
+    evlog_free(hint_device, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, 0,
+               gm_now_ns(), t0);
+}
+
+void alloc_ipc_export(void *ptr)
+{
+    if (gm_state == GM_CHILD)
+        return;
+    int n = device_created_count();
+    for (int i = 0; i < n; i++) {
+        gm_device_t *d = device_at(i);
+        int found = 0;
+        if (d && device_ipc_export(d, ptr, &found)) {
+            static int once;
+            diag_warn_once(&once, "cudaIpcGetMemHandle(%p): the pointer is not the start of its "
+                                  "gmshim segment; the handle maps the segment's base, so the "
+                                  "importer must add the offset (see docs/limits.md)", ptr);
+            evlog_warning(GMLOG_WARN_IPC_SUBBLOCK, d->id, (uint64_t)(uintptr_t)ptr, 0, 0);
+        }
+        if (found)
+            return;
+    }
+}

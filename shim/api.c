@@ -1,0 +1,60 @@
+/* The gmshim_* functions an application may call (shim/gmshim.h). Each works before the first
+ * CUDA call too (it initializes the shim) and never fails the program. */
+#include "device.h"
+#include "evlog.h"
+#include "gmshim.h"
+#include "init.h"
+
+#include <string.h>
+
+GM_EXPORT int gmshim_mark(const char *label)
+{
+    gm_init();
+    return evlog_mark(label ? label : "");
+}
+
+GM_EXPORT unsigned long long gmshim_empty_cache(void)
+{
+    gm_init();
+    unsigned long long bytes = 0;
+    int depth = gm_depth;
+    gm_depth = 1; /* the pool's own CUDA calls must pass through */
+    for (int i = 0; i < device_created_count(); i++) {
+        gm_device_t *d = device_at(i);
+        if (d)
+            bytes += device_empty_cache(d, GMLOG_EMPTY_API);
+    }
+    gm_depth = depth;
+    return bytes;
+}
+
+GM_EXPORT int gmshim_get_stats(int device, gmshim_stats_t *out)
+{
+    if (!out || out->size != sizeof *out || device < 0 || device >= GM_MAX_DEVICES)
+        return -1;
+    unsigned int size = out->size;
+    memset(out, 0, sizeof *out);
+    out->size = size;
+    out->device = device;
+    gm_device_t *d = device_peek(device);
+    if (d)
+        device_get_stats(d, out);
+    return 0;
+}
+
+GM_EXPORT int gmshim_set_limit(int device, unsigned long long bytes)
+{
+    if (device < 0 || device >= GM_MAX_DEVICES)
+        return -1;
+    gm_init();
+    int depth = gm_depth;
+    gm_depth = 1;
+    int rc = device_set_limit(device, (size_t)bytes);
+    gm_depth = depth;
+    return rc;
+}
+
+GM_EXPORT int gmshim_version(void)
+{
+    return GMSHIM_API_VERSION;
+}

@@ -1,0 +1,240 @@
+/* Bookkeeping of captures and graphs; the allocation side is in device.c (capture_heap). A
+ * graph's private heap is released when the graph and every instance made from it are gone,
+ * as PyTorch keeps a private pool per graph. */
+#include "capture.h"
+#include "evlog.h"
+#include "real.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gm_exec_ref {
+    cudaGraphExec_t exec;
+    struct gm_exec_ref *next;
+} gm_exec_ref_t;
+
+typedef struct gm_graph {
+    gm_device_t *dev;
+    gm_heap_t *heap;
+    cudaGraph_t graph;
+    cudaStream_t stream;
+    int capturing;
+    int graph_alive;
+    gm_exec_ref_t *execs;
+    uint32_t id;
+    struct gm_graph *next;
+} gm_graph_t;
+
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+static gm_graph_t *graphs;
+static uint32_t next_id;
+
+int capture_stream_device(cudaStream_t stream)
+{
+    int dev = 0;
+    if (stream && stream != cudaStreamLegacy && stream != cudaStreamPerThread && gm_real.cudaStreamGetDevice &&
+        gm_real.cudaStreamGetDevice(stream, &dev) == cudaSuccess)
+        return dev;
+    if (REAL_CALL(cudaGetDevice, &dev) != cudaSuccess)
+        dev = 0;
+    return dev;
+}
+
+static void log_capture(gm_graph_t *g, int event, unsigned mode)
+{
+    if (!evlog_enabled())
+        return;
+    gmlog_capture_t rec;
+    memset(&rec, 0, sizeof rec);
+    evlog_hdr(&rec.h, GMLOG_CAPTURE, sizeof rec, g->dev->id, (unsigned)event);
+    rec.stream = (uint64_t)(uintptr_t)g->stream;
+    rec.graph = (uint64_t)(uintptr_t)g->graph;
+    rec.id = g->id;
+    rec.mode = mode;
+    evlog_append(&rec, sizeof rec, gm_now_ns());
+}
+
+/* The capture heap the device should use now: the newest capture still under way. */
+static gm_heap_t *current_capture_heap(gm_device_t *d)
+{
+    for (gm_graph_t *g = graphs; g; g = g->next)
+        if (g->dev == d && g->capturing)
+            return g->heap;
+    return NULL;
+}
+
+void capture_begun(cudaStream_t stream, enum cudaStreamCaptureMode mode, cudaGraph_t target)
+{
+    gm_device_t *d = device_get(capture_stream_device(stream));
+    if (!d)
+        return;
+    pthread_mutex_lock(&cap_lock);
+    gm_graph_t *g = NULL;
+    if (target)
+        for (g = graphs; g && !(g->graph == target && !g->capturing); g = g->next)
+            ;
+    if (!g) {
+        g = calloc(1, sizeof *g);
+        gm_heap_t *heap = calloc(1, sizeof *heap);
+        if (!g || !heap) {
+            free(g);
+            free(heap);
+            pthread_mutex_unlock(&cap_lock);
+            return;
+        }
+        g->dev = d;
+        g->id = ++next_id;
+        g->graph = target;
+        g->graph_alive = target != NULL;
+        g->heap = heap;
+        heap_init(heap, &d->bytes, g);
+        heap->graph_id = g->id;
+        heap->max_split = d->general.max_split;
+        g->next = graphs;
+        graphs = g;
+        device_lock(d);
+        heap->next_heap = d->graph_heaps;
+        d->graph_heaps = heap;
+        device_unlock(d);
+    }
+    g->stream = stream;
+    g->capturing = 1;
+    device_lock(d);
+    d->captures++;
+    d->capture_heap = g->heap;
+    d->capture_id = g->id;
+    device_unlock(d);
+    log_capture(g, GMLOG_CAPTURE_BEGIN, (unsigned)mode);
+    pthread_mutex_unlock(&cap_lock);
+}
+
+static void unlink_graph(gm_graph_t *g)
+{
+    gm_graph_t **link = &graphs;
+    while (*link != g)
+        link = &(*link)->next;
+    *link = g->next;
+}
+
+/* No graph or instance uses the memory any more: the heap goes back. cap_lock held. */
+static void release(gm_graph_t *g)
+{
+    log_capture(g, GMLOG_CAPTURE_RELEASED, 0);
+    unlink_graph(g);
+    device_lock(g->dev);
+    device_adopt_heap_locked(g->dev, g->heap);
+    device_unlock(g->dev);
+    gm_exec_ref_t *e = g->execs;
+    while (e) {
+        gm_exec_ref_t *next = e->next;
+        free(e);
+        e = next;
+    }
+    free(g);
+}
+
+static void release_if_unused(gm_graph_t *g)
+{
+    if (!g->capturing && !g->graph_alive && !g->execs)
+        release(g);
+}
+
+void capture_ended(cudaStream_t stream, cudaError_t err, cudaGraph_t graph)
+{
+    pthread_mutex_lock(&cap_lock);
+    gm_graph_t *g;
+    for (g = graphs; g && !(g->capturing && g->stream == stream); g = g->next)
+        ;
+    if (g) {
+        g->capturing = 0;
+        gm_device_t *d = g->dev;
+        device_lock(d);
+        if (d->captures > 0)
+            d->captures--;
+        d->capture_heap = current_capture_heap(d);
+        device_unlock(d);
+        if (err == cudaSuccess && graph) {
+            g->graph = graph;
+            g->graph_alive = 1;
+            log_capture(g, GMLOG_CAPTURE_END, 0);
+        } else {
+            log_capture(g, GMLOG_CAPTURE_INVALID, 0);
+            g->graph_alive = 0;
+        }
+        release_if_unused(g);
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void capture_instantiated(cudaGraph_t graph, cudaGraphExec_t exec)
+{
+    pthread_mutex_lock(&cap_lock);
+    for (gm_graph_t *g = graphs; g; g = g->next) {
+        if (g->graph == graph && g->graph_alive) {
+            gm_exec_ref_t *e = malloc(sizeof *e);
+            if (e) {
+                e->exec = exec;
+                e->next = g->execs;
+                g->execs = e;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void capture_graph_destroyed(cudaGraph_t graph)
+{
+    pthread_mutex_lock(&cap_lock);
+    for (gm_graph_t *g = graphs; g; g = g->next) {
+        if (g->graph == graph && g->graph_alive) {
+            g->graph_alive = 0;
+            release_if_unused(g);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void capture_exec_destroyed(cudaGraphExec_t exec)
+{
+    pthread_mutex_lock(&cap_lock);
+    for (gm_graph_t *g = graphs; g; g = g->next) {
+        for (gm_exec_ref_t **link = &g->execs; *link; link = &(*link)->next) {
+            if ((*link)->exec == exec) {
+                gm_exec_ref_t *e = *link;
+                *link = e->next;
+                free(e);
+                release_if_unused(g);
+                pthread_mutex_unlock(&cap_lock);
+                return;
+            }
+        }
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void capture_device_reset(gm_device_t *d)
+{
+    pthread_mutex_lock(&cap_lock);
+    gm_graph_t **link = &graphs;
+    while (*link) {
+        gm_graph_t *g = *link;
+        if (g->dev != d) {
+            link = &g->next;
+            continue;
+        }
+        *link = g->next;
+        gm_exec_ref_t *e = g->execs;
+        while (e) {
+            gm_exec_ref_t *next = e->next;
+            free(e);
+            e = next;
+        }
+        free(g); /* its heap is freed by device_forget */
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void capture_fork_prepare(void) { pthread_mutex_lock(&cap_lock); }
+void capture_fork_release(void) { pthread_mutex_unlock(&cap_lock); }

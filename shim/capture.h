@@ -1,0 +1,26 @@
+/* Graph capture: which captures are under way (so the pool makes no unsafe call and serves
+ * their allocations from a private heap), and which graphs and instances still use the memory
+ * of a finished capture (the heap goes back to the general pool only when all are destroyed). */
+#ifndef GM_CAPTURE_H
+#define GM_CAPTURE_H
+
+#include "device.h"
+
+#include <cuda_runtime_api.h>
+
+/* After a successful cudaStreamBeginCapture(ToGraph); target is the graph of ToGraph or NULL. */
+void capture_begun(cudaStream_t stream, enum cudaStreamCaptureMode mode, cudaGraph_t target);
+/* After cudaStreamEndCapture returned err with *graph. */
+void capture_ended(cudaStream_t stream, cudaError_t err, cudaGraph_t graph);
+void capture_instantiated(cudaGraph_t graph, cudaGraphExec_t exec);
+void capture_graph_destroyed(cudaGraph_t graph);
+void capture_exec_destroyed(cudaGraphExec_t exec);
+/* cudaDeviceReset: drops every capture and graph of the device (before device_forget). */
+void capture_device_reset(gm_device_t *d);
+/* The device a stream belongs to (the current one if the runtime cannot say). */
+int capture_stream_device(cudaStream_t stream);
+
+void capture_fork_prepare(void);
+void capture_fork_release(void);
+
+#endif

@@ -1,0 +1,614 @@
+/* The log writer. Each thread appends to its own 64 KiB chunk of a MAP_SHARED file: a record is
+ * a few stores and one 8-byte header store, no system call, no shared lock. Chunks are claimed
+ * under a mutex, in 16 MiB extents reserved with posix_fallocate (a full disk is found then,
+ * not as a SIGBUS). What was stored survives kill -9: it is in the page cache. */
+#include "evlog.h"
+#include "common.h"
+#include "diag.h"
+#include "options.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(gmlog_file_header_t) == 96, "file header layout");
+_Static_assert(sizeof(gmlog_chunk_header_t) == 32, "chunk header layout");
+_Static_assert(sizeof(gmlog_rec_t) == 8, "record header layout");
+_Static_assert(sizeof(gmlog_alloc_t) == 40, "alloc layout");
+_Static_assert(sizeof(gmlog_free_t) == 24, "free layout");
+_Static_assert(sizeof(gmlog_oom_t) == 96, "oom layout");
+
+#define EXTENT_CHUNKS 256u                    /* 16 MiB of chunks per mapping */
+#define MAX_RECORD (GMLOG_CHUNK_SIZE - sizeof(gmlog_chunk_header_t) - sizeof(gmlog_clock_t))
+
+typedef struct extent {
+    uint8_t *addr;
+    uint64_t first;                            /* first chunk index it maps */
+} extent_t;
+
+static struct {
+    int enabled;                               /* records are being written */
+    int closed;                                /* no new chunk may be claimed */
+    int fd;
+    unsigned gen;                              /* bumped when threads must drop their chunk */
+    uint64_t start_mono;
+    uint64_t next_chunk;
+    uint32_t header_size;
+    gmlog_file_header_t *hdr;
+    extent_t *extents;
+    size_t nextents, extents_cap;
+    uint32_t next_mark;
+    char path[PATH_MAX];
+    pthread_mutex_t lock;
+} L = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+typedef struct evlog_tls {
+    uint8_t *chunk;
+    uint32_t used;
+    unsigned gen;
+    uint64_t base;                             /* time base of the current chunk, ns since start */
+    uint32_t nchunks;
+    uint32_t tid;
+} evlog_tls_t;
+
+static __thread evlog_tls_t tls __attribute__((tls_model("initial-exec")));
+
+int evlog_enabled(void)
+{
+    return __atomic_load_n(&L.enabled, __ATOMIC_RELAXED);
+}
+
+const char *evlog_path(void)
+{
+    return L.fd >= 0 ? L.path : NULL;
+}
+
+/* ---- the path ------------------------------------------------------------------------------ */
+
+static size_t read_file(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    size_t n = 0;
+    while (n < len) {
+        ssize_t r = read(fd, buf + n, len - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    return n;
+}
+
+/* The program's name for %n: argv[0]'s base name, or for "python script.py" the script's. */
+static void program_name(char *out, size_t len)
+{
+    char cmd[4096];
+    size_t n = read_file("/proc/self/cmdline", cmd, sizeof cmd - 1);
+    cmd[n] = 0;
+    const char *argv0 = cmd, *argv1 = n > strlen(cmd) + 1 ? cmd + strlen(cmd) + 1 : "";
+    const char *base = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
+    size_t l1 = strlen(argv1);
+    if (!strncmp(base, "python", 6) && l1 > 3 && !strcmp(argv1 + l1 - 3, ".py")) {
+        const char *b1 = strrchr(argv1, '/') ? strrchr(argv1, '/') + 1 : argv1;
+        snprintf(out, len, "%.*s", (int)(strlen(b1) - 3), b1);
+    } else {
+        snprintf(out, len, "%.200s", *base ? base : "program");
+    }
+    for (char *p = out; *p; p++)
+        if (*p == '/' || *p == ' ')
+            *p = '_';
+}
+
+static const char *rank_value(void)
+{
+    static const char *const vars[] = {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
+    for (size_t i = 0; i < GM_ARRAY_LEN(vars); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return v;
+    }
+    return "0";
+}
+
+int evlog_expand_path(const char *tmpl, char *out, size_t len, long start_time)
+{
+    time_t start = (time_t)start_time;
+    size_t o = 0;
+    for (const char *p = tmpl; *p; p++) {
+        char buf[256];
+        const char *add = buf;
+        buf[0] = 0;
+        if (*p != '%' || !p[1]) {
+            buf[0] = *p;
+            buf[1] = 0;
+        } else {
+            switch (*++p) {
+            case 'p': snprintf(buf, sizeof buf, "%d", (int)getpid()); break;
+            case 'h': gethostname(buf, sizeof buf - 1); buf[sizeof buf - 1] = 0; break;
+            case 'n': program_name(buf, sizeof buf); break;
+            case 'r': add = rank_value(); break;
+            case 't': {
+                struct tm tm;
+                localtime_r(&start, &tm);
+                strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+                break;
+            }
+            case '%': buf[0] = '%'; buf[1] = 0; break;
+            default: buf[0] = '%'; buf[1] = *p; buf[2] = 0; break;
+            }
+        }
+        size_t l = strlen(add);
+        if (o + l >= len)
+            return -1;
+        memcpy(out + o, add, l);
+        o += l;
+    }
+    out[o] = 0;
+    return o ? 0 : -1;
+}
+
+/* ---- the header ---------------------------------------------------------------------------- */
+
+static size_t meta_put(uint8_t *buf, size_t at, size_t cap, uint16_t tag, const void *val, size_t len)
+{
+    size_t need = sizeof(gmlog_meta_t) + gm_round_up(len, 8);
+    if (at + need + sizeof(gmlog_meta_t) > cap)
+        return at;
+    gmlog_meta_t m = {tag, 0, (uint32_t)len};
+    memcpy(buf + at, &m, sizeof m);
+    memcpy(buf + at + sizeof m, val, len);
+    memset(buf + at + sizeof m + len, 0, need - sizeof m - len);
+    return at + need;
+}
+
+static size_t build_meta(uint8_t *buf, size_t cap)
+{
+    size_t at = 0;
+    char s[PATH_MAX];
+    if (gethostname(s, sizeof s) == 0) {
+        s[sizeof s - 1] = 0;
+        at = meta_put(buf, at, cap, GMLOG_META_HOST, s, strlen(s));
+    }
+    ssize_t n = readlink("/proc/self/exe", s, sizeof s - 1);
+    if (n > 0)
+        at = meta_put(buf, at, cap, GMLOG_META_PROGRAM, s, (size_t)n);
+    char cmd[8192];
+    size_t cl = read_file("/proc/self/cmdline", cmd, sizeof cmd);
+    while (cl && cmd[cl - 1] == 0)
+        cl--;
+    at = meta_put(buf, at, cap, GMLOG_META_CMDLINE, cmd, cl);
+    at = meta_put(buf, at, cap, GMLOG_META_VERSION, GMSHIM_VERSION_STRING, strlen(GMSHIM_VERSION_STRING));
+    at = meta_put(buf, at, cap, GMLOG_META_MODE, "preload", 7);
+    static const char *const ranks[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID"};
+    for (size_t i = 0; i < GM_ARRAY_LEN(ranks); i++) {
+        const char *v = getenv(ranks[i]);
+        if (v) {
+            int l = snprintf(s, sizeof s, "%s=%s", ranks[i], v);
+            at = meta_put(buf, at, cap, GMLOG_META_RANK, s, (size_t)l);
+        }
+    }
+    static const char *const envs[] = {"PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF",
+                                       "CUDA_VISIBLE_DEVICES"};
+    for (size_t i = 0; i < GM_ARRAY_LEN(envs); i++) {
+        const char *v = getenv(envs[i]);
+        if (v) {
+            int l = snprintf(s, sizeof s, "%s=%s", envs[i], v);
+            at = meta_put(buf, at, cap, GMLOG_META_ENV, s, (size_t)l);
+        }
+    }
+    for (int i = 0; i < GM_OPT__COUNT; i++) {
+        char val[256];
+        options_format((gm_option_t)i, val, sizeof val);
+        int l = snprintf(s, sizeof s, "%s=%s", options_name((gm_option_t)i), val);
+        at = meta_put(buf, at, cap, GMLOG_META_OPTION, s, (size_t)l);
+    }
+    gmlog_meta_t end = {GMLOG_META_END, 0, 0};
+    memcpy(buf + at, &end, sizeof end);
+    return at + sizeof end;
+}
+
+/* ---- open, close ----------------------------------------------------------------------------- */
+
+static int open_exclusive(const char *tmpl_path)
+{
+    /* Never overwrite: on a name collision try name.1 ... name.99. */
+    for (int i = 0; i < 100; i++) {
+        if (i == 0)
+            snprintf(L.path, sizeof L.path, "%s", tmpl_path);
+        else if (snprintf(L.path, sizeof L.path, "%s.%d", tmpl_path, i) >= (int)sizeof L.path)
+            return -1;
+        int fd = open(L.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+static void install_signal_handlers(void);
+
+static int log_warned;
+
+void evlog_open(void)
+{
+    pthread_mutex_lock(&L.lock);
+    if (L.fd >= 0 || L.closed) {
+        pthread_mutex_unlock(&L.lock);
+        return;
+    }
+    const char *tmpl = options_get_str(GM_OPT_LOG);
+    if (!strcmp(tmpl, "off") || !strcmp(tmpl, "0") || !strcmp(tmpl, "none")) {
+        pthread_mutex_unlock(&L.lock);
+        return;
+    }
+    struct timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    char path[PATH_MAX];
+    if (evlog_expand_path(tmpl, path, sizeof path, rt.tv_sec) != 0) {
+        diag_warn_once(&log_warned, "GMSHIM_LOG='%s' expands to an empty or too long path; no log", tmpl);
+        pthread_mutex_unlock(&L.lock);
+        return;
+    }
+    int fd = open_exclusive(path);
+    if (fd < 0) {
+        diag_warn_once(&log_warned, "cannot create the log %s: %s; the program goes on without it",
+                       path, strerror(errno));
+        pthread_mutex_unlock(&L.lock);
+        return;
+    }
+    size_t cap = 256 * 1024;
+    uint8_t *meta = calloc(1, cap);
+    size_t meta_len = meta ? build_meta(meta, cap) : 0;
+    uint32_t header_size = (uint32_t)gm_round_up(sizeof(gmlog_file_header_t) + meta_len, GMLOG_HEADER_ALIGN);
+    int err = posix_fallocate(fd, 0, header_size);
+    void *map = err ? MAP_FAILED : mmap(NULL, header_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        diag_warn_once(&log_warned, "cannot write the log %s: %s; the program goes on without it",
+                       L.path, strerror(err ? err : errno));
+        free(meta);
+        close(fd);
+        unlink(L.path);
+        pthread_mutex_unlock(&L.lock);
+        return;
+    }
+    gmlog_file_header_t *h = map;
+    memcpy(h->magic, GMLOG_MAGIC, 8);
+    h->version = GMLOG_VERSION;
+    h->byte_order = GMLOG_BYTE_ORDER;
+    h->header_size = header_size;
+    h->chunk_size = GMLOG_CHUNK_SIZE;
+    h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    h->start_mono_ns = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
+    h->pid = (uint32_t)getpid();
+    h->meta_size = (uint32_t)meta_len;
+    if (meta)
+        memcpy((uint8_t *)map + sizeof *h, meta, meta_len);
+    free(meta);
+    L.fd = fd;
+    L.hdr = h;
+    L.header_size = header_size;
+    L.start_mono = h->start_mono_ns;
+    L.next_chunk = 0;
+    L.gen++;
+    __atomic_store_n(&L.enabled, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&L.lock);
+    install_signal_handlers();
+    diag_verbose("writing the event log to %s", L.path);
+}
+
+/* Header fields of a clean end; async-signal-safe (plain stores into the mapped header). */
+static void mark_closed(uint32_t reason)
+{
+    gmlog_file_header_t *h = L.hdr;
+    if (!h)
+        return;
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    uint64_t now = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
+    h->end_ns = now - L.start_mono;
+    h->close_reason = reason;
+    __atomic_store_n(&h->flags, h->flags | GMLOG_F_CLOSED, __ATOMIC_RELEASE);
+}
+
+void evlog_close(uint32_t reason)
+{
+    if (!L.hdr)
+        return;
+    if (evlog_enabled()) {
+        gmlog_end_t rec;
+        memset(&rec, 0, sizeof rec);
+        evlog_hdr(&rec.h, GMLOG_END, sizeof rec, GMLOG_NO_DEVICE, 0);
+        rec.reason = reason;
+        evlog_append(&rec, sizeof rec, gm_now_ns());
+    }
+    pthread_mutex_lock(&L.lock);
+    if (!L.closed) {
+        L.closed = 1;
+        /* Chunks nobody claimed are cut off; claimed ones stay mapped for their writers. */
+        if (L.fd >= 0 && ftruncate(L.fd, (off_t)L.header_size + (off_t)(L.next_chunk * GMLOG_CHUNK_SIZE)) != 0)
+            diag_verbose("could not trim the log: %s", strerror(errno));
+        mark_closed(reason);
+    }
+    pthread_mutex_unlock(&L.lock);
+}
+
+void evlog_abandon(void)
+{
+    __atomic_store_n(&L.enabled, 0, __ATOMIC_RELEASE);
+    L.gen++;
+    L.closed = 1;
+    for (size_t i = 0; i < L.nextents; i++)
+        munmap(L.extents[i].addr, (size_t)EXTENT_CHUNKS * GMLOG_CHUNK_SIZE);
+    if (L.hdr)
+        munmap(L.hdr, L.header_size);
+    free(L.extents);
+    L.extents = NULL;
+    L.nextents = L.extents_cap = 0;
+    L.hdr = NULL;
+    if (L.fd >= 0)
+        close(L.fd);
+    L.fd = -1;
+}
+
+void evlog_fork_prepare(void) { pthread_mutex_lock(&L.lock); }
+void evlog_fork_release(void) { pthread_mutex_unlock(&L.lock); }
+
+/* ---- chunks and records ------------------------------------------------------------------- */
+
+static void stop_writing(const char *why, int err)
+{
+    diag_warn_once(&log_warned, "the log %s stopped: %s: %s; the program goes on", L.path, why, strerror(err));
+    __atomic_store_n(&L.enabled, 0, __ATOMIC_RELEASE);
+    L.closed = 1;
+    mark_closed(GMLOG_CLOSE_DISK);
+}
+
+/* Claims a fresh chunk for this thread. L.lock held. */
+static uint8_t *claim_chunk_locked(uint64_t rel)
+{
+    if (L.closed || !L.enabled)
+        return NULL;
+    uint64_t idx = L.next_chunk;
+    size_t e = (size_t)(idx / EXTENT_CHUNKS);
+    if (e >= L.nextents) {
+        size_t bytes = (size_t)EXTENT_CHUNKS * GMLOG_CHUNK_SIZE;
+        off_t off = (off_t)L.header_size + (off_t)(e * bytes);
+        int err = posix_fallocate(L.fd, off, (off_t)bytes);
+        if (err) {
+            stop_writing("cannot extend the file", err);
+            return NULL;
+        }
+        void *addr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, L.fd, off);
+        if (addr == MAP_FAILED) {
+            stop_writing("cannot map the file", errno);
+            return NULL;
+        }
+        if (L.nextents == L.extents_cap) {
+            size_t ncap = L.extents_cap ? L.extents_cap * 2 : 16;
+            extent_t *n = realloc(L.extents, ncap * sizeof *n);
+            if (!n) {
+                munmap(addr, bytes);
+                stop_writing("out of host memory", ENOMEM);
+                return NULL;
+            }
+            L.extents = n;
+            L.extents_cap = ncap;
+        }
+        L.extents[L.nextents].addr = addr;
+        L.extents[L.nextents].first = e * EXTENT_CHUNKS;
+        L.nextents++;
+    }
+    L.next_chunk++;
+    uint8_t *chunk = L.extents[e].addr + (idx % EXTENT_CHUNKS) * GMLOG_CHUNK_SIZE;
+    if (!tls.tid)
+        tls.tid = (uint32_t)syscall(SYS_gettid);
+    gmlog_chunk_header_t *ch = (gmlog_chunk_header_t *)chunk;
+    ch->tid = tls.tid;
+    ch->index = idx;
+    ch->base_ns = rel;
+    ch->thread_chunk = tls.nchunks++;
+    __atomic_store_n(&ch->magic, GMLOG_CHUNK_MAGIC, __ATOMIC_RELEASE);
+    return chunk;
+}
+
+static GM_NOINLINE int switch_chunk(uint64_t rel)
+{
+    pthread_mutex_lock(&L.lock);
+    uint8_t *chunk = claim_chunk_locked(rel);
+    pthread_mutex_unlock(&L.lock);
+    if (!chunk) {
+        tls.chunk = NULL;
+        return -1;
+    }
+    tls.chunk = chunk;
+    tls.used = sizeof(gmlog_chunk_header_t);
+    tls.base = rel;
+    tls.gen = L.gen;
+    return 0;
+}
+
+static inline void store_record(const void *rec, size_t fixed, const void *tail, size_t tail_len,
+                                size_t len, uint32_t dt)
+{
+    uint8_t *at = tls.chunk + tls.used;
+    if (fixed > 8)
+        memcpy(at + 8, (const uint8_t *)rec + 8, fixed - 8);
+    if (tail_len)
+        memcpy(at + fixed, tail, tail_len);
+    if (len > fixed + tail_len)
+        memset(at + fixed + tail_len, 0, len - fixed - tail_len);
+    uint64_t head;
+    memcpy(&head, rec, 8);
+    head = (head & 0xffffffffull) | (uint64_t)dt << 32;
+    __atomic_store_n((uint64_t *)at, head, __ATOMIC_RELEASE);
+    tls.used += (uint32_t)len;
+}
+
+void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, uint64_t now)
+{
+    if (unlikely(!__atomic_load_n(&L.enabled, __ATOMIC_RELAXED)))
+        return;
+    size_t len = fixed + gm_round_up(tail_len, 8);
+    if (unlikely(len > MAX_RECORD || len / 8 > 255))
+        return;
+    ((gmlog_rec_t *)rec)->len8 = (uint8_t)(len / 8);
+    uint64_t rel = now > L.start_mono ? now - L.start_mono : 0;
+    if (unlikely(!tls.chunk || tls.gen != __atomic_load_n(&L.gen, __ATOMIC_RELAXED) || tls.used + len + sizeof(gmlog_clock_t) > GMLOG_CHUNK_SIZE)) {
+        if (switch_chunk(rel))
+            return;
+    }
+    if (unlikely(rel < tls.base))
+        rel = tls.base; /* a timestamp taken before the chunk was claimed */
+    if (unlikely(rel - tls.base > 0xffffffffull)) {
+        gmlog_clock_t c;
+        evlog_hdr(&c.h, GMLOG_CLOCK, sizeof c, GMLOG_NO_DEVICE, 0);
+        c.base_ns = rel;
+        store_record(&c, sizeof c, NULL, 0, sizeof c, 0);
+        tls.base = rel;
+    }
+    store_record(rec, fixed, tail, tail_len, len, (uint32_t)(rel - tls.base));
+}
+
+void evlog_append(void *rec, size_t len, uint64_t now)
+{
+    evlog_append2(rec, len, NULL, 0, now);
+}
+
+/* ---- typed records ------------------------------------------------------------------------- */
+
+void evlog_alloc(int dev, unsigned flags, uint64_t ptr, uint64_t requested, uint64_t block,
+                 uint32_t site, uint64_t now, uint64_t t0)
+{
+    if (!evlog_enabled())
+        return;
+    gmlog_alloc_t r;
+    size_t len = 32;
+    evlog_hdr(&r.h, GMLOG_ALLOC, len, dev, flags);
+    r.ptr = ptr;
+    r.site = site;
+    r.dur_ns = evlog_dur(now, t0);
+    uint64_t req = requested & GMLOG_SIZE_MASK;
+    unsigned kind = (flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
+    r.size = req;
+    if (kind == GMLOG_KIND_POOL) {
+        uint64_t rounded = gm_round_up(req ? req : 1, 512);
+        uint64_t extra = block >= rounded ? (block - rounded) / 512 : 0xffff;
+        if (extra < 0xffff && block >= rounded && (block - rounded) % 512 == 0) {
+            r.size |= extra << GMLOG_SIZE_BITS;
+        } else {
+            r.size |= 0xffffull << GMLOG_SIZE_BITS;
+            r.block = block;
+            len = 40;
+        }
+    } else if (block && (kind == GMLOG_KIND_ASYNC || kind >= GMLOG_KIND_OBSERVED)) {
+        r.block = block;
+        len = 40;
+    }
+    evlog_append(&r, len, now);
+}
+
+void evlog_free(int dev, unsigned flags, uint64_t ptr, uint32_t site, uint64_t now, uint64_t t0)
+{
+    if (!evlog_enabled())
+        return;
+    gmlog_free_t r;
+    evlog_hdr(&r.h, GMLOG_FREE, sizeof r, dev, flags);
+    r.ptr = ptr;
+    r.site = site;
+    r.dur_ns = evlog_dur(now, t0);
+    evlog_append(&r, sizeof r, now);
+}
+
+void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, uint64_t now,
+                   uint64_t t0)
+{
+    gmlog_segment_t r;
+    evlog_hdr(&r.h, type, sizeof r, dev, 0);
+    r.base = base;
+    r.size = size;
+    r.dur_ns = evlog_dur(now, t0);
+    r.graph = graph;
+    evlog_append(&r, sizeof r, now);
+}
+
+void evlog_warning(int kind, int dev, uint64_t ptr, uint32_t site, uint32_t aux)
+{
+    if (!evlog_enabled())
+        return;
+    gmlog_warning_t r;
+    evlog_hdr(&r.h, GMLOG_WARNING, sizeof r, dev, (unsigned)kind);
+    r.ptr = ptr;
+    r.site = site;
+    r.aux = aux;
+    evlog_append(&r, sizeof r, gm_now_ns());
+}
+
+int evlog_mark(const char *label)
+{
+    if (!evlog_enabled())
+        return -1;
+    gmlog_mark_t r;
+    size_t n = label ? strnlen(label, 4096) : 0;
+    evlog_hdr(&r.h, GMLOG_MARK, sizeof r, GMLOG_NO_DEVICE, 0);
+    r.id = __atomic_add_fetch(&L.next_mark, 1, __ATOMIC_RELAXED);
+    r.len = (uint32_t)n;
+    evlog_append2(&r, sizeof r, label, n, gm_now_ns());
+    return 0;
+}
+
+/* ---- fatal signals: mark the file closed, then die as before ------------------------------ */
+
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGQUIT};
+static struct sigaction old_actions[GM_ARRAY_LEN(fatal_signals)];
+
+static void on_fatal_signal(int sig, siginfo_t *info, void *ctx)
+{
+    for (size_t i = 0; i < GM_ARRAY_LEN(fatal_signals); i++) {
+        if (fatal_signals[i] != sig)
+            continue;
+        struct sigaction *old = &old_actions[i];
+        if (old->sa_flags & SA_SIGINFO) {
+            if (old->sa_sigaction) {
+                old->sa_sigaction(sig, info, ctx);
+                return;
+            }
+        } else if (old->sa_handler == SIG_IGN) {
+            return;
+        } else if (old->sa_handler != SIG_DFL) {
+            old->sa_handler(sig);
+            return;
+        }
+        /* The default action ends the process: close the log, then let it. */
+        mark_closed(GMLOG_CLOSE_SIGNAL | (uint32_t)sig << 8);
+        sigaction(sig, old, NULL);
+        raise(sig);
+        return;
+    }
+}
+
+static void install_signal_handlers(void)
+{
+    static int installed;
+    if (__atomic_exchange_n(&installed, 1, __ATOMIC_ACQ_REL))
+        return;
+    for (size_t i = 0; i < GM_ARRAY_LEN(fatal_signals); i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fatal_signal;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(fatal_signals[i], &sa, &old_actions[i]);
+    }
+}

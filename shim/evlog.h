@@ -1,0 +1,57 @@
+/* The event-log writer: one record per call through one append function, into per-thread
+ * chunks of an mmap'd file (no system call and no global lock on the hot path). The file is
+ * created at the first CUDA call; GMSHIM_LOG=off disables it. Layout: gmlog.h. */
+#ifndef GM_EVLOG_H
+#define GM_EVLOG_H
+
+#include "gmlog.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Opens the log if GMSHIM_LOG asks for one. Idempotent; called from the shim's init. */
+void evlog_open(void);
+/* Writes the end record and marks the file closed (reason: GMLOG_CLOSE_*). */
+void evlog_close(uint32_t reason);
+/* Forgets the log without writing to it (a fork child must not touch the parent's file). */
+void evlog_abandon(void);
+int evlog_enabled(void);
+void evlog_fork_prepare(void);
+void evlog_fork_release(void);
+/* Expands %p %h %n %r %t %% of a GMSHIM_LOG template. Returns 0, or -1 (empty, too long). */
+int evlog_expand_path(const char *tmpl, char *out, size_t len, long start_time);
+/* The path of the open log, or NULL. */
+const char *evlog_path(void);
+
+/* Every record goes through here: `rec` is a complete record of `len` bytes (a multiple of 8)
+ * whose header type/len8/device/flags are set; the writer fills dt and stores the header last.
+ * `now` is gm_now_ns(). */
+void evlog_append(void *rec, size_t len, uint64_t now);
+/* Same with a variable tail (string bytes, frames) copied after the fixed part and padded. */
+void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, uint64_t now);
+
+/* The typed helpers. */
+void evlog_alloc(int dev, unsigned flags, uint64_t ptr, uint64_t requested, uint64_t block,
+                 uint32_t site, uint64_t now, uint64_t t0);
+void evlog_free(int dev, unsigned flags, uint64_t ptr, uint32_t site, uint64_t now, uint64_t t0);
+void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, uint64_t now,
+                   uint64_t t0);
+void evlog_warning(int kind, int dev, uint64_t ptr, uint32_t site, uint32_t aux);
+int evlog_mark(const char *label);
+
+static inline uint32_t evlog_dur(uint64_t now, uint64_t t0)
+{
+    uint64_t d = now > t0 ? now - t0 : 0;
+    return d > 0xffffffffu ? 0xffffffffu : (uint32_t)d;
+}
+
+static inline void evlog_hdr(gmlog_rec_t *h, int type, size_t len, int dev, unsigned flags)
+{
+    h->type = (uint8_t)type;
+    h->len8 = (uint8_t)(len / 8);
+    h->device = (uint8_t)(dev < 0 || dev >= GMLOG_NO_DEVICE ? GMLOG_NO_DEVICE : dev);
+    h->flags = (uint8_t)flags;
+    h->dt = 0;
+}
+
+#endif

@@ -1,0 +1,197 @@
+/* Recording and polling fences. Events are recycled; nothing here blocks except
+ * fences_wait_oldest, which the pool calls only instead of growing or failing. */
+#include "fence.h"
+#include "common.h"
+#include "real.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(void **arr, int *cap, size_t elem, int need)
+{
+    if (need <= *cap)
+        return 0;
+    int ncap = *cap ? *cap * 2 : 8;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+static cudaError_t event_get(gm_fences_t *f, cudaEvent_t *ev)
+{
+    if (f->nspare) {
+        *ev = f->spare[--f->nspare];
+        return cudaSuccess;
+    }
+    return REAL_CALL(cudaEventCreateWithFlags, ev, cudaEventDisableTiming);
+}
+
+static void event_put(gm_fences_t *f, cudaEvent_t ev)
+{
+    if (grow((void **)&f->spare, &f->spare_cap, sizeof *f->spare, f->nspare + 1) == 0)
+        f->spare[f->nspare++] = ev;
+    else
+        REAL_CALL(cudaEventDestroy, ev);
+}
+
+static gm_fence_t *ring_at(gm_fences_t *f, int i)
+{
+    return &f->ring[(f->head + i) % f->ring_cap];
+}
+
+static int ring_push(gm_fences_t *f)
+{
+    if (f->count < f->ring_cap)
+        return 0;
+    int ncap = f->ring_cap ? f->ring_cap * 2 : 8;
+    gm_fence_t *n = calloc((size_t)ncap, sizeof *n);
+    if (!n)
+        return -1;
+    for (int i = 0; i < f->count; i++)
+        n[i] = *ring_at(f, i);
+    /* The slots past count keep their event arrays for reuse. */
+    for (int i = f->count; i < f->ring_cap; i++)
+        n[i] = *ring_at(f, i);
+    free(f->ring);
+    f->ring = n;
+    f->head = 0;
+    f->ring_cap = ncap;
+    return 0;
+}
+
+cudaError_t fences_issue(gm_fences_t *f)
+{
+    if (ring_push(f))
+        return cudaErrorMemoryAllocation;
+    gm_fence_t *fe = ring_at(f, f->count);
+    int need = 1 + f->nstreams;
+    if (grow((void **)&fe->ev, &fe->cap, sizeof *fe->ev, need + f->nretired))
+        return cudaErrorMemoryAllocation;
+    fe->nev = 0;
+    cudaError_t err = cudaSuccess;
+    for (int i = 0; i < need; i++) {
+        cudaStream_t s = i == 0 ? cudaStreamLegacy : f->streams[i - 1];
+        cudaEvent_t ev;
+        err = event_get(f, &ev);
+        if (err != cudaSuccess)
+            break;
+        err = REAL_CALL(cudaEventRecord, ev, s);
+        if (err != cudaSuccess) {
+            event_put(f, ev);
+            break;
+        }
+        fe->ev[fe->nev++] = ev;
+    }
+    if (err != cudaSuccess) {
+        for (int i = 0; i < fe->nev; i++)
+            event_put(f, fe->ev[i]);
+        fe->nev = 0;
+        return err;
+    }
+    for (int i = 0; i < f->nretired; i++)
+        fe->ev[fe->nev++] = f->retired[i];
+    f->nretired = 0;
+    fe->seq = ++f->issued;
+    f->count++;
+    return cudaSuccess;
+}
+
+static void fence_retire(gm_fences_t *f)
+{
+    gm_fence_t *fe = ring_at(f, 0);
+    for (int i = 0; i < fe->nev; i++)
+        event_put(f, fe->ev[i]);
+    fe->nev = 0;
+    f->done = fe->seq;
+    f->head = (f->head + 1) % f->ring_cap;
+    f->count--;
+}
+
+cudaError_t fences_poll(gm_fences_t *f)
+{
+    while (f->count) {
+        gm_fence_t *fe = ring_at(f, 0);
+        /* Events already seen complete are dropped from the end, so a fence spanning busy
+         * streams is not queried twice for its idle ones. */
+        while (fe->nev) {
+            cudaError_t err = REAL_CALL(cudaEventQuery, fe->ev[fe->nev - 1]);
+            if (err == cudaErrorNotReady)
+                return cudaSuccess;
+            if (err != cudaSuccess)
+                return err;
+            event_put(f, fe->ev[--fe->nev]);
+        }
+        fence_retire(f);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t fences_wait_oldest(gm_fences_t *f)
+{
+    if (!f->count)
+        return cudaErrorNotReady;
+    gm_fence_t *fe = ring_at(f, 0);
+    while (fe->nev) {
+        cudaError_t err = REAL_CALL(cudaEventSynchronize, fe->ev[fe->nev - 1]);
+        if (err != cudaSuccess)
+            return err;
+        event_put(f, fe->ev[--fe->nev]);
+    }
+    fence_retire(f);
+    return cudaSuccess;
+}
+
+int fences_outstanding(const gm_fences_t *f)
+{
+    return f->count;
+}
+
+void fences_add_stream(gm_fences_t *f, cudaStream_t s)
+{
+    for (int i = 0; i < f->nstreams; i++)
+        if (f->streams[i] == s)
+            return;
+    if (grow((void **)&f->streams, &f->stream_cap, sizeof *f->streams, f->nstreams + 1) == 0)
+        f->streams[f->nstreams++] = s;
+}
+
+void fences_retire_stream(gm_fences_t *f, cudaStream_t s)
+{
+    cudaEvent_t ev;
+    if (grow((void **)&f->retired, &f->retired_cap, sizeof *f->retired, f->nretired + 1) ||
+        event_get(f, &ev) != cudaSuccess)
+        return;
+    if (REAL_CALL(cudaEventRecord, ev, s) != cudaSuccess) {
+        event_put(f, ev);
+        return;
+    }
+    f->retired[f->nretired++] = ev;
+}
+
+void fences_remove_stream(gm_fences_t *f, cudaStream_t s)
+{
+    for (int i = 0; i < f->nstreams; i++)
+        if (f->streams[i] == s) {
+            f->streams[i] = f->streams[--f->nstreams];
+            return;
+        }
+}
+
+void fences_forget(gm_fences_t *f)
+{
+    for (int i = 0; i < f->ring_cap; i++) {
+        free(f->ring[i].ev);
+    }
+    free(f->ring);
+    free(f->spare);
+    free(f->streams);
+    free(f->retired);
+    uint64_t issued = f->issued;
+    memset(f, 0, sizeof *f);
+    f->issued = f->done = issued;
+}

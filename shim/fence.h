@@ -1,0 +1,48 @@
+/* Fences: the proof that device work issued before a cudaFree has completed, on every stream.
+ * A fence is a CUDA event recorded on the legacy default stream (which covers blocking and
+ * per-thread streams) and on every non-blocking stream created through the hooks. Fences are
+ * numbered; a freed block waits for the first fence recorded after its free. */
+#ifndef GM_FENCE_H
+#define GM_FENCE_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+typedef struct gm_fence {
+    uint64_t seq;
+    int nev;
+    int cap;
+    cudaEvent_t *ev;
+} gm_fence_t;
+
+typedef struct gm_fences {
+    cudaStream_t *streams;  /* known non-blocking streams of the device */
+    int nstreams, stream_cap;
+    gm_fence_t *ring;       /* outstanding fences, oldest at `head` */
+    int head, count, ring_cap;
+    cudaEvent_t *retired;   /* last events of destroyed streams, for the next fence */
+    int nretired, retired_cap;
+    cudaEvent_t *spare;     /* recycled events */
+    int nspare, spare_cap;
+    uint64_t issued;        /* seq of the newest fence recorded */
+    uint64_t done;          /* every fence up to this seq has completed */
+} gm_fences_t;
+
+/* The caller holds the device lock, has the device current, and is in relaxed capture mode. */
+cudaError_t fences_issue(gm_fences_t *f);
+/* Advances `done` over completed fences without blocking. Returns a CUDA error other than
+ * cudaErrorNotReady, or cudaSuccess. */
+cudaError_t fences_poll(gm_fences_t *f);
+/* Blocks until the oldest outstanding fence completes. cudaErrorNotReady if there is none. */
+cudaError_t fences_wait_oldest(gm_fences_t *f);
+int fences_outstanding(const gm_fences_t *f);
+
+void fences_add_stream(gm_fences_t *f, cudaStream_t s);
+/* Records an event on a stream about to be destroyed; the next fence waits for it too. */
+void fences_retire_stream(gm_fences_t *f, cudaStream_t s);
+void fences_remove_stream(gm_fences_t *f, cudaStream_t s);
+/* Device reset: the runtime destroyed our events and streams; drop them without CUDA calls.
+ * Every outstanding fence counts as done. */
+void fences_forget(gm_fences_t *f);
+
+#endif

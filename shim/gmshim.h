@@ -1,0 +1,68 @@
+/* gmshim's application-side API: call it from C, or from Python through ctypes.CDLL(None)
+ * when libgmshim.so is preloaded. Every function is also safe to look up with dlsym(RTLD_DEFAULT,
+ * "gmshim_mark") first, which returns NULL when the program runs without gmshim:
+ *
+ *     int (*mark)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "gmshim_mark");
+ *     if (mark) mark("epoch 3");
+ *
+ * or declare them weak (`#pragma weak gmshim_mark`) and test the address before calling.
+ */
+#ifndef GMSHIM_H
+#define GMSHIM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GMSHIM_API_VERSION 1
+
+/* current: what is there now; peak: the most there ever was; total: the sum of all ever added. */
+typedef struct gmshim_stat {
+    unsigned long long current, peak, total;
+} gmshim_stat_t;
+
+/* Per-device figures, in bytes unless named as counts. */
+typedef struct gmshim_stats {
+    unsigned int size;               /* set to sizeof(struct gmshim_stats) before the call */
+    int device;
+    gmshim_stat_t requested;         /* live bytes as the program asked for them */
+    gmshim_stat_t allocated;         /* live bytes as handed out (rounded to 512 B, unsplit tails) */
+    gmshim_stat_t reserved;          /* bytes held from the driver (segments) */
+    gmshim_stat_t cached;            /* free bytes in segments, ready for reuse */
+    gmshim_stat_t pending;           /* freed bytes waiting for the GPU work issued before the free */
+    unsigned long long allocs, frees;          /* pooled cudaMalloc/cudaFree calls */
+    unsigned long long cache_hits, cache_misses; /* allocations served without / with a driver call */
+    unsigned long long driver_mallocs, driver_frees;
+    unsigned long long oom_retries;  /* driver failures after which the cache was released and the call retried */
+    unsigned long long ooms;         /* allocations that failed with cudaErrorMemoryAllocation */
+    unsigned long long fences;       /* fences recorded (each: events on the streams in use) */
+    unsigned long long fence_waits;  /* times an allocation waited for a fence instead of growing the pool */
+    unsigned long long unpooled_allocs;  /* managed, pitched, 3D, host and stream-ordered allocations forwarded */
+    unsigned long long foreign_frees;    /* cudaFree of pointers gmshim did not hand out, forwarded */
+    unsigned long long bad_frees;        /* double, interior or invalid frees refused */
+    unsigned long long limit;        /* the device cap in bytes, 0 = none */
+} gmshim_stats_t;
+
+/* Writes a mark (a phase or iteration boundary) into the event log. Returns 0, or -1 when no
+ * log is being written. */
+int gmshim_mark(const char *label);
+
+/* Returns every whole free segment of every device to the driver, after waiting for pending
+ * frees to complete (nothing is released while a graph capture is under way). Returns the number
+ * of bytes released. */
+unsigned long long gmshim_empty_cache(void);
+
+/* Fills *out for `device`. Returns 0, or -1 for a bad device or size. */
+int gmshim_get_stats(int device, gmshim_stats_t *out);
+
+/* Caps what gmshim reserves on `device` (0 removes the cap). Returns 0, or -1 for a bad device. */
+int gmshim_set_limit(int device, unsigned long long bytes);
+
+/* The library's version (GMSHIM_API_VERSION it was built with). */
+int gmshim_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

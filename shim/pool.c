@@ -1,0 +1,524 @@
+/* Segments, blocks and best-fit bins. Small requests (<= 1 MiB) live in 2 MiB segments apart
+ * from large ones, so that long-lived small tensors do not pin large segments. Blocks merge
+ * only with free neighbours of their own segment; only wholly free segments leave the pool. */
+#include "pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GM_LARGE 0
+#define GM_SMALL 1
+
+size_t pool_segment_size(size_t rounded)
+{
+    if (pool_is_small(rounded))
+        return GM_SMALL_SEGMENT;
+    if (rounded < GM_MID_REQUEST)
+        return GM_MID_SEGMENT;
+    return gm_round_up(rounded, GM_LARGE_ROUND);
+}
+
+/* Exact bins for 512 B .. 1 MiB, then 16 bins per power of two: a block's bin never holds a
+ * block smaller than the bin before it. */
+static uint32_t bin_of(size_t size)
+{
+    uint64_t units = size / GM_ROUND;
+    if (units <= GM_EXACT_BINS)
+        return (uint32_t)(units - 1);
+    unsigned octave = 63u - (unsigned)__builtin_clzll(units); /* >= 11 */
+    unsigned sub = (unsigned)(units >> (octave - 4)) & (GM_SUB_BINS - 1);
+    uint32_t bin = GM_EXACT_BINS + (octave - 11) * GM_SUB_BINS + sub;
+    return bin < GM_NBINS ? bin : GM_NBINS - 1;
+}
+
+static int bin_is_exact(uint32_t bin)
+{
+    return bin < GM_EXACT_BINS;
+}
+
+static gm_block_t *block_new(gm_heap_t *heap)
+{
+    gm_block_t *b = heap->spare;
+    if (b)
+        heap->spare = b->lnext;
+    else
+        b = malloc(sizeof *b);
+    if (b)
+        memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_recycle(gm_heap_t *heap, gm_block_t *b)
+{
+    b->lnext = heap->spare;
+    heap->spare = b;
+}
+
+static void bin_insert(gm_bins_t *bins, gm_block_t *b)
+{
+    uint32_t bin = bin_of(b->size);
+    b->bin = bin;
+    gm_block_t **link = &bins->head[bin];
+    gm_block_t *prev = NULL;
+    if (!bin_is_exact(bin)) {
+        /* Sorted by (size, address): the first block that fits is the best fit. */
+        while (*link && ((*link)->size < b->size || ((*link)->size == b->size && (*link)->ptr < b->ptr))) {
+            prev = *link;
+            link = &(*link)->lnext;
+        }
+    }
+    b->lnext = *link;
+    b->lprev = prev;
+    if (*link)
+        (*link)->lprev = b;
+    *link = b;
+    bins->map[bin / 64] |= 1ull << (bin % 64);
+}
+
+static void bin_remove(gm_bins_t *bins, gm_block_t *b)
+{
+    if (b->lprev)
+        b->lprev->lnext = b->lnext;
+    else
+        bins->head[b->bin] = b->lnext;
+    if (b->lnext)
+        b->lnext->lprev = b->lprev;
+    if (!bins->head[b->bin])
+        bins->map[b->bin / 64] &= ~(1ull << (b->bin % 64));
+    b->lnext = b->lprev = NULL;
+}
+
+/* First non-empty bin at or after `from`, or GM_NBINS. */
+static uint32_t bin_next(const gm_bins_t *bins, uint32_t from)
+{
+    if (from >= GM_NBINS)
+        return GM_NBINS;
+    uint32_t w = from / 64;
+    uint64_t word = bins->map[w] & (~0ull << (from % 64));
+    for (;;) {
+        if (word)
+            return w * 64 + (uint32_t)__builtin_ctzll(word);
+        if (++w >= GM_NBIN_WORDS)
+            return GM_NBINS;
+        word = bins->map[w];
+    }
+}
+
+/* The smallest free block >= size that the max-split rules allow. */
+static gm_block_t *bins_best_fit(const gm_bins_t *bins, size_t size, size_t max_split)
+{
+    for (uint32_t bin = bin_next(bins, bin_of(size)); bin < GM_NBINS; bin = bin_next(bins, bin + 1)) {
+        for (gm_block_t *b = bins->head[bin]; b; b = b->lnext) {
+            if (b->size < size)
+                continue;
+            if (max_split) {
+                /* Blocks at or above max_split serve only requests about their size. */
+                if (size < max_split && b->size >= max_split)
+                    return NULL;
+                if (size >= max_split && b->size >= size + GM_OVERSIZE_SLACK)
+                    return NULL;
+            }
+            return b;
+        }
+    }
+    return NULL;
+}
+
+void heap_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner)
+{
+    memset(heap, 0, sizeof *heap);
+    heap->stats = stats;
+    heap->owner = owner;
+}
+
+static void segment_free_blocks(gm_segment_t *seg)
+{
+    gm_block_t *b = seg->first;
+    while (b) {
+        gm_block_t *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+void heap_destroy(gm_heap_t *heap)
+{
+    gm_segment_t *seg = heap->segments;
+    while (seg) {
+        gm_segment_t *next = seg->next;
+        segment_free_blocks(seg);
+        free(seg);
+        seg = next;
+    }
+    gm_block_t *b = heap->spare;
+    while (b) {
+        gm_block_t *next = b->lnext;
+        free(b);
+        b = next;
+    }
+    heap->segments = NULL;
+    heap->spare = NULL;
+}
+
+static int class_of(const gm_block_t *b)
+{
+    return b->seg->small ? GM_SMALL : GM_LARGE;
+}
+
+static void pending_append(gm_heap_t *heap, gm_block_t *b)
+{
+    b->lnext = NULL;
+    b->lprev = heap->pending_tail;
+    if (heap->pending_tail)
+        heap->pending_tail->lnext = b;
+    else
+        heap->pending_head = b;
+    heap->pending_tail = b;
+    /* Keep the FIFO ordered by fence: a block may wait longer than it must, never shorter. */
+    if (b->lprev && b->fence_seq < b->lprev->fence_seq)
+        b->fence_seq = b->lprev->fence_seq;
+    heap->pending_bytes[class_of(b)] += b->size;
+}
+
+gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
+{
+    int cls = pool_is_small(rounded) ? GM_SMALL : GM_LARGE;
+    gm_bins_t *bins = &heap->bins[cls];
+    size_t max_split = cls == GM_LARGE ? heap->max_split : 0;
+    gm_block_t *b = bins_best_fit(bins, rounded, max_split);
+    if (!b)
+        return NULL;
+    bin_remove(bins, b);
+    heap->free_bytes[cls] -= b->size;
+    size_t rest = b->size - rounded;
+    int split = cls == GM_SMALL ? rest >= GM_ROUND : rest > GM_LARGE_SPLIT_MIN;
+    if (split && max_split && b->size >= max_split)
+        split = 0;
+    if (split) {
+        gm_block_t *r = block_new(heap);
+        if (r) {
+            r->ptr = b->ptr + rounded;
+            r->size = rest;
+            r->seg = b->seg;
+            r->prev = b;
+            r->next = b->next;
+            if (b->next)
+                b->next->prev = r;
+            b->next = r;
+            b->size = rounded;
+            r->state = GM_BLOCK_FREE;
+            bin_insert(bins, r);
+            heap->free_bytes[cls] += rest;
+        }
+    }
+    b->state = GM_BLOCK_LIVE;
+    b->requested = requested;
+    b->seg->free_since_ns = 0;
+    gm_stat_sub(&heap->stats->cached, b->size);
+    gm_stat_add(&heap->stats->allocated, b->size);
+    gm_stat_add(&heap->stats->requested, requested);
+    return b;
+}
+
+gm_segment_t *heap_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns)
+{
+    gm_segment_t *seg = calloc(1, sizeof *seg);
+    gm_block_t *b = block_new(heap);
+    if (!seg || !b) {
+        free(seg);
+        if (b)
+            block_recycle(heap, b);
+        return NULL;
+    }
+    seg->base = base;
+    seg->size = size;
+    seg->heap = heap;
+    seg->small = (uint8_t)small;
+    seg->first = b;
+    seg->free_since_ns = now_ns;
+    seg->next = heap->segments;
+    if (heap->segments)
+        heap->segments->prev = seg;
+    heap->segments = seg;
+    heap->nsegments++;
+    b->ptr = base;
+    b->size = size;
+    b->seg = seg;
+    b->state = GM_BLOCK_FREE;
+    bin_insert(&heap->bins[small ? GM_SMALL : GM_LARGE], b);
+    heap->free_bytes[small ? GM_SMALL : GM_LARGE] += size;
+    gm_stat_add(&heap->stats->reserved, size);
+    gm_stat_add(&heap->stats->cached, size);
+    return seg;
+}
+
+/* Makes b (not in any list) FREE: merges it with free neighbours and files it in a bin. */
+static void make_free(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns)
+{
+    int cls = class_of(b);
+    gm_bins_t *bins = &heap->bins[cls];
+    heap->free_bytes[cls] += b->size;
+    gm_block_t *p = b->prev;
+    if (p && p->state == GM_BLOCK_FREE) {
+        bin_remove(bins, p);
+        p->size += b->size;
+        p->next = b->next;
+        if (b->next)
+            b->next->prev = p;
+        block_recycle(heap, b);
+        b = p;
+    }
+    gm_block_t *n = b->next;
+    if (n && n->state == GM_BLOCK_FREE) {
+        bin_remove(bins, n);
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next)
+            n->next->prev = b;
+        block_recycle(heap, n);
+    }
+    b->state = GM_BLOCK_FREE;
+    b->requested = 0;
+    b->ipc = 0;
+    bin_insert(bins, b);
+    if (b->size == b->seg->size)
+        b->seg->free_since_ns = now_ns ? now_ns : 1;
+}
+
+static void leave_live(gm_heap_t *heap, gm_block_t *b)
+{
+    gm_stat_sub(&heap->stats->allocated, b->size);
+    gm_stat_sub(&heap->stats->requested, b->requested);
+}
+
+void heap_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns)
+{
+    leave_live(heap, b);
+    gm_stat_add(&heap->stats->cached, b->size);
+    make_free(heap, b, now_ns);
+}
+
+void heap_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq)
+{
+    leave_live(heap, b);
+    gm_stat_add(&heap->stats->pending, b->size);
+    b->state = GM_BLOCK_PENDING;
+    b->fence_seq = seq;
+    pending_append(heap, b);
+}
+
+void heap_hold_block(gm_heap_t *heap, gm_block_t *b)
+{
+    leave_live(heap, b);
+    gm_stat_add(&heap->stats->pending, b->size);
+    b->state = GM_BLOCK_HELD;
+    b->seg->ipc = 1;
+}
+
+size_t heap_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns)
+{
+    size_t bytes = 0;
+    gm_block_t *b;
+    while ((b = heap->pending_head) && b->fence_seq <= done) {
+        heap->pending_head = b->lnext;
+        if (heap->pending_head)
+            heap->pending_head->lprev = NULL;
+        else
+            heap->pending_tail = NULL;
+        b->lnext = b->lprev = NULL;
+        heap->pending_bytes[class_of(b)] -= b->size;
+        gm_stat_sub(&heap->stats->pending, b->size);
+        gm_stat_add(&heap->stats->cached, b->size);
+        bytes += b->size;
+        make_free(heap, b, now_ns);
+    }
+    return bytes;
+}
+
+uint64_t heap_oldest_pending_seq(const gm_heap_t *heap)
+{
+    return heap->pending_head ? heap->pending_head->fence_seq : 0;
+}
+
+int heap_segment_is_free(const gm_segment_t *seg)
+{
+    for (const gm_block_t *b = seg->first; b; b = b->next)
+        if (b->state == GM_BLOCK_LIVE || b->state == GM_BLOCK_PENDING)
+            return 0;
+    return 1;
+}
+
+void heap_remove_segment(gm_heap_t *heap, gm_segment_t *seg)
+{
+    int cls = seg->small ? GM_SMALL : GM_LARGE;
+    for (gm_block_t *b = seg->first; b; b = b->next) {
+        if (b->state == GM_BLOCK_FREE) {
+            bin_remove(&heap->bins[cls], b);
+            heap->free_bytes[cls] -= b->size;
+            gm_stat_sub(&heap->stats->cached, b->size);
+        } else { /* HELD */
+            gm_stat_sub(&heap->stats->pending, b->size);
+        }
+    }
+    gm_stat_sub(&heap->stats->reserved, seg->size);
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        heap->segments = seg->next;
+    if (seg->next)
+        seg->next->prev = seg->prev;
+    heap->nsegments--;
+    segment_free_blocks(seg);
+    free(seg);
+}
+
+void heap_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64_t defer_seq)
+{
+    int cls = seg->small ? GM_SMALL : GM_LARGE;
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        from->segments = seg->next;
+    if (seg->next)
+        seg->next->prev = seg->prev;
+    from->nsegments--;
+    seg->prev = NULL;
+    seg->next = to->segments;
+    if (to->segments)
+        to->segments->prev = seg;
+    to->segments = seg;
+    to->nsegments++;
+    seg->heap = to;
+    for (gm_block_t *b = seg->first; b; b = b->next) {
+        if (b->state == GM_BLOCK_FREE) {
+            bin_remove(&from->bins[cls], b);
+            from->free_bytes[cls] -= b->size;
+            if (defer_seq) {
+                gm_stat_sub(&to->stats->cached, b->size);
+                gm_stat_add(&to->stats->pending, b->size);
+                b->state = GM_BLOCK_PENDING;
+                b->fence_seq = defer_seq;
+                pending_append(to, b);
+            } else {
+                bin_insert(&to->bins[cls], b);
+                to->free_bytes[cls] += b->size;
+            }
+        } else if (b->state == GM_BLOCK_PENDING) {
+            if (b->lprev)
+                b->lprev->lnext = b->lnext;
+            else
+                from->pending_head = b->lnext;
+            if (b->lnext)
+                b->lnext->lprev = b->lprev;
+            else
+                from->pending_tail = b->lprev;
+            from->pending_bytes[cls] -= b->size;
+            pending_append(to, b);
+        }
+    }
+}
+
+gm_segment_t *heap_find_segment(const gm_heap_t *heap, uintptr_t addr)
+{
+    for (gm_segment_t *seg = heap->segments; seg; seg = seg->next)
+        if (addr >= seg->base && addr - seg->base < seg->size)
+            return seg;
+    return NULL;
+}
+
+gm_block_t *segment_find_block(const gm_segment_t *seg, uintptr_t addr)
+{
+    for (gm_block_t *b = seg->first; b; b = b->next)
+        if (addr >= b->ptr && addr - b->ptr < b->size)
+            return b;
+    return NULL;
+}
+
+void heap_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count)
+{
+    size_t big = 0, n = 0;
+    for (int cls = 0; cls < 2; cls++) {
+        const gm_bins_t *bins = &heap->bins[cls];
+        for (uint32_t bin = bin_next(bins, 0); bin < GM_NBINS; bin = bin_next(bins, bin + 1))
+            for (const gm_block_t *b = bins->head[bin]; b; b = b->lnext) {
+                n++;
+                if (b->size > big)
+                    big = b->size;
+            }
+    }
+    *largest = big;
+    *count = n;
+}
+
+const char *heap_check(const gm_heap_t *heap)
+{
+    size_t free_bytes[2] = {0, 0}, pending_bytes[2] = {0, 0}, nfree = 0, nseg = 0;
+    for (const gm_segment_t *seg = heap->segments; seg; seg = seg->next) {
+        nseg++;
+        if (seg->heap != heap)
+            return "segment points to another heap";
+        uintptr_t at = seg->base;
+        const gm_block_t *prev = NULL;
+        for (const gm_block_t *b = seg->first; b; b = b->next) {
+            if (b->seg != seg)
+                return "block points to another segment";
+            if (b->prev != prev)
+                return "broken prev link";
+            if (b->ptr != at)
+                return "blocks do not tile their segment";
+            if (b->size == 0 || b->size % GM_ROUND || b->ptr % GM_ROUND)
+                return "block size or address not a multiple of 512";
+            if (b->state == GM_BLOCK_FREE) {
+                if (prev && prev->state == GM_BLOCK_FREE)
+                    return "two free neighbours not merged";
+                free_bytes[seg->small] += b->size;
+                nfree++;
+            } else if (b->state == GM_BLOCK_PENDING) {
+                pending_bytes[seg->small] += b->size;
+            }
+            at += b->size;
+            prev = b;
+        }
+        if (at != seg->base + seg->size)
+            return "blocks do not cover their segment";
+    }
+    if (nseg != heap->nsegments)
+        return "segment count wrong";
+    size_t nbinned = 0;
+    for (int cls = 0; cls < 2; cls++) {
+        if (free_bytes[cls] != heap->free_bytes[cls])
+            return "free byte count wrong";
+        if (pending_bytes[cls] != heap->pending_bytes[cls])
+            return "pending byte count wrong";
+        const gm_bins_t *bins = &heap->bins[cls];
+        for (uint32_t bin = 0; bin < GM_NBINS; bin++) {
+            int mapped = (bins->map[bin / 64] >> (bin % 64)) & 1;
+            if (mapped != (bins->head[bin] != NULL))
+                return "bin bitmap out of date";
+            size_t last = 0;
+            for (const gm_block_t *b = bins->head[bin]; b; b = b->lnext) {
+                if (b->state != GM_BLOCK_FREE)
+                    return "non-free block in a bin";
+                if (b->seg->small != cls)
+                    return "block in the wrong class of bins";
+                if (bin_of(b->size) != bin || b->bin != bin)
+                    return "block in the wrong bin";
+                if (b->size < last)
+                    return "bin not sorted by size";
+                last = b->size;
+                nbinned++;
+            }
+        }
+    }
+    if (nbinned != nfree)
+        return "free blocks missing from the bins";
+    uint64_t seq = 0;
+    for (const gm_block_t *b = heap->pending_head; b; b = b->lnext) {
+        if (b->state != GM_BLOCK_PENDING)
+            return "non-pending block in the pending list";
+        if (b->fence_seq < seq)
+            return "pending list out of fence order";
+        seq = b->fence_seq;
+    }
+    return NULL;
+}

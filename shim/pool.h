@@ -1,0 +1,149 @@
+/* The pool's data structure: segments from the driver cut into blocks, best-fit free bins, split
+ * and merge within a segment, and the pending list of freed blocks waiting for a fence. Pure
+ * bookkeeping on addresses: no CUDA call, no lock (the caller holds its device's lock). */
+#ifndef GM_POOL_H
+#define GM_POOL_H
+
+#include "common.h"
+
+/* uthash for pointer keys: 512-aligned addresses, mixed by a multiplicative hash; an out of
+ * host memory in a table insert must never exit the host program. */
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                                      \
+    do {                                                                                          \
+        uint64_t k_;                                                                              \
+        memcpy(&k_, (keyptr), sizeof k_);                                                         \
+        (hashv) = (unsigned)((k_ >> 9) * 0x9E3779B97F4A7C15ull >> 32);                            \
+    } while (0)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) ((void)(elt))
+#include <string.h>
+#include <uthash.h>
+
+#define GM_ROUND 512                    /* every request is rounded to this; every block aligned */
+#define GM_SMALL_REQUEST (1u << 20)     /* requests up to this go to small segments */
+#define GM_SMALL_SEGMENT (2u << 20)
+#define GM_MID_REQUEST (10u << 20)      /* large requests below this share 20 MiB segments */
+#define GM_MID_SEGMENT (20u << 20)
+#define GM_LARGE_ROUND (2u << 20)       /* larger segments are rounded to this */
+#define GM_LARGE_SPLIT_MIN (1u << 20)   /* a large block is split only if more than this is left */
+#define GM_OVERSIZE_SLACK (20u << 20)   /* with max split: how much larger an unsplit block may be */
+
+#define GM_EXACT_BINS 2048              /* one bin per 512-B size up to 1 MiB */
+#define GM_SUB_BINS 16                  /* then 16 bins per power of two */
+#define GM_NBINS (GM_EXACT_BINS + 42 * GM_SUB_BINS)
+#define GM_NBIN_WORDS ((GM_NBINS + 63) / 64)
+
+typedef enum gm_block_state {
+    GM_BLOCK_FREE = 0,   /* in a bin, reusable */
+    GM_BLOCK_LIVE,       /* handed out */
+    GM_BLOCK_PENDING,    /* freed, waiting for fence `fence_seq` to complete */
+    GM_BLOCK_HELD,       /* freed, never reused (IPC-exported); the segment goes back whole */
+} gm_block_state_t;
+
+typedef struct gm_heap gm_heap_t;
+typedef struct gm_segment gm_segment_t;
+typedef struct gm_block gm_block_t;
+
+struct gm_block {
+    uintptr_t ptr;
+    size_t size;
+    size_t requested;       /* when live: the size asked for */
+    gm_segment_t *seg;
+    gm_block_t *prev, *next;   /* address neighbours in the segment */
+    gm_block_t *lprev, *lnext; /* bin list, or the pending list */
+    uint64_t fence_seq;
+    uint32_t bin;
+    uint8_t state;
+    uint8_t ipc;            /* a cudaIpcGetMemHandle was taken on it */
+    uint8_t kind;           /* GMLOG_KIND_* of a block outside any segment (seg == NULL) */
+    UT_hash_handle hh;      /* the device's map of live blocks, keyed by ptr */
+};
+
+struct gm_segment {
+    uintptr_t base;
+    size_t size;
+    gm_heap_t *heap;
+    gm_segment_t *prev, *next;
+    gm_block_t *first;
+    uint64_t free_since_ns; /* when it last became wholly free; 0 while any part is used */
+    uint8_t small;
+    uint8_t ipc;            /* a block of it was exported: give it back whole, never reuse */
+};
+
+typedef struct gm_bins {
+    gm_block_t *head[GM_NBINS];
+    uint64_t map[GM_NBIN_WORDS];
+} gm_bins_t;
+
+/* Byte and event figures shared by every heap of a device. */
+typedef struct gm_pool_stats {
+    gm_stat_t requested, allocated, reserved, cached, pending;
+} gm_pool_stats_t;
+
+struct gm_heap {
+    gm_bins_t bins[2];        /* [0] large segments, [1] small segments */
+    gm_segment_t *segments;
+    size_t nsegments;
+    gm_block_t *pending_head, *pending_tail;  /* FIFO, fence_seq never decreasing */
+    size_t pending_bytes[2];                  /* by class, as bins */
+    size_t free_bytes[2];
+    size_t max_split;                         /* 0: no limit */
+    gm_pool_stats_t *stats;
+    gm_block_t *spare;                        /* recycled block structs */
+    void *owner;                              /* the graph owning a private heap; NULL: general */
+    gm_heap_t *next_heap;                     /* the device's list of private heaps */
+    uint32_t graph_id;                        /* capture id of a private heap, for the log */
+};
+
+/* What a request of n bytes becomes. */
+static inline size_t pool_round(size_t n)
+{
+    return n == 0 ? GM_ROUND : gm_round_up(n, GM_ROUND);
+}
+
+static inline int pool_is_small(size_t rounded)
+{
+    return rounded <= GM_SMALL_REQUEST;
+}
+
+/* The segment size the driver is asked for, for a rounded request. */
+size_t pool_segment_size(size_t rounded);
+
+void heap_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner);
+/* Frees the bookkeeping of every segment (the memory itself is the caller's business). */
+void heap_destroy(gm_heap_t *heap);
+
+/* Best-fit a free block for a rounded size, splitting it; the block comes back LIVE with
+ * `requested` set. NULL when nothing fits. */
+gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested);
+/* Registers a segment fresh from the driver as one free block. NULL if out of host memory. */
+gm_segment_t *heap_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns);
+/* LIVE → FREE: merge with free neighbours, into a bin. */
+void heap_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns);
+/* LIVE → PENDING until fence `seq` completes. */
+void heap_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq);
+/* LIVE → HELD: never reused; the segment is given back whole once nothing in it is live. */
+void heap_hold_block(gm_heap_t *heap, gm_block_t *b);
+/* PENDING blocks with fence_seq <= done become FREE; returns the bytes released. */
+size_t heap_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns);
+/* The fence sequence the oldest pending block waits for; 0 when none is pending. */
+uint64_t heap_oldest_pending_seq(const gm_heap_t *heap);
+/* Whether `seg` holds no live or pending block (it can go back to the driver). */
+int heap_segment_is_free(const gm_segment_t *seg);
+/* Unlinks a segment that heap_segment_is_free() and frees its bookkeeping. */
+void heap_remove_segment(gm_heap_t *heap, gm_segment_t *seg);
+/* Moves a segment (and its free and pending blocks) to another heap. With defer_seq != 0 its
+ * free blocks arrive PENDING on that fence (memory a destroyed graph may still be using). */
+void heap_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64_t defer_seq);
+/* The segment containing addr, or NULL. Linear; for error paths. */
+gm_segment_t *heap_find_segment(const gm_heap_t *heap, uintptr_t addr);
+/* The block containing addr inside seg. */
+gm_block_t *segment_find_block(const gm_segment_t *seg, uintptr_t addr);
+/* Largest free block and the number of free blocks, over both classes. */
+void heap_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count);
+
+/* Checks every invariant (bins hold exactly the free blocks, neighbours never both free,
+ * blocks tile their segment, counters match). Returns NULL or what is wrong. For the tests. */
+const char *heap_check(const gm_heap_t *heap);
+
+#endif

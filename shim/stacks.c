@@ -1,0 +1,231 @@
+/* Call-site capture and interning. The hit path: backtrace(), Python frames, one hash, and a
+ * per-thread cache lookup. A miss takes the global lock, resolves names (modules, code objects),
+ * and writes the site (and any new string or module) to the log once. */
+#include "stacks.h"
+#include "common.h"
+#include "evlog.h"
+#include "modules.h"
+#include "options.h"
+#include "pyframes.h"
+
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NATIVE 64
+#define MAX_PY 64
+#define TCACHE_SIZE 256
+
+typedef struct slot {
+    uint64_t key;
+    uint32_t id;
+} slot_t;
+
+/* Open-addressing map from a 64-bit key to an id; key 0 is empty. */
+typedef struct idmap {
+    slot_t *slots;
+    size_t cap, count;
+} idmap_t;
+
+static int native_depth, py_depth, enabled;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static idmap_t sites, strings;
+static uint32_t next_site = 1, next_string = 1;
+
+typedef struct tcache {
+    slot_t slot[TCACHE_SIZE];
+} tcache_t;
+static __thread tcache_t *tcache __attribute__((tls_model("initial-exec")));
+static pthread_key_t tcache_key;
+
+static void tcache_free(void *p)
+{
+    free(p);
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t w)
+{
+    h ^= w + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
+}
+
+static uint32_t *idmap_find(idmap_t *m, uint64_t key)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t i = key & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (m->slots[i].key == key)
+            return &m->slots[i].id;
+        if (!m->slots[i].key)
+            return NULL;
+    }
+}
+
+static int idmap_put(idmap_t *m, uint64_t key, uint32_t id)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 1024;
+        slot_t *n = calloc(ncap, sizeof *n);
+        if (!n)
+            return -1;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].key)
+                continue;
+            size_t j = m->slots[i].key & (ncap - 1);
+            while (n[j].key)
+                j = (j + 1) & (ncap - 1);
+            n[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = n;
+        m->cap = ncap;
+    }
+    size_t i = key & (m->cap - 1);
+    while (m->slots[i].key)
+        i = (i + 1) & (m->cap - 1);
+    m->slots[i].key = key;
+    m->slots[i].id = id;
+    m->count++;
+    return 0;
+}
+
+void stacks_init(void)
+{
+    native_depth = (int)options_get(GM_OPT_STACK_DEPTH);
+    py_depth = (int)options_get(GM_OPT_PYTHON_DEPTH);
+    if (native_depth > MAX_NATIVE)
+        native_depth = MAX_NATIVE;
+    if (py_depth > MAX_PY)
+        py_depth = MAX_PY;
+    enabled = evlog_enabled() && (native_depth > 0 || py_depth > 0);
+    if (!enabled)
+        return;
+    if (pthread_key_create(&tcache_key, tcache_free) != 0) {
+        enabled = 0;
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    modules_init();
+    pthread_mutex_unlock(&lock);
+    /* The first backtrace() loads libgcc_s; do it now, not inside some later hook. */
+    void *pcs[2];
+    backtrace(pcs, 2);
+}
+
+/* A string's id, written to the log the first time. Lock held. */
+static uint32_t string_id(const char *s)
+{
+    size_t len = strlen(s);
+    uint64_t key = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++)
+        key = (key ^ (uint8_t)s[i]) * 0x100000001b3ull;
+    key |= 1;
+    uint32_t *found = idmap_find(&strings, key);
+    if (found)
+        return *found;
+    uint32_t id = next_string++;
+    if (idmap_put(&strings, key, id))
+        return 0;
+    gmlog_string_t rec;
+    memset(&rec, 0, sizeof rec);
+    evlog_hdr(&rec.h, GMLOG_STRING, sizeof rec, GMLOG_NO_DEVICE, 0);
+    rec.id = id;
+    rec.len = (uint32_t)len;
+    evlog_append2(&rec, sizeof rec, s, len, gm_now_ns());
+    return id;
+}
+
+/* Names of a code object, read now (the site key uses names, not addresses, since a freed
+ * code object's address can be reused). Lock held. */
+static void code_names(uintptr_t code, uint32_t *file, uint32_t *func)
+{
+    char fname[1024], qname[512];
+    pyframes_describe(code, fname, sizeof fname, qname, sizeof qname);
+    *file = string_id(fname);
+    *func = string_id(qname);
+}
+
+static uint32_t intern(void *const *pcs, int n, const gm_pyframe_raw_t *py, int npy)
+{
+    pthread_mutex_lock(&lock);
+    gmlog_pyframe_t pyf[MAX_PY];
+    uint64_t key = 0x51ed270b27d4d1c3ull;
+    for (int i = 0; i < npy; i++) {
+        code_names(py[i].code, &pyf[i].file, &pyf[i].function);
+        pyf[i].line = (uint32_t)py[i].line;
+        pyf[i].reserved = 0;
+        key = mix(key, ((uint64_t)pyf[i].file << 32) | pyf[i].function);
+        key = mix(key, pyf[i].line);
+    }
+    uint64_t frames[MAX_NATIVE];
+    for (int i = 0; i < n; i++) {
+        uint32_t mod;
+        uint64_t off;
+        uintptr_t pc = (uintptr_t)pcs[i];
+        if (modules_lookup(pc, &mod, &off) == 0 && off < (1ull << 48))
+            frames[i] = (uint64_t)mod << 48 | off;
+        else
+            frames[i] = (uint64_t)GMLOG_FRAME_UNKNOWN_MODULE << 48 | (pc & ((1ull << 48) - 1));
+        key = mix(key, frames[i]);
+    }
+    key = mix(key, (uint64_t)n << 32 | (uint32_t)npy) | 1;
+    uint32_t *found = idmap_find(&sites, key);
+    uint32_t id = found ? *found : 0;
+    if (!id) {
+        id = next_site++;
+        if (idmap_put(&sites, key, id) == 0) {
+            uint8_t tail[MAX_NATIVE * 8 + MAX_PY * sizeof(gmlog_pyframe_t)];
+            memcpy(tail, frames, (size_t)n * 8);
+            memcpy(tail + (size_t)n * 8, pyf, (size_t)npy * sizeof *pyf);
+            gmlog_site_t rec;
+            memset(&rec, 0, sizeof rec);
+            evlog_hdr(&rec.h, GMLOG_SITE, sizeof rec, GMLOG_NO_DEVICE, 0);
+            rec.id = id;
+            rec.native = (uint16_t)n;
+            rec.python = (uint16_t)npy;
+            evlog_append2(&rec, sizeof rec, tail, (size_t)n * 8 + (size_t)npy * sizeof *pyf, gm_now_ns());
+        } else {
+            id = 0;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return id;
+}
+
+uint32_t stacks_site(void)
+{
+    if (!enabled)
+        return 0;
+    void *raw[MAX_NATIVE + 8];
+    int got = native_depth ? backtrace(raw, native_depth + 8) : 0;
+    /* Drop gmshim's own frames (the hook and what it called). */
+    int skip = 0;
+    while (skip < got && modules_is_self((uintptr_t)raw[skip]))
+        skip++;
+    int n = got - skip;
+    if (n > native_depth)
+        n = native_depth;
+    gm_pyframe_raw_t py[MAX_PY];
+    int npy = pyframes_capture(py, py_depth);
+    uint64_t key = 0x2545F4914F6CDD1Dull;
+    for (int i = 0; i < n; i++)
+        key = mix(key, (uintptr_t)raw[skip + i]);
+    for (int i = 0; i < npy; i++)
+        key = mix(key, py[i].code ^ ((uint64_t)(uint32_t)py[i].line << 40));
+    key = mix(key, (uint64_t)n << 32 | (uint32_t)npy) | 1;
+    if (!tcache) {
+        tcache = calloc(1, sizeof *tcache);
+        pthread_setspecific(tcache_key, tcache);
+    }
+    slot_t *s = tcache ? &tcache->slot[key & (TCACHE_SIZE - 1)] : NULL;
+    if (s && s->key == key)
+        return s->id;
+    uint32_t id = intern(raw + skip, n, py, npy);
+    if (s && id) {
+        s->key = key;
+        s->id = id;
+    }
+    return id;
+}

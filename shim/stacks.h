@@ -1,0 +1,13 @@
+/* Call sites: the native stack (GMSHIM_STACK_DEPTH frames) and, for a Python thread, its Python
+ * frames, interned so that each distinct site is written to the log once. */
+#ifndef GM_STACKS_H
+#define GM_STACKS_H
+
+#include <stdint.h>
+
+void stacks_init(void);
+/* The call site of the current allocation (0 when stacks are off or capture failed). Call it
+ * outside every pool lock: it may take a while. */
+uint32_t stacks_site(void);
+
+#endif

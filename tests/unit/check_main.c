@@ -1,0 +1,14 @@
+/* The test runner: every suite, one Check summary at the end (the last line `make test` prints). */
+#include "suites.h"
+
+#include <stdlib.h>
+
+int main(void)
+{
+    SRunner *sr = srunner_create(pool_suite());
+    srunner_add_suite(sr, options_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,108 @@
+/* Helpers the suites share: paths under the build directory, running a program under the
+ * preload with extra environment and capturing its output, temporary directories. */
+#include "suites.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+const char *build_path(const char *rel)
+{
+    static char buf[8][4096];
+    static int next;
+    const char *b = getenv("GMSHIM_BUILD");
+    char *out = buf[next++ % 8];
+    snprintf(out, sizeof buf[0], "%s/%s", b && *b ? b : "build", rel);
+    return out;
+}
+
+const char *temp_dir(void)
+{
+    static char buf[8][256];
+    static int next;
+    char *out = buf[next++ % 8];
+    snprintf(out, sizeof buf[0], "/tmp/gmshim-test-XXXXXX");
+    if (!mkdtemp(out))
+        return "/tmp";
+    return out;
+}
+
+static int has_key(const char *const *env, const char *kv)
+{
+    size_t klen = strcspn(kv, "=");
+    for (int i = 0; env && env[i]; i++)
+        if (!strncmp(env[i], kv, klen) && env[i][klen] == '=')
+            return 1;
+    return 0;
+}
+
+int run_program(const char *const *argv, const char *const *env, int preload, char **out)
+{
+    int pfd[2];
+    if (pipe(pfd))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        close(pfd[1]);
+        for (char **e = environ; *e; e++)
+            if (!strncmp(*e, "GMSHIM_", 7) && strncmp(*e, "GMSHIM_BUILD=", 13) &&
+                strncmp(*e, "GMSHIM_TEST_PRELOAD=", 20)) {
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+                unsetenv(name);
+                e = environ - 1;
+            }
+        if (!has_key(env, "GMSHIM_LOG=x"))
+            setenv("GMSHIM_LOG", "off", 1);
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        if (preload) {
+            char pre[8192];
+            const char *san = getenv("GMSHIM_TEST_PRELOAD");
+            snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "",
+                     build_path("libgmshim.so"));
+            setenv("LD_PRELOAD", pre, 1);
+        }
+        execv(argv[0], (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (len + 1024 > cap)
+            buf = realloc(buf, cap *= 2);
+        ssize_t n = read(pfd[0], buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = 0;
+    close(pfd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}

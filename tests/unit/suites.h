@@ -1,0 +1,22 @@
+/* Every Check suite of the runner; one test file per module defines one. */
+#ifndef GM_TEST_SUITES_H
+#define GM_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *pool_suite(void);
+Suite *options_suite(void);
+Suite *evlog_suite(void);
+Suite *device_suite(void);
+Suite *integration_suite(void);
+
+/* Helpers shared by the suites (tests/unit/helpers.c). */
+/* Absolute path of a file under the build directory (GMSHIM_BUILD). */
+const char *build_path(const char *rel);
+/* Runs argv with extra environment entries ("K=V", NULL-terminated) and the preload; captures
+ * stdout+stderr into *out (malloc'd). Returns the exit status, or 128+signal. */
+int run_program(const char *const *argv, const char *const *env, int preload, char **out);
+/* A fresh empty directory under /tmp for a test. */
+const char *temp_dir(void);
+
+#endif
