@@ -103,7 +103,7 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
         return err;
     int dev;
     if (gm_state != GM_CHILD && REAL_CALL(cudaGetDevice, &dev) == cudaSuccess) {
-        gm_device_t *d = device_peek(dev);
+        gm_device_t *d = device_get(dev); /* a cap applies before the first allocation too */
         if (d) {
             /* What the pool caches is free to the program: it gets it without the driver. */
             gmshim_stats_t st;

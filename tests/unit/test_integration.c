@@ -1,0 +1,233 @@
+/* Integration tests: the programs in tests/integration/, built against the fake CUDA runtime,
+ * run under LD_PRELOAD=build/libgmshim.so; each checks its own results and exits non-zero with a
+ * message when something is wrong. */
+#include "suites.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int run(const char *prog, const char *const *env, const char *arg, char **out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", build_path(prog));
+    const char *argv[] = {path, arg, NULL};
+    return run_program(argv, env, 1, out);
+}
+
+#define RUN_OK(prog, ...)                                                                         \
+    do {                                                                                          \
+        const char *env_[] = {__VA_ARGS__, NULL};                                                 \
+        char *out_ = NULL;                                                                        \
+        int rc_ = run(prog, env_, NULL, &out_);                                                   \
+        ck_assert_msg(rc_ == 0, "%s exited %d:\n%s", prog, rc_, out_);                            \
+        free(out_);                                                                               \
+    } while (0)
+
+START_TEST(test_pool_serves_repeats_without_the_driver)
+{
+    RUN_OK("tests/integration/pool_hits", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+START_TEST(test_oom_releases_the_cache_and_retries_once)
+{
+    RUN_OK("tests/integration/oom_retry", "FAKECUDA_MEM=256M");
+}
+END_TEST
+
+START_TEST(test_freed_block_waits_for_the_kernel_still_using_it)
+{
+    RUN_OK("tests/integration/reuse_order", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+START_TEST(test_trusting_stream_order_shows_the_hazard)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_TRUST_STREAM_ORDER=1", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/reuse_order", env, "3", &out);
+    ck_assert_msg(rc != 0 && strstr(out, "corrupted"),
+                  "without gmshim's ordering the late kernel write must corrupt the new block; "
+                  "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_capture_stays_valid_and_graph_memory_stays_private)
+{
+    RUN_OK("tests/integration/capture", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+START_TEST(test_odd_arguments_behave_as_the_real_runtime)
+{
+    RUN_OK("tests/integration/odd_args", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+START_TEST(test_device_reset_forgets_the_device_segments)
+{
+    RUN_OK("tests/integration/device_reset", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+START_TEST(test_two_devices_have_separate_pools)
+{
+    RUN_OK("tests/integration/two_devices", "FAKECUDA_MEM=1G", "FAKECUDA_DEVICES=2");
+}
+END_TEST
+
+START_TEST(test_sixteen_threads_keep_blocks_apart_and_intact)
+{
+    RUN_OK("tests/integration/threads", "FAKECUDA_MEM=4G");
+}
+END_TEST
+
+START_TEST(test_fork_child_leaves_the_parent_pool_alone)
+{
+    const char *dir = temp_dir();
+    char logenv[512];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/fork-%%p.gmlog", dir);
+    RUN_OK("tests/integration/fork_child", "FAKECUDA_MEM=1G", logenv);
+    /* Only the parent wrote a log. */
+    int logs = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        logs += strstr(e->d_name, ".gmlog") != NULL;
+    closedir(d);
+    ck_assert_msg(logs == 1, "%d logs in %s, expected the parent's only", logs, dir);
+}
+END_TEST
+
+START_TEST(test_program_without_cuda_gets_no_file_and_no_thread)
+{
+    const char *dir = temp_dir();
+    char logenv[512];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/gmshim-%%n-%%p.gmlog", dir);
+    RUN_OK("tests/integration/no_cuda", logenv, "GMSHIM_VERBOSE=1");
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int files = 0;
+    while (d && (e = readdir(d)))
+        files += e->d_name[0] != '.';
+    closedir(d);
+    ck_assert_msg(files == 0, "%d files appeared in %s", files, dir);
+}
+END_TEST
+
+START_TEST(test_bad_settings_warn_once_and_keep_defaults)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_POOL=maybe", "GMSHIM_FENCE_BYTES=12Q",
+                         "GMSHIM_MAX_SPLIT=1M", "GMSHIM_DEVICE_LIMIT=half", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/pool_hits", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    const char *want[] = {"GMSHIM_POOL='maybe'", "GMSHIM_FENCE_BYTES='12Q'", "GMSHIM_MAX_SPLIT='1M'",
+                          "GMSHIM_DEVICE_LIMIT='half'"};
+    for (int i = 0; i < 4; i++) {
+        const char *at = strstr(out, want[i]);
+        ck_assert_msg(at != NULL, "no warning about %s:\n%s", want[i], out);
+        ck_assert_msg(strstr(at + 1, want[i]) == NULL, "%s warned twice:\n%s", want[i], out);
+    }
+    free(out);
+}
+END_TEST
+
+START_TEST(test_verbose_prints_the_effective_settings)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_VERBOSE=1", "GMSHIM_CACHE_LIMIT=1G", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/pool_hits", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "effective settings") && strstr(out, "GMSHIM_CACHE_LIMIT") &&
+                  strstr(out, "1 GiB"), "no settings table:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_quiet_by_default)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/pool_hits", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "gmshim[") == NULL, "gmshim printed without being asked:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_pass_through_forwards_every_call_and_counts)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_POOL=0", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/pool_hits", env, NULL, &out);
+    /* pool_hits insists on pool hits: with the pool off the driver sees every call. */
+    ck_assert_msg(rc != 0 && strstr(out, "new cudaMalloc calls"), "exit %d:\n%s", rc, out);
+    free(out);
+    RUN_OK("tests/integration/odd_args", "FAKECUDA_MEM=1G", "GMSHIM_POOL=0");
+    RUN_OK("tests/integration/threads", "FAKECUDA_MEM=4G", "GMSHIM_POOL=0");
+}
+END_TEST
+
+START_TEST(test_memgetinfo_counts_the_cache_as_free)
+{
+    RUN_OK("tests/integration/memgetinfo", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+START_TEST(test_device_limit_caps_the_pool_and_memgetinfo)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=256M", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/memgetinfo", env, "cap", &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+    const char *env2[] = {"FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=0.25", NULL};
+    rc = run("tests/integration/memgetinfo", env2, "cap", &out);
+    ck_assert_msg(rc == 0, "a fraction of the device: exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_unpooled_calls_are_forwarded_and_counted)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/unpooled", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    const char *w = strstr(out, "cudaIpcGetMemHandle");
+    ck_assert_msg(w != NULL, "no warning for an IPC handle on a sub-block:\n%s", out);
+    ck_assert_msg(strstr(w + 1, "cudaIpcGetMemHandle") == NULL, "warned more than once:\n%s", out);
+    free(out);
+}
+END_TEST
+
+Suite *integration_suite(void)
+{
+    Suite *s = suite_create("integration");
+    TCase *tc = tcase_create("preload");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_pool_serves_repeats_without_the_driver);
+    tcase_add_test(tc, test_oom_releases_the_cache_and_retries_once);
+    tcase_add_test(tc, test_freed_block_waits_for_the_kernel_still_using_it);
+    tcase_add_test(tc, test_trusting_stream_order_shows_the_hazard);
+    tcase_add_test(tc, test_capture_stays_valid_and_graph_memory_stays_private);
+    tcase_add_test(tc, test_odd_arguments_behave_as_the_real_runtime);
+    tcase_add_test(tc, test_device_reset_forgets_the_device_segments);
+    tcase_add_test(tc, test_two_devices_have_separate_pools);
+    tcase_add_test(tc, test_sixteen_threads_keep_blocks_apart_and_intact);
+    tcase_add_test(tc, test_fork_child_leaves_the_parent_pool_alone);
+    tcase_add_test(tc, test_program_without_cuda_gets_no_file_and_no_thread);
+    tcase_add_test(tc, test_bad_settings_warn_once_and_keep_defaults);
+    tcase_add_test(tc, test_verbose_prints_the_effective_settings);
+    tcase_add_test(tc, test_quiet_by_default);
+    tcase_add_test(tc, test_pass_through_forwards_every_call_and_counts);
+    tcase_add_test(tc, test_memgetinfo_counts_the_cache_as_free);
+    tcase_add_test(tc, test_device_limit_caps_the_pool_and_memgetinfo);
+    tcase_add_test(tc, test_unpooled_calls_are_forwarded_and_counted);
+    suite_add_tcase(s, tc);
+    return s;
+}
