@@ -4,6 +4,7 @@
 #include "pyframes.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,10 +69,11 @@ static void py_setup(void)
     py.state = 1;
 }
 
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+
 static int ready(void)
 {
-    if (!py.state)
-        py_setup();
+    pthread_once(&setup_once, py_setup);
     return py.state == 1 && py.is_initialized();
 }
 

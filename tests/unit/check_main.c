@@ -5,6 +5,9 @@
 
 int main(void)
 {
+    /* Logs the integration programs write (tests/unit/helpers.c) from an earlier run go. */
+    if (system("rm -rf /tmp/gmshim-tests") != 0)
+        return EXIT_FAILURE;
     SRunner *sr = srunner_create(pool_suite());
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, integration_suite());

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,8 +66,11 @@ int run_program(const char *const *argv, const char *const *env, int preload, ch
                 unsetenv(name);
                 e = environ - 1;
             }
-        if (!has_key(env, "GMSHIM_LOG=x"))
-            setenv("GMSHIM_LOG", "off", 1);
+        if (!has_key(env, "GMSHIM_LOG=x")) {
+            /* Logs on by default, so that every test also exercises the writer. */
+            mkdir("/tmp/gmshim-tests", 0700);
+            setenv("GMSHIM_LOG", "/tmp/gmshim-tests/%n-%p.gmlog", 1);
+        }
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
         if (preload) {
