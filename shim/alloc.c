@@ -37,7 +37,6 @@ cudaError_t alloc_malloc(void **out, size_t size)
 {
     if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || gm_state == GM_CHILD))
         return REAL_CALL(cudaMalloc, out, size);
-    uint64_t t0 = gm_now_ns();
     int dev;
     if (unlikely(REAL_CALL(cudaGetDevice, &dev) != cudaSuccess))
         return REAL_CALL(cudaMalloc, out, size);
@@ -49,8 +48,8 @@ cudaError_t alloc_malloc(void **out, size_t size)
     hint_device = dev;
     uint32_t site = stacks_site();
     if (gm_state != GM_POOLED)
-        return device_alloc_pass(d, size, site, t0, out);
-    cudaError_t err = device_alloc(d, size, site, t0, out);
+        return device_alloc_pass(d, size, site, gm_now_ns(), out);
+    cudaError_t err = device_alloc(d, size, site, out);
     if (err == cudaErrorMemoryAllocation && REAL_CALL(cudaPeekAtLastError) != err)
         set_last_error(err);
     return err;
@@ -60,15 +59,14 @@ cudaError_t alloc_free(void *ptr)
 {
     if (unlikely(!ptr || gm_state == GM_CHILD))
         return REAL_CALL(cudaFree, ptr);
-    uint64_t t0 = gm_now_ns();
     cudaError_t err = cudaSuccess;
     gm_device_t *hint = device_peek(hint_device);
-    if (hint && device_free(hint, ptr, 0, t0, &err) == GM_FREE_DONE)
+    if (hint && device_free(hint, ptr, 0, &err) == GM_FREE_DONE)
         return err;
     int n = device_created_count();
     for (int i = 0; i < n; i++) {
         gm_device_t *d = device_at(i);
-        if (d && d != hint && device_free(d, ptr, 0, t0, &err) == GM_FREE_DONE)
+        if (d && d != hint && device_free(d, ptr, 0, &err) == GM_FREE_DONE)
             return err;
     }
     /* Not live anywhere: inside one of our segments it is a double or interior free, which the

@@ -65,7 +65,12 @@ static gm_device_t *device_create(int id)
     d->id = id;
     pthread_mutex_init(&d->lock, NULL);
     heap_init(&d->general, &d->bytes, NULL);
+    HASH_ADD(hh, d->live, ptr, sizeof d->sentinel.ptr, &d->sentinel);
     d->general.max_split = (size_t)options_get(GM_OPT_MAX_SPLIT);
+    d->fence_bytes = (size_t)options_get(GM_OPT_FENCE_BYTES);
+    d->cache_limit = (size_t)options_get(GM_OPT_CACHE_LIMIT);
+    d->trust_stream_order = (int)options_get(GM_OPT_TRUST_STREAM_ORDER);
+    d->pending_wait = (int)options_get(GM_OPT_PENDING_WAIT);
     size_t free_bytes = 0, total = 0;
     gm_ctx_t c;
     device_ctx_enter(d, &c);
@@ -263,7 +268,7 @@ static size_t release_free_segments(gm_device_t *d, unsigned *nseg)
  * cached. Caller is inside device_ctx_enter. */
 static void enforce_cache_limit(gm_device_t *d)
 {
-    size_t cap = (size_t)options_get(GM_OPT_CACHE_LIMIT);
+    size_t cap = d->cache_limit;
     if (!cap || d->captures)
         return;
     size_t whole = 0;
@@ -453,7 +458,7 @@ static gm_block_t *alloc_slow(gm_device_t *d, size_t rounded, size_t size, uint3
             enforce_cache_limit(d);
     }
     /* Waiting for memory the GPU is about to finish with beats growing the pool by it. */
-    if (!b && options_get(GM_OPT_PENDING_WAIT) && d->general.pending_bytes[small] >= rounded) {
+    if (!b && d->pending_wait && d->general.pending_bytes[small] >= rounded) {
         while (!b && wait_oldest(d))
             b = heap_alloc(&d->general, rounded, size);
     }
@@ -503,19 +508,23 @@ static gm_block_t *alloc_captured(gm_device_t *d, size_t rounded, size_t size, u
     return b;
 }
 
-cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, uint64_t t0, void **out)
+cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
 {
     size_t rounded = pool_round(size);
     unsigned flags = 0;
     cudaError_t err = cudaErrorMemoryAllocation;
+    uint64_t t0 = 0; /* only a slow path is timed: a hit costs less than reading the clock twice */
     gm_block_t *b;
     pthread_mutex_lock(&d->lock);
     if (unlikely(d->captures)) {
+        t0 = gm_now_ns();
         b = alloc_captured(d, rounded, size, site, &flags, &err);
     } else {
         b = heap_alloc(&d->general, rounded, size);
-        if (unlikely(!b))
+        if (unlikely(!b)) {
+            t0 = gm_now_ns();
             b = alloc_slow(d, rounded, size, site, &flags, &err);
+        }
     }
     if (likely(b != NULL)) {
         HASH_ADD(hh, d->live, ptr, sizeof b->ptr, b);
@@ -524,7 +533,10 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, uint64_t t0
             d->n.misses++;
         else
             d->n.hits++;
-        evlog_alloc(d->id, flags, b->ptr, size, b->size, site, gm_now_ns(), t0);
+        if (evlog_enabled()) {
+            uint64_t now = gm_now_ns(); /* inside the lock: after the free that made b reusable */
+            evlog_alloc(d->id, flags, b->ptr, size, b->size, site, now, t0 ? t0 : now);
+        }
         *out = (void *)b->ptr;
         err = cudaSuccess;
     }
@@ -570,10 +582,12 @@ static void fence_now(gm_device_t *d)
     device_ctx_leave(&c);
 }
 
-gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, uint64_t t0, cudaError_t *err)
+gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
 {
     uintptr_t key = (uintptr_t)ptr;
     gm_block_t *b;
+    if (!key)
+        return GM_FREE_NOT_FOUND; /* the sentinel's key */
     pthread_mutex_lock(&d->lock);
     HASH_FIND(hh, d->live, &key, sizeof key, b);
     if (!b) {
@@ -582,7 +596,8 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, uint64_t 
     }
     HASH_DEL(d->live, b);
     d->n.frees++;
-    uint64_t now = gm_now_ns();
+    /* Inside the lock, before the block can be reused: its free is logged before any realloc. */
+    uint64_t now = evlog_enabled() ? gm_now_ns() : 0, t0 = now;
     *err = cudaSuccess;
     if (!b->seg) { /* pass-through, managed or pitched: the driver's own */
         evlog_free(d->id, (unsigned)b->kind << GMLOG_KIND_SHIFT, key, site, now, t0);
@@ -607,11 +622,11 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, uint64_t 
     } else if (b->ipc) {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         heap_hold_block(heap, b);
-    } else if (options_get(GM_OPT_TRUST_STREAM_ORDER)) {
+    } else if (d->trust_stream_order) {
         gm_segment_t *seg = b->seg;
         evlog_free(d->id, 0, key, site, now, t0);
         heap_free_block(heap, b, now);
-        if (options_get(GM_OPT_CACHE_LIMIT) && !d->captures && seg->free_since_ns) {
+        if (d->cache_limit && !d->captures && seg->free_since_ns) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);
             enforce_cache_limit(d);
@@ -621,7 +636,7 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, uint64_t 
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         heap_defer_block(heap, b, d->fences.issued + 1);
         d->open_bytes += size;
-        if (d->open_bytes >= (size_t)options_get(GM_OPT_FENCE_BYTES) && !d->captures)
+        if (d->open_bytes >= d->fence_bytes && !d->captures)
             fence_now(d);
     }
     pthread_mutex_unlock(&d->lock);
@@ -665,6 +680,8 @@ void device_forget(gm_device_t *d)
     uint64_t reserved = d->bytes.reserved.current, live = d->bytes.allocated.current;
     gm_block_t *b, *tmp;
     HASH_ITER(hh, d->live, b, tmp) {
+        if (b == &d->sentinel)
+            continue;
         HASH_DEL(d->live, b);
         if (!b->seg)
             free(b);
@@ -723,6 +740,9 @@ int device_ipc_export(gm_device_t *d, void *ptr, int *found)
     uintptr_t key = (uintptr_t)ptr;
     gm_block_t *b;
     int sub = 0;
+    *found = 0;
+    if (!key)
+        return 0;
     pthread_mutex_lock(&d->lock);
     HASH_FIND(hh, d->live, &key, sizeof key, b);
     *found = b != NULL;
@@ -790,6 +810,7 @@ void device_adopt_heap_locked(gm_device_t *d, gm_heap_t *heap)
         *link = heap->next_heap;
     if (d->capture_heap == heap)
         d->capture_heap = NULL;
+    heap_adopt_storage(&d->general, heap);
     heap_destroy(heap);
     free(heap);
 }

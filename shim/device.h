@@ -21,6 +21,7 @@ typedef struct gm_device {
     gm_heap_t general;
     gm_heap_t *graph_heaps;     /* private heaps of live graphs and captures, via ->next_heap */
     gm_block_t *live;           /* uthash: ptr -> block, every heap (and pass-through blocks) */
+    gm_block_t sentinel;        /* ptr 0, never removed: an empty uthash frees its table */
     gm_pool_stats_t bytes;
     gm_counters_t n;
     gm_fences_t fences;
@@ -29,6 +30,9 @@ typedef struct gm_device {
     gm_heap_t *capture_heap;    /* where allocations go while one is */
     uint32_t capture_id;
     size_t limit;               /* cap on reserved bytes, 0 = none */
+    /* Settings read once at creation (the hot path does not consult the options table). */
+    size_t fence_bytes, cache_limit;
+    int trust_stream_order, pending_wait;
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
 } gm_device_t;
 
@@ -38,7 +42,7 @@ gm_device_t *device_get(int id);
 gm_device_t *device_peek(int id);
 
 /* Flags device_alloc reports (GMLOG_A_*). */
-cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, uint64_t t0, void **out);
+cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out);
 /* Pass-through: forwards to the real cudaMalloc and keeps the counting. */
 cudaError_t device_alloc_pass(gm_device_t *d, size_t size, uint32_t site, uint64_t t0, void **out);
 
@@ -46,7 +50,7 @@ typedef enum gm_free_result {
     GM_FREE_DONE,               /* the block was ours and is freed; *err holds the result */
     GM_FREE_NOT_FOUND,          /* no live block of this device starts at ptr */
 } gm_free_result_t;
-gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, uint64_t t0, cudaError_t *err);
+gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err);
 /* For a pointer no device knows as live: whether it lies in one of this device's segments
  * (a double or interior free) — then 1 and *kind = GMLOG_WARN_*. */
 int device_owns_address(gm_device_t *d, uintptr_t ptr, int *kind);

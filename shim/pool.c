@@ -36,15 +36,32 @@ static int bin_is_exact(uint32_t bin)
     return bin < GM_EXACT_BINS;
 }
 
+#define SLAB_BLOCKS 63
+
+/* Block structs come in slabs (the first word links the heap's slabs), so that a split on the
+ * hot path does not call malloc. */
+typedef struct slab {
+    struct slab *next;
+    gm_block_t blocks[SLAB_BLOCKS];
+} slab_t;
+
 static gm_block_t *block_new(gm_heap_t *heap)
 {
     gm_block_t *b = heap->spare;
-    if (b)
-        heap->spare = b->lnext;
-    else
-        b = malloc(sizeof *b);
-    if (b)
-        memset(b, 0, sizeof *b);
+    if (!b) {
+        slab_t *sl = malloc(sizeof *sl);
+        if (!sl)
+            return NULL;
+        sl->next = heap->slabs;
+        heap->slabs = sl;
+        for (int i = SLAB_BLOCKS - 1; i >= 0; i--) {
+            sl->blocks[i].lnext = heap->spare;
+            heap->spare = &sl->blocks[i];
+        }
+        b = heap->spare;
+    }
+    heap->spare = b->lnext;
+    memset(b, 0, sizeof *b);
     return b;
 }
 
@@ -73,6 +90,7 @@ static void bin_insert(gm_bins_t *bins, gm_block_t *b)
         (*link)->lprev = b;
     *link = b;
     bins->map[bin / 64] |= 1ull << (bin % 64);
+    bins->summary |= 1ull << (bin / 64);
 }
 
 static void bin_remove(gm_bins_t *bins, gm_block_t *b)
@@ -83,8 +101,11 @@ static void bin_remove(gm_bins_t *bins, gm_block_t *b)
         bins->head[b->bin] = b->lnext;
     if (b->lnext)
         b->lnext->lprev = b->lprev;
-    if (!bins->head[b->bin])
+    if (!bins->head[b->bin]) {
         bins->map[b->bin / 64] &= ~(1ull << (b->bin % 64));
+        if (!bins->map[b->bin / 64])
+            bins->summary &= ~(1ull << (b->bin / 64));
+    }
     b->lnext = b->lprev = NULL;
 }
 
@@ -95,13 +116,13 @@ static uint32_t bin_next(const gm_bins_t *bins, uint32_t from)
         return GM_NBINS;
     uint32_t w = from / 64;
     uint64_t word = bins->map[w] & (~0ull << (from % 64));
-    for (;;) {
-        if (word)
-            return w * 64 + (uint32_t)__builtin_ctzll(word);
-        if (++w >= GM_NBIN_WORDS)
-            return GM_NBINS;
-        word = bins->map[w];
-    }
+    if (word)
+        return w * 64 + (uint32_t)__builtin_ctzll(word);
+    uint64_t rest = w + 1 < 64 ? bins->summary & (~0ull << (w + 1)) : 0;
+    if (!rest)
+        return GM_NBINS;
+    w = (uint32_t)__builtin_ctzll(rest);
+    return w * 64 + (uint32_t)__builtin_ctzll(bins->map[w]);
 }
 
 /* The smallest free block >= size that the max-split rules allow. */
@@ -131,12 +152,12 @@ void heap_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner)
     heap->owner = owner;
 }
 
-static void segment_free_blocks(gm_segment_t *seg)
+static void segment_free_blocks(gm_heap_t *heap, gm_segment_t *seg)
 {
     gm_block_t *b = seg->first;
     while (b) {
         gm_block_t *next = b->next;
-        free(b);
+        block_recycle(heap, b);
         b = next;
     }
 }
@@ -146,18 +167,35 @@ void heap_destroy(gm_heap_t *heap)
     gm_segment_t *seg = heap->segments;
     while (seg) {
         gm_segment_t *next = seg->next;
-        segment_free_blocks(seg);
         free(seg);
         seg = next;
     }
-    gm_block_t *b = heap->spare;
-    while (b) {
-        gm_block_t *next = b->lnext;
-        free(b);
-        b = next;
+    slab_t *sl = heap->slabs;
+    while (sl) {
+        slab_t *next = sl->next;
+        free(sl);
+        sl = next;
     }
     heap->segments = NULL;
     heap->spare = NULL;
+    heap->slabs = NULL;
+}
+
+void heap_adopt_storage(gm_heap_t *to, gm_heap_t *from)
+{
+    if (from->slabs) {
+        slab_t *last = from->slabs;
+        while (last->next)
+            last = last->next;
+        last->next = to->slabs;
+        to->slabs = from->slabs;
+        from->slabs = NULL;
+    }
+    while (from->spare) {
+        gm_block_t *b = from->spare;
+        from->spare = b->lnext;
+        block_recycle(to, b);
+    }
 }
 
 static int class_of(const gm_block_t *b)
@@ -368,7 +406,7 @@ void heap_remove_segment(gm_heap_t *heap, gm_segment_t *seg)
     if (seg->next)
         seg->next->prev = seg->prev;
     heap->nsegments--;
-    segment_free_blocks(seg);
+    segment_free_blocks(heap, seg);
     free(seg);
 }
 

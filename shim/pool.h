@@ -73,6 +73,7 @@ struct gm_segment {
 typedef struct gm_bins {
     gm_block_t *head[GM_NBINS];
     uint64_t map[GM_NBIN_WORDS];
+    uint64_t summary;           /* bit w: map[w] != 0 */
 } gm_bins_t;
 
 /* Byte and event figures shared by every heap of a device. */
@@ -90,6 +91,7 @@ struct gm_heap {
     size_t max_split;                         /* 0: no limit */
     gm_pool_stats_t *stats;
     gm_block_t *spare;                        /* recycled block structs */
+    void *slabs;                              /* where block structs come from, freed at destroy */
     void *owner;                              /* the graph owning a private heap; NULL: general */
     gm_heap_t *next_heap;                     /* the device's list of private heaps */
     uint32_t graph_id;                        /* capture id of a private heap, for the log */
@@ -112,6 +114,9 @@ size_t pool_segment_size(size_t rounded);
 void heap_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner);
 /* Frees the bookkeeping of every segment (the memory itself is the caller's business). */
 void heap_destroy(gm_heap_t *heap);
+/* Block structs of `from` may live on in `to` after heap_move_segment: `to` takes over their
+ * storage, so that destroying `from` frees none of them. */
+void heap_adopt_storage(gm_heap_t *to, gm_heap_t *from);
 
 /* Best-fit a free block for a rounded size, splitting it; the block comes back LIVE with
  * `requested` set. NULL when nothing fits. */

@@ -37,7 +37,6 @@ static struct {
     int (*is_initialized)(void);
     void *(*this_thread_state)(void);
     int (*addr2line)(void *code, int addr);
-    int (*frame_line)(void *frame);
     const void *code_type, *unicode_type;
     char version[8];
 } py;
@@ -48,7 +47,6 @@ static void py_setup(void)
     py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
     py.addr2line = (int (*)(void *, int))dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
-    py.frame_line = (int (*)(void *))dlsym(RTLD_DEFAULT, "PyUnstable_InterpreterFrame_GetLine");
     py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
     py.unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
     int major = 0, minor = 0;
@@ -112,21 +110,24 @@ int pyframes_capture(gm_pyframe_raw_t *out, int max)
         if (!(L->has_cstack_owner && owner == OWNED_BY_CSTACK)) {
             if (!is_code(code))
                 break; /* not the layout we expect: stop rather than guess */
-            int line;
-            if (py.frame_line) {
-                line = py.frame_line((void *)frame);
-            } else {
-                uintptr_t instr = load(frame, L->frame_instr);
-                uintptr_t first = code + L->code_adaptive;
-                line = py.addr2line((void *)code, instr >= first ? (int)(instr - first) : -1);
-            }
+            /* LASTI in code units, as CPython computes it (prev_instr in 3.11/3.12,
+             * instr_ptr in 3.13), times the 2-byte unit. */
+            uintptr_t instr = load(frame, L->frame_instr);
+            uintptr_t first = code + L->code_adaptive;
             out[n].code = code;
-            out[n].line = line;
+            out[n].addr = instr >= first && instr - first < (1u << 30) ? (int)(instr - first) : -1;
             n++;
         }
         frame = load(frame, L->frame_previous);
     }
     return n;
+}
+
+int pyframes_line(const gm_pyframe_raw_t *f)
+{
+    if (!ready() || !is_code(f->code))
+        return 0;
+    return py.addr2line((void *)f->code, f->addr);
 }
 
 /* A str's UTF-8 when it is compact ASCII (file and function names nearly always are). */

@@ -154,7 +154,7 @@ static uint32_t intern(void *const *pcs, int n, const gm_pyframe_raw_t *py, int 
     uint64_t key = 0x51ed270b27d4d1c3ull;
     for (int i = 0; i < npy; i++) {
         code_names(py[i].code, &pyf[i].file, &pyf[i].function);
-        pyf[i].line = (uint32_t)py[i].line;
+        pyf[i].line = (uint32_t)pyframes_line(&py[i]);
         pyf[i].reserved = 0;
         key = mix(key, ((uint64_t)pyf[i].file << 32) | pyf[i].function);
         key = mix(key, pyf[i].line);
@@ -213,7 +213,7 @@ uint32_t stacks_site(void)
     for (int i = 0; i < n; i++)
         key = mix(key, (uintptr_t)raw[skip + i]);
     for (int i = 0; i < npy; i++)
-        key = mix(key, py[i].code ^ ((uint64_t)(uint32_t)py[i].line << 40));
+        key = mix(key, py[i].code ^ ((uint64_t)(uint32_t)py[i].addr << 40));
     key = mix(key, (uint64_t)n << 32 | (uint32_t)npy) | 1;
     if (!tcache) {
         tcache = calloc(1, sizeof *tcache);

@@ -224,7 +224,9 @@ START_TEST(test_move_segment_with_defer_makes_free_blocks_pending)
     const char *why = heap_check(&other);
     ck_assert_msg(why == NULL, "source heap: %s", why);
     CHECK_HEAP();
+    heap_adopt_storage(&heap, &other);
     heap_destroy(&other);
+    CHECK_HEAP();
 }
 END_TEST
 

@@ -1,0 +1,112 @@
+/* P1, the hot path: cudaMalloc+cudaFree pairs of one size, timed in batches. Run it plain (the
+ * driver), under gmshim (the pool), or with --async (cudaMallocAsync+cudaFreeAsync on a stream,
+ * the default pool's release threshold at its maximum). Prints one JSON object per size: the
+ * median ns per pair over repetitions, and the spread (min, max). Uses only the runtime API, so
+ * it builds against the fake runtime (tests) and the real one (scripts/gpu-bench). */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define CK(call)                                                                                  \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) {                                                                  \
+            fprintf(stderr, "%s -> %d\n", #call, (int)e_);                                         \
+            exit(2);                                                                              \
+        }                                                                                         \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    int async = 0, reps = 7;
+    double batch_ms = 30;
+    size_t sizes[32];
+    int nsizes = 0;
+    const char *label = "run";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--async"))
+            async = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch-ms") && i + 1 < argc)
+            batch_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--label") && i + 1 < argc)
+            label = argv[++i];
+        else if (nsizes < 32)
+            sizes[nsizes++] = strtoull(argv[i], NULL, 0);
+    }
+    if (!nsizes) {
+        size_t def[] = {512, 4096, 65536, 1 << 20, 2 << 20, 20 << 20, 256u << 20, 1u << 30};
+        memcpy(sizes, def, sizeof def);
+        nsizes = 8;
+    }
+    cudaStream_t s = 0;
+    CK(cudaFree(NULL));
+    if (async) {
+        CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        cudaMemPool_t pool;
+        CK(cudaDeviceGetDefaultMemPool(&pool, 0));
+        uint64_t thr = UINT64_MAX;
+        CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
+    }
+    for (int z = 0; z < nsizes; z++) {
+        size_t size = sizes[z];
+        void *p;
+        /* Warm-up, and an estimate of the pairs per batch. */
+        double t0 = now_ns();
+        int warm = 0;
+        do {
+            if (async) {
+                CK(cudaMallocAsync(&p, size, s));
+                CK(cudaFreeAsync(p, s));
+            } else {
+                CK(cudaMalloc(&p, size));
+                CK(cudaFree(p));
+            }
+            warm++;
+        } while (now_ns() - t0 < batch_ms * 1e6 / 3 && warm < 1000000);
+        double per = (now_ns() - t0) / warm;
+        long n = (long)(batch_ms * 1e6 / (per > 1 ? per : 1));
+        if (n < 5)
+            n = 5;
+        double *ns = calloc((size_t)reps, sizeof *ns);
+        for (int r = 0; r < reps; r++) {
+            double a = now_ns();
+            for (long i = 0; i < n; i++) {
+                if (async) {
+                    CK(cudaMallocAsync(&p, size, s));
+                    CK(cudaFreeAsync(p, s));
+                } else {
+                    CK(cudaMalloc(&p, size));
+                    CK(cudaFree(p));
+                }
+            }
+            ns[r] = (now_ns() - a) / n;
+        }
+        if (async)
+            CK(cudaStreamSynchronize(s));
+        qsort(ns, (size_t)reps, sizeof *ns, cmp);
+        printf("{\"bench\":\"p1\",\"label\":\"%s\",\"size\":%zu,\"pairs_per_rep\":%ld,\"reps\":%d,"
+               "\"median_ns\":%.1f,\"min_ns\":%.1f,\"max_ns\":%.1f}\n",
+               label, size, n, reps, ns[reps / 2], ns[0], ns[reps - 1]);
+        fflush(stdout);
+        free(ns);
+    }
+    return 0;
+}
