@@ -91,6 +91,28 @@ $(BUILD)/bench/%: bench/%.c $(FAKE_LIB) | $(BUILD)/bench
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart -ldl -lm
 
+# ---- programs for the GPU machine (built here, carried there with build/) ------------------
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+GPU_ARCH  ?= -gencode arch=compute_90,code=sm_90
+GPU_CU    := $(wildcard tests/gpu/*.cu)
+GPU_BIN   := $(GPU_CU:tests/gpu/%.cu=$(BUILD)/gpu/%) $(BENCH_SRC:bench/%.c=$(BUILD)/gpu/%)
+
+.PHONY: gpu-build
+gpu-build: $(LIB) $(CLI) $(GPU_BIN)
+
+$(BUILD)/gpu:
+	$(Q)mkdir -p $@
+
+# -cudart shared: nvcc's default static cudart would be invisible to the preload.
+$(BUILD)/gpu/%: tests/gpu/%.cu tests/gpu/gpu_common.h | $(BUILD)/gpu
+	@[ "$(V)" != 0 ] || echo "  NVCC    $@"
+	$(Q)$(NVCC) -cudart shared -O2 $(GPU_ARCH) -Xcompiler -pthread $< -o $@
+
+$(BUILD)/gpu/%: bench/%.c | $(BUILD)/gpu
+	@[ "$(V)" != 0 ] || echo "  CC      $@ (real libcudart)"
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(CUDA_HOME)/lib64 -lcudart -ldl -lm \
+	    -Wl,-rpath,/usr/local/cuda/lib64
+
 # `make test`: packages first (a separate make, so that pkg-config is asked after installing).
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-run
