@@ -140,9 +140,11 @@ cudaError_t alloc_device_reset(void)
 
 void alloc_stream_created(cudaStream_t s, unsigned flags)
 {
-    if (gm_state == GM_CHILD)
+    int dev;
+    if (gm_state == GM_CHILD || REAL_CALL(cudaGetDevice, &dev) != cudaSuccess)
         return;
-    gm_device_t *d = device_get(capture_stream_device(s));
+    capture_stream_created(s, dev);
+    gm_device_t *d = device_get(dev);
     if (d)
         device_stream_created(d, s, flags);
 }
@@ -152,6 +154,7 @@ void alloc_stream_destroying(cudaStream_t s)
     if (gm_state == GM_CHILD || !s || s == cudaStreamLegacy || s == cudaStreamPerThread)
         return;
     gm_device_t *d = device_peek(capture_stream_device(s));
+    capture_stream_destroyed(s);
     if (d)
         device_stream_destroyed(d, s);
 }

@@ -29,12 +29,66 @@ static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static gm_graph_t *graphs;
 static uint32_t next_id;
 
+/* Streams created through the hooks and their devices: cudaStreamGetDevice cannot be asked
+ * about a capturing stream (on CUDA 13 it returns 900 and invalidates the capture, even in
+ * relaxed mode, as measured on the H200), so the device is remembered at creation. */
+typedef struct stream_dev {
+    cudaStream_t stream;
+    int device;
+} stream_dev_t;
+
+static stream_dev_t *streams;
+static size_t nstreams, streams_cap;
+
+void capture_stream_created(cudaStream_t stream, int device)
+{
+    pthread_mutex_lock(&cap_lock);
+    for (size_t i = 0; i < nstreams; i++)
+        if (streams[i].stream == stream) {
+            streams[i].device = device;
+            pthread_mutex_unlock(&cap_lock);
+            return;
+        }
+    if (nstreams == streams_cap) {
+        size_t ncap = streams_cap ? streams_cap * 2 : 64;
+        stream_dev_t *n = realloc(streams, ncap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&cap_lock);
+            return;
+        }
+        streams = n;
+        streams_cap = ncap;
+    }
+    streams[nstreams].stream = stream;
+    streams[nstreams].device = device;
+    nstreams++;
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void capture_stream_destroyed(cudaStream_t stream)
+{
+    pthread_mutex_lock(&cap_lock);
+    for (size_t i = 0; i < nstreams; i++)
+        if (streams[i].stream == stream) {
+            streams[i] = streams[--nstreams];
+            break;
+        }
+    pthread_mutex_unlock(&cap_lock);
+}
+
 int capture_stream_device(cudaStream_t stream)
 {
-    int dev = 0;
-    if (stream && stream != cudaStreamLegacy && stream != cudaStreamPerThread && gm_real.cudaStreamGetDevice &&
-        gm_real.cudaStreamGetDevice(stream, &dev) == cudaSuccess)
+    int dev = -1;
+    pthread_mutex_lock(&cap_lock);
+    for (size_t i = 0; i < nstreams && stream && stream != cudaStreamLegacy && stream != cudaStreamPerThread; i++)
+        if (streams[i].stream == stream) {
+            dev = streams[i].device;
+            break;
+        }
+    pthread_mutex_unlock(&cap_lock);
+    if (dev >= 0)
         return dev;
+    /* A stream gmshim did not see created, or a default stream: the current device. */
     if (REAL_CALL(cudaGetDevice, &dev) != cudaSuccess)
         dev = 0;
     return dev;

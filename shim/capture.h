@@ -17,8 +17,11 @@ void capture_graph_destroyed(cudaGraph_t graph);
 void capture_exec_destroyed(cudaGraphExec_t exec);
 /* cudaDeviceReset: drops every capture and graph of the device (before device_forget). */
 void capture_device_reset(gm_device_t *d);
-/* The device a stream belongs to (the current one if the runtime cannot say). */
+/* The device a stream belongs to: the one current when it was created through the hooks, else
+ * the current device. Never asks the runtime (that would invalidate a capture of the stream). */
 int capture_stream_device(cudaStream_t stream);
+void capture_stream_created(cudaStream_t stream, int device);
+void capture_stream_destroyed(cudaStream_t stream);
 
 void capture_fork_prepare(void);
 void capture_fork_release(void);

@@ -582,6 +582,16 @@ static void fence_now(gm_device_t *d)
     device_ctx_leave(&c);
 }
 
+/* Freed bytes that make a fence worth recording now: without one they cannot be reused until
+ * the next miss, and a miss would then have to wait for all of them. */
+static size_t fence_threshold(const gm_device_t *d)
+{
+    if (d->fence_bytes)
+        return d->fence_bytes;
+    size_t t = d->bytes.reserved.current / 64;
+    return t > 2 * GM_MiB ? t : 2 * GM_MiB;
+}
+
 gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
 {
     uintptr_t key = (uintptr_t)ptr;
@@ -636,7 +646,7 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         heap_defer_block(heap, b, d->fences.issued + 1);
         d->open_bytes += size;
-        if (d->open_bytes >= d->fence_bytes && !d->captures)
+        if (d->open_bytes >= fence_threshold(d) && !d->captures)
             fence_now(d);
     }
     pthread_mutex_unlock(&d->lock);

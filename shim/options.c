@@ -30,8 +30,9 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_PENDING_WAIT] = {.name = "GMSHIM_PENDING_WAIT", .kind = GM_KIND_BOOL, .default_text = "1",
         .doc = "on a cache miss, wait for freed blocks still in use by the GPU rather than grow the pool "
         "when they could serve the request"},
-    [GM_OPT_FENCE_BYTES] = {.name = "GMSHIM_FENCE_BYTES", .kind = GM_KIND_SIZE, .default_text = "64M",
-        .doc = "freed bytes after which gmshim records a fence (CUDA events) without waiting for a miss"},
+    [GM_OPT_FENCE_BYTES] = {.name = "GMSHIM_FENCE_BYTES", .kind = GM_KIND_SIZE, .default_text = "0",
+        .doc = "freed bytes after which gmshim records a fence (CUDA events) without waiting for a miss; "
+        "0 = a 64th of what the pool reserves, at least 2 MiB"},
     [GM_OPT_TRUST_STREAM_ORDER] = {.name = "GMSHIM_TRUST_STREAM_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "UNSAFE unless all device work is on one stream: reuse freed blocks at once, without "
         "waiting for the GPU (cudaFree's guarantee is dropped)"},

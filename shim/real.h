@@ -68,7 +68,6 @@ cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cud
     X(cudaEventSynchronize, cudaError_t, (cudaEvent_t))                                           \
     X(cudaEventDestroy, cudaError_t, (cudaEvent_t))                                               \
     X(cudaStreamGetFlags, cudaError_t, (cudaStream_t, unsigned int *))                            \
-    X(cudaStreamGetDevice, cudaError_t, (cudaStream_t, int *))                                    \
     X(cudaThreadExchangeStreamCaptureMode, cudaError_t, (enum cudaStreamCaptureMode *))           \
     X(cudaGetLastError, cudaError_t, (void))                                                      \
     X(cudaPeekAtLastError, cudaError_t, (void))                                                   \

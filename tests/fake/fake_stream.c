@@ -475,6 +475,12 @@ static cudaError_t stream_get(cudaStream_t h, int ptsz, unsigned *flags, int *de
     struct CUstream_st *s = fk_stream_get(h, ptsz, &err);
     if (!s)
         return fk_leave(err);
+    if (device && s->capture) {
+        /* As CUDA 13.0 on an H200 does (seen in scripts/gpu-check's capture probes): asking a
+         * capturing stream for its device fails and invalidates the capture, in every mode. */
+        fk_capture_invalidate(s->capture);
+        return fk_leave(cudaErrorStreamCaptureUnsupported);
+    }
     if (flags)
         *flags = s->flags;
     if (device)

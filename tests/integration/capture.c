@@ -66,6 +66,16 @@ int main(void)
     gm_stats(0, &st);
     unsigned long long reserved_with_graph = st.reserved.current;
     CUDA_OK(cudaGraphExecDestroy(exec));
+    /* The fake is faithful to the H200 here: cudaStreamGetDevice on a capturing stream
+     * invalidates the capture (gmshim must never ask it). */
+    cudaStream_t s2;
+    CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
+    int dev = -1;
+    CHECK(cudaStreamGetDevice(s2, &dev) == cudaErrorStreamCaptureUnsupported, "cudaStreamGetDevice in a capture");
+    cudaGraph_t g2 = NULL;
+    CHECK(cudaStreamEndCapture(s2, &g2) == cudaErrorStreamCaptureInvalidated, "capture not invalidated");
+    cudaGetLastError();
     /* Now the graph's memory is back in the general pool: a large request reuses it. */
     struct fakecuda_stats f0 = fake_stats(0);
     void *again;
