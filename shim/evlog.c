@@ -172,6 +172,13 @@ static size_t meta_put(uint8_t *buf, size_t at, size_t cap, uint16_t tag, const 
     return at + need;
 }
 
+static const char *log_mode = "preload";
+
+void evlog_set_mode(const char *mode)
+{
+    log_mode = mode;
+}
+
 static size_t build_meta(uint8_t *buf, size_t cap)
 {
     size_t at = 0;
@@ -189,7 +196,7 @@ static size_t build_meta(uint8_t *buf, size_t cap)
         cl--;
     at = meta_put(buf, at, cap, GMLOG_META_CMDLINE, cmd, cl);
     at = meta_put(buf, at, cap, GMLOG_META_VERSION, GMSHIM_VERSION_STRING, strlen(GMSHIM_VERSION_STRING));
-    at = meta_put(buf, at, cap, GMLOG_META_MODE, "preload", 7);
+    at = meta_put(buf, at, cap, GMLOG_META_MODE, log_mode, strlen(log_mode));
     static const char *const ranks[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID"};
     for (size_t i = 0; i < GM_ARRAY_LEN(ranks); i++) {
         const char *v = getenv(ranks[i]);

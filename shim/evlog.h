@@ -11,6 +11,8 @@
 
 /* Opens the log if GMSHIM_LOG asks for one. Idempotent; called from the shim's init. */
 void evlog_open(void);
+/* What the header's GMLOG_META_MODE says: "preload" (default) or "injection". Before open. */
+void evlog_set_mode(const char *mode);
 /* Writes the end record and marks the file closed (reason: GMLOG_CLOSE_*). */
 void evlog_close(uint32_t reason);
 /* Forgets the log without writing to it (a fork child must not touch the parent's file). */

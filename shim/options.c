@@ -50,6 +50,18 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_MAX_SPLIT] = {.name = "GMSHIM_MAX_SPLIT", .kind = GM_KIND_SIZE, .default_text = "0",
         .doc = "blocks of this size or more are never split (against fragmentation); 0 = no limit; "
         "else more than 20 MiB", .min_nonzero = (20LL << 20) + 1},
+    [GM_OPT_EMPTY_CACHE_INTERVAL] = {.name = "GMSHIM_EMPTY_CACHE_INTERVAL", .kind = GM_KIND_SECONDS,
+        .default_text = "0",
+        .doc = "every this many seconds a background thread returns whole free segments to the "
+        "driver (with GMSHIM_IDLE_RELEASE: only those idle that long); 0 = never"},
+    [GM_OPT_IDLE_RELEASE] = {.name = "GMSHIM_IDLE_RELEASE", .kind = GM_KIND_SECONDS, .default_text = "0",
+        .doc = "return segments that have been wholly free for this many seconds; 0 = off"},
+    [GM_OPT_TORCH] = {.name = "GMSHIM_TORCH", .kind = GM_KIND_STRING, .default_text = "keep",
+        .doc = "own = set PYTORCH_NO_CUDA_MEMORY_CACHING=1 (unless set) so that gmshim is PyTorch's "
+        "allocator; keep = leave PyTorch's own cache alone"},
+    [GM_OPT_CUPTI] = {.name = "GMSHIM_CUPTI", .kind = GM_KIND_BOOL, .default_text = "0",
+        .doc = "also observe, through CUPTI, the device allocations that bypass the hooks (cuBLAS, "
+        "cuDNN, NCCL, the driver API) and log them as foreign with the requesting library"},
 };
 
 int options_parse_bool(const char *s, long long *out)

@@ -17,6 +17,10 @@ typedef enum gm_option {
     GM_OPT_DEVICE_LIMIT,
     GM_OPT_CACHE_LIMIT,
     GM_OPT_MAX_SPLIT,
+    GM_OPT_EMPTY_CACHE_INTERVAL,
+    GM_OPT_IDLE_RELEASE,
+    GM_OPT_TORCH,
+    GM_OPT_CUPTI,
     GM_OPT__COUNT
 } gm_option_t;
 

@@ -194,6 +194,16 @@ static uint32_t intern(void *const *pcs, int n, const gm_pyframe_raw_t *py, int 
     return id;
 }
 
+uint32_t stacks_intern_string(const char *s)
+{
+    if (!evlog_enabled())
+        return 0;
+    pthread_mutex_lock(&lock);
+    uint32_t id = string_id(s);
+    pthread_mutex_unlock(&lock);
+    return id;
+}
+
 uint32_t stacks_site(void)
 {
     if (!enabled)

@@ -9,5 +9,7 @@ void stacks_init(void);
 /* The call site of the current allocation (0 when stacks are off or capture failed). Call it
  * outside every pool lock: it may take a while. */
 uint32_t stacks_site(void);
+/* The id of an interned string (written to the log once as a GMLOG_STRING); 0 on failure. */
+uint32_t stacks_intern_string(const char *s);
 
 #endif
