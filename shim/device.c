@@ -16,6 +16,7 @@ static int ncreated;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void log_device(gm_device_t *d, size_t free_bytes);
+static void log_empty(gm_device_t *d, int reason, size_t bytes, unsigned nseg, uint64_t t0);
 
 static void log_limit(gm_device_t *d)
 {
@@ -142,10 +143,16 @@ static void note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err)
     evlog_warning(GMLOG_WARN_STICKY, d->id, 0, 0, (uint32_t)err);
 }
 
-/* Released pending blocks once fences completed; returns bytes released. */
+static void enforce_cache_limit(gm_device_t *d);
+
+/* Released pending blocks once fences completed; returns bytes released. Caller is inside
+ * device_ctx_enter (the cache cap may give segments back). */
 static size_t release_done(gm_device_t *d)
 {
-    return heap_release_pending(&d->general, d->fences.done, gm_now_ns());
+    size_t bytes = heap_release_pending(&d->general, d->fences.done, gm_now_ns());
+    if (bytes && d->cache_limit)
+        enforce_cache_limit(d);
+    return bytes;
 }
 
 static size_t harvest(gm_device_t *d)
@@ -182,7 +189,20 @@ static int fence_issue(gm_device_t *d)
         rec.seq = d->fences.issued;
         rec.pending_bytes = d->bytes.pending.current;
         rec.events = (uint32_t)(1 + d->fences.nstreams);
-        evlog_append(&rec, sizeof rec, gm_now_ns());
+        uint64_t now = gm_now_ns();
+        evlog_append(&rec, sizeof rec, now);
+        /* Fences come with the rhythm of the program: a good moment for a stats snapshot. */
+        gmlog_stats_t st;
+        memset(&st, 0, sizeof st);
+        evlog_hdr(&st.h, GMLOG_STATS, sizeof st, d->id, 0);
+        st.requested = d->bytes.requested.current;
+        st.allocated = d->bytes.allocated.current;
+        st.reserved = d->bytes.reserved.current;
+        st.cached = d->bytes.cached.current;
+        st.pending = d->bytes.pending.current;
+        st.hits = d->n.hits;
+        st.misses = d->n.misses;
+        evlog_append(&st, sizeof st, now);
     }
     return 0;
 }
@@ -297,16 +317,56 @@ static void enforce_cache_limit(gm_device_t *d)
         bytes += size;
         nseg++;
     }
-    if (evlog_enabled() && nseg) {
-        gmlog_empty_cache_t rec;
-        memset(&rec, 0, sizeof rec);
-        evlog_hdr(&rec.h, GMLOG_EMPTY_CACHE, sizeof rec, d->id, GMLOG_EMPTY_CACHE_LIMIT);
-        uint64_t now = gm_now_ns();
-        rec.bytes = bytes;
-        rec.segments = nseg;
-        rec.dur_ns = evlog_dur(now, t0);
-        evlog_append(&rec, sizeof rec, now);
+    if (nseg)
+        log_empty(d, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
+}
+
+static void log_empty(gm_device_t *d, int reason, size_t bytes, unsigned nseg, uint64_t t0)
+{
+    if (!evlog_enabled())
+        return;
+    gmlog_empty_cache_t rec;
+    memset(&rec, 0, sizeof rec);
+    evlog_hdr(&rec.h, GMLOG_EMPTY_CACHE, sizeof rec, d->id, (unsigned)reason);
+    uint64_t now = gm_now_ns();
+    rec.bytes = bytes;
+    rec.segments = nseg;
+    rec.dur_ns = evlog_dur(now, t0);
+    evlog_append(&rec, sizeof rec, now);
+}
+
+size_t device_trim(gm_device_t *d, uint64_t idle_ns)
+{
+    pthread_mutex_lock(&d->lock);
+    if (d->captures) {
+        pthread_mutex_unlock(&d->lock);
+        return 0;
     }
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    uint64_t t0 = gm_now_ns();
+    harvest(d); /* completed fences only: the trimmer never waits for the GPU */
+    size_t bytes = 0;
+    unsigned nseg = 0;
+    gm_segment_t *seg = d->general.segments;
+    while (seg) {
+        gm_segment_t *next = seg->next;
+        if (heap_segment_is_free(seg) && (!idle_ns || t0 - seg->free_since_ns >= idle_ns)) {
+            log_segment(d, GMLOG_SEGMENT_FREE, seg, gm_now_ns());
+            if (REAL_CALL(cudaFree, (void *)seg->base) == cudaSuccess) {
+                bytes += seg->size;
+                nseg++;
+                d->n.driver_frees++;
+                heap_remove_segment(&d->general, seg);
+            }
+        }
+        seg = next;
+    }
+    if (nseg)
+        log_empty(d, idle_ns ? GMLOG_EMPTY_IDLE : GMLOG_EMPTY_PERIODIC, bytes, nseg, t0);
+    device_ctx_leave(&c);
+    pthread_mutex_unlock(&d->lock);
+    return bytes;
 }
 
 static size_t empty_cache_locked(gm_device_t *d, int reason)
@@ -318,16 +378,7 @@ static size_t empty_cache_locked(gm_device_t *d, int reason)
         ;
     unsigned nseg = 0;
     size_t bytes = release_free_segments(d, &nseg);
-    if (evlog_enabled()) {
-        gmlog_empty_cache_t rec;
-        memset(&rec, 0, sizeof rec);
-        evlog_hdr(&rec.h, GMLOG_EMPTY_CACHE, sizeof rec, d->id, (unsigned)reason);
-        uint64_t now = gm_now_ns();
-        rec.bytes = bytes;
-        rec.segments = nseg;
-        rec.dur_ns = evlog_dur(now, t0);
-        evlog_append(&rec, sizeof rec, now);
-    }
+    log_empty(d, reason, bytes, nseg, t0);
     return bytes;
 }
 
@@ -452,11 +503,8 @@ static gm_block_t *alloc_slow(gm_device_t *d, size_t rounded, size_t size, uint3
     device_ctx_enter(d, &c);
     int small = pool_is_small(rounded);
     gm_block_t *b = NULL;
-    if (harvest(d)) {
+    if (harvest(d))
         b = heap_alloc(&d->general, rounded, size);
-        if (!b)
-            enforce_cache_limit(d);
-    }
     /* Waiting for memory the GPU is about to finish with beats growing the pool by it. */
     if (!b && d->pending_wait && d->general.pending_bytes[small] >= rounded) {
         while (!b && wait_oldest(d))
@@ -577,8 +625,8 @@ static void fence_now(gm_device_t *d)
 {
     gm_ctx_t c;
     device_ctx_enter(d, &c);
-    if (fence_issue(d) == 0 && harvest(d))
-        enforce_cache_limit(d);
+    if (fence_issue(d) == 0)
+        harvest(d);
     device_ctx_leave(&c);
 }
 
@@ -625,17 +673,18 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError
     gm_heap_t *heap = b->seg->heap;
     unsigned flags = 0;
     size_t size = b->size;
+    uint64_t tnow = now ? now : gm_now_ns(); /* a segment's idle time starts here */
     if (heap != &d->general) {
         flags = GMLOG_F_GRAPH;
         evlog_free(d->id, flags, key, site, now, t0);
-        heap_free_block(heap, b, now);
+        heap_free_block(heap, b, tnow);
     } else if (b->ipc) {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         heap_hold_block(heap, b);
     } else if (d->trust_stream_order) {
         gm_segment_t *seg = b->seg;
         evlog_free(d->id, 0, key, site, now, t0);
-        heap_free_block(heap, b, now);
+        heap_free_block(heap, b, tnow);
         if (d->cache_limit && !d->captures && seg->free_since_ns) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);

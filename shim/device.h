@@ -60,6 +60,9 @@ size_t device_cached_bytes(gm_device_t *d);
 /* Returns whole free segments to the driver after waiting for pending frees (not during a
  * capture). Returns bytes released. */
 size_t device_empty_cache(gm_device_t *d, int reason);
+/* The trimmer's pass: returns whole free segments idle for at least idle_ns (0: all of them);
+ * nothing while a capture is under way on the device. */
+size_t device_trim(gm_device_t *d, uint64_t idle_ns);
 /* cudaDeviceReset: forgets every segment and block of the device without driver calls. */
 void device_forget(gm_device_t *d);
 /* A stream created or destroyed through the hooks. */

@@ -8,14 +8,31 @@
 #include "options.h"
 #include "real.h"
 #include "stacks.h"
+#include "trim.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 int gm_state;
 __thread int gm_depth __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int torch_took_over;
+
+/* GMSHIM_TORCH=own: PyTorch reads PYTORCH_NO_CUDA_MEMORY_CACHING when it loads, long before the
+ * first CUDA call, so this one setting is made at load time. It only sets an environment
+ * variable (no file, no thread), and only if the user did not. */
+__attribute__((constructor)) static void torch_takeover(void)
+{
+    const char *mode = getenv("GMSHIM_TORCH");
+    if (!mode || strcmp(mode, "own") != 0)
+        return;
+    if (getenv("PYTORCH_NO_CUDA_MEMORY_CACHING"))
+        return;
+    setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 0);
+    torch_took_over = 1;
+}
 
 static void fork_prepare(void)
 {
@@ -38,13 +55,16 @@ static void fork_child(void)
     capture_fork_release();
     /* The child's CUDA is unusable and the parent's log and blocks are not its own. */
     evlog_abandon();
+    trim_forget();
     __atomic_store_n(&gm_state, GM_CHILD, __ATOMIC_RELEASE);
 }
 
 static void at_exit(void)
 {
-    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_CHILD)
-        evlog_close(GMLOG_CLOSE_EXIT);
+    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)
+        return;
+    trim_stop();
+    evlog_close(GMLOG_CLOSE_EXIT);
 }
 
 static void init_impl(void)
@@ -59,7 +79,15 @@ static void init_impl(void)
     int pooled = (int)options_get(GM_OPT_POOL);
     diag_verbose("%s; log: %s", pooled ? "pool on" : "pool off (pass-through, counting)",
                  evlog_path() ? evlog_path() : "off");
+    if (torch_took_over)
+        diag_verbose("GMSHIM_TORCH=own: set PYTORCH_NO_CUDA_MEMORY_CACHING=1, so gmshim is "
+                     "PyTorch's allocator and sees every tensor");
+    else if (!strcmp(options_get_str(GM_OPT_TORCH), "own"))
+        diag_verbose("GMSHIM_TORCH=own, but PYTORCH_NO_CUDA_MEMORY_CACHING was already set to '%s': "
+                     "left as it was", getenv("PYTORCH_NO_CUDA_MEMORY_CACHING"));
     __atomic_store_n(&gm_state, pooled ? GM_POOLED : GM_PASSTHROUGH, __ATOMIC_RELEASE);
+    if (pooled)
+        trim_start();
 }
 
 void gm_init(void)

@@ -20,6 +20,7 @@ typedef struct option_row {
     const char *default_text;
     const char *doc;
     long long min_nonzero;   /* a non-zero value must be at least this */
+    const char *choices;     /* STRING: the accepted words, space-separated (NULL: any) */
 } option_row_t;
 
 static option_row_t table[GM_OPT__COUNT] = {
@@ -58,7 +59,7 @@ static option_row_t table[GM_OPT__COUNT] = {
         .doc = "return segments that have been wholly free for this many seconds; 0 = off"},
     [GM_OPT_TORCH] = {.name = "GMSHIM_TORCH", .kind = GM_KIND_STRING, .default_text = "keep",
         .doc = "own = set PYTORCH_NO_CUDA_MEMORY_CACHING=1 (unless set) so that gmshim is PyTorch's "
-        "allocator; keep = leave PyTorch's own cache alone"},
+        "allocator; keep = leave PyTorch's own cache alone", .choices = "own keep"},
     [GM_OPT_CUPTI] = {.name = "GMSHIM_CUPTI", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "also observe, through CUPTI, the device allocations that bypass the hooks (cuBLAS, "
         "cuDNN, NCCL, the driver API) and log them as foreign with the requesting library"},
@@ -197,6 +198,18 @@ static int parse_into(const option_row_t *row, const char *text, long long *v, c
     case GM_KIND_STRING:
         if (!*text)
             return -1;
+        if (row->choices) {
+            size_t n = strlen(text);
+            const char *c = row->choices;
+            int found = 0;
+            while (*c && !found) {
+                size_t w = strcspn(c, " ");
+                found = w == n && !strncmp(c, text, n);
+                c += w + (c[w] == ' ');
+            }
+            if (!found)
+                return -1;
+        }
         *s = text;
         return 0;
     }
@@ -210,7 +223,7 @@ static const char *kind_word(gm_option_kind_t k)
     case GM_KIND_INT: return "not a non-negative integer";
     case GM_KIND_SIZE: return "not a size (e.g. 512M, 8G, 8GiB, or bytes)";
     case GM_KIND_SECONDS: return "not a number of seconds";
-    case GM_KIND_STRING: return "empty";
+    case GM_KIND_STRING: return "not one of the accepted words";
     case GM_KIND_LIMIT: return "not a size (e.g. 24G) or a fraction (0.5, 50%)";
     }
     return "invalid";

@@ -205,6 +205,83 @@ START_TEST(test_unpooled_calls_are_forwarded_and_counted)
 }
 END_TEST
 
+START_TEST(test_cache_limit_is_never_exceeded)
+{
+    RUN_OK("tests/integration/cache_limit", "FAKECUDA_MEM=2G", "GMSHIM_CACHE_LIMIT=64M");
+}
+END_TEST
+
+START_TEST(test_max_split_changes_which_blocks_split)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/max_split", env, "split", &out);
+    ck_assert_msg(rc == 0, "without GMSHIM_MAX_SPLIT: exit %d:\n%s", rc, out);
+    free(out);
+    const char *env2[] = {"FAKECUDA_MEM=2G", "GMSHIM_MAX_SPLIT=64M", NULL};
+    rc = run("tests/integration/max_split", env2, "nosplit", &out);
+    ck_assert_msg(rc == 0, "with GMSHIM_MAX_SPLIT=64M: exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_idle_segments_go_back_after_the_interval_not_before)
+{
+    RUN_OK("tests/integration/trim_idle", "FAKECUDA_MEM=1G", "GMSHIM_IDLE_RELEASE=0.6",
+           "GMSHIM_EMPTY_CACHE_INTERVAL=0.1");
+}
+END_TEST
+
+START_TEST(test_trimmer_makes_no_driver_call_during_a_capture)
+{
+    RUN_OK("tests/integration/trim_capture", "FAKECUDA_MEM=1G", "GMSHIM_EMPTY_CACHE_INTERVAL=0.05");
+}
+END_TEST
+
+static char *torch_env(const char *const *env, int preload)
+{
+    const char *argv[] = {build_path("tests/integration/torch_env"), NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, preload, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    return out;
+}
+
+START_TEST(test_torch_takeover_sets_the_variable_only_when_unset)
+{
+    const char *own[] = {"GMSHIM_TORCH=own", NULL};
+    char *out = torch_env(own, 1);
+    ck_assert_msg(strstr(out, "PYTORCH_NO_CUDA_MEMORY_CACHING=1\n") != NULL, "own: %s", out);
+    free(out);
+    const char *preset[] = {"GMSHIM_TORCH=own", "PYTORCH_NO_CUDA_MEMORY_CACHING=0", NULL};
+    out = torch_env(preset, 1);
+    ck_assert_msg(strstr(out, "PYTORCH_NO_CUDA_MEMORY_CACHING=0\n") != NULL, "preset: %s", out);
+    free(out);
+    const char *keep[] = {"GMSHIM_TORCH=keep", NULL};
+    out = torch_env(keep, 1);
+    ck_assert_msg(strstr(out, "=(unset)") != NULL, "keep: %s", out);
+    free(out);
+    const char *dflt[] = {NULL};
+    out = torch_env(dflt, 1);
+    ck_assert_msg(strstr(out, "=(unset)") != NULL, "default: %s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_api_works_with_and_without_the_preload)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/api", env, "with", &out);
+    ck_assert_msg(rc == 0, "with the preload: exit %d:\n%s", rc, out);
+    free(out);
+    const char *argv[] = {build_path("tests/integration/api"), "without", NULL};
+    rc = run_program(argv, env, 0, &out);
+    ck_assert_msg(rc == 0, "without the preload: exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *integration_suite(void)
 {
     Suite *s = suite_create("integration");
@@ -228,6 +305,12 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_memgetinfo_counts_the_cache_as_free);
     tcase_add_test(tc, test_device_limit_caps_the_pool_and_memgetinfo);
     tcase_add_test(tc, test_unpooled_calls_are_forwarded_and_counted);
+    tcase_add_test(tc, test_cache_limit_is_never_exceeded);
+    tcase_add_test(tc, test_max_split_changes_which_blocks_split);
+    tcase_add_test(tc, test_idle_segments_go_back_after_the_interval_not_before);
+    tcase_add_test(tc, test_trimmer_makes_no_driver_call_during_a_capture);
+    tcase_add_test(tc, test_torch_takeover_sets_the_variable_only_when_unset);
+    tcase_add_test(tc, test_api_works_with_and_without_the_preload);
     suite_add_tcase(s, tc);
     return s;
 }
