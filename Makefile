@@ -91,11 +91,17 @@ $(BUILD)/bench/%: bench/%.c $(FAKE_LIB) | $(BUILD)/bench
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart -ldl -lm
 
+# The writer benchmark links the shim's modules directly (no CUDA needed).
+$(BUILD)/bench/p5_writer: bench/p5_writer.c $(SHIM_LIB_OBJ) | $(BUILD)/bench
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(SHIM_LIB_OBJ) -o $@ $(ALL_LDFLAGS) -ldl -lm
+
 # ---- programs for the GPU machine (built here, carried there with build/) ------------------
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 GPU_ARCH  ?= -gencode arch=compute_90,code=sm_90
 GPU_CU    := $(wildcard tests/gpu/*.cu)
-GPU_BIN   := $(GPU_CU:tests/gpu/%.cu=$(BUILD)/gpu/%) $(BENCH_SRC:bench/%.c=$(BUILD)/gpu/%)
+GPU_BIN   := $(GPU_CU:tests/gpu/%.cu=$(BUILD)/gpu/%) \
+             $(filter-out $(BUILD)/gpu/p5_writer,$(BENCH_SRC:bench/%.c=$(BUILD)/gpu/%))
 
 .PHONY: gpu-build
 gpu-build: $(LIB) $(CLI) $(GPU_BIN)

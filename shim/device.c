@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define GM_FENCE_EVERY 64 /* frees: a fence at least this often */
+#define GM_POLL_EVERY 32  /* allocations: completed fences polled at least this often */
+
 static gm_device_t *devices[GM_MAX_DEVICES];
 static int created[GM_MAX_DEVICES]; /* ids in creation order */
 static int ncreated;
@@ -17,6 +20,7 @@ static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void log_device(gm_device_t *d, size_t free_bytes);
 static void log_empty(gm_device_t *d, int reason, size_t bytes, unsigned nseg, uint64_t t0);
+static void poll_now(gm_device_t *d);
 
 static void log_limit(gm_device_t *d)
 {
@@ -182,6 +186,7 @@ static int fence_issue(gm_device_t *d)
     }
     d->n.fences++;
     d->open_bytes = 0;
+    d->open_count = 0;
     if (evlog_enabled()) {
         gmlog_fence_t rec;
         memset(&rec, 0, sizeof rec);
@@ -221,6 +226,7 @@ static size_t wait_oldest(gm_device_t *d)
     }
     d->n.fence_waits++;
     uint64_t now = gm_now_ns();
+    d->n.fence_wait_ns += now - t0;
     if (evlog_enabled()) {
         gmlog_fence_wait_t rec;
         memset(&rec, 0, sizeof rec);
@@ -503,10 +509,16 @@ static gm_block_t *alloc_slow(gm_device_t *d, size_t rounded, size_t size, uint3
     device_ctx_enter(d, &c);
     int small = pool_is_small(rounded);
     gm_block_t *b = NULL;
+    /* Frees since the last fence can only become reusable after one: record it now (cheap),
+     * then take whatever has completed. */
+    if (open_set_waiting(d))
+        fence_issue(d);
     if (harvest(d))
         b = heap_alloc(&d->general, rounded, size);
-    /* Waiting for memory the GPU is about to finish with beats growing the pool by it. */
-    if (!b && d->pending_wait && d->general.pending_bytes[small] >= rounded) {
+    /* Waiting for memory the GPU is about to finish with beats growing the pool by it, when
+     * pending and free bytes together could hold the request. */
+    const gm_heap_t *h = &d->general;
+    if (!b && d->pending_wait && h->pending_bytes[small] && h->pending_bytes[small] + h->free_bytes[small] >= rounded) {
         while (!b && wait_oldest(d))
             b = heap_alloc(&d->general, rounded, size);
     }
@@ -568,6 +580,10 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
         t0 = gm_now_ns();
         b = alloc_captured(d, rounded, size, site, &flags, &err);
     } else {
+        /* Every so often, take in what completed fences released, so that hits choose among
+         * all the reusable blocks (freed neighbours merged), not a stale subset. */
+        if (unlikely(++d->since_poll >= GM_POLL_EVERY) && fences_outstanding(&d->fences))
+            poll_now(d);
         b = heap_alloc(&d->general, rounded, size);
         if (unlikely(!b)) {
             t0 = gm_now_ns();
@@ -620,6 +636,15 @@ cudaError_t device_alloc_pass(gm_device_t *d, size_t size, uint32_t site, uint64
 }
 
 /* ---- freeing -------------------------------------------------------------------------------- */
+
+static GM_NOINLINE void poll_now(gm_device_t *d)
+{
+    gm_ctx_t c;
+    d->since_poll = 0;
+    device_ctx_enter(d, &c);
+    harvest(d);
+    device_ctx_leave(&c);
+}
 
 static void fence_now(gm_device_t *d)
 {
@@ -695,7 +720,8 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         heap_defer_block(heap, b, d->fences.issued + 1);
         d->open_bytes += size;
-        if (d->open_bytes >= fence_threshold(d) && !d->captures)
+        d->open_count++;
+        if ((d->open_bytes >= fence_threshold(d) || d->open_count >= GM_FENCE_EVERY) && !d->captures)
             fence_now(d);
     }
     pthread_mutex_unlock(&d->lock);
@@ -832,6 +858,7 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
     out->ooms = d->n.ooms;
     out->fences = d->n.fences;
     out->fence_waits = d->n.fence_waits;
+    out->fence_wait_ns = d->n.fence_wait_ns;
     out->unpooled_allocs = d->n.unpooled_allocs;
     out->foreign_frees = d->n.foreign_frees;
     out->bad_frees = d->n.bad_frees;

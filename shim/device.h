@@ -12,7 +12,7 @@
 
 typedef struct gm_counters {
     uint64_t allocs, frees, hits, misses, driver_mallocs, driver_frees, oom_retries, ooms;
-    uint64_t fences, fence_waits, unpooled_allocs, foreign_frees, bad_frees;
+    uint64_t fences, fence_waits, fence_wait_ns, unpooled_allocs, foreign_frees, bad_frees;
 } gm_counters_t;
 
 typedef struct gm_device {
@@ -26,6 +26,8 @@ typedef struct gm_device {
     gm_counters_t n;
     gm_fences_t fences;
     size_t open_bytes;          /* freed since the newest fence */
+    unsigned open_count;        /* blocks freed since the newest fence */
+    unsigned since_poll;        /* allocations since fences were last polled */
     int captures;               /* captures under way on this device */
     gm_heap_t *capture_heap;    /* where allocations go while one is */
     uint32_t capture_id;

@@ -37,6 +37,7 @@ typedef struct gmshim_stats {
     unsigned long long ooms;         /* allocations that failed with cudaErrorMemoryAllocation */
     unsigned long long fences;       /* fences recorded (each: events on the streams in use) */
     unsigned long long fence_waits;  /* times an allocation waited for a fence instead of growing the pool */
+    unsigned long long fence_wait_ns;    /* total time spent in those waits */
     unsigned long long unpooled_allocs;  /* managed, pitched, 3D, host and stream-ordered allocations forwarded */
     unsigned long long foreign_frees;    /* cudaFree of pointers gmshim did not hand out, forwarded */
     unsigned long long bad_frees;        /* double, interior or invalid frees refused */

@@ -37,7 +37,7 @@ if hasattr(lib, "gmshim_get_stats"):
         _fields_ = [("size", ctypes.c_uint), ("device", ctypes.c_int)] + \
             [(n, Stat) for n in ("requested", "allocated", "reserved", "cached", "pending")] + \
             [(n, ctypes.c_ulonglong) for n in ("allocs", "frees", "cache_hits", "cache_misses",
-             "driver_mallocs", "driver_frees", "oom_retries", "ooms", "fences", "fence_waits",
+             "driver_mallocs", "driver_frees", "oom_retries", "ooms", "fences", "fence_waits", "fence_wait_ns",
              "unpooled_allocs", "foreign_frees", "bad_frees", "limit")]
     st = Stats(); st.size = ctypes.sizeof(Stats)
     lib.gmshim_get_stats(0, ctypes.byref(st))

@@ -1,0 +1,103 @@
+/* P6: 1, 2, 4, 8, 16 threads each allocating and freeing its own size for a fixed time, on one
+ * device or spread over all devices (--devices N). Prints one JSON object per thread count:
+ * pairs per second in all and the speed-up over one thread. Runtime API only: it builds against
+ * the fake runtime and the real one. */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct worker {
+    pthread_t th;
+    int index, device;
+    size_t size;
+    double seconds;
+    unsigned long long pairs;
+    atomic_int *go;
+} worker_t;
+
+static void *run(void *arg)
+{
+    worker_t *w = arg;
+    if (cudaSetDevice(w->device) != cudaSuccess)
+        return NULL;
+    void *p;
+    cudaMalloc(&p, w->size); /* warm: the first pair goes to the driver */
+    cudaFree(p);
+    while (!atomic_load(w->go))
+        ;
+    double end = now_s() + w->seconds;
+    unsigned long long n = 0;
+    while ((n & 255) || now_s() < end) {
+        if (cudaMalloc(&p, w->size) != cudaSuccess)
+            break;
+        cudaFree(p);
+        n++;
+    }
+    w->pairs = n;
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int ndev = 1;
+    double seconds = 1.0;
+    const char *label = "run";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--devices") && i + 1 < argc)
+            ndev = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--label") && i + 1 < argc)
+            label = argv[++i];
+    }
+    int have = 0;
+    if (cudaGetDeviceCount(&have) != cudaSuccess || have < ndev) {
+        fprintf(stderr, "p6_threads: %d device(s) asked, %d present\n", ndev, have);
+        return 2;
+    }
+    for (int d = 0; d < ndev; d++) {
+        cudaSetDevice(d);
+        cudaFree(NULL);
+    }
+    int counts[] = {1, 2, 4, 8, 16};
+    double base = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        int n = counts[c];
+        worker_t *w = calloc((size_t)n, sizeof *w);
+        atomic_int go = 0;
+        for (int i = 0; i < n; i++) {
+            w[i].index = i;
+            w[i].device = i % ndev;
+            w[i].size = (size_t)(i + 1) * 4096 + 512 * (size_t)(i % 3); /* distinct sizes */
+            w[i].seconds = seconds;
+            w[i].go = &go;
+            pthread_create(&w[i].th, NULL, run, &w[i]);
+        }
+        double t0 = now_s();
+        atomic_store(&go, 1);
+        unsigned long long total = 0;
+        for (int i = 0; i < n; i++) {
+            pthread_join(w[i].th, NULL);
+            total += w[i].pairs;
+        }
+        double rate = total / (now_s() - t0);
+        if (n == 1)
+            base = rate;
+        printf("{\"bench\":\"p6\",\"label\":\"%s\",\"devices\":%d,\"threads\":%d,\"pairs_per_s\":%.0f,"
+               "\"speedup\":%.2f}\n", label, ndev, n, rate, base ? rate / base : 0.0);
+        fflush(stdout);
+        free(w);
+    }
+    return 0;
+}
