@@ -51,6 +51,7 @@ all: $(LIB) $(CLI) fake $(INTEG_BIN) $(BENCH_BIN)
 
 include tests/fake/fake.mk
 -include tests/fuzz/fuzz.mk
+-include tests/fake_cupti/fake_cupti.mk
 
 $(BUILD) $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:
 	$(Q)mkdir -p $@
@@ -81,12 +82,13 @@ $(RUNNER): $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) $(FAKE_LIB)
 	$(Q)$(CC) $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart $(CHECK_LIBS) -ldl -lm
 
-$(BUILD)/tests/integration/%: tests/integration/%.c $(FAKE_LIB) | $(BUILD)/tests/integration
+$(BUILD)/tests/integration/%: tests/integration/%.c tests/integration/itest.h shim/gmshim.h \
+                               tests/fakecuda.h $(FAKE_LIB) | $(BUILD)/tests/integration
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -lcudart -ldl
 
-$(BUILD)/bench/%: bench/%.c $(FAKE_LIB) | $(BUILD)/bench
+$(BUILD)/bench/%: bench/%.c shim/gmshim.h $(FAKE_LIB) | $(BUILD)/bench
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart -ldl -lm

@@ -33,7 +33,7 @@ static void set_last_error(cudaError_t err)
     device_ctx_leave(&c);
 }
 
-cudaError_t alloc_malloc(void **out, size_t size)
+cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
 {
     if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || gm_state == GM_CHILD))
         return REAL_CALL(cudaMalloc, out, size);
@@ -46,7 +46,7 @@ cudaError_t alloc_malloc(void **out, size_t size)
         return REAL_CALL(cudaMalloc, out, size);
     }
     hint_device = dev;
-    uint32_t site = stacks_site();
+    uint32_t site = stacks_site_from(caller);
     if (gm_state != GM_POOLED)
         return device_alloc_pass(d, size, site, gm_now_ns(), out);
     cudaError_t err = device_alloc(d, size, site, out);

@@ -6,7 +6,8 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-cudaError_t alloc_malloc(void **out, size_t size);
+/* caller: the return address into the program (for call-site caching), or NULL. */
+cudaError_t alloc_malloc(void **out, size_t size, const void *caller);
 cudaError_t alloc_free(void *ptr);
 cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 cudaError_t alloc_device_reset(void);

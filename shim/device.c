@@ -502,6 +502,15 @@ static gm_block_t *grow(gm_device_t *d, size_t rounded, size_t size, uint32_t si
     return b;
 }
 
+/* Waits until fence `seq` has completed (recording it first if it is still to come). */
+static void wait_for(gm_device_t *d, uint64_t seq)
+{
+    if (seq > d->fences.issued && fence_issue(d))
+        return;
+    while (d->fences.done < seq && wait_oldest(d))
+        ;
+}
+
 static gm_block_t *alloc_slow(gm_device_t *d, size_t rounded, size_t size, uint32_t site,
                               unsigned *flags, cudaError_t *err)
 {
@@ -513,14 +522,21 @@ static gm_block_t *alloc_slow(gm_device_t *d, size_t rounded, size_t size, uint3
      * then take whatever has completed. */
     if (open_set_waiting(d))
         fence_issue(d);
-    if (harvest(d))
-        b = heap_alloc(&d->general, rounded, size);
-    /* Waiting for memory the GPU is about to finish with beats growing the pool by it, when
-     * pending and free bytes together could hold the request. */
+    harvest(d);
     const gm_heap_t *h = &d->general;
-    if (!b && d->pending_wait && h->pending_bytes[small] && h->pending_bytes[small] + h->free_bytes[small] >= rounded) {
-        while (!b && wait_oldest(d))
-            b = heap_alloc(&d->general, rounded, size);
+    for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
+        uint64_t want = d->pending_wait ? heap_better_pending(h, rounded) : 0;
+        if (want) {
+            /* A pending block fits better than any free one: wait for the GPU to finish with
+             * it rather than cut a larger block or grow (what makes a pool creep up when the
+             * program runs ahead of the GPU). */
+            wait_for(d, want);
+            continue;
+        }
+        b = heap_alloc(&d->general, rounded, size);
+        if (b || !d->pending_wait || !h->pending_bytes[small] ||
+            h->pending_bytes[small] + h->free_bytes[small] < rounded || !wait_oldest(d))
+            break;
     }
     if (!b)
         b = grow(d, rounded, size, site, flags, err);
@@ -584,7 +600,10 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
          * all the reusable blocks (freed neighbours merged), not a stale subset. */
         if (unlikely(++d->since_poll >= GM_POLL_EVERY) && fences_outstanding(&d->fences))
             poll_now(d);
-        b = heap_alloc(&d->general, rounded, size);
+        /* A large request that a pending block would fit better goes the slow way. */
+        b = !pool_is_small(rounded) && d->pending_wait && heap_better_pending(&d->general, rounded)
+                ? NULL
+                : heap_alloc(&d->general, rounded, size);
         if (unlikely(!b)) {
             t0 = gm_now_ns();
             b = alloc_slow(d, rounded, size, site, &flags, &err);

@@ -13,7 +13,7 @@ HOOK cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     if (!gm_enter())
         return REAL_CALL(cudaMalloc, devPtr, size);
-    cudaError_t err = alloc_malloc(devPtr, size);
+    cudaError_t err = alloc_malloc(devPtr, size, __builtin_return_address(0));
     gm_leave();
     return err;
 }

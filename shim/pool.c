@@ -55,58 +55,76 @@ static gm_block_t *block_new(gm_heap_t *heap)
         sl->next = heap->slabs;
         heap->slabs = sl;
         for (int i = SLAB_BLOCKS - 1; i >= 0; i--) {
-            sl->blocks[i].lnext = heap->spare;
+            sl->blocks[i].fl.next = heap->spare;
             heap->spare = &sl->blocks[i];
         }
         b = heap->spare;
     }
-    heap->spare = b->lnext;
+    heap->spare = b->fl.next;
     memset(b, 0, sizeof *b);
     return b;
 }
 
 static void block_recycle(gm_heap_t *heap, gm_block_t *b)
 {
-    b->lnext = heap->spare;
+    b->fl.next = heap->spare;
     heap->spare = b;
 }
 
-static void bin_insert(gm_bins_t *bins, gm_block_t *b)
+/* Bin lists are threaded through a block's free links (fl) or, for pending blocks, its pending
+ * links (pl): the same code files both. */
+static inline gm_link_t *lk(gm_block_t *b, int pend)
+{
+    return pend ? &b->pl : &b->fl;
+}
+
+static void bin_insert_links(gm_bins_t *bins, gm_block_t *b, int pend)
 {
     uint32_t bin = bin_of(b->size);
-    b->bin = bin;
+    lk(b, pend)->bin = bin;
     gm_block_t **link = &bins->head[bin];
     gm_block_t *prev = NULL;
     if (!bin_is_exact(bin)) {
         /* Sorted by (size, address): the first block that fits is the best fit. */
         while (*link && ((*link)->size < b->size || ((*link)->size == b->size && (*link)->ptr < b->ptr))) {
             prev = *link;
-            link = &(*link)->lnext;
+            link = &lk(*link, pend)->next;
         }
     }
-    b->lnext = *link;
-    b->lprev = prev;
+    lk(b, pend)->next = *link;
+    lk(b, pend)->prev = prev;
     if (*link)
-        (*link)->lprev = b;
+        lk(*link, pend)->prev = b;
     *link = b;
     bins->map[bin / 64] |= 1ull << (bin % 64);
     bins->summary |= 1ull << (bin / 64);
 }
 
+static void bin_remove_links(gm_bins_t *bins, gm_block_t *b, int pend)
+{
+    gm_link_t *l = lk(b, pend);
+    if (l->prev)
+        lk(l->prev, pend)->next = l->next;
+    else
+        bins->head[l->bin] = l->next;
+    if (l->next)
+        lk(l->next, pend)->prev = l->prev;
+    if (!bins->head[l->bin]) {
+        bins->map[l->bin / 64] &= ~(1ull << (l->bin % 64));
+        if (!bins->map[l->bin / 64])
+            bins->summary &= ~(1ull << (l->bin / 64));
+    }
+    l->next = l->prev = NULL;
+}
+
+static void bin_insert(gm_bins_t *bins, gm_block_t *b)
+{
+    bin_insert_links(bins, b, 0);
+}
+
 static void bin_remove(gm_bins_t *bins, gm_block_t *b)
 {
-    if (b->lprev)
-        b->lprev->lnext = b->lnext;
-    else
-        bins->head[b->bin] = b->lnext;
-    if (b->lnext)
-        b->lnext->lprev = b->lprev;
-    if (!bins->head[b->bin]) {
-        bins->map[b->bin / 64] &= ~(1ull << (b->bin % 64));
-        if (!bins->map[b->bin / 64])
-            bins->summary &= ~(1ull << (b->bin / 64));
-    }
-    b->lnext = b->lprev = NULL;
+    bin_remove_links(bins, b, 0);
 }
 
 /* First non-empty bin at or after `from`, or GM_NBINS. */
@@ -126,10 +144,10 @@ static uint32_t bin_next(const gm_bins_t *bins, uint32_t from)
 }
 
 /* The smallest free block >= size that the max-split rules allow. */
-static gm_block_t *bins_best_fit(const gm_bins_t *bins, size_t size, size_t max_split)
+static gm_block_t *bins_best_fit_links(const gm_bins_t *bins, size_t size, size_t max_split, int pend)
 {
     for (uint32_t bin = bin_next(bins, bin_of(size)); bin < GM_NBINS; bin = bin_next(bins, bin + 1)) {
-        for (gm_block_t *b = bins->head[bin]; b; b = b->lnext) {
+        for (gm_block_t *b = bins->head[bin]; b; b = lk(b, pend)->next) {
             if (b->size < size)
                 continue;
             if (max_split) {
@@ -143,6 +161,11 @@ static gm_block_t *bins_best_fit(const gm_bins_t *bins, size_t size, size_t max_
         }
     }
     return NULL;
+}
+
+static gm_block_t *bins_best_fit(const gm_bins_t *bins, size_t size, size_t max_split)
+{
+    return bins_best_fit_links(bins, size, max_split, 0);
 }
 
 void heap_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner)
@@ -193,7 +216,7 @@ void heap_adopt_storage(gm_heap_t *to, gm_heap_t *from)
     }
     while (from->spare) {
         gm_block_t *b = from->spare;
-        from->spare = b->lnext;
+        from->spare = b->fl.next;
         block_recycle(to, b);
     }
 }
@@ -205,17 +228,47 @@ static int class_of(const gm_block_t *b)
 
 static void pending_append(gm_heap_t *heap, gm_block_t *b)
 {
-    b->lnext = NULL;
-    b->lprev = heap->pending_tail;
+    b->fl.next = NULL;
+    b->fl.prev = heap->pending_tail;
     if (heap->pending_tail)
-        heap->pending_tail->lnext = b;
+        heap->pending_tail->fl.next = b;
     else
         heap->pending_head = b;
     heap->pending_tail = b;
     /* Keep the FIFO ordered by fence: a block may wait longer than it must, never shorter. */
-    if (b->lprev && b->fence_seq < b->lprev->fence_seq)
-        b->fence_seq = b->lprev->fence_seq;
+    if (b->fl.prev && b->fence_seq < b->fl.prev->fence_seq)
+        b->fence_seq = b->fl.prev->fence_seq;
     heap->pending_bytes[class_of(b)] += b->size;
+    bin_insert_links(&heap->pbins[class_of(b)], b, 1);
+}
+
+/* Takes b out of the pending FIFO and the pending bins. */
+static void pending_unlink(gm_heap_t *heap, gm_block_t *b)
+{
+    if (b->fl.prev)
+        b->fl.prev->fl.next = b->fl.next;
+    else
+        heap->pending_head = b->fl.next;
+    if (b->fl.next)
+        b->fl.next->fl.prev = b->fl.prev;
+    else
+        heap->pending_tail = b->fl.prev;
+    b->fl.next = b->fl.prev = NULL;
+    heap->pending_bytes[class_of(b)] -= b->size;
+    bin_remove_links(&heap->pbins[class_of(b)], b, 1);
+}
+
+uint64_t heap_better_pending(const gm_heap_t *heap, size_t rounded)
+{
+    if (pool_is_small(rounded) || !heap->pending_bytes[GM_LARGE])
+        return 0;
+    const gm_block_t *p = bins_best_fit_links(&heap->pbins[GM_LARGE], rounded, heap->max_split, 1);
+    if (!p)
+        return 0;
+    const gm_block_t *f = bins_best_fit(&heap->bins[GM_LARGE], rounded, heap->max_split);
+    if (f && (f->size <= p->size || f->size - rounded <= GM_LARGE_SPLIT_MIN))
+        return 0;
+    return p->fence_seq;
 }
 
 gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
@@ -358,13 +411,7 @@ size_t heap_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns)
     size_t bytes = 0;
     gm_block_t *b;
     while ((b = heap->pending_head) && b->fence_seq <= done) {
-        heap->pending_head = b->lnext;
-        if (heap->pending_head)
-            heap->pending_head->lprev = NULL;
-        else
-            heap->pending_tail = NULL;
-        b->lnext = b->lprev = NULL;
-        heap->pending_bytes[class_of(b)] -= b->size;
+        pending_unlink(heap, b);
         gm_stat_sub(&heap->stats->pending, b->size);
         gm_stat_add(&heap->stats->cached, b->size);
         bytes += b->size;
@@ -442,15 +489,7 @@ void heap_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64
                 to->free_bytes[cls] += b->size;
             }
         } else if (b->state == GM_BLOCK_PENDING) {
-            if (b->lprev)
-                b->lprev->lnext = b->lnext;
-            else
-                from->pending_head = b->lnext;
-            if (b->lnext)
-                b->lnext->lprev = b->lprev;
-            else
-                from->pending_tail = b->lprev;
-            from->pending_bytes[cls] -= b->size;
+            pending_unlink(from, b);
             pending_append(to, b);
         }
     }
@@ -478,7 +517,7 @@ void heap_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count)
     for (int cls = 0; cls < 2; cls++) {
         const gm_bins_t *bins = &heap->bins[cls];
         for (uint32_t bin = bin_next(bins, 0); bin < GM_NBINS; bin = bin_next(bins, bin + 1))
-            for (const gm_block_t *b = bins->head[bin]; b; b = b->lnext) {
+            for (const gm_block_t *b = bins->head[bin]; b; b = b->fl.next) {
                 n++;
                 if (b->size > big)
                     big = b->size;
@@ -534,12 +573,12 @@ const char *heap_check(const gm_heap_t *heap)
             if (mapped != (bins->head[bin] != NULL))
                 return "bin bitmap out of date";
             size_t last = 0;
-            for (const gm_block_t *b = bins->head[bin]; b; b = b->lnext) {
+            for (const gm_block_t *b = bins->head[bin]; b; b = b->fl.next) {
                 if (b->state != GM_BLOCK_FREE)
                     return "non-free block in a bin";
                 if (b->seg->small != cls)
                     return "block in the wrong class of bins";
-                if (bin_of(b->size) != bin || b->bin != bin)
+                if (bin_of(b->size) != bin || b->fl.bin != bin)
                     return "block in the wrong bin";
                 if (b->size < last)
                     return "bin not sorted by size";
@@ -551,12 +590,31 @@ const char *heap_check(const gm_heap_t *heap)
     if (nbinned != nfree)
         return "free blocks missing from the bins";
     uint64_t seq = 0;
-    for (const gm_block_t *b = heap->pending_head; b; b = b->lnext) {
+    size_t npending = 0;
+    for (const gm_block_t *b = heap->pending_head; b; b = b->fl.next) {
         if (b->state != GM_BLOCK_PENDING)
             return "non-pending block in the pending list";
         if (b->fence_seq < seq)
             return "pending list out of fence order";
         seq = b->fence_seq;
+        npending++;
     }
+    size_t nbinned_pending = 0;
+    for (int cls = 0; cls < 2; cls++) {
+        const gm_bins_t *bins = &heap->pbins[cls];
+        for (uint32_t bin = 0; bin < GM_NBINS; bin++) {
+            if (((bins->map[bin / 64] >> (bin % 64)) & 1) != (bins->head[bin] != NULL))
+                return "pending bin bitmap out of date";
+            for (const gm_block_t *b = bins->head[bin]; b; b = b->pl.next) {
+                if (b->state != GM_BLOCK_PENDING)
+                    return "non-pending block in a pending bin";
+                if (b->seg->small != cls || b->pl.bin != bin)
+                    return "pending block in the wrong bin";
+                nbinned_pending++;
+            }
+        }
+    }
+    if (nbinned_pending != npending)
+        return "pending blocks missing from the pending bins";
     return NULL;
 }

@@ -44,15 +44,21 @@ typedef struct gm_heap gm_heap_t;
 typedef struct gm_segment gm_segment_t;
 typedef struct gm_block gm_block_t;
 
+/* A block's place in a bin list (or, for free-list links, the pending FIFO). */
+typedef struct gm_link {
+    gm_block_t *prev, *next;
+    uint32_t bin;
+} gm_link_t;
+
 struct gm_block {
     uintptr_t ptr;
     size_t size;
     size_t requested;       /* when live: the size asked for */
     gm_segment_t *seg;
     gm_block_t *prev, *next;   /* address neighbours in the segment */
-    gm_block_t *lprev, *lnext; /* bin list, or the pending list */
+    gm_link_t fl;              /* FREE: its bin; PENDING: the FIFO of the pending list */
+    gm_link_t pl;              /* PENDING: its bin among pending blocks (best fit by size) */
     uint64_t fence_seq;
-    uint32_t bin;
     uint8_t state;
     uint8_t ipc;            /* a cudaIpcGetMemHandle was taken on it */
     uint8_t kind;           /* GMLOG_KIND_* of a block outside any segment (seg == NULL) */
@@ -83,6 +89,7 @@ typedef struct gm_pool_stats {
 
 struct gm_heap {
     gm_bins_t bins[2];        /* [0] large segments, [1] small segments */
+    gm_bins_t pbins[2];       /* pending blocks by size, same classes */
     gm_segment_t *segments;
     size_t nsegments;
     gm_block_t *pending_head, *pending_tail;  /* FIFO, fence_seq never decreasing */
@@ -121,6 +128,10 @@ void heap_adopt_storage(gm_heap_t *to, gm_heap_t *from);
 /* Best-fit a free block for a rounded size, splitting it; the block comes back LIVE with
  * `requested` set. NULL when nothing fits. */
 gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested);
+/* The fence a better block than any free one waits for: the smallest pending large block that
+ * fits, when the best free block is missing or would have to be split by more than
+ * GM_LARGE_SPLIT_MIN. 0 when waiting would not buy a better fit (or for small requests). */
+uint64_t heap_better_pending(const gm_heap_t *heap, size_t rounded);
 /* Registers a segment fresh from the driver as one free block. NULL if out of host memory. */
 gm_segment_t *heap_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns);
 /* LIVE → FREE: merge with free neighbours, into a bin. */

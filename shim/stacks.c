@@ -204,10 +204,33 @@ uint32_t stacks_intern_string(const char *s)
     return id;
 }
 
-uint32_t stacks_site(void)
+static slot_t *tcache_slot(uint64_t key)
+{
+    if (!tcache) {
+        tcache = calloc(1, sizeof *tcache);
+        pthread_setspecific(tcache_key, tcache);
+    }
+    return tcache ? &tcache->slot[key & (TCACHE_SIZE - 1)] : NULL;
+}
+
+uint32_t stacks_site_from(const void *caller)
 {
     if (!enabled)
         return 0;
+    gm_pyframe_raw_t py[MAX_PY];
+    int npy = pyframes_capture(py, py_depth);
+    /* Python thread with a known caller: the cheap key. */
+    uint64_t quick = 0;
+    slot_t *qs = NULL;
+    if (caller && npy) {
+        quick = mix(0x6a09e667f3bcc909ull, (uintptr_t)caller);
+        for (int i = 0; i < npy; i++)
+            quick = mix(quick, py[i].code ^ ((uint64_t)(uint32_t)py[i].addr << 40));
+        quick = mix(quick, (uint64_t)npy) | 1;
+        qs = tcache_slot(quick);
+        if (qs && qs->key == quick)
+            return qs->id;
+    }
     void *raw[MAX_NATIVE + 8];
     int got = native_depth ? backtrace(raw, native_depth + 8) : 0;
     /* Drop gmshim's own frames (the hook and what it called). */
@@ -217,25 +240,31 @@ uint32_t stacks_site(void)
     int n = got - skip;
     if (n > native_depth)
         n = native_depth;
-    gm_pyframe_raw_t py[MAX_PY];
-    int npy = pyframes_capture(py, py_depth);
     uint64_t key = 0x2545F4914F6CDD1Dull;
     for (int i = 0; i < n; i++)
         key = mix(key, (uintptr_t)raw[skip + i]);
     for (int i = 0; i < npy; i++)
         key = mix(key, py[i].code ^ ((uint64_t)(uint32_t)py[i].addr << 40));
     key = mix(key, (uint64_t)n << 32 | (uint32_t)npy) | 1;
-    if (!tcache) {
-        tcache = calloc(1, sizeof *tcache);
-        pthread_setspecific(tcache_key, tcache);
+    slot_t *s = tcache_slot(key);
+    uint32_t id;
+    if (s && s->key == key) {
+        id = s->id;
+    } else {
+        id = intern(raw + skip, n, py, npy);
+        if (s && id) {
+            s->key = key;
+            s->id = id;
+        }
     }
-    slot_t *s = tcache ? &tcache->slot[key & (TCACHE_SIZE - 1)] : NULL;
-    if (s && s->key == key)
-        return s->id;
-    uint32_t id = intern(raw + skip, n, py, npy);
-    if (s && id) {
-        s->key = key;
-        s->id = id;
+    if (qs && id) {
+        qs->key = quick;
+        qs->id = id;
     }
     return id;
+}
+
+uint32_t stacks_site(void)
+{
+    return stacks_site_from(NULL);
 }

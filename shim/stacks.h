@@ -9,6 +9,11 @@ void stacks_init(void);
 /* The call site of the current allocation (0 when stacks are off or capture failed). Call it
  * outside every pool lock: it may take a while. */
 uint32_t stacks_site(void);
+/* The same, given the return address into the program (the hook's caller): when the thread is
+ * in Python, a site seen before with the same caller and Python frames is reused without
+ * unwinding the native stack (the costly part), so its native frames are those of the first
+ * time. */
+uint32_t stacks_site_from(const void *caller);
 /* The id of an interned string (written to the log once as a GMLOG_STRING); 0 on failure. */
 uint32_t stacks_intern_string(const char *s);
 
