@@ -34,7 +34,7 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int async = 0, reps = 7;
+    int async = 0, reps = 7, getdevice = 0;
     double batch_ms = 30;
     size_t sizes[32];
     int nsizes = 0;
@@ -42,6 +42,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--async"))
             async = 1;
+        else if (!strcmp(argv[i], "--getdevice"))
+            getdevice = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch-ms") && i + 1 < argc)
@@ -64,6 +66,21 @@ int main(int argc, char **argv)
         CK(cudaDeviceGetDefaultMemPool(&pool, 0));
         uint64_t thr = UINT64_MAX;
         CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
+    }
+    if (getdevice) {
+        /* What one cudaGetDevice costs: gmshim makes one per cudaMalloc. */
+        double *ns = calloc((size_t)reps, sizeof *ns);
+        int dev;
+        for (int r = 0; r < reps; r++) {
+            double a = now_ns();
+            for (int i = 0; i < 1000000; i++)
+                cudaGetDevice(&dev);
+            ns[r] = (now_ns() - a) / 1000000;
+        }
+        qsort(ns, (size_t)reps, sizeof *ns, cmp);
+        printf("{\"bench\":\"p1\",\"label\":\"cudaGetDevice\",\"size\":0,\"median_ns\":%.1f,"
+               "\"min_ns\":%.1f,\"max_ns\":%.1f}\n", ns[reps / 2], ns[0], ns[reps - 1]);
+        return 0;
     }
     for (int z = 0; z < nsizes; z++) {
         size_t size = sizes[z];
