@@ -86,7 +86,7 @@ $(BUILD)/tests/integration/%: tests/integration/%.c tests/integration/itest.h sh
                                tests/fakecuda.h $(FAKE_LIB) | $(BUILD)/tests/integration
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
-	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -lcudart -ldl
+	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -Wl,--as-needed -lcudart -Wl,--no-as-needed -ldl
 
 $(BUILD)/bench/%: bench/%.c shim/gmshim.h $(FAKE_LIB) | $(BUILD)/bench
 	@[ "$(V)" != 0 ] || echo "  CC      $@"

@@ -50,6 +50,8 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     if (gm_state != GM_POOLED)
         return device_alloc_pass(d, size, site, gm_now_ns(), out);
     cudaError_t err = device_alloc(d, size, site, out);
+    if (unlikely(err != cudaSuccess && gm_state == GM_PASSTHROUGH))
+        return device_alloc_pass(d, size, site, gm_now_ns(), out); /* gmshim gave up: the driver */
     if (err == cudaErrorMemoryAllocation && REAL_CALL(cudaPeekAtLastError) != err)
         set_last_error(err);
     return err;

@@ -4,6 +4,7 @@
 #include "device.h"
 #include "diag.h"
 #include "evlog.h"
+#include "init.h"
 #include "options.h"
 #include "real.h"
 
@@ -263,6 +264,7 @@ static cudaError_t driver_segment(gm_device_t *d, gm_heap_t *heap, size_t size, 
     gm_segment_t *seg = heap_add_segment(heap, (uintptr_t)p, size, small, gm_now_ns());
     if (!seg) {
         REAL_CALL(cudaFree, p);
+        gm_fall_back("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
     d->n.driver_mallocs++;

@@ -282,6 +282,31 @@ START_TEST(test_api_works_with_and_without_the_preload)
 }
 END_TEST
 
+START_TEST(test_no_runtime_at_all_returns_an_error_and_one_message)
+{
+    const char *env[] = {NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/no_runtime", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    const char *w = strstr(out, "no real CUDA runtime function");
+    ck_assert_msg(w != NULL, "no message:\n%s", out);
+    ck_assert_msg(strstr(w + 1, "no real CUDA runtime function") == NULL, "more than one message:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_runtime_loaded_rtld_local_is_found)
+{
+    char lib[4096];
+    snprintf(lib, sizeof lib, "%s", build_path("fake/libcudart.so.13"));
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/local_cudart", env, lib, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *integration_suite(void)
 {
     Suite *s = suite_create("integration");
@@ -311,6 +336,8 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_trimmer_makes_no_driver_call_during_a_capture);
     tcase_add_test(tc, test_torch_takeover_sets_the_variable_only_when_unset);
     tcase_add_test(tc, test_api_works_with_and_without_the_preload);
+    tcase_add_test(tc, test_no_runtime_at_all_returns_an_error_and_one_message);
+    tcase_add_test(tc, test_runtime_loaded_rtld_local_is_found);
     suite_add_tcase(s, tc);
     return s;
 }
