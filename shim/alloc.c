@@ -77,20 +77,15 @@ cudaError_t alloc_free(void *ptr)
         gm_device_t *d = device_at(i);
         int kind;
         if (d && device_owns_address(d, (uintptr_t)ptr, &kind)) {
-            device_lock(d);
-            d->n.bad_frees++;
-            device_unlock(d);
+            device_note_bad_free(d);
             evlog_warning(kind, d->id, (uint64_t)(uintptr_t)ptr, 0, 0);
             set_last_error(cudaErrorInvalidValue);
             return cudaErrorInvalidValue;
         }
     }
     gm_device_t *d = hint ? hint : device_at(0);
-    if (d) {
-        device_lock(d);
-        d->n.foreign_frees++;
-        device_unlock(d);
-    }
+    if (d)
+        device_note_foreign_free(d);
     evlog_warning(GMLOG_WARN_FOREIGN_FREE, d ? d->id : GMLOG_NO_DEVICE, (uint64_t)(uintptr_t)ptr, 0, 0);
     return REAL_CALL(cudaFree, ptr);
 }
@@ -168,24 +163,8 @@ void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t
     int dev = 0;
     REAL_CALL(cudaGetDevice, &dev);
     gm_device_t *d = device_get(dev);
-    if (!d)
-        return;
-    uint32_t site = stacks_site();
-    gm_block_t *b = NULL;
-    if (kind == GMLOG_KIND_MANAGED || kind == GMLOG_KIND_PITCHED)
-        b = calloc(1, sizeof *b);
-    device_lock(d);
-    d->n.unpooled_allocs++;
-    if (b) {
-        b->ptr = (uintptr_t)ptr;
-        b->size = b->requested = size;
-        b->state = GM_BLOCK_LIVE;
-        b->kind = (uint8_t)kind;
-        HASH_ADD(hh, d->live, ptr, sizeof b->ptr, b);
-    }
-    evlog_alloc(dev, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, size, extra, site,
-                gm_now_ns(), t0);
-    device_unlock(d);
+    if (d)
+        device_note_unpooled(d, kind, ptr, size, extra, stacks_site(), t0);
 }
 
 void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)

@@ -129,35 +129,26 @@ void capture_begun(cudaStream_t stream, enum cudaStreamCaptureMode mode, cudaGra
             ;
     if (!g) {
         g = calloc(1, sizeof *g);
-        gm_heap_t *heap = calloc(1, sizeof *heap);
-        if (!g || !heap) {
-            free(g);
-            free(heap);
+        if (!g) {
             pthread_mutex_unlock(&cap_lock);
             return;
         }
         g->dev = d;
         g->id = ++next_id;
+        g->heap = device_graph_heap(d, g, g->id);
+        if (!g->heap) {
+            free(g);
+            pthread_mutex_unlock(&cap_lock);
+            return;
+        }
         g->graph = target;
         g->graph_alive = target != NULL;
-        g->heap = heap;
-        heap_init(heap, &d->bytes, g);
-        heap->graph_id = g->id;
-        heap->max_split = d->general.max_split;
         g->next = graphs;
         graphs = g;
-        device_lock(d);
-        heap->next_heap = d->graph_heaps;
-        d->graph_heaps = heap;
-        device_unlock(d);
     }
     g->stream = stream;
     g->capturing = 1;
-    device_lock(d);
-    d->captures++;
-    d->capture_heap = g->heap;
-    d->capture_id = g->id;
-    device_unlock(d);
+    device_set_captures(d, 1, g->heap);
     log_capture(g, GMLOG_CAPTURE_BEGIN, (unsigned)mode);
     pthread_mutex_unlock(&cap_lock);
 }
@@ -175,9 +166,7 @@ static void release(gm_graph_t *g)
 {
     log_capture(g, GMLOG_CAPTURE_RELEASED, 0);
     unlink_graph(g);
-    device_lock(g->dev);
-    device_adopt_heap_locked(g->dev, g->heap);
-    device_unlock(g->dev);
+    device_release_graph_heap(g->dev, g->heap);
     gm_exec_ref_t *e = g->execs;
     while (e) {
         gm_exec_ref_t *next = e->next;
@@ -201,12 +190,7 @@ void capture_ended(cudaStream_t stream, cudaError_t err, cudaGraph_t graph)
         ;
     if (g) {
         g->capturing = 0;
-        gm_device_t *d = g->dev;
-        device_lock(d);
-        if (d->captures > 0)
-            d->captures--;
-        d->capture_heap = current_capture_heap(d);
-        device_unlock(d);
+        device_set_captures(g->dev, -1, current_capture_heap(g->dev));
         if (err == cudaSuccess && graph) {
             g->graph = graph;
             g->graph_alive = 1;

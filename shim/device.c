@@ -1,6 +1,7 @@
-/* Per-device pool policy. The hit path is a lock, a best fit and a hash insert; everything that
+/* Per-device pool policy. The hit path is an arena lock, a best fit and a hash insert; whatever
  * talks to the driver (fences, waits, growth, OOM release and retry) is in the slow functions,
- * made in relaxed capture mode with the device current. Never a driver free during a capture. */
+ * made in relaxed capture mode with the device current. Never a driver free during a capture.
+ * Lock order: create_lock, then arena locks by index, then the device's fence lock. */
 #include "device.h"
 #include "diag.h"
 #include "evlog.h"
@@ -10,18 +11,44 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GM_FENCE_EVERY 64 /* frees: a fence at least this often */
 #define GM_POLL_EVERY 32  /* allocations: completed fences polled at least this often */
+#define GM_CONTENDED 32   /* contended lock attempts after which a thread moves to a new arena */
 
 static gm_device_t *devices[GM_MAX_DEVICES];
 static int created[GM_MAX_DEVICES]; /* ids in creation order */
 static int ncreated;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static __thread unsigned char my_arena __attribute__((tls_model("initial-exec")));
+static __thread unsigned char my_contention __attribute__((tls_model("initial-exec")));
+
 static void log_device(gm_device_t *d, size_t free_bytes);
 static void log_empty(gm_device_t *d, int reason, size_t bytes, unsigned nseg, uint64_t t0);
-static void poll_now(gm_device_t *d);
+static void poll_now(gm_arena_t *a);
+static void enforce_cache_limit(gm_arena_t *a);
+
+static uint64_t issued_of(gm_device_t *d) { return __atomic_load_n(&d->fences.issued, __ATOMIC_SEQ_CST); }
+static uint64_t done_of(gm_device_t *d) { return __atomic_load_n(&d->fences.done, __ATOMIC_ACQUIRE); }
+static int captures_of(gm_device_t *d) { return __atomic_load_n(&d->captures, __ATOMIC_ACQUIRE); }
+static size_t limit_of(gm_device_t *d) { return __atomic_load_n(&d->limit, __ATOMIC_RELAXED); }
+static int narenas_of(gm_device_t *d) { return __atomic_load_n(&d->narenas, __ATOMIC_ACQUIRE); }
+
+static void reserved_add(gm_device_t *d, size_t n)
+{
+    uint64_t now = __atomic_add_fetch(&d->reserved_total, n, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&d->reserved_peak, &peak, now, 1,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+static void reserved_sub(gm_device_t *d, size_t n)
+{
+    __atomic_sub_fetch(&d->reserved_total, n, __ATOMIC_RELAXED);
+}
 
 static void log_limit(gm_device_t *d)
 {
@@ -29,12 +56,9 @@ static void log_limit(gm_device_t *d)
         return;
     gmlog_limit_t rec;
     evlog_hdr(&rec.h, GMLOG_LIMIT, sizeof rec, d->id, 0);
-    rec.bytes = d->limit;
+    rec.bytes = limit_of(d);
     evlog_append(&rec, sizeof rec, gm_now_ns());
 }
-
-void device_lock(gm_device_t *d) { pthread_mutex_lock(&d->lock); }
-void device_unlock(gm_device_t *d) { pthread_mutex_unlock(&d->lock); }
 
 void device_ctx_enter(gm_device_t *d, gm_ctx_t *c)
 {
@@ -55,6 +79,33 @@ void device_ctx_leave(gm_ctx_t *c)
         REAL_CALL(cudaThreadExchangeStreamCaptureMode, &c->saved_mode);
 }
 
+/* ---- devices and arenas -------------------------------------------------------------------- */
+
+static void mutex_init_adaptive(pthread_mutex_t *m)
+{
+    /* Critical sections are a few hundred ns: spin a little before sleeping, so that threads
+     * meeting on one lock queue up instead of bouncing through futex sleeps. */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(m, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+static gm_arena_t *arena_new(gm_device_t *d, int index)
+{
+    gm_arena_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->dev = d;
+    a->index = index;
+    mutex_init_adaptive(&a->lock);
+    heap_init(&a->general, &a->bytes, NULL);
+    a->general.max_split = (size_t)options_get(GM_OPT_MAX_SPLIT);
+    HASH_ADD(hh, a->live, ptr, sizeof a->sentinel.ptr, &a->sentinel);
+    return a;
+}
+
 static gm_device_t *device_create(int id)
 {
     pthread_mutex_lock(&create_lock);
@@ -64,21 +115,18 @@ static gm_device_t *device_create(int id)
         return d;
     }
     d = calloc(1, sizeof *d);
-    if (!d) {
+    gm_arena_t *a0 = d ? arena_new(d, 0) : NULL;
+    if (!a0) {
+        free(d);
         pthread_mutex_unlock(&create_lock);
         return NULL;
     }
     d->id = id;
-    /* Critical sections are a few hundred ns: spin a little before sleeping, so that threads
-     * hammering one device queue up instead of bouncing through futex sleeps. */
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-    pthread_mutex_init(&d->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
-    heap_init(&d->general, &d->bytes, NULL);
-    HASH_ADD(hh, d->live, ptr, sizeof d->sentinel.ptr, &d->sentinel);
-    d->general.max_split = (size_t)options_get(GM_OPT_MAX_SPLIT);
+    d->arenas[0] = a0;
+    d->narenas = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    d->max_arenas = cpus < 1 ? 1 : cpus > GM_MAX_ARENAS ? GM_MAX_ARENAS : (int)cpus;
+    mutex_init_adaptive(&d->fence_lock);
     d->fence_bytes = (size_t)options_get(GM_OPT_FENCE_BYTES);
     d->cache_limit = (size_t)options_get(GM_OPT_CACHE_LIMIT);
     d->trust_stream_order = (int)options_get(GM_OPT_TRUST_STREAM_ORDER);
@@ -90,7 +138,8 @@ static gm_device_t *device_create(int id)
         d->total = total;
     device_ctx_leave(&c);
     d->limit = options_device_limit(id, d->total);
-    created[ncreated++] = id;
+    created[ncreated] = id;
+    __atomic_store_n(&ncreated, ncreated + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&devices[id], d, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&create_lock);
     log_device(d, free_bytes);
@@ -124,6 +173,53 @@ gm_device_t *device_at(int index)
     return index < device_created_count() ? device_peek(created[index]) : NULL;
 }
 
+void device_use_arena(int index)
+{
+    my_arena = (unsigned char)(index < 0 ? 0 : index);
+}
+
+/* One more arena for a thread that keeps meeting others on its own; -1 if none can be made. */
+int device_add_arena(gm_device_t *d)
+{
+    pthread_mutex_lock(&create_lock);
+    int n = d->narenas, index = -1;
+    if (n < d->max_arenas) {
+        gm_arena_t *a = arena_new(d, n);
+        if (a) {
+            d->arenas[n] = a;
+            __atomic_store_n(&d->narenas, n + 1, __ATOMIC_RELEASE);
+            index = n;
+        }
+    }
+    pthread_mutex_unlock(&create_lock);
+    return index;
+}
+
+/* The arena this thread allocates from, locked. While a capture runs on the device everything
+ * goes to arena 0, where the capture's heap is. */
+static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
+{
+    int i = my_arena < narenas_of(d) ? my_arena : 0;
+    if (unlikely(captures_of(d)))
+        i = 0;
+    gm_arena_t *a = d->arenas[i];
+    if (likely(pthread_mutex_trylock(&a->lock) == 0)) {
+        if (my_contention)
+            my_contention--;
+        return a;
+    }
+    if (++my_contention >= GM_CONTENDED && !captures_of(d)) {
+        my_contention = 0;
+        int n = device_add_arena(d);
+        if (n > 0) {
+            my_arena = (unsigned char)n;
+            a = d->arenas[n];
+        }
+    }
+    pthread_mutex_lock(&a->lock);
+    return a;
+}
+
 static void log_device(gm_device_t *d, size_t free_bytes)
 {
     if (!evlog_enabled())
@@ -154,86 +250,105 @@ static void note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err)
     evlog_warning(GMLOG_WARN_STICKY, d->id, 0, 0, (uint32_t)err);
 }
 
-static void enforce_cache_limit(gm_device_t *d);
-
-/* Released pending blocks once fences completed; returns bytes released. Caller is inside
- * device_ctx_enter (the cache cap may give segments back). */
-static size_t release_done(gm_device_t *d)
+/* Pending blocks of the arena whose fences completed become free; returns bytes released.
+ * Caller holds the arena lock and is inside device_ctx_enter (the cache cap may give segments
+ * back). */
+static size_t release_done(gm_arena_t *a)
 {
-    size_t bytes = heap_release_pending(&d->general, d->fences.done, gm_now_ns());
-    if (bytes && d->cache_limit)
-        enforce_cache_limit(d);
+    size_t bytes = heap_release_pending(&a->general, done_of(a->dev), gm_now_ns());
+    if (bytes && a->dev->cache_limit)
+        enforce_cache_limit(a);
     return bytes;
 }
 
-static size_t harvest(gm_device_t *d)
+static size_t harvest(gm_arena_t *a)
 {
-    if (!fences_outstanding(&d->fences))
-        return 0;
-    cudaError_t err = fences_poll(&d->fences);
+    gm_device_t *d = a->dev;
+    pthread_mutex_lock(&d->fence_lock);
+    cudaError_t err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
+    pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess)
         note_cuda_failure(d, "cudaEventQuery", err);
-    return release_done(d);
+    return release_done(a);
 }
 
-/* Whether some pending block waits for a fence not yet recorded. */
-static int open_set_waiting(const gm_device_t *d)
+/* Whether some pending block of the arena waits for a fence not yet recorded. */
+static int open_set_waiting(gm_arena_t *a)
 {
-    const gm_block_t *tail = d->general.pending_tail;
-    return tail && tail->fence_seq > d->fences.issued;
+    const gm_block_t *tail = a->general.pending_tail;
+    return tail && tail->fence_seq > issued_of(a->dev);
 }
 
-/* Records a fence covering every free so far. Caller is inside device_ctx_enter. */
-static int fence_issue(gm_device_t *d)
+static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
 {
+    gm_device_t *d = a->dev;
+    gmlog_fence_t rec;
+    memset(&rec, 0, sizeof rec);
+    evlog_hdr(&rec.h, GMLOG_FENCE, sizeof rec, d->id, 0);
+    rec.seq = seq;
+    rec.pending_bytes = a->bytes.pending.current;
+    rec.events = events;
+    uint64_t now = gm_now_ns();
+    evlog_append(&rec, sizeof rec, now);
+    /* Fences come with the rhythm of the program: a good moment for a stats snapshot. */
+    gmlog_stats_t st;
+    memset(&st, 0, sizeof st);
+    evlog_hdr(&st.h, GMLOG_STATS, sizeof st, d->id, 0);
+    st.requested = a->bytes.requested.current;
+    st.allocated = a->bytes.allocated.current;
+    st.reserved = a->bytes.reserved.current;
+    st.cached = a->bytes.cached.current;
+    st.pending = a->bytes.pending.current;
+    st.hits = a->n.hits;
+    st.misses = a->n.misses;
+    evlog_append(&st, sizeof st, now);
+}
+
+/* Records a fence covering every free so far, on every arena. Caller holds the arena lock
+ * and is inside device_ctx_enter. */
+static int fence_issue(gm_arena_t *a)
+{
+    gm_device_t *d = a->dev;
+    if (captures_of(d))
+        return -1; /* an event on a capturing stream would join the capture */
+    pthread_mutex_lock(&d->fence_lock);
     cudaError_t err = fences_issue(&d->fences);
+    uint64_t seq = d->fences.issued;
+    unsigned events = (unsigned)(1 + d->fences.nstreams);
+    pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess) {
         note_cuda_failure(d, "cudaEventRecord", err);
         return -1;
     }
-    d->n.fences++;
-    d->open_bytes = 0;
-    d->open_count = 0;
-    if (evlog_enabled()) {
-        gmlog_fence_t rec;
-        memset(&rec, 0, sizeof rec);
-        evlog_hdr(&rec.h, GMLOG_FENCE, sizeof rec, d->id, 0);
-        rec.seq = d->fences.issued;
-        rec.pending_bytes = d->bytes.pending.current;
-        rec.events = (uint32_t)(1 + d->fences.nstreams);
-        uint64_t now = gm_now_ns();
-        evlog_append(&rec, sizeof rec, now);
-        /* Fences come with the rhythm of the program: a good moment for a stats snapshot. */
-        gmlog_stats_t st;
-        memset(&st, 0, sizeof st);
-        evlog_hdr(&st.h, GMLOG_STATS, sizeof st, d->id, 0);
-        st.requested = d->bytes.requested.current;
-        st.allocated = d->bytes.allocated.current;
-        st.reserved = d->bytes.reserved.current;
-        st.cached = d->bytes.cached.current;
-        st.pending = d->bytes.pending.current;
-        st.hits = d->n.hits;
-        st.misses = d->n.misses;
-        evlog_append(&st, sizeof st, now);
-    }
+    a->n.fences++;
+    a->open_bytes = 0;
+    a->open_count = 0;
+    if (evlog_enabled())
+        log_fence(a, seq, events);
     return 0;
 }
 
-/* Blocks for the oldest fence; returns bytes released, or 0 if nothing could be waited for. */
-static size_t wait_oldest(gm_device_t *d)
+/* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
+static size_t wait_oldest(gm_arena_t *a)
 {
-    if (!fences_outstanding(&d->fences) && (!open_set_waiting(d) || fence_issue(d)))
+    gm_device_t *d = a->dev;
+    pthread_mutex_lock(&d->fence_lock);
+    int any = fences_outstanding(&d->fences);
+    pthread_mutex_unlock(&d->fence_lock);
+    if (!any && (!open_set_waiting(a) || fence_issue(a)))
         return 0;
     uint64_t t0 = gm_now_ns();
+    pthread_mutex_lock(&d->fence_lock);
     uint64_t seq = d->fences.done + 1;
-    cudaError_t err = fences_wait_oldest(&d->fences);
+    cudaError_t err = fences_outstanding(&d->fences) ? fences_wait_oldest(&d->fences) : cudaSuccess;
+    pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess) {
         note_cuda_failure(d, "cudaEventSynchronize", err);
         return 0;
     }
-    d->n.fence_waits++;
+    a->n.fence_waits++;
     uint64_t now = gm_now_ns();
-    d->n.fence_wait_ns += now - t0;
+    a->n.fence_wait_ns += now - t0;
     if (evlog_enabled()) {
         gmlog_fence_wait_t rec;
         memset(&rec, 0, sizeof rec);
@@ -242,7 +357,17 @@ static size_t wait_oldest(gm_device_t *d)
         rec.dur_ns = evlog_dur(now, t0);
         evlog_append(&rec, sizeof rec, now);
     }
-    return release_done(d) + 1;
+    return release_done(a) + 1;
+}
+
+/* Waits until fence `seq` has completed (recording it first if it is still to come). */
+static void wait_for(gm_arena_t *a, uint64_t seq)
+{
+    if (seq > issued_of(a->dev) && fence_issue(a))
+        return;
+    while (done_of(a->dev) < seq && wait_oldest(a))
+        ;
+    release_done(a);
 }
 
 /* ---- growing and releasing -------------------------------------------------------------- */
@@ -253,8 +378,8 @@ static void log_segment(gm_device_t *d, int type, gm_segment_t *seg, uint64_t t0
         evlog_segment(type, d->id, seg->base, seg->size, seg->heap->graph_id, gm_now_ns(), t0);
 }
 
-/* Asks the driver for a segment of `size` into `heap`. */
-static cudaError_t driver_segment(gm_device_t *d, gm_heap_t *heap, size_t size, int small)
+/* Asks the driver for a segment of `size` into `heap` (of arena a). */
+static cudaError_t driver_segment(gm_arena_t *a, gm_heap_t *heap, size_t size, int small)
 {
     void *p = NULL;
     uint64_t t0 = gm_now_ns();
@@ -267,72 +392,74 @@ static cudaError_t driver_segment(gm_device_t *d, gm_heap_t *heap, size_t size, 
         gm_fall_back("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
-    d->n.driver_mallocs++;
-    log_segment(d, GMLOG_SEGMENT_ALLOC, seg, t0);
+    reserved_add(a->dev, size);
+    a->n.driver_mallocs++;
+    log_segment(a->dev, GMLOG_SEGMENT_ALLOC, seg, t0);
     return cudaSuccess;
 }
 
-/* Frees every whole free segment of the general heap; caller is inside device_ctx_enter and
- * no capture is under way. */
-static size_t release_free_segments(gm_device_t *d, unsigned *nseg)
+/* Gives one wholly free segment of the arena's general heap back to the driver. */
+static int segment_release(gm_arena_t *a, gm_segment_t *seg)
+{
+    log_segment(a->dev, GMLOG_SEGMENT_FREE, seg, gm_now_ns());
+    cudaError_t err = REAL_CALL(cudaFree, (void *)seg->base);
+    if (err != cudaSuccess) {
+        note_cuda_failure(a->dev, "cudaFree", err);
+        return -1;
+    }
+    reserved_sub(a->dev, seg->size);
+    a->n.driver_frees++;
+    heap_remove_segment(&a->general, seg);
+    return 0;
+}
+
+/* Frees every whole free segment of the arena's general heap idle for at least idle_ns (0:
+ * all); caller is inside device_ctx_enter and no capture is under way. */
+static size_t release_free_segments(gm_arena_t *a, uint64_t idle_ns, uint64_t now, unsigned *nseg)
 {
     size_t bytes = 0;
-    gm_segment_t *seg = d->general.segments;
+    gm_segment_t *seg = a->general.segments;
     while (seg) {
         gm_segment_t *next = seg->next;
-        if (heap_segment_is_free(seg)) {
-            uint64_t t0 = gm_now_ns();
-            log_segment(d, GMLOG_SEGMENT_FREE, seg, t0);
-            cudaError_t err = REAL_CALL(cudaFree, (void *)seg->base);
-            if (err == cudaSuccess) {
-                bytes += seg->size;
-                (*nseg)++;
-                d->n.driver_frees++;
-                heap_remove_segment(&d->general, seg);
-            } else {
-                note_cuda_failure(d, "cudaFree", err);
-            }
+        size_t size = seg->size;
+        if (heap_segment_is_free(seg) && (!idle_ns || now - seg->free_since_ns >= idle_ns) &&
+            segment_release(a, seg) == 0) {
+            bytes += size;
+            (*nseg)++;
         }
         seg = next;
     }
     return bytes;
 }
 
-/* GMSHIM_CACHE_LIMIT: give back the oldest wholly free segments while more than the cap is
- * cached. Caller is inside device_ctx_enter. */
-static void enforce_cache_limit(gm_device_t *d)
+/* GMSHIM_CACHE_LIMIT: give back the oldest wholly free segments while the arena caches more
+ * than the cap. Caller is inside device_ctx_enter. */
+static void enforce_cache_limit(gm_arena_t *a)
 {
-    size_t cap = d->cache_limit;
-    if (!cap || d->captures)
+    size_t cap = a->dev->cache_limit;
+    if (!cap || captures_of(a->dev))
         return;
     size_t whole = 0;
-    for (gm_segment_t *seg = d->general.segments; seg; seg = seg->next)
+    for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next)
         if (heap_segment_is_free(seg))
             whole += seg->size;
-    if (whole <= cap)
-        return;
     uint64_t t0 = gm_now_ns();
     size_t bytes = 0;
     unsigned nseg = 0;
     while (whole > cap) {
         gm_segment_t *oldest = NULL;
-        for (gm_segment_t *seg = d->general.segments; seg; seg = seg->next)
+        for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next)
             if (heap_segment_is_free(seg) && (!oldest || seg->free_since_ns < oldest->free_since_ns))
                 oldest = seg;
-        if (!oldest)
+        size_t size = oldest ? oldest->size : 0;
+        if (!oldest || segment_release(a, oldest))
             break;
-        size_t size = oldest->size;
-        log_segment(d, GMLOG_SEGMENT_FREE, oldest, gm_now_ns());
-        if (REAL_CALL(cudaFree, (void *)oldest->base) != cudaSuccess)
-            break;
-        heap_remove_segment(&d->general, oldest);
-        d->n.driver_frees++;
         whole -= size;
         bytes += size;
         nseg++;
     }
     if (nseg)
-        log_empty(d, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
+        log_empty(a->dev, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
 }
 
 static void log_empty(gm_device_t *d, int reason, size_t bytes, unsigned nseg, uint64_t t0)
@@ -351,67 +478,81 @@ static void log_empty(gm_device_t *d, int reason, size_t bytes, unsigned nseg, u
 
 size_t device_trim(gm_device_t *d, uint64_t idle_ns)
 {
-    pthread_mutex_lock(&d->lock);
-    if (d->captures) {
-        pthread_mutex_unlock(&d->lock);
-        return 0;
-    }
-    gm_ctx_t c;
-    device_ctx_enter(d, &c);
-    uint64_t t0 = gm_now_ns();
-    harvest(d); /* completed fences only: the trimmer never waits for the GPU */
     size_t bytes = 0;
-    unsigned nseg = 0;
-    gm_segment_t *seg = d->general.segments;
-    while (seg) {
-        gm_segment_t *next = seg->next;
-        if (heap_segment_is_free(seg) && (!idle_ns || t0 - seg->free_since_ns >= idle_ns)) {
-            log_segment(d, GMLOG_SEGMENT_FREE, seg, gm_now_ns());
-            if (REAL_CALL(cudaFree, (void *)seg->base) == cudaSuccess) {
-                bytes += seg->size;
-                nseg++;
-                d->n.driver_frees++;
-                heap_remove_segment(&d->general, seg);
-            }
+    for (int i = 0; i < narenas_of(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        if (!captures_of(d)) {
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            uint64_t t0 = gm_now_ns();
+            harvest(a); /* completed fences only: the trimmer never waits for the GPU */
+            unsigned nseg = 0;
+            size_t b = release_free_segments(a, idle_ns, t0, &nseg);
+            if (nseg)
+                log_empty(d, idle_ns ? GMLOG_EMPTY_IDLE : GMLOG_EMPTY_PERIODIC, b, nseg, t0);
+            bytes += b;
+            device_ctx_leave(&c);
         }
-        seg = next;
+        pthread_mutex_unlock(&a->lock);
     }
-    if (nseg)
-        log_empty(d, idle_ns ? GMLOG_EMPTY_IDLE : GMLOG_EMPTY_PERIODIC, bytes, nseg, t0);
-    device_ctx_leave(&c);
-    pthread_mutex_unlock(&d->lock);
     return bytes;
 }
 
-static size_t empty_cache_locked(gm_device_t *d, int reason)
+/* Waits for every fence, then frees the arena's whole free segments. Arena lock held. */
+static size_t empty_cache_locked(gm_arena_t *a, int reason)
 {
-    if (d->captures)
+    if (captures_of(a->dev))
         return 0;
     uint64_t t0 = gm_now_ns();
-    while (wait_oldest(d))
+    while (wait_oldest(a))
         ;
+    release_done(a);
     unsigned nseg = 0;
-    size_t bytes = release_free_segments(d, &nseg);
-    log_empty(d, reason, bytes, nseg, t0);
+    size_t bytes = release_free_segments(a, 0, t0, &nseg);
+    log_empty(a->dev, reason, bytes, nseg, t0);
+    return bytes;
+}
+
+/* The other arenas' caches, for an OOM in arena `self`: only those whose lock is free right now
+ * (a blocking lock here could deadlock with a thread doing the same from another arena). */
+static size_t empty_other_arenas(gm_arena_t *self, int reason)
+{
+    gm_device_t *d = self->dev;
+    size_t bytes = 0;
+    for (int i = 0; i < narenas_of(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        if (a == self || pthread_mutex_trylock(&a->lock) != 0)
+            continue;
+        bytes += empty_cache_locked(a, reason);
+        pthread_mutex_unlock(&a->lock);
+    }
     return bytes;
 }
 
 size_t device_empty_cache(gm_device_t *d, int reason)
 {
-    gm_ctx_t c;
-    pthread_mutex_lock(&d->lock);
-    device_ctx_enter(d, &c);
-    size_t bytes = empty_cache_locked(d, reason);
-    device_ctx_leave(&c);
-    pthread_mutex_unlock(&d->lock);
+    size_t bytes = 0;
+    for (int i = 0; i < narenas_of(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        gm_ctx_t c;
+        pthread_mutex_lock(&a->lock);
+        device_ctx_enter(d, &c);
+        bytes += empty_cache_locked(a, reason);
+        device_ctx_leave(&c);
+        pthread_mutex_unlock(&a->lock);
+    }
     return bytes;
 }
 
-static void log_oom(gm_device_t *d, size_t request, size_t segment, size_t drv_free,
+static void log_oom(gm_arena_t *a, size_t request, size_t segment, size_t drv_free,
                     size_t drv_total, unsigned flags, uint32_t site)
 {
     if (!evlog_enabled())
         return;
+    gm_device_t *d = a->dev;
+    gmshim_stats_t st;
+    memset(&st, 0, sizeof st);
     gmlog_oom_t rec;
     memset(&rec, 0, sizeof rec);
     evlog_hdr(&rec.h, GMLOG_OOM, sizeof rec, d->id, flags);
@@ -419,13 +560,13 @@ static void log_oom(gm_device_t *d, size_t request, size_t segment, size_t drv_f
     rec.segment = segment;
     rec.driver_free = drv_free;
     rec.driver_total = drv_total;
-    rec.reserved = d->bytes.reserved.current;
-    rec.allocated = d->bytes.allocated.current;
-    rec.requested = d->bytes.requested.current;
-    rec.cached = d->bytes.cached.current;
-    rec.pending = d->bytes.pending.current;
+    rec.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
+    rec.allocated = a->bytes.allocated.current;
+    rec.requested = a->bytes.requested.current;
+    rec.cached = a->bytes.cached.current;
+    rec.pending = a->bytes.pending.current;
     size_t largest, count;
-    heap_free_summary(&d->general, &largest, &count);
+    heap_free_summary(&a->general, &largest, &count);
     rec.largest_free = largest;
     rec.free_blocks = (uint32_t)count;
     rec.site = site;
@@ -434,44 +575,48 @@ static void log_oom(gm_device_t *d, size_t request, size_t segment, size_t drv_f
 
 /* Whether a segment for `rounded` fits under the device cap; may shrink *seg to the request and,
  * if allowed, release the cache to make room. */
-static int fits_limit(gm_device_t *d, size_t *seg, size_t rounded, int may_release)
+static int fits_limit(gm_arena_t *a, size_t *seg, size_t rounded, int may_release)
 {
+    gm_device_t *d = a->dev;
+    size_t limit = limit_of(d);
     size_t tight = pool_is_small(rounded) ? *seg : gm_round_up(rounded, GM_LARGE_ROUND);
     for (int pass = 0; pass < 2; pass++) {
-        size_t reserved = d->bytes.reserved.current;
-        if (reserved + *seg <= d->limit)
+        size_t reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
+        if (reserved + *seg <= limit)
             return 1;
-        if (reserved + tight <= d->limit) {
+        if (reserved + tight <= limit) {
             *seg = tight;
             return 1;
         }
-        if (!may_release || pass || d->captures)
+        if (!may_release || pass || captures_of(d))
             break;
-        empty_cache_locked(d, GMLOG_EMPTY_DEVICE_LIMIT);
+        empty_cache_locked(a, GMLOG_EMPTY_DEVICE_LIMIT);
+        empty_other_arenas(a, GMLOG_EMPTY_DEVICE_LIMIT);
     }
     return 0;
 }
 
 /* A new segment for the request; on OOM: release the cache, retry once. */
-static gm_block_t *grow(gm_device_t *d, size_t rounded, size_t size, uint32_t site,
+static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
                         unsigned *flags, cudaError_t *errp)
 {
+    gm_device_t *d = a->dev;
     int small = pool_is_small(rounded);
     size_t seg = pool_segment_size(rounded);
-    if (d->limit && !fits_limit(d, &seg, rounded, 1)) {
-        gm_block_t *b = heap_alloc(&d->general, rounded, size); /* room the release made */
+    if (limit_of(d) && !fits_limit(a, &seg, rounded, 1)) {
+        gm_block_t *b = heap_alloc(&a->general, rounded, size); /* room the release made */
         if (b)
             return b;
-        d->n.ooms++;
+        a->n.ooms++;
         *errp = cudaErrorMemoryAllocation;
-        log_oom(d, size, seg, 0, 0, GMLOG_OOM_LIMIT | GMLOG_OOM_RELEASED, site);
+        log_oom(a, size, seg, 0, 0, GMLOG_OOM_LIMIT | GMLOG_OOM_RELEASED, site);
         return NULL;
     }
     cudaError_t before = REAL_CALL(cudaPeekAtLastError);
-    cudaError_t err = driver_segment(d, &d->general, seg, small);
+    cudaError_t err = driver_segment(a, &a->general, seg, small);
     if (err == cudaSuccess) {
         *flags |= GMLOG_A_MISS;
-        return heap_alloc(&d->general, rounded, size);
+        return heap_alloc(&a->general, rounded, size);
     }
     if (err != cudaErrorMemoryAllocation) {
         *errp = err;
@@ -481,21 +626,22 @@ static gm_block_t *grow(gm_device_t *d, size_t rounded, size_t size, uint32_t si
     size_t drv_free = 0, drv_total = 0;
     REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);
     unsigned oflags = GMLOG_OOM_RELEASED;
-    d->n.oom_retries++;
-    size_t waited_fences = d->n.fence_waits;
-    empty_cache_locked(d, GMLOG_EMPTY_OOM);
-    if (d->n.fence_waits != waited_fences)
+    a->n.oom_retries++;
+    size_t waited_fences = a->n.fence_waits;
+    empty_cache_locked(a, GMLOG_EMPTY_OOM);
+    empty_other_arenas(a, GMLOG_EMPTY_OOM);
+    if (a->n.fence_waits != waited_fences)
         oflags |= GMLOG_OOM_WAITED;
-    gm_block_t *b = heap_alloc(&d->general, rounded, size);
+    gm_block_t *b = heap_alloc(&a->general, rounded, size);
     if (!b) {
         oflags |= GMLOG_OOM_RETRIED;
-        err = driver_segment(d, &d->general, seg, small);
+        err = driver_segment(a, &a->general, seg, small);
         size_t tight = gm_round_up(rounded, GM_LARGE_ROUND);
         if (err == cudaErrorMemoryAllocation && !small && tight < seg)
-            err = driver_segment(d, &d->general, seg = tight, small);
+            err = driver_segment(a, &a->general, seg = tight, small);
         if (err == cudaSuccess) {
             *flags |= GMLOG_A_MISS;
-            b = heap_alloc(&d->general, rounded, size);
+            b = heap_alloc(&a->general, rounded, size);
         }
     }
     if (b) {
@@ -503,60 +649,53 @@ static gm_block_t *grow(gm_device_t *d, size_t rounded, size_t size, uint32_t si
         if (before == cudaSuccess)
             REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
     } else {
-        d->n.ooms++;
+        a->n.ooms++;
         *errp = err;
     }
-    log_oom(d, size, seg, drv_free, drv_total, oflags, site);
+    log_oom(a, size, seg, drv_free, drv_total, oflags, site);
     return b;
 }
 
-/* Waits until fence `seq` has completed (recording it first if it is still to come). */
-static void wait_for(gm_device_t *d, uint64_t seq)
-{
-    if (seq > d->fences.issued && fence_issue(d))
-        return;
-    while (d->fences.done < seq && wait_oldest(d))
-        ;
-}
-
-static gm_block_t *alloc_slow(gm_device_t *d, size_t rounded, size_t size, uint32_t site,
+static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
                               unsigned *flags, cudaError_t *err)
 {
+    gm_device_t *d = a->dev;
     gm_ctx_t c;
     device_ctx_enter(d, &c);
     int small = pool_is_small(rounded);
     gm_block_t *b = NULL;
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
      * then take whatever has completed. */
-    if (open_set_waiting(d))
-        fence_issue(d);
-    harvest(d);
-    const gm_heap_t *h = &d->general;
+    if (open_set_waiting(a))
+        fence_issue(a);
+    harvest(a);
+    const gm_heap_t *h = &a->general;
     for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
         uint64_t want = d->pending_wait ? heap_better_pending(h, rounded) : 0;
         if (want) {
             /* A pending block fits better than any free one: wait for the GPU to finish with
              * it rather than cut a larger block or grow (what makes a pool creep up when the
              * program runs ahead of the GPU). */
-            wait_for(d, want);
+            wait_for(a, want);
             continue;
         }
-        b = heap_alloc(&d->general, rounded, size);
+        b = heap_alloc(&a->general, rounded, size);
         if (b || !d->pending_wait || !h->pending_bytes[small] ||
-            h->pending_bytes[small] + h->free_bytes[small] < rounded || !wait_oldest(d))
+            h->pending_bytes[small] + h->free_bytes[small] < rounded || !wait_oldest(a))
             break;
     }
     if (!b)
-        b = grow(d, rounded, size, site, flags, err);
+        b = grow(a, rounded, size, site, flags, err);
     device_ctx_leave(&c);
     return b;
 }
 
-/* During a capture: the capture's private heap, fed by whole free segments of the general heap
- * or by the driver (in relaxed mode); never released while the capture runs. */
-static gm_block_t *alloc_captured(gm_device_t *d, size_t rounded, size_t size, uint32_t site,
+/* During a capture (arena 0 locked): the capture's private heap, fed by whole free segments of
+ * the general heap or by the driver (in relaxed mode); never released while the capture runs. */
+static gm_block_t *alloc_captured(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
                                   unsigned *flags, cudaError_t *err)
 {
+    gm_device_t *d = a->dev;
     gm_heap_t *heap = d->capture_heap;
     *flags |= GMLOG_A_GRAPH;
     gm_block_t *b = heap_alloc(heap, rounded, size);
@@ -564,29 +703,29 @@ static gm_block_t *alloc_captured(gm_device_t *d, size_t rounded, size_t size, u
         return b;
     int small = pool_is_small(rounded);
     gm_segment_t *best = NULL;
-    for (gm_segment_t *seg = d->general.segments; seg; seg = seg->next)
+    for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next)
         if (seg->small == small && !seg->ipc && seg->size >= rounded && heap_segment_is_free(seg) &&
             (!best || seg->size < best->size))
             best = seg;
     if (best) {
-        heap_move_segment(&d->general, heap, best, 0);
+        heap_move_segment(&a->general, heap, best, 0);
         if ((b = heap_alloc(heap, rounded, size)))
             return b;
     }
     gm_ctx_t c;
     device_ctx_enter(d, &c);
     size_t seg = pool_segment_size(rounded);
-    cudaError_t e = d->limit && !fits_limit(d, &seg, rounded, 0) ? cudaErrorMemoryAllocation
-                                                                   : driver_segment(d, heap, seg, small);
+    cudaError_t e = limit_of(d) && !fits_limit(a, &seg, rounded, 0) ? cudaErrorMemoryAllocation
+                                                                     : driver_segment(a, heap, seg, small);
     if (e == cudaSuccess) {
         *flags |= GMLOG_A_MISS;
         b = heap_alloc(heap, rounded, size);
     } else {
         size_t drv_free = 0, drv_total = 0;
         REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);
-        d->n.ooms++;
+        a->n.ooms++;
         *err = e;
-        log_oom(d, size, seg, drv_free, drv_total, GMLOG_OOM_CAPTURE, site);
+        log_oom(a, size, seg, drv_free, drv_total, GMLOG_OOM_CAPTURE, site);
     }
     device_ctx_leave(&c);
     return b;
@@ -599,31 +738,37 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
     cudaError_t err = cudaErrorMemoryAllocation;
     uint64_t t0 = 0; /* only a slow path is timed: a hit costs less than reading the clock twice */
     gm_block_t *b;
-    pthread_mutex_lock(&d->lock);
-    if (unlikely(d->captures)) {
+    gm_arena_t *a = arena_lock_for_alloc(d);
+    if (unlikely(a->index != 0 && captures_of(d))) {
+        /* A capture began meanwhile: its allocations live in arena 0. */
+        pthread_mutex_unlock(&a->lock);
+        a = d->arenas[0];
+        pthread_mutex_lock(&a->lock);
+    }
+    if (unlikely(a->index == 0 && d->captures)) {
         t0 = gm_now_ns();
-        b = alloc_captured(d, rounded, size, site, &flags, &err);
+        b = alloc_captured(a, rounded, size, site, &flags, &err);
     } else {
         /* Every so often, take in what completed fences released, so that hits choose among
          * all the reusable blocks (freed neighbours merged), not a stale subset. */
-        if (unlikely(++d->since_poll >= GM_POLL_EVERY) && fences_outstanding(&d->fences))
-            poll_now(d);
+        if (unlikely(++a->since_poll >= GM_POLL_EVERY) && a->general.pending_head)
+            poll_now(a);
         /* A large request that a pending block would fit better goes the slow way. */
-        b = !pool_is_small(rounded) && d->pending_wait && heap_better_pending(&d->general, rounded)
+        b = !pool_is_small(rounded) && d->pending_wait && heap_better_pending(&a->general, rounded)
                 ? NULL
-                : heap_alloc(&d->general, rounded, size);
+                : heap_alloc(&a->general, rounded, size);
         if (unlikely(!b)) {
             t0 = gm_now_ns();
-            b = alloc_slow(d, rounded, size, site, &flags, &err);
+            b = alloc_slow(a, rounded, size, site, &flags, &err);
         }
     }
     if (likely(b != NULL)) {
-        HASH_ADD(hh, d->live, ptr, sizeof b->ptr, b);
-        d->n.allocs++;
+        HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
+        a->n.allocs++;
         if (flags & GMLOG_A_MISS)
-            d->n.misses++;
+            a->n.misses++;
         else
-            d->n.hits++;
+            a->n.hits++;
         if (evlog_enabled()) {
             uint64_t now = gm_now_ns(); /* inside the lock: after the free that made b reusable */
             evlog_alloc(d->id, flags, b->ptr, size, b->size, site, now, t0 ? t0 : now);
@@ -631,8 +776,42 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
         *out = (void *)b->ptr;
         err = cudaSuccess;
     }
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_unlock(&a->lock);
     return err;
+}
+
+/* A block outside any segment (the driver's own), kept in arena 0's live map. */
+static void track_external(gm_device_t *d, int kind, void *ptr, size_t size, uint32_t site, uint64_t t0,
+                           uint64_t extra)
+{
+    gm_block_t *b = kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_MANAGED || kind == GMLOG_KIND_PITCHED
+                        ? calloc(1, sizeof *b)
+                        : NULL;
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    if (kind == GMLOG_KIND_PASS) {
+        a->n.allocs++;
+        a->n.misses++;
+        a->n.driver_mallocs++;
+    } else {
+        a->n.unpooled_allocs++;
+    }
+    if (b) {
+        b->ptr = (uintptr_t)ptr;
+        b->size = b->requested = size;
+        b->state = GM_BLOCK_LIVE;
+        b->kind = (uint8_t)kind;
+        HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
+        if (kind == GMLOG_KIND_PASS) {
+            gm_stat_add(&a->bytes.requested, size);
+            gm_stat_add(&a->bytes.allocated, size);
+            gm_stat_add(&a->bytes.reserved, size);
+            reserved_add(d, size);
+        }
+    }
+    evlog_alloc(d->id, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, size,
+                kind == GMLOG_KIND_PASS ? size : extra, site, gm_now_ns(), t0);
+    pthread_mutex_unlock(&a->lock);
 }
 
 cudaError_t device_alloc_pass(gm_device_t *d, size_t size, uint32_t site, uint64_t t0, void **out)
@@ -640,95 +819,75 @@ cudaError_t device_alloc_pass(gm_device_t *d, size_t size, uint32_t site, uint64
     cudaError_t err = REAL_CALL(cudaMalloc, out, size);
     if (err != cudaSuccess || !*out)
         return err;
-    gm_block_t *b = calloc(1, sizeof *b);
-    pthread_mutex_lock(&d->lock);
-    d->n.allocs++;
-    d->n.misses++;
-    d->n.driver_mallocs++;
-    if (b) {
-        b->ptr = (uintptr_t)*out;
-        b->size = size;
-        b->requested = size;
-        b->state = GM_BLOCK_LIVE;
-        b->kind = GMLOG_KIND_PASS;
-        HASH_ADD(hh, d->live, ptr, sizeof b->ptr, b);
-        gm_stat_add(&d->bytes.requested, size);
-        gm_stat_add(&d->bytes.allocated, size);
-        gm_stat_add(&d->bytes.reserved, size);
-    }
-    evlog_alloc(d->id, GMLOG_KIND_PASS << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)*out, size, size,
-                site, gm_now_ns(), t0);
-    pthread_mutex_unlock(&d->lock);
+    track_external(d, GMLOG_KIND_PASS, *out, size, site, t0, 0);
     return cudaSuccess;
+}
+
+void device_note_unpooled(gm_device_t *d, int kind, void *ptr, size_t size, uint64_t extra,
+                          uint32_t site, uint64_t t0)
+{
+    track_external(d, kind, ptr, size, site, t0, extra);
 }
 
 /* ---- freeing -------------------------------------------------------------------------------- */
 
-static GM_NOINLINE void poll_now(gm_device_t *d)
+static GM_NOINLINE void poll_now(gm_arena_t *a)
 {
     gm_ctx_t c;
-    d->since_poll = 0;
-    device_ctx_enter(d, &c);
-    harvest(d);
+    a->since_poll = 0;
+    device_ctx_enter(a->dev, &c);
+    harvest(a);
     device_ctx_leave(&c);
 }
 
-static void fence_now(gm_device_t *d)
+static void fence_now(gm_arena_t *a)
 {
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
-    if (fence_issue(d) == 0)
-        harvest(d);
+    device_ctx_enter(a->dev, &c);
+    if (fence_issue(a) == 0)
+        harvest(a);
     device_ctx_leave(&c);
 }
 
 /* Freed bytes that make a fence worth recording now: without one they cannot be reused until
  * the next miss, and a miss would then have to wait for all of them. */
-static size_t fence_threshold(const gm_device_t *d)
+static size_t fence_threshold(const gm_arena_t *a)
 {
-    if (d->fence_bytes)
-        return d->fence_bytes;
-    size_t t = d->bytes.reserved.current / 64;
+    if (a->dev->fence_bytes)
+        return a->dev->fence_bytes;
+    size_t t = a->bytes.reserved.current / 64;
     return t > 2 * GM_MiB ? t : 2 * GM_MiB;
 }
 
-gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
+/* Frees a block found in arena a (locked); unlocks. */
+static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t site, cudaError_t *err)
 {
-    uintptr_t key = (uintptr_t)ptr;
-    gm_block_t *b;
-    if (!key)
-        return GM_FREE_NOT_FOUND; /* the sentinel's key */
-    pthread_mutex_lock(&d->lock);
-    HASH_FIND(hh, d->live, &key, sizeof key, b);
-    if (!b) {
-        pthread_mutex_unlock(&d->lock);
-        return GM_FREE_NOT_FOUND;
-    }
-    HASH_DEL(d->live, b);
-    d->n.frees++;
+    gm_device_t *d = a->dev;
+    uintptr_t key = b->ptr;
+    HASH_DEL(a->live, b);
+    a->n.frees++;
     /* Inside the lock, before the block can be reused: its free is logged before any realloc. */
     uint64_t now = evlog_enabled() ? gm_now_ns() : 0, t0 = now;
     *err = cudaSuccess;
     if (!b->seg) { /* pass-through, managed or pitched: the driver's own */
         evlog_free(d->id, (unsigned)b->kind << GMLOG_KIND_SHIFT, key, site, now, t0);
         if (b->kind == GMLOG_KIND_PASS) {
-            gm_stat_sub(&d->bytes.requested, b->requested);
-            gm_stat_sub(&d->bytes.allocated, b->size);
-            gm_stat_sub(&d->bytes.reserved, b->size);
-            d->n.driver_frees++;
+            gm_stat_sub(&a->bytes.requested, b->requested);
+            gm_stat_sub(&a->bytes.allocated, b->size);
+            gm_stat_sub(&a->bytes.reserved, b->size);
+            reserved_sub(d, b->size);
+            a->n.driver_frees++;
         }
-        pthread_mutex_unlock(&d->lock);
+        pthread_mutex_unlock(&a->lock);
         free(b);
-        *err = REAL_CALL(cudaFree, ptr);
+        *err = REAL_CALL(cudaFree, (void *)key);
         return GM_FREE_DONE;
     }
     gm_heap_t *heap = b->seg->heap;
-    unsigned flags = 0;
     size_t size = b->size;
     uint64_t tnow = now ? now : gm_now_ns(); /* a segment's idle time starts here */
-    if (heap != &d->general) {
-        flags = GMLOG_F_GRAPH;
-        evlog_free(d->id, flags, key, site, now, t0);
+    if (heap != &a->general) {
+        evlog_free(d->id, GMLOG_F_GRAPH, key, site, now, t0);
         heap_free_block(heap, b, tnow);
     } else if (b->ipc) {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
@@ -737,22 +896,40 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError
         gm_segment_t *seg = b->seg;
         evlog_free(d->id, 0, key, site, now, t0);
         heap_free_block(heap, b, tnow);
-        if (d->cache_limit && !d->captures && seg->free_since_ns) {
+        if (d->cache_limit && !captures_of(d) && seg->free_since_ns) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);
-            enforce_cache_limit(d);
+            enforce_cache_limit(a);
             device_ctx_leave(&c);
         }
     } else {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
-        heap_defer_block(heap, b, d->fences.issued + 1);
-        d->open_bytes += size;
-        d->open_count++;
-        if ((d->open_bytes >= fence_threshold(d) || d->open_count >= GM_FENCE_EVERY) && !d->captures)
-            fence_now(d);
+        heap_defer_block(heap, b, issued_of(d) + 1);
+        a->open_bytes += size;
+        a->open_count++;
+        if ((a->open_bytes >= fence_threshold(a) || a->open_count >= GM_FENCE_EVERY) && !captures_of(d))
+            fence_now(a);
     }
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_unlock(&a->lock);
     return GM_FREE_DONE;
+}
+
+gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
+{
+    uintptr_t key = (uintptr_t)ptr;
+    if (!key)
+        return GM_FREE_NOT_FOUND; /* the sentinel's key */
+    int n = narenas_of(d), first = my_arena < n ? my_arena : 0;
+    for (int k = 0; k < n; k++) {
+        gm_arena_t *a = d->arenas[(first + k) % n];
+        gm_block_t *b;
+        pthread_mutex_lock(&a->lock);
+        HASH_FIND(hh, a->live, &key, sizeof key, b);
+        if (b)
+            return free_in_arena(a, b, site, err);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return GM_FREE_NOT_FOUND;
 }
 
 static int heap_owns(gm_heap_t *heap, uintptr_t ptr, int *kind)
@@ -767,39 +944,79 @@ static int heap_owns(gm_heap_t *heap, uintptr_t ptr, int *kind)
 
 int device_owns_address(gm_device_t *d, uintptr_t ptr, int *kind)
 {
-    pthread_mutex_lock(&d->lock);
-    int found = heap_owns(&d->general, ptr, kind);
-    for (gm_heap_t *h = d->graph_heaps; h && !found; h = h->next_heap)
-        found = heap_owns(h, ptr, kind);
-    pthread_mutex_unlock(&d->lock);
+    int found = 0;
+    for (int i = 0; i < narenas_of(d) && !found; i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        found = heap_owns(&a->general, ptr, kind);
+        for (gm_heap_t *h = i == 0 ? d->graph_heaps : NULL; h && !found; h = h->next_heap)
+            found = heap_owns(h, ptr, kind);
+        pthread_mutex_unlock(&a->lock);
+    }
     return found;
+}
+
+void device_note_bad_free(gm_device_t *d)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    a->n.bad_frees++;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void device_note_foreign_free(gm_device_t *d)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    a->n.foreign_frees++;
+    pthread_mutex_unlock(&a->lock);
 }
 
 /* ---- the rest ---------------------------------------------------------------------------- */
 
 size_t device_cached_bytes(gm_device_t *d)
 {
-    pthread_mutex_lock(&d->lock);
-    const gm_heap_t *h = &d->general;
-    size_t bytes = h->free_bytes[0] + h->free_bytes[1] + h->pending_bytes[0] + h->pending_bytes[1];
-    pthread_mutex_unlock(&d->lock);
+    size_t bytes = 0;
+    for (int i = 0; i < narenas_of(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        const gm_heap_t *h = &a->general;
+        bytes += h->free_bytes[0] + h->free_bytes[1] + h->pending_bytes[0] + h->pending_bytes[1];
+        pthread_mutex_unlock(&a->lock);
+    }
     return bytes;
+}
+
+static void arena_forget(gm_arena_t *a)
+{
+    gm_block_t *b, *tmp;
+    HASH_ITER(hh, a->live, b, tmp) {
+        if (b == &a->sentinel)
+            continue;
+        HASH_DEL(a->live, b);
+        if (!b->seg)
+            free(b);
+    }
+    heap_destroy(&a->general);
+    heap_init(&a->general, &a->bytes, NULL);
+    a->general.max_split = (size_t)options_get(GM_OPT_MAX_SPLIT);
+    a->open_bytes = 0;
+    a->open_count = 0;
+    a->bytes.requested.current = a->bytes.allocated.current = a->bytes.reserved.current = 0;
+    a->bytes.cached.current = a->bytes.pending.current = 0;
 }
 
 void device_forget(gm_device_t *d)
 {
-    pthread_mutex_lock(&d->lock);
-    uint64_t reserved = d->bytes.reserved.current, live = d->bytes.allocated.current;
-    gm_block_t *b, *tmp;
-    HASH_ITER(hh, d->live, b, tmp) {
-        if (b == &d->sentinel)
-            continue;
-        HASH_DEL(d->live, b);
-        if (!b->seg)
-            free(b);
+    int n = narenas_of(d);
+    for (int i = 0; i < n; i++)
+        pthread_mutex_lock(&d->arenas[i]->lock);
+    pthread_mutex_lock(&d->fence_lock);
+    uint64_t reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED), live = 0;
+    for (int i = 0; i < n; i++) {
+        live += d->arenas[i]->bytes.allocated.current;
+        arena_forget(d->arenas[i]);
     }
-    heap_destroy(&d->general);
-    heap_init(&d->general, &d->bytes, NULL);
     gm_heap_t *h = d->graph_heaps;
     while (h) {
         gm_heap_t *next = h->next_heap;
@@ -809,11 +1026,9 @@ void device_forget(gm_device_t *d)
     }
     d->graph_heaps = NULL;
     d->capture_heap = NULL;
-    d->captures = 0;
+    __atomic_store_n(&d->captures, 0, __ATOMIC_RELEASE);
     fences_forget(&d->fences);
-    d->open_bytes = 0;
-    d->bytes.requested.current = d->bytes.allocated.current = d->bytes.reserved.current = 0;
-    d->bytes.cached.current = d->bytes.pending.current = 0;
+    __atomic_store_n(&d->reserved_total, 0, __ATOMIC_RELAXED);
     if (evlog_enabled()) {
         gmlog_reset_t rec;
         memset(&rec, 0, sizeof rec);
@@ -822,75 +1037,94 @@ void device_forget(gm_device_t *d)
         rec.live_bytes = live;
         evlog_append(&rec, sizeof rec, gm_now_ns());
     }
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_unlock(&d->fence_lock);
+    for (int i = n - 1; i >= 0; i--)
+        pthread_mutex_unlock(&d->arenas[i]->lock);
 }
 
 void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
 {
     if (!(flags & cudaStreamNonBlocking))
         return; /* the legacy stream's event covers blocking streams */
-    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(&d->fence_lock);
     fences_add_stream(&d->fences, s);
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_unlock(&d->fence_lock);
 }
 
 void device_stream_destroyed(gm_device_t *d, cudaStream_t s)
 {
-    pthread_mutex_lock(&d->lock);
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    pthread_mutex_lock(&d->fence_lock);
     fences_remove_stream(&d->fences, s);
     /* Work queued on the stream still runs after cudaStreamDestroy returns: blocks freed from
      * now on must wait for it too. The last event on it joins the next fence. */
-    gm_ctx_t c;
-    device_ctx_enter(d, &c);
     fences_retire_stream(&d->fences, s);
+    pthread_mutex_unlock(&d->fence_lock);
     device_ctx_leave(&c);
-    pthread_mutex_unlock(&d->lock);
 }
 
 int device_ipc_export(gm_device_t *d, void *ptr, int *found)
 {
     uintptr_t key = (uintptr_t)ptr;
-    gm_block_t *b;
     int sub = 0;
     *found = 0;
     if (!key)
         return 0;
-    pthread_mutex_lock(&d->lock);
-    HASH_FIND(hh, d->live, &key, sizeof key, b);
-    *found = b != NULL;
-    if (b && b->seg) {
-        b->ipc = 1;
-        sub = b->ptr != b->seg->base;
+    for (int i = 0; i < narenas_of(d) && !*found; i++) {
+        gm_arena_t *a = d->arenas[i];
+        gm_block_t *b;
+        pthread_mutex_lock(&a->lock);
+        HASH_FIND(hh, a->live, &key, sizeof key, b);
+        *found = b != NULL;
+        if (b && b->seg) {
+            b->ipc = 1;
+            sub = b->ptr != b->seg->base;
+        }
+        pthread_mutex_unlock(&a->lock);
     }
-    pthread_mutex_unlock(&d->lock);
     return sub;
+}
+
+static void stat_sum(gmshim_stat_t *to, const gm_stat_t *from)
+{
+    to->current += from->current;
+    to->peak += from->peak; /* with one arena exact; with several an upper bound */
+    to->total += from->total;
 }
 
 void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
 {
-    pthread_mutex_lock(&d->lock);
     out->device = d->id;
-    out->requested = d->bytes.requested;
-    out->allocated = d->bytes.allocated;
-    out->reserved = d->bytes.reserved;
-    out->cached = d->bytes.cached;
-    out->pending = d->bytes.pending;
-    out->allocs = d->n.allocs;
-    out->frees = d->n.frees;
-    out->cache_hits = d->n.hits;
-    out->cache_misses = d->n.misses;
-    out->driver_mallocs = d->n.driver_mallocs;
-    out->driver_frees = d->n.driver_frees;
-    out->oom_retries = d->n.oom_retries;
-    out->ooms = d->n.ooms;
-    out->fences = d->n.fences;
-    out->fence_waits = d->n.fence_waits;
-    out->fence_wait_ns = d->n.fence_wait_ns;
-    out->unpooled_allocs = d->n.unpooled_allocs;
-    out->foreign_frees = d->n.foreign_frees;
-    out->bad_frees = d->n.bad_frees;
-    out->limit = d->limit;
-    pthread_mutex_unlock(&d->lock);
+    for (int i = 0; i < narenas_of(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        stat_sum(&out->requested, &a->bytes.requested);
+        stat_sum(&out->allocated, &a->bytes.allocated);
+        stat_sum(&out->reserved, &a->bytes.reserved);
+        stat_sum(&out->cached, &a->bytes.cached);
+        stat_sum(&out->pending, &a->bytes.pending);
+        out->allocs += a->n.allocs;
+        out->frees += a->n.frees;
+        out->cache_hits += a->n.hits;
+        out->cache_misses += a->n.misses;
+        out->driver_mallocs += a->n.driver_mallocs;
+        out->driver_frees += a->n.driver_frees;
+        out->oom_retries += a->n.oom_retries;
+        out->ooms += a->n.ooms;
+        out->fences += a->n.fences;
+        out->fence_waits += a->n.fence_waits;
+        out->fence_wait_ns += a->n.fence_wait_ns;
+        out->unpooled_allocs += a->n.unpooled_allocs;
+        out->foreign_frees += a->n.foreign_frees;
+        out->bad_frees += a->n.bad_frees;
+        pthread_mutex_unlock(&a->lock);
+    }
+    /* Reserved memory is counted device-wide as well: exact however many arenas there are. */
+    out->reserved.current = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
+    out->reserved.peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
+    out->limit = limit_of(d);
+    out->arenas = (unsigned long long)narenas_of(d);
 }
 
 int device_set_limit(int id, size_t bytes)
@@ -898,24 +1132,46 @@ int device_set_limit(int id, size_t bytes)
     gm_device_t *d = device_get(id);
     if (!d)
         return -1;
-    pthread_mutex_lock(&d->lock);
-    d->limit = bytes;
+    __atomic_store_n(&d->limit, bytes, __ATOMIC_RELAXED);
     log_limit(d);
-    if (bytes && d->bytes.reserved.current > bytes && !d->captures) {
-        gm_ctx_t c;
-        device_ctx_enter(d, &c);
-        empty_cache_locked(d, GMLOG_EMPTY_DEVICE_LIMIT);
-        device_ctx_leave(&c);
-    }
-    pthread_mutex_unlock(&d->lock);
+    if (bytes && __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED) > bytes && !captures_of(d))
+        device_empty_cache(d, GMLOG_EMPTY_DEVICE_LIMIT);
     return 0;
 }
 
-void device_adopt_heap_locked(gm_device_t *d, gm_heap_t *heap)
+gm_heap_t *device_graph_heap(gm_device_t *d, void *owner, uint32_t id)
 {
-    uint64_t seq = d->fences.issued + 1;
+    gm_heap_t *heap = calloc(1, sizeof *heap);
+    if (!heap)
+        return NULL;
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    heap_init(heap, &a->bytes, owner);
+    heap->graph_id = id;
+    heap->max_split = a->general.max_split;
+    heap->next_heap = d->graph_heaps;
+    d->graph_heaps = heap;
+    pthread_mutex_unlock(&a->lock);
+    return heap;
+}
+
+void device_set_captures(gm_device_t *d, int delta, gm_heap_t *current)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    int n = d->captures + delta;
+    d->capture_heap = current;
+    __atomic_store_n(&d->captures, n < 0 ? 0 : n, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void device_release_graph_heap(gm_device_t *d, gm_heap_t *heap)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    uint64_t seq = issued_of(d) + 1;
     while (heap->segments)
-        heap_move_segment(heap, &d->general, heap->segments, seq);
+        heap_move_segment(heap, &a->general, heap->segments, seq);
     gm_heap_t **link = &d->graph_heaps;
     while (*link && *link != heap)
         link = &(*link)->next_heap;
@@ -923,21 +1179,30 @@ void device_adopt_heap_locked(gm_device_t *d, gm_heap_t *heap)
         *link = heap->next_heap;
     if (d->capture_heap == heap)
         d->capture_heap = NULL;
-    heap_adopt_storage(&d->general, heap);
+    heap_adopt_storage(&a->general, heap);
     heap_destroy(heap);
     free(heap);
+    pthread_mutex_unlock(&a->lock);
 }
 
 void device_fork_prepare(void)
 {
     pthread_mutex_lock(&create_lock);
-    for (int i = 0; i < ncreated; i++)
-        pthread_mutex_lock(&devices[created[i]]->lock);
+    for (int i = 0; i < ncreated; i++) {
+        gm_device_t *d = devices[created[i]];
+        for (int k = 0; k < d->narenas; k++)
+            pthread_mutex_lock(&d->arenas[k]->lock);
+        pthread_mutex_lock(&d->fence_lock);
+    }
 }
 
 void device_fork_release(void)
 {
-    for (int i = ncreated - 1; i >= 0; i--)
-        pthread_mutex_unlock(&devices[created[i]]->lock);
+    for (int i = ncreated - 1; i >= 0; i--) {
+        gm_device_t *d = devices[created[i]];
+        pthread_mutex_unlock(&d->fence_lock);
+        for (int k = d->narenas - 1; k >= 0; k--)
+            pthread_mutex_unlock(&d->arenas[k]->lock);
+    }
     pthread_mutex_unlock(&create_lock);
 }

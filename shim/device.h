@@ -1,6 +1,7 @@
-/* One device's pool: its lock, heaps (general and per-graph), live-block map, fences, stats,
- * and the policy around them — when to fence, wait, grow, release and retry. Threads on
- * different devices never share a lock here. */
+/* One device's pool: arenas (each a lock, a general heap, a live-block map and stats), the
+ * fences they share, the captures' private heaps, and the policy around them — when to fence,
+ * wait, grow, release and retry. Threads on different devices never share a lock; threads on
+ * one device share one arena until they contend, then spread over more. */
 #ifndef GM_DEVICE_H
 #define GM_DEVICE_H
 
@@ -10,43 +11,63 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
+#define GM_MAX_ARENAS 16
+
 typedef struct gm_counters {
     uint64_t allocs, frees, hits, misses, driver_mallocs, driver_frees, oom_retries, ooms;
     uint64_t fences, fence_waits, fence_wait_ns, unpooled_allocs, foreign_frees, bad_frees;
 } gm_counters_t;
 
-typedef struct gm_device {
-    int id;
+typedef struct gm_device gm_device_t;
+
+/* Arena 0 also holds the captures' private heaps and everything allocated while a capture runs
+ * on the device. */
+typedef struct gm_arena {
     pthread_mutex_t lock;
+    gm_device_t *dev;
+    int index;
     gm_heap_t general;
-    gm_heap_t *graph_heaps;     /* private heaps of live graphs and captures, via ->next_heap */
-    gm_block_t *live;           /* uthash: ptr -> block, every heap (and pass-through blocks) */
+    gm_block_t *live;           /* uthash: ptr -> block (and pass-through/unpooled blocks) */
     gm_block_t sentinel;        /* ptr 0, never removed: an empty uthash frees its table */
     gm_pool_stats_t bytes;
     gm_counters_t n;
-    gm_fences_t fences;
-    size_t open_bytes;          /* freed since the newest fence */
-    unsigned open_count;        /* blocks freed since the newest fence */
+    size_t open_bytes;          /* freed since this arena's last fence */
+    unsigned open_count;
     unsigned since_poll;        /* allocations since fences were last polled */
-    int captures;               /* captures under way on this device */
-    gm_heap_t *capture_heap;    /* where allocations go while one is */
-    uint32_t capture_id;
-    size_t limit;               /* cap on reserved bytes, 0 = none */
+} gm_arena_t;
+
+struct gm_device {
+    int id;
+    gm_arena_t *arenas[GM_MAX_ARENAS];
+    int narenas;                /* read atomically; grows under create_lock */
+    int max_arenas;
+    pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
+    gm_fences_t fences;
+    /* Captures, guarded by arena 0's lock (captures is also read atomically). */
+    int captures;
+    gm_heap_t *capture_heap;
+    gm_heap_t *graph_heaps;     /* private heaps of live graphs and captures, via ->next_heap */
+    uint64_t reserved_total;    /* bytes held from the driver, all arenas (atomic) */
+    uint64_t reserved_peak;
+    size_t limit;               /* cap on reserved bytes, 0 = none (atomic) */
     /* Settings read once at creation (the hot path does not consult the options table). */
     size_t fence_bytes, cache_limit;
     int trust_stream_order, pending_wait;
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
-} gm_device_t;
+};
 
-/* The device's pool, created on first use (the device must be current then). NULL on failure. */
+/* The device's pool, created on first use. NULL on failure. */
 gm_device_t *device_get(int id);
 /* The device's pool if it exists. */
 gm_device_t *device_peek(int id);
 
-/* Flags device_alloc reports (GMLOG_A_*). */
 cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out);
 /* Pass-through: forwards to the real cudaMalloc and keeps the counting. */
 cudaError_t device_alloc_pass(gm_device_t *d, size_t size, uint32_t site, uint64_t t0, void **out);
+/* A forwarded allocation (managed, pitched, host, stream-ordered): counted; device memory
+ * (managed, pitched) tracked so that its cudaFree is recognised. Logged with `kind`. */
+void device_note_unpooled(gm_device_t *d, int kind, void *ptr, size_t size, uint64_t extra,
+                          uint32_t site, uint64_t t0);
 
 typedef enum gm_free_result {
     GM_FREE_DONE,               /* the block was ours and is freed; *err holds the result */
@@ -56,6 +77,9 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError
 /* For a pointer no device knows as live: whether it lies in one of this device's segments
  * (a double or interior free) — then 1 and *kind = GMLOG_WARN_*. */
 int device_owns_address(gm_device_t *d, uintptr_t ptr, int *kind);
+/* A refused (double, interior) or forwarded (foreign) free, counted. */
+void device_note_bad_free(gm_device_t *d);
+void device_note_foreign_free(gm_device_t *d);
 
 /* Free bytes the program may count on in addition to the driver's: cached + pending. */
 size_t device_cached_bytes(gm_device_t *d);
@@ -76,12 +100,12 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out);
 /* gmshim_set_limit: the cap on device `id` (0 = none); releases cache above it. */
 int device_set_limit(int id, size_t bytes);
 
-/* Capture support (capture.c drives these under the device lock it takes itself). */
-void device_lock(gm_device_t *d);
-void device_unlock(gm_device_t *d);
-/* Gives a private heap's segments back to the general heap; free memory in them waits for the
- * next fence (the graph's last replay may still run). Frees the heap struct. */
-void device_adopt_heap_locked(gm_device_t *d, gm_heap_t *heap);
+/* Captures (capture.c). A private heap for a capture; one more (delta 1) or one fewer (-1)
+ * capture under way, `current` the heap allocations go to now; a heap whose graph and
+ * instances are gone goes back to the general pool (its free memory after the next fence). */
+gm_heap_t *device_graph_heap(gm_device_t *d, void *owner, uint32_t id);
+void device_set_captures(gm_device_t *d, int delta, gm_heap_t *current);
+void device_release_graph_heap(gm_device_t *d, gm_heap_t *heap);
 
 /* Calls the device pool makes, wrapped: relaxed capture mode (so that they never invalidate
  * someone's capture) and the device current. */
@@ -93,10 +117,15 @@ typedef struct gm_ctx {
 void device_ctx_enter(gm_device_t *d, gm_ctx_t *c);
 void device_ctx_leave(gm_ctx_t *c);
 
+/* Arenas: one more (returns its index, or -1 when at the maximum), and which arena this thread
+ * allocates from (arena_lock_for_alloc moves a contending thread by itself; tests pin one). */
+int device_add_arena(gm_device_t *d);
+void device_use_arena(int index);
+
 /* Every created device, for the API, the trimmer and fork handlers. */
 int device_created_count(void);
 gm_device_t *device_at(int index);
-/* Fork: prepare takes every device lock, parent and child release them. */
+/* Fork: prepare takes every lock of every device, parent and child release them. */
 void device_fork_prepare(void);
 void device_fork_release(void);
 

@@ -72,6 +72,9 @@ cudaError_t fences_issue(gm_fences_t *f)
     int need = 1 + f->nstreams;
     if (grow((void **)&fe->ev, &fe->cap, sizeof *fe->ev, need + f->nretired))
         return cudaErrorMemoryAllocation;
+    /* The number is taken before the events are recorded: a free that still reads the old
+     * number waits for this fence, whose events come after that free. */
+    uint64_t seq = __atomic_add_fetch(&f->issued, 1, __ATOMIC_SEQ_CST);
     fe->nev = 0;
     cudaError_t err = cudaSuccess;
     for (int i = 0; i < need; i++) {
@@ -91,12 +94,14 @@ cudaError_t fences_issue(gm_fences_t *f)
         for (int i = 0; i < fe->nev; i++)
             event_put(f, fe->ev[i]);
         fe->nev = 0;
+        /* Give the number back: frees that read it wait for the next fence that succeeds. */
+        __atomic_store_n(&f->issued, seq - 1, __ATOMIC_SEQ_CST);
         return err;
     }
     for (int i = 0; i < f->nretired; i++)
         fe->ev[fe->nev++] = f->retired[i];
     f->nretired = 0;
-    fe->seq = ++f->issued;
+    fe->seq = seq;
     f->count++;
     return cudaSuccess;
 }
@@ -107,7 +112,7 @@ static void fence_retire(gm_fences_t *f)
     for (int i = 0; i < fe->nev; i++)
         event_put(f, fe->ev[i]);
     fe->nev = 0;
-    f->done = fe->seq;
+    __atomic_store_n(&f->done, fe->seq, __ATOMIC_RELEASE);
     f->head = (f->head + 1) % f->ring_cap;
     f->count--;
 }

@@ -24,11 +24,12 @@ typedef struct gm_fences {
     int nretired, retired_cap;
     cudaEvent_t *spare;     /* recycled events */
     int nspare, spare_cap;
-    uint64_t issued;        /* seq of the newest fence recorded */
-    uint64_t done;          /* every fence up to this seq has completed */
+    uint64_t issued;        /* seq of the newest fence recorded (read atomically anywhere) */
+    uint64_t done;          /* every fence up to this seq has completed (likewise) */
 } gm_fences_t;
 
-/* The caller holds the device lock, has the device current, and is in relaxed capture mode. */
+/* The caller holds the device's fence lock, has the device current, and is in relaxed capture
+ * mode. */
 cudaError_t fences_issue(gm_fences_t *f);
 /* Advances `done` over completed fences without blocking. Returns a CUDA error other than
  * cudaErrorNotReady, or cudaSuccess. */

@@ -42,6 +42,7 @@ typedef struct gmshim_stats {
     unsigned long long foreign_frees;    /* cudaFree of pointers gmshim did not hand out, forwarded */
     unsigned long long bad_frees;        /* double, interior or invalid frees refused */
     unsigned long long limit;        /* the device cap in bytes, 0 = none */
+    unsigned long long arenas;       /* sub-pools in use (threads that contend spread over more) */
 } gmshim_stats_t;
 
 /* Writes a mark (a phase or iteration boundary) into the event log. Returns 0, or -1 when no

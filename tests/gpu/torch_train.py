@@ -38,7 +38,7 @@ if hasattr(lib, "gmshim_get_stats"):
             [(n, Stat) for n in ("requested", "allocated", "reserved", "cached", "pending")] + \
             [(n, ctypes.c_ulonglong) for n in ("allocs", "frees", "cache_hits", "cache_misses",
              "driver_mallocs", "driver_frees", "oom_retries", "ooms", "fences", "fence_waits", "fence_wait_ns",
-             "unpooled_allocs", "foreign_frees", "bad_frees", "limit")]
+             "unpooled_allocs", "foreign_frees", "bad_frees", "limit", "arenas")]
     st = Stats(); st.size = ctypes.sizeof(Stats)
     lib.gmshim_get_stats(0, ctypes.byref(st))
     out["gmshim"] = {"allocs": st.allocs, "hits": st.cache_hits, "misses": st.cache_misses,

@@ -51,6 +51,6 @@ int main(void)
     CHECK(st.allocated.current == 0, "allocated %llu", st.allocated.current);
     CHECK(st.reserved.current == fake_stats(0).bytes_in_use, "reserved %llu, driver %llu",
           st.reserved.current, fake_stats(0).bytes_in_use);
-    printf("ok: %llu allocations, %llu driver mallocs\n", st.allocs, st.driver_mallocs);
+    printf("ok: %llu allocations, %llu driver mallocs, %llu arenas\n", st.allocs, st.driver_mallocs, st.arenas);
     return 0;
 }

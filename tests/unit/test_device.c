@@ -1,0 +1,201 @@
+/* Unit tests of a device's pool (shim/device.c, fence.c) in this process, against the fake CUDA
+ * runtime: arenas, fences over non-blocking and destroyed streams, OOM release, reset. Each test
+ * runs in its own forked process (Check's default), so the fake starts fresh every time. */
+#include "device.h"
+#include "options.h"
+#include "suites.h"
+
+#include "../fakecuda.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gm_device_t *d;
+
+static void setup(void)
+{
+    setenv("FAKECUDA_MEM", "512M", 1);
+    unsetenv("GMSHIM_LOG");
+    options_reset();
+    d = device_get(0);
+    ck_assert_ptr_nonnull(d);
+    device_use_arena(0);
+}
+
+static void *alloc_or_fail(size_t n)
+{
+    void *p = NULL;
+    cudaError_t e = device_alloc(d, n, 0, &p);
+    ck_assert_msg(e == cudaSuccess, "device_alloc(%zu) = %d", n, (int)e);
+    return p;
+}
+
+static void free_ok(void *p)
+{
+    cudaError_t e = cudaErrorUnknown;
+    ck_assert_msg(device_free(d, p, 0, &e) == GM_FREE_DONE && e == cudaSuccess, "device_free(%p)", p);
+}
+
+static gmshim_stats_t stats(void)
+{
+    gmshim_stats_t st;
+    memset(&st, 0, sizeof st);
+    device_get_stats(d, &st);
+    return st;
+}
+
+typedef struct job {
+    int arena;
+    void *in, *out;
+    size_t size;
+} job_t;
+
+static void *in_arena(void *arg)
+{
+    job_t *j = arg;
+    device_use_arena(j->arena);
+    if (j->in)
+        free_ok(j->in);
+    if (j->size)
+        j->out = alloc_or_fail(j->size);
+    return NULL;
+}
+
+static void run_in_arena(job_t *j)
+{
+    pthread_t th;
+    pthread_create(&th, NULL, in_arena, j);
+    pthread_join(th, NULL);
+}
+
+START_TEST(test_a_block_is_freed_from_any_arena)
+{
+    ck_assert_int_eq(device_add_arena(d), 1);
+    void *x = alloc_or_fail(3 << 20);                /* arena 0 */
+    job_t j = {.arena = 1, .in = x, .size = 5 << 20}; /* arena 1 frees it and allocates */
+    run_in_arena(&j);
+    gmshim_stats_t st = stats();
+    ck_assert_uint_eq(st.arenas, 2);
+    ck_assert_msg(st.allocs == 2 && st.frees == 1, "allocs %llu frees %llu", st.allocs, st.frees);
+    ck_assert_uint_eq(st.allocated.current, 5u << 20);
+    free_ok(j.out); /* and arena 0's thread frees arena 1's block */
+    st = stats();
+    ck_assert_uint_eq(st.allocated.current, 0);
+    struct fakecuda_stats f;
+    fakecuda_get_stats(0, &f);
+    ck_assert_msg(st.reserved.current == f.bytes_in_use, "reserved %llu, driver %llu", st.reserved.current,
+                  f.bytes_in_use);
+}
+END_TEST
+
+START_TEST(test_oom_releases_the_cache_of_every_arena)
+{
+    ck_assert_int_eq(device_add_arena(d), 1);
+    job_t j = {.arena = 1, .size = 300u << 20};
+    run_in_arena(&j);
+    job_t k = {.arena = 1, .in = j.out}; /* arena 1 now caches 300 MiB */
+    run_in_arena(&k);
+    fakecuda_drain();
+    void *big = alloc_or_fail(400u << 20); /* arena 0: only fits once arena 1's cache is gone */
+    gmshim_stats_t st = stats();
+    ck_assert_msg(st.oom_retries >= 1 && st.ooms == 0, "retries %llu ooms %llu", st.oom_retries, st.ooms);
+    free_ok(big);
+}
+END_TEST
+
+static void late_write(void *p)
+{
+    *(volatile int *)p = 0xAA;
+}
+
+static void mark_done(void *p)
+{
+    __atomic_store_n((int *)p, 1, __ATOMIC_RELEASE);
+}
+
+START_TEST(test_fence_covers_a_kernel_on_a_nonblocking_stream)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    static int done;
+    void *p = alloc_or_fail(2 << 20);
+    ck_assert_int_eq(fakecuda_launch(s, late_write, p, 100000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(s, mark_done, &done, 0), cudaSuccess);
+    free_ok(p);
+    void *q = alloc_or_fail(2 << 20);
+    ck_assert_msg(q != p || __atomic_load_n(&done, __ATOMIC_ACQUIRE),
+                  "the block came back while the kernel on the non-blocking stream still ran");
+    free_ok(q);
+}
+END_TEST
+
+START_TEST(test_work_of_a_destroyed_stream_is_still_fenced)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    static int done;
+    void *p = alloc_or_fail(2 << 20);
+    ck_assert_int_eq(fakecuda_launch(s, late_write, p, 100000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(s, mark_done, &done, 0), cudaSuccess);
+    device_stream_destroyed(d, s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    free_ok(p);
+    void *q = alloc_or_fail(2 << 20);
+    ck_assert_msg(q != p || __atomic_load_n(&done, __ATOMIC_ACQUIRE),
+                  "the block came back while the destroyed stream's kernel still ran");
+    free_ok(q);
+}
+END_TEST
+
+START_TEST(test_reset_forgets_every_arena)
+{
+    ck_assert_int_eq(device_add_arena(d), 1);
+    (void)alloc_or_fail(1 << 20);
+    job_t j = {.arena = 1, .size = 7 << 20};
+    run_in_arena(&j);
+    device_forget(d);
+    ck_assert_int_eq(cudaDeviceReset(), cudaSuccess);
+    gmshim_stats_t st = stats();
+    ck_assert_msg(st.reserved.current == 0 && st.allocated.current == 0, "reserved %llu allocated %llu",
+                  st.reserved.current, st.allocated.current);
+    cudaError_t e;
+    ck_assert_int_eq(device_free(d, j.out, 0, &e), GM_FREE_NOT_FOUND);
+    void *p = alloc_or_fail(1 << 20);
+    free_ok(p);
+}
+END_TEST
+
+START_TEST(test_empty_cache_returns_every_arena_segment)
+{
+    ck_assert_int_eq(device_add_arena(d), 1);
+    free_ok(alloc_or_fail(30u << 20));
+    job_t j = {.arena = 1, .size = 40u << 20};
+    run_in_arena(&j);
+    job_t k = {.arena = 1, .in = j.out};
+    run_in_arena(&k);
+    size_t released = device_empty_cache(d, 2);
+    ck_assert_uint_eq(released, 70u << 20);
+    struct fakecuda_stats f;
+    fakecuda_get_stats(0, &f);
+    ck_assert_uint_eq(f.bytes_in_use, 0);
+}
+END_TEST
+
+Suite *device_suite(void)
+{
+    Suite *s = suite_create("device");
+    TCase *tc = tcase_create("arenas and fences");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_a_block_is_freed_from_any_arena);
+    tcase_add_test(tc, test_oom_releases_the_cache_of_every_arena);
+    tcase_add_test(tc, test_fence_covers_a_kernel_on_a_nonblocking_stream);
+    tcase_add_test(tc, test_work_of_a_destroyed_stream_is_still_fenced);
+    tcase_add_test(tc, test_reset_forgets_every_arena);
+    tcase_add_test(tc, test_empty_cache_returns_every_arena_segment);
+    suite_add_tcase(s, tc);
+    return s;
+}
