@@ -81,15 +81,11 @@ void device_ctx_leave(gm_ctx_t *c)
 
 /* ---- devices and arenas -------------------------------------------------------------------- */
 
-static void mutex_init_adaptive(pthread_mutex_t *m)
+/* A plain mutex: its uncontended path is the cheapest; threads that keep contending move to
+ * their own arena instead of spinning. */
+static void mutex_init_plain(pthread_mutex_t *m)
 {
-    /* Critical sections are a few hundred ns: spin a little before sleeping, so that threads
-     * meeting on one lock queue up instead of bouncing through futex sleeps. */
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-    pthread_mutex_init(m, &attr);
-    pthread_mutexattr_destroy(&attr);
+    pthread_mutex_init(m, NULL);
 }
 
 static gm_arena_t *arena_new(gm_device_t *d, int index)
@@ -99,7 +95,7 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
         return NULL;
     a->dev = d;
     a->index = index;
-    mutex_init_adaptive(&a->lock);
+    mutex_init_plain(&a->lock);
     heap_init(&a->general, &a->bytes, NULL);
     a->general.max_split = (size_t)options_get(GM_OPT_MAX_SPLIT);
     HASH_ADD(hh, a->live, ptr, sizeof a->sentinel.ptr, &a->sentinel);
@@ -126,7 +122,7 @@ static gm_device_t *device_create(int id)
     d->narenas = 1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     d->max_arenas = cpus < 1 ? 1 : cpus > GM_MAX_ARENAS ? GM_MAX_ARENAS : (int)cpus;
-    mutex_init_adaptive(&d->fence_lock);
+    mutex_init_plain(&d->fence_lock);
     d->fence_bytes = (size_t)options_get(GM_OPT_FENCE_BYTES);
     d->cache_limit = (size_t)options_get(GM_OPT_CACHE_LIMIT);
     d->trust_stream_order = (int)options_get(GM_OPT_TRUST_STREAM_ORDER);
@@ -751,7 +747,8 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
     } else {
         /* Every so often, take in what completed fences released, so that hits choose among
          * all the reusable blocks (freed neighbours merged), not a stale subset. */
-        if (unlikely(++a->since_poll >= GM_POLL_EVERY) && a->general.pending_head)
+        if (unlikely(++a->since_poll >= GM_POLL_EVERY) && a->general.pending_head &&
+            a->general.pending_head->fence_seq <= issued_of(d))
             poll_now(a);
         /* A large request that a pending block would fit better goes the slow way. */
         b = !pool_is_small(rounded) && d->pending_wait && heap_better_pending(&a->general, rounded)
