@@ -2,6 +2,7 @@
  * process a job starts, most of which never touch CUDA), fork handlers and the exit path. */
 #include "init.h"
 #include "capture.h"
+#include "cupti.h"
 #include "device.h"
 #include "diag.h"
 #include "evlog.h"
@@ -76,7 +77,9 @@ static void init_impl(void)
     evlog_open();
     stacks_init();
     atexit(at_exit);
-    int pooled = (int)options_get(GM_OPT_POOL);
+    if (options_get(GM_OPT_CUPTI))
+        cupti_start(GMLOG_KIND_FOREIGN);
+    int pooled = (int)options_get(GM_OPT_POOL) && !cupti_injection_only();
     diag_verbose("%s; log: %s", pooled ? "pool on" : "pool off (pass-through, counting)",
                  evlog_path() ? evlog_path() : "off");
     if (torch_took_over)

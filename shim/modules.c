@@ -149,9 +149,11 @@ static int collect_cb(struct dl_phdr_info *info, size_t size, void *data)
     r->end = hi;
     r->base = info->dlpi_addr;
     r->id = known_id(info, lo, hi);
-    if ((uintptr_t)modules_init >= lo && (uintptr_t)modules_init < hi) {
-        self_start = lo;
-        self_end = hi;
+    if ((uintptr_t)modules_init >= lo && (uintptr_t)modules_init < hi &&
+        !__atomic_load_n(&self_end, __ATOMIC_ACQUIRE)) {
+        /* Set once: other threads read it without the stacks lock (gmshim does not move). */
+        __atomic_store_n(&self_start, lo, __ATOMIC_RELAXED);
+        __atomic_store_n(&self_end, hi, __ATOMIC_RELEASE);
     }
     return 0;
 }
@@ -211,5 +213,6 @@ int modules_lookup(uintptr_t addr, uint32_t *id, uint64_t *offset)
 
 int modules_is_self(uintptr_t addr)
 {
-    return addr >= self_start && addr < self_end;
+    uintptr_t end = __atomic_load_n(&self_end, __ATOMIC_ACQUIRE);
+    return addr < end && addr >= __atomic_load_n(&self_start, __ATOMIC_RELAXED);
 }

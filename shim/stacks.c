@@ -213,7 +213,21 @@ static slot_t *tcache_slot(uint64_t key)
     return tcache ? &tcache->slot[key & (TCACHE_SIZE - 1)] : NULL;
 }
 
+#define MAX_SKIPPED 40
+
+static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc));
+
 uint32_t stacks_site_from(const void *caller)
+{
+    return site_capture(caller, NULL);
+}
+
+uint32_t stacks_site_skip(int (*skip)(uintptr_t pc))
+{
+    return site_capture(NULL, skip);
+}
+
+static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
 {
     if (!enabled)
         return 0;
@@ -231,11 +245,13 @@ uint32_t stacks_site_from(const void *caller)
         if (qs && qs->key == quick)
             return qs->id;
     }
-    void *raw[MAX_NATIVE + 8];
-    int got = native_depth ? backtrace(raw, native_depth + 8) : 0;
-    /* Drop gmshim's own frames (the hook and what it called). */
+    void *raw[MAX_NATIVE + 8 + MAX_SKIPPED];
+    int got = native_depth ? backtrace(raw, native_depth + 8 + (skip_fn ? MAX_SKIPPED : 0)) : 0;
+    /* Drop gmshim's own frames (the hook and what it called), and the machinery's. */
     int skip = 0;
     while (skip < got && modules_is_self((uintptr_t)raw[skip]))
+        skip++;
+    while (skip_fn && skip < got && skip_fn((uintptr_t)raw[skip]))
         skip++;
     int n = got - skip;
     if (n > native_depth)

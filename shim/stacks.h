@@ -14,6 +14,10 @@ uint32_t stacks_site(void);
  * unwinding the native stack (the costly part), so its native frames are those of the first
  * time. */
 uint32_t stacks_site_from(const void *caller);
+/* The call site below the frames `skip` says belong to the machinery between the program and
+ * gmshim (CUPTI, the driver, a static cudart): those are dropped too, and enough frames are
+ * unwound that GMSHIM_STACK_DEPTH of the program's remain. */
+uint32_t stacks_site_skip(int (*skip)(uintptr_t pc));
 /* The id of an interned string (written to the log once as a GMLOG_STRING); 0 on failure. */
 uint32_t stacks_intern_string(const char *s);
 

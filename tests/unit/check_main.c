@@ -10,7 +10,15 @@ int main(void)
         return EXIT_FAILURE;
     SRunner *sr = srunner_create(pool_suite());
     srunner_add_suite(sr, options_suite());
+    srunner_add_suite(sr, device_suite());
     srunner_add_suite(sr, integration_suite());
+    srunner_add_suite(sr, cupti_suite());
+    srunner_add_suite(sr, analyzer_reader_suite());
+    srunner_add_suite(sr, analyzer_model_suite());
+    srunner_add_suite(sr, analyzer_symbolize_suite());
+    srunner_add_suite(sr, analyzer_json_suite());
+    srunner_add_suite(sr, analyzer_oom_suite());
+    srunner_add_suite(sr, analyzer_cli_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -6,9 +6,15 @@
 
 Suite *pool_suite(void);
 Suite *options_suite(void);
-Suite *evlog_suite(void);
 Suite *device_suite(void);
 Suite *integration_suite(void);
+Suite *cupti_suite(void);
+Suite *analyzer_reader_suite(void);
+Suite *analyzer_model_suite(void);
+Suite *analyzer_symbolize_suite(void);
+Suite *analyzer_json_suite(void);
+Suite *analyzer_oom_suite(void);
+Suite *analyzer_cli_suite(void);
 
 /* Helpers shared by the suites (tests/unit/helpers.c). */
 /* Absolute path of a file under the build directory (GMSHIM_BUILD). */
