@@ -1,0 +1,302 @@
+/* The per-log loop of every report: open, replay, report, then the diagnostics (with byte
+ * offsets) on stderr and the exit status: 0 clean, 2 partial, 1 unreadable. An unclosed log
+ * (a killed process) is normal input and says so in the report, not as an error. */
+#include "cli.h"
+#include "commands.h"
+#include "output.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+cli_global_t cli_global;
+
+void cli_init(cli_ctx_t *c, FILE *out, FILE *err, const char *command)
+{
+    memset(c, 0, sizeof *c);
+    c->out = out;
+    c->err = err;
+    c->top = 10;
+    c->depth = 12;
+    c->command = command;
+    json_init(&c->j, out);
+}
+
+const char *cli_close_state(const rd_log_t *lf, const model_t *m, char *buf, size_t len)
+{
+    const gmlog_file_header_t *h = &lf->hdr;
+    if (!(h->flags & GMLOG_F_CLOSED)) {
+        snprintf(buf, len, "not closed: the process was killed or is still running%s",
+                 m && m->end_seen ? " (an end record was written)" : "");
+        return buf;
+    }
+    unsigned reason = h->close_reason & 0xff, sig = (h->close_reason >> 8) & 0xff;
+    switch (reason) {
+    case GMLOG_CLOSE_EXIT: snprintf(buf, len, "closed at exit"); break;
+    case GMLOG_CLOSE_SIGNAL: snprintf(buf, len, "closed by signal %u", sig); break;
+    case GMLOG_CLOSE_DISK: snprintf(buf, len, "stopped early: the disk was full or unwritable"); break;
+    default: snprintf(buf, len, "closed (reason %u)", h->close_reason); break;
+    }
+    return buf;
+}
+
+const char *cli_log_name(const rd_log_t *lf, const model_t *m, char *buf, size_t len)
+{
+    int rank = m ? model_rank(m) : -1;
+    if (rank >= 0)
+        snprintf(buf, len, "rank %d (pid %u)", rank, lf->hdr.pid);
+    else
+        snprintf(buf, len, "pid %u", lf->hdr.pid);
+    return buf;
+}
+
+static void print_diags(cli_ctx_t *c, const rd_log_t *lf)
+{
+    size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
+    for (size_t i = 0; i < shown; i++)
+        fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", lf->name, lf->diags[i].offset, lf->diags[i].msg);
+    if (lf->ndiags > shown)
+        fprintf(c->err, "gmshim: %s: %zu more problems not shown\n", lf->name, lf->ndiags - shown);
+}
+
+static void json_diags(cli_ctx_t *c, const rd_log_t *lf)
+{
+    size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
+    json_arr(&c->j, "errors");
+    for (size_t i = 0; i < shown; i++) {
+        json_obj(&c->j, NULL);
+        json_u64(&c->j, "offset", lf->diags[i].offset);
+        json_str(&c->j, "message", lf->diags[i].msg);
+        json_obj_end(&c->j);
+    }
+    json_arr_end(&c->j);
+}
+
+static void log_header_json(cli_ctx_t *c, const rd_log_t *lf, const model_t *m)
+{
+    json_t *j = &c->j;
+    char buf[160];
+    json_str(j, "path", lf->name);
+    json_u64(j, "pid", lf->hdr.pid);
+    int rank = model_rank(m);
+    if (rank >= 0)
+        json_i64(j, "rank", rank);
+    else
+        json_null(j, "rank");
+    json_str(j, "host", rd_meta_get(lf, GMLOG_META_HOST));
+    json_str(j, "program", rd_meta_get(lf, GMLOG_META_PROGRAM));
+    json_str(j, "gmshim_version", rd_meta_get(lf, GMLOG_META_VERSION));
+    json_u64(j, "format_version", lf->hdr.version);
+    json_u64(j, "start_realtime_ns", lf->hdr.start_realtime_ns);
+    json_u64(j, "duration_ns", (lf->hdr.flags & GMLOG_F_CLOSED) && lf->hdr.end_ns ? lf->hdr.end_ns : m->last_t);
+    json_bool(j, "closed", (lf->hdr.flags & GMLOG_F_CLOSED) != 0);
+    json_str(j, "close_state", cli_close_state(lf, m, buf, sizeof buf));
+    json_u64(j, "records", m->records);
+    json_u64(j, "threads", lf->nstreams);
+    json_u64(j, "marks", m->marks_total);
+    if (lf->swapped)
+        json_bool(j, "byte_swapped", 1);
+}
+
+static void log_header_text(cli_ctx_t *c, const rd_log_t *lf, const model_t *m)
+{
+    FILE *f = c->out;
+    char name[96], state[160], t[32];
+    const char *prog = rd_meta_get(lf, GMLOG_META_PROGRAM);
+    rep_heading(f, "== %s: %s%s%s ==", cli_log_name(lf, m, name, sizeof name), lf->name,
+                prog ? " — " : "", prog ? prog : "");
+    time_t start = (time_t)(lf->hdr.start_realtime_ns / 1000000000u);
+    struct tm tm;
+    char when[64] = "?";
+    if (localtime_r(&start, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    const char *host = rd_meta_get(lf, GMLOG_META_HOST);
+    uint64_t dur = (lf->hdr.flags & GMLOG_F_CLOSED) && lf->hdr.end_ns ? lf->hdr.end_ns : m->last_t;
+    fprintf(f, "started %s%s%s, ran %s, %s; %" PRIu64 " records from %zu thread%s\n", when,
+            host ? " on " : "", host ? host : "", rep_time(dur, t), cli_close_state(lf, m, state, sizeof state),
+            m->records, lf->nstreams, lf->nstreams == 1 ? "" : "s");
+}
+
+static void one_log(cli_ctx_t *c, rd_log_t *lf, int opened, unsigned flags, cli_log_fn fn, void *arg, int *status)
+{
+    if (!opened) {
+        c->c_failed++;
+        const rd_diag_t *d = &lf->diags[0];
+        fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", lf->name, d->offset, d->msg);
+        if (c->json) {
+            json_obj(&c->j, NULL);
+            json_str(&c->j, "path", lf->name);
+            json_str(&c->j, "error", d->msg);
+            json_u64(&c->j, "offset", d->offset);
+            json_obj_end(&c->j);
+        }
+        *status = CLI_FAIL;
+        return;
+    }
+    model_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        fputs("gmshim: out of memory\n", c->err);
+        exit(CLI_FAIL);
+    }
+    m->progress = c->progress && lf->size > (256u << 20);
+    model_build_until(m, lf, flags, UINT64_MAX, c->stop_mark_id, c->stop_mark_label);
+    if (c->json) {
+        json_obj(&c->j, NULL);
+        log_header_json(c, lf, m);
+    } else {
+        if (c->index)
+            fputc('\n', c->out);
+        log_header_text(c, lf, m);
+    }
+    fn(c, lf, m, arg);
+    /* the combined figures */
+    c->c_logs++;
+    for (int i = 0; i < m->ndev; i++) {
+        const model_dev_t *d = m->dev[i];
+        if (!d)
+            continue;
+        c->c_allocs += d->allocs;
+        c->c_frees += d->frees;
+        c->c_peak_req += d->peak_requested;
+        c->c_peak_alloc += d->peak_allocated;
+        c->c_peak_res += d->peak_reserved;
+        c->c_hits += d->hits;
+        c->c_misses += d->misses;
+        c->c_ooms += d->ooms;
+        c->c_live_bytes += d->allocated;
+    }
+    if (lf->partial)
+        c->c_partial++;
+    if (c->json) {
+        json_bool(&c->j, "partial", lf->partial);
+        json_diags(c, lf);
+        json_obj_end(&c->j);
+    } else if (lf->partial) {
+        fprintf(c->out, "%spartial: parts of this log could not be read (see the messages on stderr)%s\n",
+                rep_yellow(), rep_reset());
+    }
+    print_diags(c, lf);
+    if (lf->partial && *status == CLI_OK)
+        *status = CLI_PARTIAL;
+    model_free(m);
+    free(m);
+}
+
+static void begin(cli_ctx_t *c)
+{
+    if (c->json) {
+        json_obj(&c->j, NULL);
+        json_str(&c->j, "command", c->command);
+        json_str(&c->j, "version", GMSHIM_CLI_VERSION);
+        json_arr(&c->j, "logs");
+    }
+}
+
+static void end(cli_ctx_t *c)
+{
+    char a[32], b[32], d[32], e[32];
+    if (c->json) {
+        json_arr_end(&c->j);
+        if (c->nlogs > 1) {
+            json_obj(&c->j, "combined");
+            json_u64(&c->j, "logs", c->c_logs);
+            json_u64(&c->j, "unreadable", c->c_failed);
+            json_u64(&c->j, "partial", c->c_partial);
+            json_u64(&c->j, "allocs", c->c_allocs);
+            json_u64(&c->j, "frees", c->c_frees);
+            json_u64(&c->j, "peak_requested", c->c_peak_req);
+            json_u64(&c->j, "peak_allocated", c->c_peak_alloc);
+            json_u64(&c->j, "peak_reserved", c->c_peak_res);
+            json_u64(&c->j, "cache_hits", c->c_hits);
+            json_u64(&c->j, "cache_misses", c->c_misses);
+            json_u64(&c->j, "ooms", c->c_ooms);
+            json_u64(&c->j, "live_at_end", c->c_live_bytes);
+            json_obj_end(&c->j);
+        }
+        json_obj_end(&c->j);
+        json_line_end(&c->j);
+    } else if (c->nlogs > 1) {
+        fprintf(c->out, "\n%scombined%s: %" PRIu64 " logs", rep_bold(), rep_reset(), c->c_logs);
+        if (c->c_failed)
+            fprintf(c->out, " (+%" PRIu64 " unreadable)", c->c_failed);
+        fprintf(c->out, ", %s allocs, %s frees, peaks summed over ranks: requested %s, allocated %s, "
+                "reserved %s, %" PRIu64 " OOMs\n", rep_count(c->c_allocs, a), rep_count(c->c_frees, b),
+                rep_bytes(c->c_peak_req, d), rep_bytes(c->c_peak_alloc, e), rep_bytes(c->c_peak_res, a),
+                c->c_ooms);
+    }
+}
+
+int cli_run_logs(cli_ctx_t *c, int n, char *const *paths, unsigned flags, cli_log_fn fn, void *arg)
+{
+    int status = CLI_OK;
+    c->nlogs = n;
+    begin(c);
+    for (int i = 0; i < n; i++) {
+        rd_log_t *lf = calloc(1, sizeof *lf);
+        if (!lf) {
+            fputs("gmshim: out of memory\n", c->err);
+            return CLI_FAIL;
+        }
+        int ok = rd_open_path(lf, paths[i]) == 0;
+        c->index = i;
+        one_log(c, lf, ok, flags, fn, arg, &status);
+        rd_close(lf);
+        free(lf);
+    }
+    end(c);
+    return status;
+}
+
+int cli_run_mem(cli_ctx_t *c, const void *data, size_t size, unsigned flags, cli_log_fn fn, void *arg)
+{
+    int status = CLI_OK;
+    c->nlogs = 1;
+    begin(c);
+    rd_log_t *lf = calloc(1, sizeof *lf);
+    if (!lf)
+        return CLI_FAIL;
+    int ok = rd_open_mem(lf, data, size, "<memory>") == 0;
+    one_log(c, lf, ok, flags, fn, arg, &status);
+    rd_close(lf);
+    free(lf);
+    end(c);
+    return status;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || errno || v < 0 || !isfinite(v))
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mul > 1 && *end == 'i')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v * mul > 1.8e19)
+        return -1;
+    *out = (uint64_t)(v * mul);
+    return 0;
+}
+
+int cli_finish(cli_ctx_t *c, int status)
+{
+    if (fflush(c->out) != 0 || ferror(c->out)) {
+        fprintf(c->err, "gmshim: error writing the output: %s\n", strerror(errno ? errno : EIO));
+        return CLI_FAIL;
+    }
+    return status;
+}

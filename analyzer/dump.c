@@ -1,0 +1,447 @@
+/* `gmshim dump`: the header, the metadata and every record in time order, as text or one JSON
+ * object per line. It shows what is in the file, not what it means: no replay, no model, and
+ * it must print every readable record of a damaged log before reporting the damage. */
+#include "commands.h"
+#include "output.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct out {
+    FILE *f;
+    json_t *j;                  /* NULL: text */
+} out_t;
+
+static void f_u64(out_t *o, const char *k, uint64_t v)
+{
+    if (o->j)
+        json_u64(o->j, k, v);
+    else
+        fprintf(o->f, " %s=%" PRIu64, k, v);
+}
+
+static void f_hex(out_t *o, const char *k, uint64_t v)
+{
+    if (o->j)
+        json_u64(o->j, k, v);
+    else
+        fprintf(o->f, " %s=0x%" PRIx64, k, v);
+}
+
+static void f_str(out_t *o, const char *k, const char *s, size_t n)
+{
+    if (o->j) {
+        json_strn(o->j, k, s, n);
+        return;
+    }
+    fprintf(o->f, " %s=\"", k);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            fprintf(o->f, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            fprintf(o->f, "\\x%02x", ch);
+        else
+            fputc(ch, o->f);
+    }
+    fputc('"', o->f);
+}
+
+static void f_name(out_t *o, const char *k, const char *v)
+{
+    if (o->j)
+        json_str(o->j, k, v);
+    else
+        fprintf(o->f, " %s=%s", k, v);
+}
+
+static void f_bool(out_t *o, const char *k, int v)
+{
+    if (o->j)
+        json_bool(o->j, k, v);
+    else if (v)
+        fprintf(o->f, " %s", k);
+}
+
+static const char *const kinds[8] = {"pool", "pass", "managed", "pitched", "host", "async", "observed", "foreign"};
+static const char *const empty_reasons[8] = {"?", "oom", "api", "periodic", "idle", "cache_limit", "device_limit", "exit"};
+static const char *const captures[5] = {"?", "begin", "end", "invalid", "released"};
+static const char *const meta_tags[9] = {"end", "host", "program", "cmdline", "option", "rank", "version", "mode", "env"};
+static const char *const warn_kinds[7] = {"?", "foreign_free", "double_free", "interior_free", "ipc_subblock",
+                                          "pass_through", "sticky"};
+
+static void fields(out_t *o, const rd_rec_t *r)
+{
+    const uint8_t *p = r->p;
+    switch (r->type) {
+    case GMLOG_ALLOC: {
+        const gmlog_alloc_t *a = (const gmlog_alloc_t *)p;
+        unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
+        uint64_t req = a->size & GMLOG_SIZE_MASK, extra = a->size >> GMLOG_SIZE_BITS;
+        f_hex(o, "ptr", a->ptr);
+        f_u64(o, "requested", req);
+        f_name(o, "kind", kinds[kind]);
+        if (kind == GMLOG_KIND_POOL) {
+            uint64_t rounded = (req ? req + 511 : 512) / 512 * 512;
+            f_u64(o, "block", extra == 0xffff && r->len >= 40 ? a->block : rounded + extra * 512);
+        } else if (r->len >= 40) {
+            f_u64(o, kind == GMLOG_KIND_ASYNC ? "stream" : "library", a->block);
+        }
+        f_bool(o, "miss", r->flags & GMLOG_A_MISS);
+        f_bool(o, "graph", r->flags & GMLOG_A_GRAPH);
+        f_u64(o, "site", a->site);
+        f_u64(o, "dur_ns", a->dur_ns);
+        break;
+    }
+    case GMLOG_FREE: {
+        const gmlog_free_t *x = (const gmlog_free_t *)p;
+        f_hex(o, "ptr", x->ptr);
+        f_name(o, "kind", kinds[(r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT]);
+        f_bool(o, "deferred", r->flags & GMLOG_F_DEFERRED);
+        f_bool(o, "graph", r->flags & GMLOG_F_GRAPH);
+        f_u64(o, "site", x->site);
+        f_u64(o, "dur_ns", x->dur_ns);
+        break;
+    }
+    case GMLOG_SEGMENT_ALLOC:
+    case GMLOG_SEGMENT_FREE: {
+        const gmlog_segment_t *x = (const gmlog_segment_t *)p;
+        f_hex(o, "base", x->base);
+        f_u64(o, "size", x->size);
+        f_u64(o, "dur_ns", x->dur_ns);
+        f_u64(o, "graph", x->graph);
+        break;
+    }
+    case GMLOG_FENCE: {
+        const gmlog_fence_t *x = (const gmlog_fence_t *)p;
+        f_u64(o, "seq", x->seq);
+        f_u64(o, "pending_bytes", x->pending_bytes);
+        f_u64(o, "events", x->events);
+        break;
+    }
+    case GMLOG_FENCE_WAIT: {
+        const gmlog_fence_wait_t *x = (const gmlog_fence_wait_t *)p;
+        f_u64(o, "seq", x->seq);
+        f_u64(o, "dur_ns", x->dur_ns);
+        break;
+    }
+    case GMLOG_EMPTY_CACHE: {
+        const gmlog_empty_cache_t *x = (const gmlog_empty_cache_t *)p;
+        f_name(o, "reason", empty_reasons[r->flags & 7]);
+        f_u64(o, "bytes", x->bytes);
+        f_u64(o, "segments", x->segments);
+        f_u64(o, "dur_ns", x->dur_ns);
+        break;
+    }
+    case GMLOG_OOM: {
+        const gmlog_oom_t *x = (const gmlog_oom_t *)p;
+        f_bool(o, "released", r->flags & GMLOG_OOM_RELEASED);
+        f_bool(o, "retried", r->flags & GMLOG_OOM_RETRIED);
+        f_bool(o, "waited", r->flags & GMLOG_OOM_WAITED);
+        f_bool(o, "limit", r->flags & GMLOG_OOM_LIMIT);
+        f_bool(o, "capture", r->flags & GMLOG_OOM_CAPTURE);
+        f_bool(o, "recovered", r->flags & GMLOG_OOM_RECOVERED);
+        f_u64(o, "request", x->request);
+        f_u64(o, "segment", x->segment);
+        f_u64(o, "driver_free", x->driver_free);
+        f_u64(o, "driver_total", x->driver_total);
+        f_u64(o, "reserved", x->reserved);
+        f_u64(o, "allocated", x->allocated);
+        f_u64(o, "requested", x->requested);
+        f_u64(o, "cached", x->cached);
+        f_u64(o, "pending", x->pending);
+        f_u64(o, "largest_free", x->largest_free);
+        f_u64(o, "free_blocks", x->free_blocks);
+        f_u64(o, "site", x->site);
+        break;
+    }
+    case GMLOG_STATS: {
+        const gmlog_stats_t *x = (const gmlog_stats_t *)p;
+        f_u64(o, "requested", x->requested);
+        f_u64(o, "allocated", x->allocated);
+        f_u64(o, "reserved", x->reserved);
+        f_u64(o, "cached", x->cached);
+        f_u64(o, "pending", x->pending);
+        f_u64(o, "hits", x->hits);
+        f_u64(o, "misses", x->misses);
+        break;
+    }
+    case GMLOG_MARK: {
+        const gmlog_mark_t *x = (const gmlog_mark_t *)p;
+        const char *label;
+        f_u64(o, "id", x->id);
+        if (rd_tail_bytes(r, sizeof *x, x->len, &label) == 0)
+            f_str(o, "label", label, x->len);
+        else
+            f_bool(o, "malformed", 1);
+        break;
+    }
+    case GMLOG_MODULE: {
+        const gmlog_module_t *x = (const gmlog_module_t *)p;
+        const char *tail;
+        f_u64(o, "id", x->id);
+        f_hex(o, "base", x->base);
+        f_hex(o, "start", x->start);
+        f_hex(o, "end", x->end);
+        if (rd_tail_bytes(r, sizeof *x, (size_t)x->build_id_len + x->path_len, &tail) == 0) {
+            char hex[520];
+            size_t n = 0;
+            for (unsigned i = 0; i < x->build_id_len && n + 3 < sizeof hex; i++)
+                n += (size_t)snprintf(hex + n, sizeof hex - n, "%02x", (unsigned char)tail[i]);
+            hex[n] = 0;
+            f_name(o, "build_id", hex);
+            f_str(o, "path", tail + x->build_id_len, x->path_len);
+        } else {
+            f_bool(o, "malformed", 1);
+        }
+        break;
+    }
+    case GMLOG_SITE: {
+        const gmlog_site_t *x = (const gmlog_site_t *)p;
+        const uint64_t *nat;
+        const gmlog_pyframe_t *py;
+        unsigned nn, np;
+        f_u64(o, "id", x->id);
+        if (rd_site_frames(r, &nat, &nn, &py, &np)) {
+            f_bool(o, "malformed", 1);
+            break;
+        }
+        if (o->j) {
+            json_arr(o->j, "native");
+            for (unsigned i = 0; i < nn; i++) {
+                json_obj(o->j, NULL);
+                json_u64(o->j, "module", GMLOG_FRAME_MODULE(nat[i]));
+                json_u64(o->j, "offset", GMLOG_FRAME_OFFSET(nat[i]));
+                json_obj_end(o->j);
+            }
+            json_arr_end(o->j);
+            json_arr(o->j, "python");
+            for (unsigned i = 0; i < np; i++) {
+                json_obj(o->j, NULL);
+                json_u64(o->j, "file", py[i].file);
+                json_u64(o->j, "function", py[i].function);
+                json_u64(o->j, "line", py[i].line);
+                json_obj_end(o->j);
+            }
+            json_arr_end(o->j);
+        } else {
+            fprintf(o->f, " native=[");
+            for (unsigned i = 0; i < nn; i++)
+                fprintf(o->f, "%s%u+0x%" PRIx64, i ? " " : "", (unsigned)GMLOG_FRAME_MODULE(nat[i]),
+                        (uint64_t)GMLOG_FRAME_OFFSET(nat[i]));
+            fprintf(o->f, "] python=[");
+            for (unsigned i = 0; i < np; i++)
+                fprintf(o->f, "%s%u:%u:%u", i ? " " : "", py[i].file, py[i].function, py[i].line);
+            fprintf(o->f, "]");
+        }
+        break;
+    }
+    case GMLOG_STRING: {
+        const gmlog_string_t *x = (const gmlog_string_t *)p;
+        const char *s;
+        f_u64(o, "id", x->id);
+        if (rd_tail_bytes(r, sizeof *x, x->len, &s) == 0)
+            f_str(o, "value", s, x->len);
+        else
+            f_bool(o, "malformed", 1);
+        break;
+    }
+    case GMLOG_WARNING: {
+        const gmlog_warning_t *x = (const gmlog_warning_t *)p;
+        f_name(o, "kind", r->flags < 7 ? warn_kinds[r->flags] : "?");
+        f_hex(o, "ptr", x->ptr);
+        f_u64(o, "site", x->site);
+        f_u64(o, "aux", x->aux);
+        break;
+    }
+    case GMLOG_DEVICE: {
+        const gmlog_device_t *x = (const gmlog_device_t *)p;
+        const char *s;
+        f_u64(o, "total", x->total);
+        f_u64(o, "free_at_start", x->free_at_start);
+        if (rd_tail_bytes(r, sizeof *x, x->name_len, &s) == 0)
+            f_str(o, "name", s, x->name_len);
+        break;
+    }
+    case GMLOG_CLOCK:
+        f_u64(o, "base_ns", ((const gmlog_clock_t *)p)->base_ns);
+        break;
+    case GMLOG_END:
+        f_u64(o, "reason", ((const gmlog_end_t *)p)->reason);
+        break;
+    case GMLOG_CAPTURE: {
+        const gmlog_capture_t *x = (const gmlog_capture_t *)p;
+        f_name(o, "event", r->flags < 5 ? captures[r->flags] : "?");
+        f_hex(o, "stream", x->stream);
+        f_hex(o, "graph", x->graph);
+        f_u64(o, "id", x->id);
+        f_u64(o, "mode", x->mode);
+        break;
+    }
+    case GMLOG_RESET: {
+        const gmlog_reset_t *x = (const gmlog_reset_t *)p;
+        f_u64(o, "reserved_bytes", x->reserved_bytes);
+        f_u64(o, "live_bytes", x->live_bytes);
+        break;
+    }
+    case GMLOG_LIMIT:
+        f_u64(o, "bytes", ((const gmlog_limit_t *)p)->bytes);
+        break;
+    default:
+        f_u64(o, "len", r->len);
+        break;
+    }
+}
+
+static void header(cli_ctx_t *c, const rd_log_t *lf, out_t *o)
+{
+    const gmlog_file_header_t *h = &lf->hdr;
+    char state[160];
+    if (c->json) {
+        json_obj(o->j, NULL);
+        json_str(o->j, "record", "header");
+        json_str(o->j, "path", lf->name);
+    } else {
+        fprintf(o->f, "%s%s%s:", rep_bold(), lf->name, rep_reset());
+    }
+    f_u64(o, "version", h->version);
+    f_name(o, "byte_order", lf->swapped ? "swapped" : "native");
+    f_u64(o, "header_size", h->header_size);
+    f_u64(o, "chunk_size", h->chunk_size);
+    f_u64(o, "pid", h->pid);
+    f_u64(o, "start_realtime_ns", h->start_realtime_ns);
+    f_u64(o, "start_mono_ns", h->start_mono_ns);
+    f_u64(o, "flags", h->flags);
+    f_u64(o, "end_ns", h->end_ns);
+    f_u64(o, "close_reason", h->close_reason);
+    const char *st = cli_close_state(lf, NULL, state, sizeof state);
+    f_str(o, "state", st, strlen(st));
+    f_u64(o, "chunks", lf->nchunks);
+    f_u64(o, "chunk_slots", lf->nslots);
+    f_u64(o, "threads", lf->nstreams);
+    if (c->json) {
+        json_obj_end(o->j);
+        json_line_end(o->j);
+    } else {
+        fputc('\n', o->f);
+    }
+    for (size_t i = 0; i < lf->nmeta; i++) {
+        const rd_meta_t *me = &lf->meta[i];
+        const char *tag = me->tag < 9 ? meta_tags[me->tag] : "unknown";
+        if (c->json) {
+            json_obj(o->j, NULL);
+            json_str(o->j, "record", "meta");
+            json_str(o->j, "tag", tag);
+            json_strn(o->j, "value", me->value, me->len);
+            json_obj_end(o->j);
+            json_line_end(o->j);
+        } else {
+            /* argv is NUL-separated: show it with spaces */
+            fprintf(o->f, "meta %-8s ", tag);
+            for (uint32_t k = 0; k < me->len; k++)
+                fputc(me->value[k] ? (unsigned char)me->value[k] >= 0x20 ? me->value[k] : '?' : ' ', o->f);
+            fputc('\n', o->f);
+        }
+    }
+}
+
+int rep_dump(cli_ctx_t *c, rd_log_t *lf)
+{
+    out_t o = {c->out, c->json ? &c->j : NULL};
+    header(c, lf, &o);
+    rd_rec_t r;
+    rd_rewind(lf);
+    while (rd_next(lf, &r)) {
+        const char *name = rd_type_name(r.type);
+        char unk[32];
+        if (!name) {
+            snprintf(unk, sizeof unk, "type_%u", r.type);
+            name = unk;
+        }
+        if (c->json) {
+            json_obj(o.j, NULL);
+            json_u64(o.j, "t", r.t);
+            json_str(o.j, "type", name);
+            json_u64(o.j, "tid", r.tid);
+            if (r.device != GMLOG_NO_DEVICE)
+                json_u64(o.j, "device", r.device);
+            json_u64(o.j, "flags", r.flags);
+            json_u64(o.j, "offset", r.off);
+        } else {
+            fprintf(o.f, "%12.6f %7u %-13s ", (double)r.t / 1e9, r.tid, name);
+            if (r.device != GMLOG_NO_DEVICE)
+                fprintf(o.f, "dev=%u", r.device);
+            else
+                fprintf(o.f, "     ");
+        }
+        fields(&o, &r);
+        if (c->json) {
+            json_obj_end(o.j);
+            json_line_end(o.j);
+        } else {
+            fputc('\n', o.f);
+        }
+    }
+    size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
+    for (size_t i = 0; i < shown; i++)
+        fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", lf->name, lf->diags[i].offset, lf->diags[i].msg);
+    if (lf->ndiags > shown)
+        fprintf(c->err, "gmshim: %s: %zu more problems not shown\n", lf->name, lf->ndiags - shown);
+    return lf->partial ? CLI_PARTIAL : CLI_OK;
+}
+
+static const char usage[] =
+    "usage: gmshim dump [--json] LOG...\n"
+    "\n"
+    "The header, the metadata and every record in time order (threads merged), one a line:\n"
+    "time in seconds, thread id, type, device, fields. --json writes one JSON object per line:\n"
+    "{\"record\":\"header\",...}, {\"record\":\"meta\",...}, then {\"t\",\"type\",\"tid\",\"device\",\"flags\",\n"
+    "\"offset\", fields...} for each record.\n"
+    "\n"
+    "  -j, --json     one JSON object per line\n"
+    "  -h, --help     this text\n";
+
+int cmd_dump(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "dump");
+    c.json = cli_global.json;
+    optind = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'j': c.json = 1; break;
+        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gmshim dump: no log given\n%s", usage);
+        return CLI_FAIL;
+    }
+    int status = CLI_OK;
+    for (int i = optind; i < argc; i++) {
+        rd_log_t *lf = calloc(1, sizeof *lf);
+        if (!lf)
+            return CLI_FAIL;
+        if (rd_open_path(lf, argv[i]) != 0) {
+            fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", argv[i], lf->diags[0].offset, lf->diags[0].msg);
+            status = CLI_FAIL;
+        } else {
+            int rc = rep_dump(&c, lf);
+            if (rc > status && status != CLI_FAIL)
+                status = rc;
+        }
+        rd_close(lf);
+        free(lf);
+    }
+    return cli_finish(&c, status);
+}

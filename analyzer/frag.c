@@ -1,0 +1,175 @@
+/* `gmshim frag`: fragmentation of each device's pool over time, at the peak and at each OOM:
+ * reserved against allocated, free bytes split into internal (rounding: block - requested) and
+ * external (free gaps inside segments, from the segment records and the live blocks), the
+ * largest free block and the number of segments. Figures only: causes are `gmshim oom`'s. */
+#include "commands.h"
+#include "output.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <unistd.h>
+
+static void frag_line(FILE *f, const model_frag_t *x, const char *indent)
+{
+    char a[32], b[32], c[32], d[32], e[32], g[32];
+    uint64_t free_b = x->reserved > x->allocated ? x->reserved - x->allocated : 0;
+    fprintf(f, "%sreserved %s, allocated %s (requested %s); free in the pool %s\n", indent,
+            rep_bytes(x->reserved, a), rep_bytes(x->allocated, b), rep_bytes(x->requested, c), rep_bytes(free_b, d));
+    fprintf(f, "%sinternal %s (rounding), external %s in %" PRIu64 " gaps, largest free block %s, %" PRIu64
+               " segment%s\n", indent, rep_bytes(x->internal, e), rep_bytes(x->external, g), x->free_gaps,
+            rep_bytes(x->largest_free, a), x->segments, x->segments == 1 ? "" : "s");
+}
+
+static void frag_json(json_t *j, const char *key, const model_frag_t *x)
+{
+    json_obj(j, key);
+    json_u64(j, "t", x->t);
+    json_u64(j, "reserved", x->reserved);
+    json_u64(j, "allocated", x->allocated);
+    json_u64(j, "requested", x->requested);
+    json_u64(j, "free", x->reserved > x->allocated ? x->reserved - x->allocated : 0);
+    json_u64(j, "internal", x->internal);
+    json_u64(j, "external", x->external);
+    json_u64(j, "largest_free", x->largest_free);
+    json_u64(j, "free_gaps", x->free_gaps);
+    json_u64(j, "segments", x->segments);
+    if (x->stray_blocks)
+        json_u64(j, "blocks_outside_segments", x->stray_blocks);
+    json_obj_end(j);
+}
+
+void rep_frag_text(cli_ctx_t *c, const model_t *m, int over_time)
+{
+    FILE *f = c->out;
+    char t[32], a[32], b[32], d[32], e[32], g[32];
+    for (int dev = 0; dev < m->ndev; dev++) {
+        const model_dev_t *dv = m->dev[dev];
+        if (!dv)
+            continue;
+        model_frag_t peak;
+        if (model_frag_at_peak(m, dev, &peak) != 0) {
+            fprintf(f, "%sdevice %d%s: the pool reserved nothing\n", rep_bold(), dev, rep_reset());
+            continue;
+        }
+        fprintf(f, "%sdevice %d%s: at the peak of reserved memory (%s)\n", rep_bold(), dev, rep_reset(),
+                rep_time(peak.t, t));
+        frag_line(f, &peak, "  ");
+        if (dv->allocs_kind[GMLOG_KIND_PASS] && !dv->seg_allocs)
+            fprintf(f, "  (the pool was off: every block is its own driver allocation, nothing to fragment)\n");
+        if (over_time) {
+            fprintf(f, "  %10s %10s %10s %10s %10s %10s %8s\n", "time", "reserved", "allocated", "internal",
+                    "external", "largest", "segments");
+            for (size_t i = 0; i < m->nfsnap; i++) {
+                const model_frag_t *x = &m->fsnap[i];
+                if (x->dev != dev)
+                    continue;
+                fprintf(f, "  %10s %10s %10s %10s %10s %10s %8" PRIu64 "\n", rep_time(x->t, t),
+                        rep_bytes(x->reserved, a), rep_bytes(x->allocated, b), rep_bytes(x->internal, d),
+                        rep_bytes(x->external, e), rep_bytes(x->largest_free, g), x->segments);
+            }
+        }
+        unsigned k = 0;
+        for (size_t i = 0; i < m->nooms; i++) {
+            const model_oom_t *o = &m->ooms[i];
+            if (o->dev != dev)
+                continue;
+            fprintf(f, "  at OOM %u (%s, a request of %s):\n", ++k, rep_time(o->t, t), rep_bytes(o->rec.request, a));
+            frag_line(f, &o->frag, "    ");
+            fprintf(f, "    the pool itself said: largest free block %s in %u free blocks, %s cached, %s pending\n",
+                    rep_bytes(o->rec.largest_free, a), o->rec.free_blocks, rep_bytes(o->rec.cached, b),
+                    rep_bytes(o->rec.pending, d));
+        }
+    }
+}
+
+void rep_frag_json(cli_ctx_t *c, const model_t *m, int over_time)
+{
+    json_t *j = &c->j;
+    json_arr(j, "fragmentation");
+    for (int dev = 0; dev < m->ndev; dev++) {
+        if (!m->dev[dev])
+            continue;
+        json_obj(j, NULL);
+        json_u64(j, "device", (uint64_t)dev);
+        model_frag_t peak;
+        if (model_frag_at_peak(m, dev, &peak) == 0)
+            frag_json(j, "peak", &peak);
+        else
+            json_null(j, "peak");
+        if (over_time) {
+            json_arr(j, "samples");
+            for (size_t i = 0; i < m->nfsnap; i++)
+                if (m->fsnap[i].dev == dev)
+                    frag_json(j, NULL, &m->fsnap[i]);
+            json_arr_end(j);
+        }
+        json_arr(j, "ooms");
+        for (size_t i = 0; i < m->nooms; i++) {
+            const model_oom_t *o = &m->ooms[i];
+            if (o->dev != dev)
+                continue;
+            json_obj(j, NULL);
+            json_u64(j, "t", o->t);
+            json_u64(j, "requested", o->rec.request);
+            frag_json(j, "model", &o->frag);
+            json_u64(j, "pool_largest_free", o->rec.largest_free);
+            json_u64(j, "pool_free_blocks", o->rec.free_blocks);
+            json_u64(j, "pool_cached", o->rec.cached);
+            json_u64(j, "pool_pending", o->rec.pending);
+            json_obj_end(j);
+        }
+        json_arr_end(j);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+}
+
+static void frag_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf;
+    (void)arg;
+    if (c->json)
+        rep_frag_json(c, m, 1);
+    else
+        rep_frag_text(c, m, 1);
+}
+
+static const char usage[] =
+    "usage: gmshim frag [--json] LOG...\n"
+    "\n"
+    "Fragmentation of each device's pool: at the peak of reserved memory, at evenly spaced times\n"
+    "over the run, and at each OOM. Free bytes are split into internal (the rounding of each block\n"
+    "above what was requested) and external (free gaps inside the segments, computed from the\n"
+    "segment records and the live blocks); the largest free block says what could still be served\n"
+    "without a new segment.\n"
+    "\n"
+    "  -j, --json     one JSON document\n"
+    "  -h, --help     this text\n";
+
+int cmd_frag(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "frag");
+    c.json = cli_global.json;
+    c.progress = isatty(2);
+    optind = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'j': c.json = 1; break;
+        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gmshim frag: no log given\n%s", usage);
+        return CLI_FAIL;
+    }
+    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_FRAG | MODEL_EPOCHS | MODEL_SITES, frag_one, NULL);
+    return cli_finish(&c, rc);
+}

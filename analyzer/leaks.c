@@ -1,0 +1,295 @@
+/* `gmshim leaks`: what is still live at the end of the log (or at a mark), grouped by call site,
+ * largest first, with the symbolized stack; and the sites whose live bytes grow from epoch to
+ * epoch (marks, or the low-water troughs of an unmarked run). It reports; it never guesses a
+ * site the log did not record. */
+#include "commands.h"
+#include "output.h"
+#include "sites.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct ranked {
+    uint32_t sidx;
+    uint64_t key;
+} ranked_t;
+
+static int by_key_desc(const void *a, const void *b)
+{
+    const ranked_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key > y->key ? -1 : 1;
+    return x->sidx < y->sidx ? -1 : x->sidx > y->sidx;
+}
+
+/* Sites of device `dev` with live bytes, largest first. */
+static size_t live_sites(const model_t *m, int dev, ranked_t **out, uint64_t *bytes, uint64_t *count)
+{
+    size_t n = 0;
+    *bytes = *count = 0;
+    ranked_t *r = malloc((m->nsst ? m->nsst : 1) * sizeof *r);
+    if (!r)
+        return 0;
+    for (size_t i = 1; i < m->nsst; i++) {
+        const model_sstat_t *s = &m->sst[i];
+        if (s->dev != dev || !s->live_count)
+            continue;
+        r[n++] = (ranked_t){(uint32_t)i, s->live_req};
+        *bytes += s->live_req;
+        *count += s->live_count;
+    }
+    qsort(r, n, sizeof *r, by_key_desc);
+    *out = r;
+    return n;
+}
+
+/* Sites whose per-epoch low-water bytes grow steadily, most growth first. */
+static size_t growing_sites(const model_t *m, int dev, int sys, ranked_t **out)
+{
+    size_t n = 0;
+    ranked_t *r = malloc((m->nsst ? m->nsst : 1) * sizeof *r);
+    if (!r)
+        return 0;
+    for (size_t i = 1; i < m->nsst && sys >= 0; i++) {
+        const model_sstat_t *s = &m->sst[i];
+        if (s->dev != dev)
+            continue;
+        model_series_t ser = model_site_series(m, s, sys);
+        if (model_series_grows(&ser, NULL))
+            r[n++] = (ranked_t){(uint32_t)i, ser.last - ser.first};
+    }
+    qsort(r, n, sizeof *r, by_key_desc);
+    *out = r;
+    return n;
+}
+
+static const char *epoch_word(int sys)
+{
+    return sys == EPOCH_MARKS ? "mark" : "iteration (low-water trough)";
+}
+
+static void stop_note(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
+{
+    if (!o->at_mark)
+        return;
+    char t[32];
+    if (m->stopped && m->nmarks)
+        fprintf(c->out, "at mark %u \"%s\" (%s)\n", m->marks[m->nmarks - 1].id, m->marks[m->nmarks - 1].label,
+                rep_time(m->marks[m->nmarks - 1].t, t));
+    else
+        fprintf(c->out, "%smark \"%s\" is not in this log: live allocations at the end instead%s\n", rep_yellow(),
+                o->at_label, rep_reset());
+}
+
+void rep_leaks_text(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
+{
+    FILE *f = c->out;
+    char a[32], b[32], lbl[512];
+    stop_note(c, m, o);
+    int any = 0;
+    for (int dev = 0; dev < m->ndev; dev++) {
+        if (!m->dev[dev])
+            continue;
+        any = 1;
+        ranked_t *r = NULL;
+        uint64_t bytes, count;
+        size_t n = live_sites(m, dev, &r, &bytes, &count);
+        if (!n) {
+            fprintf(f, "device %d: nothing live %s\n", dev, o->at_mark && m->stopped ? "at the mark" : "at the end");
+        } else {
+            fprintf(f, "%sdevice %d%s: %s allocations (%s) live %s, from %zu call site%s\n", rep_bold(), dev,
+                    rep_reset(), rep_count(count, a), rep_bytes(bytes, b),
+                    o->at_mark && m->stopped ? "at the mark" : "at the end", n, n == 1 ? "" : "s");
+            size_t shown = o->top && n > o->top ? o->top : n;
+            for (size_t i = 0; i < shown; i++) {
+                const model_sstat_t *s = &m->sst[r[i].sidx];
+                fprintf(f, "  %10s %6s x  %s\n", rep_bytes(s->live_req, a), rep_count(s->live_count, b),
+                        site_label(m, s->site, lbl, sizeof lbl));
+                site_print(f, m, s->site, "               ", c->depth);
+            }
+            if (shown < n)
+                fprintf(f, "  ... %zu more sites (--top 0 lists all)\n", n - shown);
+        }
+        free(r);
+        int sys = model_epoch_system(m, dev, 3);
+        const model_dev_t *d = m->dev[dev];
+        size_t g = growing_sites(m, dev, sys, &r);
+        if (g) {
+            fprintf(f, "  %sgrowing%s: live bytes that rise from %s to %s (%u %ss)\n", rep_red(), rep_reset(),
+                    epoch_word(sys), epoch_word(sys), d->epoch[sys], sys == EPOCH_MARKS ? "mark" : "trough");
+            size_t shown = o->top && g > o->top ? o->top : g;
+            for (size_t i = 0; i < shown; i++) {
+                const model_sstat_t *s = &m->sst[r[i].sidx];
+                model_series_t ser = model_site_series(m, s, sys);
+                uint64_t per;
+                model_series_grows(&ser, &per);
+                char p[32];
+                fprintf(f, "    grows by %s per %s: %s\n", rep_bytes(per, p), epoch_word(sys),
+                        site_label(m, s->site, lbl, sizeof lbl));
+                fprintf(f, "      %s at the first %s, %s at the last; rose at %u of %u steps\n",
+                        rep_bytes(ser.first, a), epoch_word(sys), rep_bytes(ser.last, b), ser.ups, ser.n - 1);
+                site_print(f, m, s->site, "        ", c->depth);
+            }
+        } else if (sys >= 0 && d->epoch[sys] >= 3) {
+            fprintf(f, "  no site grows from %s to %s (%u %ss)\n", epoch_word(sys), epoch_word(sys), d->epoch[sys],
+                    sys == EPOCH_MARKS ? "mark" : "trough");
+        }
+        free(r);
+    }
+    if (!any)
+        fprintf(f, "no device activity in this log\n");
+}
+
+static void site_obj(cli_ctx_t *c, const model_t *m, const model_sstat_t *s)
+{
+    json_u64(&c->j, "bytes", s->live_req);
+    json_u64(&c->j, "count", s->live_count);
+    json_u64(&c->j, "block_bytes", s->live_blk);
+    json_u64(&c->j, "peak_bytes", s->peak_req);
+    site_json(&c->j, m, s->site);
+}
+
+void rep_leaks_json(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
+{
+    json_t *j = &c->j;
+    if (o->at_mark) {
+        json_obj(j, "at");
+        json_str(j, "requested", o->at_label);
+        json_bool(j, "found", m->stopped);
+        if (m->stopped && m->nmarks) {
+            json_u64(j, "mark", m->marks[m->nmarks - 1].id);
+            json_str(j, "label", m->marks[m->nmarks - 1].label);
+            json_u64(j, "t", m->marks[m->nmarks - 1].t);
+        }
+        json_obj_end(j);
+    }
+    json_arr(j, "leaks");
+    for (int dev = 0; dev < m->ndev; dev++) {
+        if (!m->dev[dev])
+            continue;
+        json_obj(j, NULL);
+        json_u64(j, "device", (uint64_t)dev);
+        ranked_t *r = NULL;
+        uint64_t bytes, count;
+        size_t n = live_sites(m, dev, &r, &bytes, &count);
+        json_u64(j, "live_bytes", bytes);
+        json_u64(j, "live_count", count);
+        json_arr(j, "sites");
+        size_t shown = o->top && n > o->top ? o->top : n;
+        for (size_t i = 0; i < shown; i++) {
+            json_obj(j, NULL);
+            site_obj(c, m, &m->sst[r[i].sidx]);
+            json_obj_end(j);
+        }
+        json_arr_end(j);
+        json_u64(j, "sites_total", n);
+        free(r);
+        int sys = model_epoch_system(m, dev, 3);
+        json_str(j, "epochs", sys == EPOCH_MARKS ? "marks" : sys == EPOCH_TROUGHS ? "troughs" : NULL);
+        json_u64(j, "epoch_count", sys >= 0 ? m->dev[dev]->epoch[sys] : 0);
+        size_t g = growing_sites(m, dev, sys, &r);
+        json_arr(j, "growing");
+        shown = o->top && g > o->top ? o->top : g;
+        for (size_t i = 0; i < shown; i++) {
+            const model_sstat_t *s = &m->sst[r[i].sidx];
+            model_series_t ser = model_site_series(m, s, sys);
+            uint64_t per;
+            model_series_grows(&ser, &per);
+            json_obj(j, NULL);
+            json_u64(j, "bytes_per_epoch", per);
+            json_u64(j, "epochs", ser.n);
+            json_u64(j, "first", ser.first);
+            json_u64(j, "last", ser.last);
+            json_u64(j, "rises", ser.ups);
+            json_u64(j, "falls", ser.downs);
+            site_obj(c, m, s);
+            json_obj_end(j);
+        }
+        json_arr_end(j);
+        free(r);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+}
+
+static void leaks_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf;
+    if (c->json)
+        rep_leaks_json(c, m, arg);
+    else
+        rep_leaks_text(c, m, arg);
+}
+
+static const char usage[] =
+    "usage: gmshim leaks [--at MARK] [--top N] [--depth N] [--json] LOG...\n"
+    "\n"
+    "Allocations still live at the end of the log, grouped by call site, largest first, with the\n"
+    "count, the bytes requested and the stack (Python frames first, then native, symbolized from\n"
+    "the programs' files); then the sites whose live bytes grow from mark to mark (or, without\n"
+    "marks, from one low-water trough of allocated memory to the next).\n"
+    "\n"
+    "  -a, --at MARK   stop at a mark: its number (1, 2, ...) or its label\n"
+    "  -n, --top N     sites listed per device (default 10; 0: all)\n"
+    "  -d, --depth N   frames shown per site (default 12; 0: all)\n"
+    "  -j, --json      one JSON document\n"
+    "  -h, --help      this text\n";
+
+int cmd_leaks(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"at", required_argument, NULL, 'a'},
+        {"top", required_argument, NULL, 'n'},
+        {"depth", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "leaks");
+    c.json = cli_global.json;
+    c.progress = isatty(2);
+    leaks_opts_t o = {0, NULL, 10};
+    optind = 0;
+    int opt;
+    char *end;
+    while ((opt = getopt_long(argc, argv, "+a:n:d:jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'a':
+            o.at_mark = 1;
+            o.at_label = optarg;
+            c.stop_mark_label = optarg;
+            long id = strtol(optarg, &end, 10);
+            if (!*end && id > 0 && id < INT32_MAX)
+                c.stop_mark_id = (int)id;
+            break;
+        case 'n':
+            o.top = (unsigned)strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                fprintf(stderr, "gmshim leaks: --top %s: not a number\n", optarg);
+                return CLI_FAIL;
+            }
+            break;
+        case 'd':
+            c.depth = (unsigned)strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                fprintf(stderr, "gmshim leaks: --depth %s: not a number\n", optarg);
+                return CLI_FAIL;
+            }
+            break;
+        case 'j': c.json = 1; break;
+        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gmshim leaks: no log given\n%s", usage);
+        return CLI_FAIL;
+    }
+    c.top = o.top;
+    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, leaks_one, &o);
+    return cli_finish(&c, rc);
+}

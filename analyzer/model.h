@@ -1,0 +1,297 @@
+/* The replay model: a log's records through a model of each device's pool (live blocks,
+ * segments, counters, peaks, epochs, per-site bytes, OOM snapshots). Memory grows with what is
+ * live, the sites and the OOMs, never with the number of events. */
+#ifndef GM_MODEL_H
+#define GM_MODEL_H
+
+#include "reader.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MODEL_MAX_DEVICES 255
+#define MODEL_TL_BUCKETS 1024
+#define MODEL_MAX_OOMS 64          /* analysed in full; further ones are counted */
+#define MODEL_TOP 5
+#define MODEL_FRAG_SAMPLES 12
+
+/* What to keep beyond the counters (the summary needs none of it). */
+enum {
+    MODEL_SITES = 1u << 0,         /* per-site live bytes and growth */
+    MODEL_EPOCHS = 1u << 1,        /* marks and low-water epochs (leak growth, OOM causes) */
+    MODEL_FRAG = 1u << 2,          /* fragmentation snapshots at fixed times */
+    MODEL_TIMELINE = 1u << 3,      /* allocated and reserved over time, in buckets */
+    MODEL_ALL = 0x0fu,
+    MODEL_RANGE = 1u << 8,         /* internal: one window of a parallel summary (model.c) */
+};
+
+enum { EPOCH_MARKS = 0, EPOCH_TROUGHS = 1 };
+
+/* A live allocation, 32 bytes (two per cache line). Read it with the model_live_* helpers. */
+typedef struct model_live {
+    uint64_t ptr;
+    uint64_t blk;                  /* 0..47 bytes it occupies; 48..55 device; 56..58 kind; 59 graph */
+    uint64_t req;                  /* 0..47 bytes requested; 48..63 bits 32..47 of (time >> 8) */
+    uint32_t t_lo;                 /* bits 0..31 of (time >> 8) */
+    uint32_t sidx;                 /* index of its (device, site) statistics, 0 = none */
+} model_live_t;
+
+#define MODEL_48 ((1ull << 48) - 1)
+static inline uint64_t model_live_block(const model_live_t *e) { return e->blk & MODEL_48; }
+static inline unsigned model_live_dev(const model_live_t *e) { return (unsigned)(e->blk >> 48) & 0xff; }
+static inline unsigned model_live_kind(const model_live_t *e) { return (unsigned)(e->blk >> 56) & 7; }
+static inline int model_live_graph(const model_live_t *e) { return (int)(e->blk >> 59) & 1; }
+static inline uint64_t model_live_req(const model_live_t *e) { return e->req & MODEL_48; }
+/* Allocation time, ns (to 256 ns). */
+static inline uint64_t model_live_time(const model_live_t *e) { return ((e->req >> 48) << 32 | e->t_lo) << 8; }
+
+typedef struct model_livemap {
+    model_live_t *slots;
+    size_t cap, count;
+    unsigned shift;
+} model_livemap_t;
+
+/* Generic open-addressing map, 64-bit keys (0 is never stored) to 64-bit values. */
+typedef struct model_map {
+    uint64_t *keys, *vals;
+    size_t cap, count;
+    unsigned shift;
+} model_map_t;
+
+/* A series of per-epoch low-water values: enough to tell steady growth. */
+typedef struct model_series {
+    uint32_t n, ups, downs;
+    uint64_t first, last;
+} model_series_t;
+
+/* Per (device, call site). */
+typedef struct model_sstat {
+    uint32_t site;
+    uint8_t dev;
+    uint64_t live_req, live_blk, live_count;
+    uint64_t peak_req;
+    uint64_t allocs, bytes_total;
+    uint32_t acc_epoch[2];
+    uint64_t ep_min[2];
+    model_series_t ser[2];
+} model_sstat_t;
+
+typedef struct model_sitedef {
+    uint32_t id;
+    uint16_t nnative, npy;
+    uint64_t *native;
+    gmlog_pyframe_t *py;
+} model_sitedef_t;
+
+typedef struct model_module {
+    uint32_t id;
+    uint64_t base, start, end;
+    uint8_t build_id[64];
+    uint8_t build_id_len;
+    char *path;
+} model_module_t;
+
+typedef struct model_mark {
+    uint32_t id;
+    uint64_t t;
+    char *label;
+} model_mark_t;
+
+typedef struct model_bucket {
+    uint64_t amax, amin, rmax;     /* allocated max/min, reserved max in the bucket */
+    uint64_t alast, rlast, qlast;  /* allocated, reserved, requested at its end */
+    uint32_t segs_last;
+    uint32_t used;
+} model_bucket_t;
+
+/* Free space of a device's pool at one moment, from the segments and the live blocks. */
+typedef struct model_frag {
+    int dev;
+    uint64_t t;
+    uint64_t reserved, allocated, requested;
+    uint64_t internal;             /* block - requested, over live pool blocks */
+    uint64_t external;             /* free gaps inside segments */
+    uint64_t largest_free;         /* largest gap */
+    uint64_t free_gaps, segments;
+    uint64_t stray_blocks;         /* live pool blocks outside every known segment */
+} model_frag_t;
+
+typedef struct model_top {
+    uint32_t sidx;
+    uint64_t bytes, count;
+} model_top_t;
+
+typedef struct model_grow {
+    uint32_t sidx;
+    model_series_t ser;
+} model_grow_t;
+
+typedef struct model_oom {
+    gmlog_oom_t rec;               /* the record as logged */
+    uint64_t t, seq, off;
+    uint8_t dev;
+    int analysed;
+    uint64_t limit;                /* GMSHIM_DEVICE_LIMIT in force, 0 = none */
+    uint64_t device_total;         /* from the DEVICE record */
+    uint64_t released_before;      /* bytes the OOM's own cache release gave back first */
+    uint64_t allocated, requested, reserved;  /* the model's own figures then */
+    uint64_t persistent, transient;           /* live bytes allocated before / since the epoch start */
+    uint64_t unpooled_live;        /* managed, pitched, async... bytes live on the device */
+    int epoch_system;              /* EPOCH_MARKS, EPOCH_TROUGHS, or -1: no epochs yet */
+    uint32_t epoch_index;          /* marks or troughs before the failure */
+    uint64_t epoch_start;          /* time of the last mark / trough */
+    char *epoch_label;             /* the last mark's label */
+    model_series_t lowwater;       /* the device's per-epoch low-water values */
+    model_frag_t frag;
+    model_top_t top[MODEL_TOP];
+    unsigned ntop;
+    model_grow_t grow[MODEL_TOP];
+    unsigned ngrow;
+} model_oom_t;
+
+typedef struct model_retry {
+    uint64_t t;
+    uint64_t request;
+    uint8_t dev, flags;
+} model_retry_t;
+
+typedef struct model_warning {
+    uint64_t t, ptr;
+    uint32_t site, aux;
+    uint8_t dev, kind;
+} model_warning_t;
+
+/* A parallel summary's window: its maxima up to a free of a block allocated before it. */
+typedef struct model_unfree {
+    uint64_t ptr;
+    uint8_t dev;
+    uint64_t max_req, max_alloc, max_res, max_segs;      /* biased (see model.c) */
+    uint64_t t_req, t_alloc, t_res;
+} model_unfree_t;
+
+typedef struct model_dev {
+    int present;
+    int id;
+    char name[128];
+    uint64_t total, free_at_start;
+    uint64_t limit, limit_max;
+    /* counts */
+    uint64_t allocs, frees;                     /* every kind */
+    uint64_t allocs_kind[8], frees_kind[8];
+    uint64_t live_kind_bytes[8], live_kind_count[8];
+    uint64_t hits, misses, graph_allocs;
+    uint64_t pool_alloc_ns, pool_free_ns, pass_alloc_ns, pass_free_ns;
+    uint64_t seg_allocs, seg_frees, seg_alloc_ns, seg_free_ns, graph_segments;
+    uint64_t fences, fence_waits, fence_wait_ns;
+    uint64_t empty_caches, empty_bytes, empty_segments, empty_by_reason[8];
+    uint64_t ooms, retries;
+    uint64_t warnings[8];
+    uint64_t unmatched_frees, replaced, resets, captures, bad_segment_frees;
+    /* figures now and at their peak */
+    uint64_t requested, allocated, reserved, segments;
+    uint64_t peak_requested, peak_allocated, peak_reserved, peak_segments;
+    uint64_t peak_requested_t, peak_allocated_t, peak_reserved_t;
+    uint64_t peak_seq, peak_seq_alloc;         /* where reserved peaked with the most allocated */
+    uint64_t pending_release;                  /* bytes an OOM-reason empty cache just released */
+    int limit_seen;
+    model_map_t segmap;                        /* base -> size */
+    /* epochs: [EPOCH_MARKS], [EPOCH_TROUGHS] */
+    uint32_t epoch[2];
+    uint64_t epoch_start[2];
+    uint64_t ep_min[2];
+    model_series_t lowwater[2];
+    int tr_up;
+    uint64_t tr_lo, tr_lo_t, tr_hi;
+    model_bucket_t *tl;
+} model_dev_t;
+
+typedef struct model {
+    rd_log_t *lf;
+    unsigned flags;
+    uint64_t stop_seq;             /* stop before this record (UINT64_MAX: never) */
+    int stop_mark_id;              /* stop after this mark (0: never) */
+    const char *stop_mark_label;
+    int stopped;                   /* a stop condition was met */
+    int progress;                  /* show progress on stderr */
+    /* what was read */
+    uint64_t records, by_type[GMLOG_TYPE_MAX + 1], malformed;
+    uint64_t last_t;
+    int end_seen;
+    uint32_t end_reason;
+    uint64_t end_t;
+    /* devices */
+    model_dev_t *dev[256];          /* by id; [255] (no device) stays NULL */
+    int ndev;                      /* highest present id + 1 */
+    model_livemap_t live;
+    /* sites */
+    model_sstat_t *sst;            /* [0] unused */
+    size_t nsst, capsst;
+    model_map_t sstmap;            /* dev << 32 | site -> index */
+    model_sitedef_t *sites;
+    size_t nsites, capsites;
+    model_map_t sitemap;           /* site id -> index + 1 */
+    char **strings;
+    size_t nstrings, capstrings;
+    model_map_t strmap;            /* string id -> index + 1 */
+    model_module_t *modules;
+    size_t nmodules, capmodules;
+    /* events worth listing */
+    model_mark_t *marks;
+    size_t nmarks, capmarks;
+    uint64_t marks_total;
+    model_oom_t *ooms;
+    size_t nooms, capooms;
+    uint64_t ooms_total;
+    model_retry_t *retries;
+    size_t nretries, capretries;
+    uint64_t retries_total;
+    model_warning_t *warns;
+    size_t nwarns;
+    uint64_t warns_total;
+    /* timeline */
+    unsigned tl_shift;             /* bucket width = 1 << tl_shift ns */
+    model_frag_t *fsnap;           /* [MODEL_FRAG_SAMPLES * devices] samples */
+    size_t nfsnap, capfsnap;
+    unsigned next_sample;
+    uint64_t sample_t[MODEL_FRAG_SAMPLES];
+    /* a window of a parallel summary */
+    model_unfree_t *unfree;
+    size_t nunfree, capunfree;
+    int saw_reset;
+    unsigned windows;              /* windows a parallel summary was stitched from (0: in order) */
+} model_t;
+
+/* Replays lf into m (rewinding it first). flags: MODEL_*. Returns 0. */
+int model_build(model_t *m, rd_log_t *lf, unsigned flags);
+/* The same, stopping before record number stop_seq, or after the mark whose id is mark_id or
+ * whose label is mark_label; m->stopped says whether it was reached. */
+int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id,
+                      const char *mark_label);
+void model_free(model_t *m);
+
+/* The fragmentation of device `dev` now. */
+void model_frag_now(const model_t *m, int dev, model_frag_t *out);
+/* Fragmentation at the device's peak: replays the log up to it (a second pass). */
+int model_frag_at_peak(const model_t *m, int dev, model_frag_t *out);
+
+/* Which epochs describe a device's run: marks when there are `need` of them, else troughs when
+ * there are `need`, else whichever there are (-1: none). */
+int model_epoch_system(const model_t *m, int dev, unsigned need);
+/* A site's per-epoch low-water series over the closed epochs (the current one is unfinished). */
+model_series_t model_site_series(const model_t *m, const model_sstat_t *s, int sys);
+/* The device's own series. */
+model_series_t model_dev_series(const model_t *m, const model_dev_t *d, int sys);
+/* Whether a series grows steadily; *per_epoch gets the mean growth per epoch. */
+int model_series_grows(const model_series_t *s, uint64_t *per_epoch);
+
+/* Site lookups; NULL when unknown. */
+const model_sitedef_t *model_site(const model_t *m, uint32_t id);
+const char *model_string(const model_t *m, uint32_t id);
+const model_module_t *model_module(const model_t *m, uint32_t id);
+
+/* The rank of the log: RANK from the metadata, else -1. */
+int model_rank(const model_t *m);
+/* Live bytes of device `dev` at this moment, largest sites first (at most max). */
+unsigned model_top_sites(const model_t *m, int dev, model_top_t *out, unsigned max);
+
+#endif

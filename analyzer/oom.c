@@ -1,0 +1,393 @@
+/* `gmshim oom`: each failed allocation with what was asked, what the device and the pool had,
+ * ONE cause with its evidence (capacity, transient, leak, fragmentation, outside — the rules are
+ * in oom_classify and docs/cli.md), the top live call sites at that moment and the remedies
+ * that fit the cause. Recovered failures are listed as retries. */
+#include "commands.h"
+#include "output.h"
+#include "sites.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const cause_names[] = {"capacity", "transient", "leak", "fragmentation", "outside"};
+
+const char *oom_cause_name(oom_cause_t c)
+{
+    return (unsigned)c < 5 ? cause_names[c] : "?";
+}
+
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+void oom_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
+{
+    (void)m;
+    char a[32], b[32], c[32], d[32], e[32];
+    const gmlog_oom_t *r = &o->rec;
+    memset(v, 0, sizeof *v);
+    v->request = r->request ? (r->request + 511) / 512 * 512 : 512;
+    v->under_limit = (o->rec.h.flags & GMLOG_OOM_LIMIT) != 0;
+    /* The driver's free figure was taken before the OOM's cache release, the pool's figures
+     * after it: put the released bytes back to compare like with like. */
+    uint64_t reserved_then = r->reserved + o->released_before;
+    uint64_t total = r->driver_total ? r->driver_total : o->device_total;
+    if (v->under_limit) {
+        v->available = o->limit ? o->limit : r->reserved;
+        v->outside = 0;
+    } else {
+        v->outside = r->driver_total ? sub0(r->driver_total, r->driver_free + reserved_then) : 0;
+        v->available = sub0(total, v->outside);
+        if (o->limit && o->limit < v->available)
+            v->available = o->limit;
+    }
+    v->pool_free = sub0(r->reserved, r->allocated);
+    uint64_t live = r->allocated ? r->allocated : o->allocated;
+    uint64_t driver_free_now = r->driver_free + o->released_before;
+
+    if (v->pool_free >= v->request && r->largest_free < v->request && v->pool_free * 10 >= r->reserved) {
+        v->cause = OOM_FRAGMENTATION;
+        snprintf(v->why, sizeof v->why,
+                 "the pool had %s free (reserved %s - allocated %s) but its largest free block was %s, "
+                 "smaller than the %s asked for: the free memory is split into %u pieces",
+                 rep_bytes(v->pool_free, a), rep_bytes(r->reserved, b), rep_bytes(r->allocated, c),
+                 rep_bytes(r->largest_free, d), rep_bytes(v->request, e), r->free_blocks);
+        return;
+    }
+    if (!v->under_limit && total && v->outside >= total / 10 && v->outside + driver_free_now >= v->request) {
+        v->cause = OOM_OUTSIDE;
+        snprintf(v->why, sizeof v->why,
+                 "%s of the device's %s is held outside gmshim's pool (the CUDA context, libraries with "
+                 "their own allocator, other processes%s); without it the %s request would have fit",
+                 rep_bytes(v->outside, a), rep_bytes(total, b),
+                 o->unpooled_live ? ", this program's unpooled allocations" : "", rep_bytes(v->request, c));
+        return;
+    }
+    model_series_t lw = o->lowwater;
+    uint64_t per;
+    if (model_series_grows(&lw, &per) && (lw.last - lw.first) * 5 >= live) {
+        v->cause = OOM_LEAK;
+        v->growth = lw.last - lw.first;
+        v->growth_per_epoch = per;
+        snprintf(v->why, sizeof v->why,
+                 "the low-water mark of allocated memory rose from %s to %s over %u %s (%s per %s, up at "
+                 "%u of %u steps): %s of the %s live at the failure is growth that was never freed",
+                 rep_bytes(lw.first, a), rep_bytes(lw.last, b), lw.n,
+                 o->epoch_system == EPOCH_MARKS ? "marks" : "iterations", rep_bytes(per, c),
+                 o->epoch_system == EPOCH_MARKS ? "mark" : "iteration", lw.ups, lw.n - 1,
+                 rep_bytes(v->growth, d), rep_bytes(live, e));
+        return;
+    }
+    if (o->persistent + v->request > v->available || o->epoch_system < 0 || !o->transient) {
+        v->cause = OOM_CAPACITY;
+        if (o->persistent + v->request > v->available)
+            snprintf(v->why, sizeof v->why,
+                     "%s live %s plus the %s request exceed the %s the device gives this process%s",
+                     rep_bytes(o->persistent, a),
+                     o->epoch_system < 0 ? "(no marks or iterations seen: all of it counts as persistent)"
+                                         : "across iterations (allocated before the current one)",
+                     rep_bytes(v->request, b), rep_bytes(v->available, c),
+                     v->under_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "");
+        else
+            snprintf(v->why, sizeof v->why,
+                     "%s live plus the %s request (a %s segment from the driver) did not fit in the %s the "
+                     "device gives this process%s; %s",
+                     rep_bytes(o->persistent + o->transient, a), rep_bytes(v->request, b),
+                     rep_bytes(r->segment, e), rep_bytes(v->available, c),
+                     v->under_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "",
+                     o->epoch_system < 0 ? "with no marks or iterations in the log, all of it counts as persistent"
+                                         : "nothing was allocated in the current iteration");
+        return;
+    }
+    v->cause = OOM_TRANSIENT;
+    snprintf(v->why, sizeof v->why,
+             "%s of the %s live were allocated in the current %s (since %s); the %s that lives across "
+             "iterations plus the request would fit in %s, the iteration's own memory does not",
+             rep_bytes(o->transient, a), rep_bytes(o->persistent + o->transient, b),
+             o->epoch_system == EPOCH_MARKS ? "iteration" : "iteration",
+             o->epoch_system == EPOCH_MARKS ? "the last mark" : "the last low-water trough",
+             rep_bytes(o->persistent, c), rep_bytes(v->available, d));
+}
+
+static const char *const remedies[5][6] = {
+    [OOM_CAPACITY] = {
+        "the persistent state (weights, optimizer state, caches) does not fit: shrink it — mixed "
+        "precision or bf16 weights, an 8-bit optimizer, sharding across GPUs (FSDP/ZeRO), CPU offload, "
+        "a smaller model",
+        "or use a GPU with more memory; under GMSHIM_DEVICE_LIMIT, raise the cap",
+        NULL},
+    [OOM_TRANSIENT] = {
+        "the iteration's own memory (activations, temporaries) is what overflows: a smaller batch with "
+        "gradient accumulation to keep the effective batch",
+        "activation checkpointing (torch.utils.checkpoint) trades compute for activation memory",
+        "mixed precision (autocast to bf16/fp16) halves activations; shorter sequences help too",
+        "free large temporaries early (del, or do not keep them referenced until the end of the step)",
+        NULL},
+    [OOM_LEAK] = {
+        "something allocated every iteration is kept: drop the references that keep it, at the growing "
+        "sites named here",
+        "typical in PyTorch: accumulating `loss` instead of `loss.item()` (keeps every graph alive), "
+        "appending tensors that require grad to a list, caching outputs without .detach()",
+        "`gmshim leaks LOG` lists the sites whose live bytes grow per iteration; mark iterations with "
+        "gmshim_mark() to sharpen it",
+        NULL},
+    [OOM_FRAGMENTATION] = {
+        "GMSHIM_MAX_SPLIT=<size> (e.g. 128M) stops large blocks from being split for small requests",
+        "GMSHIM_PENDING_WAIT=1 (the default) lets freed blocks be reused after their fence instead of "
+        "growing the pool",
+        "allocate large, long-lived buffers first and in few sizes; gmshim_empty_cache() between phases "
+        "returns whole free segments",
+        NULL},
+    [OOM_OUTSIDE] = {
+        "GMSHIM_CUPTI=1 names the libraries that allocate outside the pool (cuBLAS, cuDNN, NCCL...)",
+        "check other processes on the GPU (nvidia-smi); limit library workspaces (CUBLAS_WORKSPACE_CONFIG, "
+        "NCCL_BUFFSIZE); CUDA_MODULE_LOADING=LAZY shrinks the context",
+        "if a framework keeps its own cache, turn it off so that gmshim sees everything "
+        "(PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
+        NULL},
+};
+
+static const char *epoch_label(const model_oom_t *o, char *buf, size_t len)
+{
+    char t[32];
+    if (o->epoch_system == EPOCH_MARKS)
+        snprintf(buf, len, "mark %u \"%s\" at %s", o->epoch_index, o->epoch_label ? o->epoch_label : "",
+                 rep_time(o->epoch_start, t));
+    else if (o->epoch_system == EPOCH_TROUGHS)
+        snprintf(buf, len, "low-water trough %u at %s", o->epoch_index, rep_time(o->epoch_start, t));
+    else
+        snprintf(buf, len, "none");
+    return buf;
+}
+
+static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsigned n)
+{
+    FILE *f = c->out;
+    char a[32], b[32], d[32], e[32], t[32], lbl[512];
+    oom_verdict_t v;
+    oom_classify(m, o, &v);
+    fprintf(f, "%sOOM %u%s on device %u at %s: %s asked for (the pool asked the driver for %s)\n", rep_bold(), n,
+            rep_reset(), o->dev, rep_time(o->t, t), rep_bytes(o->rec.request, a), rep_bytes(o->rec.segment, b));
+    fprintf(f, "  from     %s\n", site_label(m, o->rec.site, lbl, sizeof lbl));
+    if (v.under_limit)
+        fprintf(f, "  device   refused by GMSHIM_DEVICE_LIMIT: cap %s\n", rep_bytes(v.available, a));
+    else
+        fprintf(f, "  device   %s total, %s free in the driver, %s held outside the pool\n",
+                rep_bytes(o->rec.driver_total ? o->rec.driver_total : o->device_total, a),
+                rep_bytes(o->rec.driver_free, b), rep_bytes(v.outside, d));
+    fprintf(f, "  pool     reserved %s, allocated %s (requested %s), cached %s, pending %s, largest free %s\n",
+            rep_bytes(o->rec.reserved, a), rep_bytes(o->rec.allocated, b), rep_bytes(o->rec.requested, d),
+            rep_bytes(o->rec.cached, e), rep_bytes(o->rec.pending, t), rep_bytes(o->rec.largest_free, lbl));
+    fprintf(f, "  live     %s persistent, %s since the epoch start (%s)\n", rep_bytes(o->persistent, a),
+            rep_bytes(o->transient, b), epoch_label(o, lbl, sizeof lbl));
+    fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), v.why);
+    if (v.cause == OOM_LEAK && o->ngrow) {
+        fprintf(f, "  growing sites:\n");
+        for (unsigned i = 0; i < o->ngrow; i++) {
+            const model_sstat_t *s = &m->sst[o->grow[i].sidx];
+            uint64_t per;
+            model_series_grows(&o->grow[i].ser, &per);
+            fprintf(f, "    +%s per %s: %s\n", rep_bytes(per, a), o->epoch_system == EPOCH_MARKS ? "mark" : "iteration",
+                    site_label(m, s->site, lbl, sizeof lbl));
+            site_print(f, m, s->site, "        ", c->depth);
+        }
+    }
+    if (o->ntop) {
+        fprintf(f, "  top live call sites then:\n");
+        for (unsigned i = 0; i < o->ntop; i++) {
+            const model_sstat_t *s = &m->sst[o->top[i].sidx];
+            fprintf(f, "    %10s %6s x  %s\n", rep_bytes(o->top[i].bytes, a), rep_count(o->top[i].count, b),
+                    site_label(m, s->site, lbl, sizeof lbl));
+            if (i < 3)
+                site_print(f, m, s->site, "                     ", c->depth < 4 && c->depth ? c->depth : 4);
+        }
+    }
+    fprintf(f, "  %sremedies%s:\n", rep_green(), rep_reset());
+    for (int i = 0; remedies[v.cause][i]; i++)
+        fprintf(f, "    - %s\n", remedies[v.cause][i]);
+}
+
+void rep_oom_text(cli_ctx_t *c, const model_t *m)
+{
+    FILE *f = c->out;
+    char a[32], t[32];
+    if (!m->ooms_total && !m->retries_total) {
+        fprintf(f, "no out-of-memory failures\n");
+        return;
+    }
+    for (size_t i = 0; i < m->nooms; i++)
+        one_text(c, m, &m->ooms[i], (unsigned)i + 1);
+    if (m->ooms_total > m->nooms)
+        fprintf(f, "... %" PRIu64 " more OOMs, counted but not analysed\n", m->ooms_total - m->nooms);
+    if (m->retries_total) {
+        fprintf(f, "%sretries%s: %" PRIu64 " allocation%s failed in the driver first and succeeded after gmshim "
+                "released its cache:", rep_bold(), rep_reset(), m->retries_total, m->retries_total == 1 ? "" : "s");
+        for (size_t i = 0; i < m->nretries && i < 8; i++)
+            fprintf(f, "%s %s at %s", i ? "," : "", rep_bytes(m->retries[i].request, a), rep_time(m->retries[i].t, t));
+        fprintf(f, "%s\n", m->retries_total > 8 ? ", ..." : "");
+    }
+}
+
+void rep_oom_json(cli_ctx_t *c, const model_t *m)
+{
+    json_t *j = &c->j;
+    json_arr(j, "ooms");
+    for (size_t i = 0; i < m->nooms; i++) {
+        const model_oom_t *o = &m->ooms[i];
+        oom_verdict_t v;
+        oom_classify(m, o, &v);
+        json_obj(j, NULL);
+        json_u64(j, "device", o->dev);
+        json_u64(j, "t", o->t);
+        json_u64(j, "requested", o->rec.request);
+        json_u64(j, "segment", o->rec.segment);
+        json_str(j, "cause", oom_cause_name(v.cause));
+        json_str(j, "why", v.why);
+        json_obj(j, "evidence");
+        json_u64(j, "request_rounded", v.request);
+        json_u64(j, "available", v.available);
+        json_bool(j, "under_limit", v.under_limit);
+        json_u64(j, "outside", v.outside);
+        json_u64(j, "pool_free", v.pool_free);
+        json_u64(j, "driver_total", o->rec.driver_total);
+        json_u64(j, "driver_free", o->rec.driver_free);
+        json_u64(j, "released_before", o->released_before);
+        json_u64(j, "reserved", o->rec.reserved);
+        json_u64(j, "allocated", o->rec.allocated);
+        json_u64(j, "cached", o->rec.cached);
+        json_u64(j, "pending", o->rec.pending);
+        json_u64(j, "largest_free", o->rec.largest_free);
+        json_u64(j, "free_blocks", o->rec.free_blocks);
+        json_u64(j, "persistent", o->persistent);
+        json_u64(j, "transient", o->transient);
+        json_u64(j, "unpooled_live", o->unpooled_live);
+        json_str(j, "epochs", o->epoch_system == EPOCH_MARKS ? "marks" : o->epoch_system == EPOCH_TROUGHS ? "troughs" : NULL);
+        json_u64(j, "epoch", o->epoch_index);
+        json_u64(j, "epoch_start", o->epoch_start);
+        json_obj(j, "lowwater");
+        json_u64(j, "epochs", o->lowwater.n);
+        json_u64(j, "first", o->lowwater.first);
+        json_u64(j, "last", o->lowwater.last);
+        json_u64(j, "rises", o->lowwater.ups);
+        json_u64(j, "falls", o->lowwater.downs);
+        json_obj_end(j);
+        if (v.cause == OOM_LEAK) {
+            json_u64(j, "growth", v.growth);
+            json_u64(j, "growth_per_epoch", v.growth_per_epoch);
+        }
+        json_obj_end(j);
+        json_obj(j, "site");
+        site_json(j, m, o->rec.site);
+        json_obj_end(j);
+        json_arr(j, "growing_sites");
+        for (unsigned k = 0; k < o->ngrow; k++) {
+            const model_sstat_t *s = &m->sst[o->grow[k].sidx];
+            uint64_t per;
+            model_series_grows(&o->grow[k].ser, &per);
+            json_obj(j, NULL);
+            json_u64(j, "bytes_per_epoch", per);
+            json_u64(j, "bytes", s->live_req);
+            json_u64(j, "count", s->live_count);
+            site_json(j, m, s->site);
+            json_obj_end(j);
+        }
+        json_arr_end(j);
+        json_arr(j, "top_sites");
+        for (unsigned k = 0; k < o->ntop; k++) {
+            json_obj(j, NULL);
+            json_u64(j, "bytes", o->top[k].bytes);
+            json_u64(j, "count", o->top[k].count);
+            site_json(j, m, m->sst[o->top[k].sidx].site);
+            json_obj_end(j);
+        }
+        json_arr_end(j);
+        json_arr(j, "remedies");
+        for (int k = 0; remedies[v.cause][k]; k++)
+            json_str(j, NULL, remedies[v.cause][k]);
+        json_arr_end(j);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_u64(j, "ooms_total", m->ooms_total);
+    json_arr(j, "retries");
+    for (size_t i = 0; i < m->nretries; i++) {
+        json_obj(j, NULL);
+        json_u64(j, "device", m->retries[i].dev);
+        json_u64(j, "t", m->retries[i].t);
+        json_u64(j, "requested", m->retries[i].request);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_u64(j, "retries_total", m->retries_total);
+}
+
+static void oom_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf;
+    (void)arg;
+    if (c->json)
+        rep_oom_json(c, m);
+    else
+        rep_oom_text(c, m);
+}
+
+static const char usage[] =
+    "usage: gmshim oom [--depth N] [--json] LOG...\n"
+    "\n"
+    "Each allocation that failed with out of memory: what was asked, what the device and the pool\n"
+    "had, one cause with its evidence, the top live call sites at that moment and remedies.\n"
+    "Causes, tested in this order (docs/cli.md has the exact rules):\n"
+    "  fragmentation  the pool had enough free bytes, but no free block large enough\n"
+    "  outside        memory the pool does not hold (context, other libraries or processes) is at\n"
+    "                 least a tenth of the device, and without it the request would have fit\n"
+    "  leak           the low-water mark rises steadily from mark to mark (or iteration to\n"
+    "                 iteration) and that growth is at least a fifth of what is live\n"
+    "  capacity       memory live across iterations plus the request exceed the device (or the\n"
+    "                 GMSHIM_DEVICE_LIMIT cap)\n"
+    "  transient      otherwise: the current iteration's own memory overflowed\n"
+    "Allocations that failed and then succeeded after the cache was released are listed as retries.\n"
+    "\n"
+    "  -d, --depth N  frames shown per site (default 12; 0: all)\n"
+    "  -j, --json     one JSON document\n"
+    "  -h, --help     this text\n";
+
+int cmd_oom(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"depth", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "oom");
+    c.json = cli_global.json;
+    c.progress = isatty(2);
+    optind = 0;
+    int opt;
+    char *end;
+    while ((opt = getopt_long(argc, argv, "+d:jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'd':
+            c.depth = (unsigned)strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                fprintf(stderr, "gmshim oom: --depth %s: not a number\n", optarg);
+                return CLI_FAIL;
+            }
+            break;
+        case 'j': c.json = 1; break;
+        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gmshim oom: no log given\n%s", usage);
+        return CLI_FAIL;
+    }
+    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, oom_one, NULL);
+    return cli_finish(&c, rc);
+}

@@ -1,0 +1,924 @@
+/* The log reader: header, metadata, the chunks indexed by thread, the threads' records merged
+ * by time (k-way). Files are read with pread, one chunk per thread at a time: memory stays
+ * bounded and a file cut short under us is no crash. It never trusts a length, offset or count. */
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHUNK_HDR ((uint32_t)sizeof(gmlog_chunk_header_t))
+#define MAX_META 4096
+#define MAX_HEADER (64u << 20)
+
+static const uint8_t min_len[GMLOG_TYPE_MAX + 1] = {
+    [GMLOG_ALLOC] = 32,        [GMLOG_FREE] = 24,      [GMLOG_SEGMENT_ALLOC] = 32,
+    [GMLOG_SEGMENT_FREE] = 32, [GMLOG_FENCE] = 32,     [GMLOG_FENCE_WAIT] = 24,
+    [GMLOG_EMPTY_CACHE] = 24,  [GMLOG_OOM] = 96,       [GMLOG_STATS] = 64,
+    [GMLOG_MARK] = 16,         [GMLOG_MODULE] = 40,    [GMLOG_SITE] = 16,
+    [GMLOG_STRING] = 16,       [GMLOG_WARNING] = 24,   [GMLOG_DEVICE] = 32,
+    [GMLOG_CLOCK] = 16,        [GMLOG_END] = 16,       [GMLOG_CAPTURE] = 32,
+    [GMLOG_RESET] = 24,        [GMLOG_LIMIT] = 16,
+};
+
+static const char *const type_names[GMLOG_TYPE_MAX + 1] = {
+    [GMLOG_ALLOC] = "alloc",     [GMLOG_FREE] = "free",         [GMLOG_SEGMENT_ALLOC] = "segment_alloc",
+    [GMLOG_SEGMENT_FREE] = "segment_free", [GMLOG_FENCE] = "fence", [GMLOG_FENCE_WAIT] = "fence_wait",
+    [GMLOG_EMPTY_CACHE] = "empty_cache", [GMLOG_OOM] = "oom",   [GMLOG_STATS] = "stats",
+    [GMLOG_MARK] = "mark",       [GMLOG_MODULE] = "module",     [GMLOG_SITE] = "site",
+    [GMLOG_STRING] = "string",   [GMLOG_WARNING] = "warning",   [GMLOG_DEVICE] = "device",
+    [GMLOG_CLOCK] = "clock",     [GMLOG_END] = "end",           [GMLOG_CAPTURE] = "capture",
+    [GMLOG_RESET] = "reset",     [GMLOG_LIMIT] = "limit",
+};
+
+unsigned rd_min_len(unsigned type)
+{
+    return type >= 1 && type <= GMLOG_TYPE_MAX ? min_len[type] : 0;
+}
+
+const char *rd_type_name(unsigned type)
+{
+    return type >= 1 && type <= GMLOG_TYPE_MAX ? type_names[type] : NULL;
+}
+
+/* ---- byte order ---------------------------------------------------------------------------- */
+
+static inline uint32_t ld32(const uint8_t *p, int swap)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return swap ? __builtin_bswap32(v) : v;
+}
+
+static inline uint64_t ld64(const uint8_t *p, int swap)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return swap ? __builtin_bswap64(v) : v;
+}
+
+static void sw16(uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    v = __builtin_bswap16(v);
+    memcpy(p, &v, 2);
+}
+
+static void sw32(uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    v = __builtin_bswap32(v);
+    memcpy(p, &v, 4);
+}
+
+static void sw64(uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    v = __builtin_bswap64(v);
+    memcpy(p, &v, 8);
+}
+
+/* Swaps the fields of a record copied into buf (len bytes, at least its minimum length). */
+static void swap_record(uint8_t *buf, unsigned len)
+{
+    unsigned type = buf[0];
+    sw32(buf + 4);
+    switch (type) {
+    case GMLOG_ALLOC:
+        sw64(buf + 8), sw64(buf + 16), sw32(buf + 24), sw32(buf + 28);
+        if (len >= 40)
+            sw64(buf + 32);
+        break;
+    case GMLOG_FREE:
+    case GMLOG_WARNING:
+        sw64(buf + 8), sw32(buf + 16), sw32(buf + 20);
+        break;
+    case GMLOG_SEGMENT_ALLOC:
+    case GMLOG_SEGMENT_FREE:
+    case GMLOG_FENCE:
+    case GMLOG_CAPTURE:
+        sw64(buf + 8), sw64(buf + 16), sw32(buf + 24), sw32(buf + 28);
+        break;
+    case GMLOG_FENCE_WAIT:
+    case GMLOG_EMPTY_CACHE:
+        sw64(buf + 8), sw32(buf + 16), sw32(buf + 20);
+        break;
+    case GMLOG_OOM:
+        for (unsigned o = 8; o < 88; o += 8)
+            sw64(buf + o);
+        sw32(buf + 88), sw32(buf + 92);
+        break;
+    case GMLOG_STATS:
+        for (unsigned o = 8; o < 64; o += 8)
+            sw64(buf + o);
+        break;
+    case GMLOG_MARK:
+    case GMLOG_STRING:
+    case GMLOG_END:
+        sw32(buf + 8), sw32(buf + 12);
+        break;
+    case GMLOG_MODULE:
+        sw64(buf + 8), sw64(buf + 16), sw64(buf + 24), sw32(buf + 32), sw16(buf + 36);
+        break;
+    case GMLOG_SITE: {
+        sw32(buf + 8), sw16(buf + 12), sw16(buf + 14);
+        unsigned nn, np;
+        uint16_t v;
+        memcpy(&v, buf + 12, 2), nn = v;
+        memcpy(&v, buf + 14, 2), np = v;
+        unsigned o = 16;
+        for (unsigned i = 0; i < nn && o + 8 <= len; i++, o += 8)
+            sw64(buf + o);
+        for (unsigned i = 0; i < np * 4 && o + 4 <= len; i++, o += 4)
+            sw32(buf + o);
+        break;
+    }
+    case GMLOG_DEVICE:
+        sw64(buf + 8), sw64(buf + 16), sw32(buf + 24), sw32(buf + 28);
+        break;
+    case GMLOG_CLOCK:
+    case GMLOG_LIMIT:
+        sw64(buf + 8);
+        break;
+    case GMLOG_RESET:
+        sw64(buf + 8), sw64(buf + 16);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- diagnostics --------------------------------------------------------------------------- */
+
+/* The model's replay may read in a second thread while the first reports: one lock. */
+static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void rd_diag(rd_log_t *lf, uint64_t offset, int partial, const char *fmt, ...)
+{
+    pthread_mutex_lock(&diag_lock);
+    if (partial)
+        lf->partial = 1;
+    if (lf->quiet) {
+        pthread_mutex_unlock(&diag_lock); /* a later pass over records already reported */
+        return;
+    }
+    if (lf->ndiags < RD_MAX_DIAGS) {
+        rd_diag_t *d = &lf->diags[lf->ndiags];
+        d->offset = offset;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+        va_end(ap);
+    }
+    lf->ndiags++;
+    pthread_mutex_unlock(&diag_lock);
+}
+
+static int fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...)
+{
+    lf->fatal = 1;
+    if (lf->ndiags < RD_MAX_DIAGS) {
+        /* The fatal reason goes first so that callers can print diags[0]. */
+        memmove(&lf->diags[1], &lf->diags[0], lf->ndiags * sizeof lf->diags[0]);
+        rd_diag_t *d = &lf->diags[0];
+        d->offset = offset;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+        va_end(ap);
+    }
+    lf->ndiags++;
+    return -1;
+}
+
+/* Reads up to len bytes at off; returns how many there were. */
+static size_t read_at(const rd_log_t *lf, void *buf, size_t len, uint64_t off)
+{
+    if (off >= lf->size)
+        return 0;
+    if (len > lf->size - off)
+        len = (size_t)(lf->size - off);
+    if (lf->fd < 0) {
+        memcpy(buf, lf->data + off, len);
+        return len;
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(lf->fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+/* ---- header and metadata ------------------------------------------------------------------- */
+
+static int parse_header(rd_log_t *lf)
+{
+    uint8_t d[sizeof(gmlog_file_header_t)];
+    size_t size = lf->size;
+    size_t have = read_at(lf, d, sizeof d, 0);
+    if (have < sizeof d && have < size)
+        return fail(lf, have, "read error in the header");
+    if (size == 0)
+        return fail(lf, 0, "empty file: not a gmshim log");
+    size_t m = size < 8 ? size : 8;
+    if (memcmp(d, GMLOG_MAGIC, m) != 0)
+        return fail(lf, 0, "not a gmshim log (the file does not start with \"%s\")", GMLOG_MAGIC);
+    if (size < sizeof(gmlog_file_header_t))
+        return fail(lf, size, "truncated header: the file has %zu bytes, a header needs %zu", size,
+                    sizeof(gmlog_file_header_t));
+    uint32_t bo;
+    memcpy(&bo, d + 12, 4);
+    if (bo == GMLOG_BYTE_ORDER)
+        lf->swapped = 0;
+    else if (bo == __builtin_bswap32(GMLOG_BYTE_ORDER))
+        lf->swapped = 1;
+    else
+        return fail(lf, 12, "corrupt header: byte-order mark 0x%08x is neither 0x%08x nor its swap", bo,
+                    GMLOG_BYTE_ORDER);
+    int s = lf->swapped;
+    gmlog_file_header_t *h = &lf->hdr;
+    memcpy(h, d, sizeof *h);
+    h->version = ld32(d + 8, s);
+    h->byte_order = GMLOG_BYTE_ORDER;
+    h->header_size = ld32(d + 16, s);
+    h->chunk_size = ld32(d + 20, s);
+    h->start_realtime_ns = ld64(d + 24, s);
+    h->start_mono_ns = ld64(d + 32, s);
+    h->pid = ld32(d + 40, s);
+    h->flags = ld32(d + 44, s);
+    h->end_ns = ld64(d + 48, s);
+    h->close_reason = ld32(d + 56, s);
+    h->meta_size = ld32(d + 60, s);
+    if (h->version > GMLOG_VERSION)
+        return fail(lf, 8, "log format version %u is newer than this gmshim reads (%u); upgrade gmshim",
+                    h->version, GMLOG_VERSION);
+    if (h->version == 0)
+        return fail(lf, 8, "corrupt header: format version 0");
+    if (h->chunk_size < 4096 || h->chunk_size > (64u << 20) || h->chunk_size % 8)
+        return fail(lf, 20, "corrupt header: chunk size %u (expected %u)", h->chunk_size, GMLOG_CHUNK_SIZE);
+    if (h->header_size < sizeof *h || h->header_size % 8 || h->header_size > MAX_HEADER)
+        return fail(lf, 16, "corrupt header: header size %u", h->header_size);
+    if (h->header_size > size)
+        return fail(lf, size, "truncated header: it is %u bytes long, the file has %zu", h->header_size, size);
+    lf->header = malloc(h->header_size);
+    if (!lf->header)
+        return fail(lf, 0, "out of memory for a %u-byte header", h->header_size);
+    if (read_at(lf, lf->header, h->header_size, 0) != h->header_size)
+        return fail(lf, 0, "read error in the header");
+    return 0;
+}
+
+static void parse_meta(rd_log_t *lf)
+{
+    const gmlog_file_header_t *h = &lf->hdr;
+    uint64_t end = h->header_size;
+    uint64_t declared = sizeof *h + (uint64_t)h->meta_size;
+    if (declared > end) {
+        rd_diag(lf, 60, 1, "corrupt header: %u bytes of metadata do not fit in a %u-byte header",
+                h->meta_size, h->header_size);
+    } else {
+        end = declared;
+    }
+    uint64_t at = sizeof *h;
+    size_t cap = 0;
+    while (at + sizeof(gmlog_meta_t) <= end) {
+        uint16_t tag;
+        memcpy(&tag, lf->header + at, 2);
+        if (lf->swapped)
+            tag = __builtin_bswap16(tag);
+        uint32_t len = ld32(lf->header + at + 4, lf->swapped);
+        if (tag == GMLOG_META_END)
+            return;
+        if ((uint64_t)len > end - at - sizeof(gmlog_meta_t)) {
+            rd_diag(lf, at, 1, "corrupt metadata: an entry of %u bytes runs past the header", len);
+            return;
+        }
+        if (lf->nmeta >= MAX_META) {
+            rd_diag(lf, at, 0, "more than %d metadata entries; the rest are ignored", MAX_META);
+            return;
+        }
+        if (lf->nmeta == cap) {
+            cap = cap ? cap * 2 : 32;
+            rd_meta_t *n = realloc(lf->meta, cap * sizeof *n);
+            if (!n)
+                return;
+            lf->meta = n;
+        }
+        char *v = malloc((size_t)len + 1);
+        if (!v)
+            return;
+        memcpy(v, lf->header + at + sizeof(gmlog_meta_t), len);
+        v[len] = 0;
+        lf->meta[lf->nmeta++] = (rd_meta_t){tag, len, v};
+        at += sizeof(gmlog_meta_t) + (((uint64_t)len + 7) & ~7ull);
+    }
+    if (at < end)
+        rd_diag(lf, at, 1, "corrupt metadata: it ends without an end entry");
+}
+
+const char *rd_meta_get(const rd_log_t *lf, uint16_t tag)
+{
+    for (size_t i = 0; i < lf->nmeta; i++)
+        if (lf->meta[i].tag == tag)
+            return lf->meta[i].value;
+    return NULL;
+}
+
+const char *rd_meta_keyed(const rd_log_t *lf, uint16_t tag, const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < lf->nmeta; i++)
+        if (lf->meta[i].tag == tag && !strncmp(lf->meta[i].value, key, kl) && lf->meta[i].value[kl] == '=')
+            return lf->meta[i].value + kl + 1;
+    return NULL;
+}
+
+/* ---- chunks and streams -------------------------------------------------------------------- */
+
+static int chunk_order(const void *a, const void *b)
+{
+    const rd_chunk_t *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->index != y->index)
+        return x->index < y->index ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int index_chunks(rd_log_t *lf)
+{
+    const gmlog_file_header_t *h = &lf->hdr;
+    uint64_t body = lf->size - h->header_size;
+    lf->nslots = (size_t)((body + h->chunk_size - 1) / h->chunk_size);
+    if (body % h->chunk_size) {
+        lf->truncated = 1;
+        rd_diag(lf, lf->size, 1, "the file ends inside chunk %zu (%llu of its %u bytes are there): the log "
+                "was cut short", lf->nslots - 1, (unsigned long long)(body % h->chunk_size), h->chunk_size);
+    }
+    lf->chunks = calloc(lf->nslots ? lf->nslots : 1, sizeof *lf->chunks);
+    if (!lf->chunks)
+        return fail(lf, h->header_size, "out of memory indexing %zu chunks", lf->nslots);
+    int s = lf->swapped;
+    for (size_t i = 0; i < lf->nslots; i++) {
+        uint64_t off = h->header_size + (uint64_t)i * h->chunk_size;
+        uint64_t avail = lf->size - off < h->chunk_size ? lf->size - off : h->chunk_size;
+        if (avail < CHUNK_HDR)
+            continue;
+        uint8_t c[CHUNK_HDR];
+        if (read_at(lf, c, CHUNK_HDR, off) != CHUNK_HDR)
+            continue;
+        uint32_t magic = ld32(c, s);
+        if (magic == 0)
+            continue; /* never used */
+        if (magic != GMLOG_CHUNK_MAGIC) {
+            rd_diag(lf, off, 1, "chunk %zu: bad magic 0x%08x; its records are skipped", i, magic);
+            continue;
+        }
+        rd_chunk_t *ch = &lf->chunks[lf->nchunks++];
+        ch->off = off;
+        ch->tid = ld32(c + 4, s);
+        ch->index = ld64(c + 8, s);
+        ch->base_ns = ld64(c + 16, s);
+        ch->thread_chunk = ld32(c + 24, s);
+        ch->avail = (uint32_t)avail;
+        if (ch->index != i) {
+            rd_diag(lf, off + 8, 1, "chunk %zu says it is chunk %llu (corrupt chunk header)", i,
+                    (unsigned long long)ch->index);
+            ch->index = i;
+        }
+    }
+    qsort(lf->chunks, lf->nchunks, sizeof *lf->chunks, chunk_order);
+    /* One stream per thread; a tid whose numbering restarts at 0 was reused by a new thread. */
+    lf->streams = calloc(lf->nchunks ? lf->nchunks : 1, sizeof *lf->streams);
+    lf->heap = calloc(lf->nchunks ? lf->nchunks : 1, sizeof *lf->heap);
+    if (!lf->streams || !lf->heap)
+        return fail(lf, h->header_size, "out of memory indexing %zu chunks", lf->nchunks);
+    for (size_t i = 0; i < lf->nchunks; i++) {
+        const rd_chunk_t *c = &lf->chunks[i];
+        rd_stream_t *cur = lf->nstreams ? &lf->streams[lf->nstreams - 1] : NULL;
+        const rd_chunk_t *prev = i ? &lf->chunks[i - 1] : NULL;
+        if (!cur || prev->tid != c->tid || c->thread_chunk == 0) {
+            cur = &lf->streams[lf->nstreams++];
+            cur->tid = c->tid;
+            cur->first = (uint32_t)i;
+            cur->stop_chunk = UINT32_MAX;
+            if (c->thread_chunk != 0)
+                rd_diag(lf, c->off, 1, "thread %u: its chunks before chunk %u are missing", c->tid,
+                        c->thread_chunk);
+        } else if (c->thread_chunk != prev->thread_chunk + 1) {
+            rd_diag(lf, c->off, 1, "thread %u: chunk %u follows chunk %u; records in between are missing",
+                    c->tid, c->thread_chunk, prev->thread_chunk);
+        }
+        cur->nchunks++;
+    }
+    return 0;
+}
+
+/* Loads the stream's current chunk (a file's into the stream's buffer). */
+static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
+{
+    rd_chunk_t *c = &lf->chunks[s->first + s->cur];
+    s->chunk_off = c->off;
+    s->base = c->base_ns;
+    if (lf->fd < 0) {
+        s->buf = lf->data + c->off;
+    } else {
+        /* The other buffer, if records of this one were handed out: they must stay valid. */
+        if (s->handed) {
+            s->which ^= 1;
+            lf->refills++;
+        }
+        s->handed = 0;
+        uint8_t **own = &s->own[s->which];
+        if (!*own)
+            *own = malloc(lf->hdr.chunk_size);
+        size_t got = *own ? read_at(lf, *own, c->avail, c->off) : 0;
+        if (got < c->avail) {
+            if (!lf->shrank)
+                rd_diag(lf, c->off + got, 1, *own ? "the file got shorter while being read" : "out of memory");
+            lf->shrank = 1;
+            c->avail = (uint32_t)got;
+        }
+        s->buf = *own ? *own : (const uint8_t *)"";
+    }
+    s->p = s->buf + (c->avail >= CHUNK_HDR ? CHUNK_HDR : c->avail);
+    s->end = s->buf + c->avail;
+}
+
+/* Positions s at a record (the one at s->p, or in a later chunk); 0 when it has none. */
+static int stream_load(rd_log_t *lf, rd_stream_t *s)
+{
+    for (;;) {
+        const uint8_t *p = s->p;
+        if (p + 8 <= s->end && p[0] != GMLOG_END_OF_CHUNK) {
+            uint32_t len = (uint32_t)p[1] * 8;
+            if (len && p + len <= s->end) {
+                if (p[0] == GMLOG_CLOCK && len >= 16)
+                    s->next_t = ld64(p + 8, lf->swapped);
+                else
+                    s->next_t = s->base + ld32(p + 4, lf->swapped);
+                if (__builtin_expect(s->cur >= s->stop_chunk, 0) &&
+                    (s->cur > s->stop_chunk || s->next_t >= lf->win_end)) {
+                    s->done = 1; /* the end of the window */
+                    return 0;
+                }
+                return 1;
+            }
+            uint64_t off = s->chunk_off + (uint64_t)(p - s->buf);
+            if (!len)
+                rd_diag(lf, off, 1, "a record of type %u has length 0; the rest of its chunk is skipped", p[0]);
+            else if (lf->chunks[s->first + s->cur].avail == lf->hdr.chunk_size)
+                rd_diag(lf, off, 1, "a record of %u bytes runs past the end of its chunk; the rest of the chunk is "
+                        "skipped", len);
+        }
+        __atomic_store_n(&lf->chunks_done, lf->chunks_done + 1, __ATOMIC_RELAXED);
+        if (++s->cur >= s->nchunks) {
+            s->done = 1; /* its buffers stay: records handed out may still be in use */
+            return 0;
+        }
+        enter_chunk(lf, s);
+    }
+}
+
+/* The active streams: below this many a linear scan beats a heap. */
+#define FEW_STREAMS 16
+
+static inline int heap_less(const rd_log_t *lf, uint32_t a, uint32_t b)
+{
+    uint64_t ta = lf->streams[a].next_t, tb = lf->streams[b].next_t;
+    return ta < tb || (ta == tb && a < b);
+}
+
+static void heap_push(rd_log_t *lf, uint32_t v)
+{
+    size_t i = lf->nheap++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_less(lf, v, lf->heap[parent]))
+            break;
+        lf->heap[i] = lf->heap[parent];
+        i = parent;
+    }
+    lf->heap[i] = v;
+}
+
+static uint32_t heap_pop(rd_log_t *lf)
+{
+    uint32_t top = lf->heap[0];
+    uint32_t last = lf->heap[--lf->nheap];
+    size_t i = 0, n = lf->nheap;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        uint32_t best = last;
+        if (l < n && heap_less(lf, lf->heap[l], best))
+            m = l, best = lf->heap[l];
+        if (r < n && heap_less(lf, lf->heap[r], best))
+            m = r, best = lf->heap[r];
+        if (m == i)
+            break;
+        lf->heap[i] = lf->heap[m];
+        i = m;
+    }
+    if (n)
+        lf->heap[i] = last;
+    return top;
+}
+
+/* Chooses the stream with the earliest next record and sets lf->limit to the earliest of the
+ * others. With few streams they sit in lf->heap as a list (done ones removed). */
+static rd_stream_t *pick(rd_log_t *lf)
+{
+    rd_stream_t *cur = lf->current;
+    if (lf->nstreams <= FEW_STREAMS) {
+        /* The current stream's new time, or its removal; then a branch-free scan for the least
+         * and second least time (ties: the lower stream index, which comes first). */
+        if (cur) {
+            uint32_t k = lf->cur_slot;
+            if (cur->done) {
+                for (uint32_t i = k + 1; i < lf->nact; i++)
+                    lf->act_t[i - 1] = lf->act_t[i], lf->act_i[i - 1] = lf->act_i[i];
+                lf->nact--;
+            } else {
+                lf->act_t[k] = cur->next_t;
+            }
+        }
+        uint32_t n = lf->nact;
+        if (!n)
+            return lf->current = NULL;
+        uint64_t best = lf->act_t[0], second = UINT64_MAX;
+        uint32_t bi = 0;
+        for (uint32_t i = 1; i < n; i++) {
+            uint64_t t = lf->act_t[i];
+            int lt = t < best;
+            uint64_t loser = lt ? best : t;
+            second = loser < second ? loser : second;
+            best = lt ? t : best;
+            bi = lt ? i : bi;
+        }
+        lf->limit = second;
+        lf->cur_slot = bi;
+        return lf->current = &lf->streams[lf->act_i[bi]];
+    }
+    if (cur && !cur->done)
+        heap_push(lf, (uint32_t)(cur - lf->streams));
+    if (!lf->nheap)
+        return lf->current = NULL;
+    cur = &lf->streams[heap_pop(lf)];
+    lf->limit = lf->nheap ? lf->streams[lf->heap[0]].next_t : UINT64_MAX;
+    return lf->current = cur;
+}
+
+/* Latest record time in a stream's last chunk. */
+static uint64_t last_time(rd_log_t *lf, const rd_stream_t *st, uint8_t *buf)
+{
+    const rd_chunk_t *c = &lf->chunks[st->first + st->nchunks - 1];
+    uint32_t avail = (uint32_t)read_at(lf, buf, c->avail, c->off);
+    uint64_t base = c->base_ns, last = 0;
+    int have = 0;
+    for (uint32_t pos = CHUNK_HDR; pos + 8 <= avail;) {
+        const uint8_t *p = buf + pos;
+        uint32_t len = (uint32_t)p[1] * 8;
+        if (p[0] == GMLOG_END_OF_CHUNK || len == 0 || pos + len > avail)
+            break;
+        uint64_t t = base + ld32(p + 4, lf->swapped);
+        if (p[0] == GMLOG_CLOCK && len >= 16)
+            t = base = ld64(p + 8, lf->swapped);
+        if (!have || t > last)
+            last = t;
+        have = 1;
+        pos += len;
+    }
+    return last;
+}
+
+static inline void advance(rd_log_t *lf, rd_stream_t *s, uint32_t len);
+static int finish_open(rd_log_t *lf);
+
+/* The last chunk of s whose time base is at or before t (0 when none is). */
+static uint32_t chunk_at(const rd_log_t *lf, const rd_stream_t *s, uint64_t t)
+{
+    uint32_t lo = 0, hi = s->nchunks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (lf->chunks[s->first + mid].base_ns <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? lo - 1 : 0;
+}
+
+void rd_window(rd_log_t *lf, uint64_t begin, uint64_t end)
+{
+    lf->win_begin = begin;
+    lf->win_end = end;
+    for (size_t i = 0; i < lf->nstreams; i++) {
+        rd_stream_t *s = &lf->streams[i];
+        s->start_chunk = begin ? chunk_at(lf, s, begin) : 0;
+        s->stop_chunk = end != UINT64_MAX ? chunk_at(lf, s, end) : UINT32_MAX;
+    }
+}
+
+int rd_clone(const rd_log_t *src, rd_log_t *dst)
+{
+    memset(dst, 0, sizeof *dst);
+    dst->name = src->name;
+    dst->fd = -1;
+    if (src->fd >= 0) {
+        dst->fd = dup(src->fd);
+        if (dst->fd < 0)
+            return -1;
+    } else {
+        dst->data = src->data;
+    }
+    dst->size = src->size;
+    int rc = finish_open(dst);
+    dst->quiet = 1;
+    return rc;
+}
+
+void rd_rewind(rd_log_t *lf)
+{
+    lf->nheap = 0;
+    lf->nact = 0;
+    lf->advance = NULL;
+    lf->current = NULL;
+    lf->seq = 0;
+    lf->chunks_done = 0;
+    lf->unknown_records = 0;
+    for (size_t i = 0; i < lf->nstreams; i++) {
+        rd_stream_t *s = &lf->streams[i];
+        s->cur = s->start_chunk;
+        s->done = 0;
+        enter_chunk(lf, s);
+        if (!stream_load(lf, s))
+            continue;
+        /* A window's start: skip its first chunk's records before win_begin. */
+        while (lf->win_begin && !s->done && s->cur == s->start_chunk && s->next_t < lf->win_begin)
+            advance(lf, s, (uint32_t)s->p[1] * 8);
+        if (s->done)
+            continue;
+        if (lf->nstreams <= FEW_STREAMS) {
+            lf->act_t[lf->nact] = s->next_t;
+            lf->act_i[lf->nact++] = (uint32_t)i;
+        } else {
+            heap_push(lf, (uint32_t)i);
+        }
+    }
+    lf->limit = 0; /* the first rd_next() picks */
+}
+
+static int finish_open(rd_log_t *lf)
+{
+    lf->win_end = UINT64_MAX;
+    if (parse_header(lf))
+        return -1;
+    parse_meta(lf);
+    if (index_chunks(lf))
+        return -1;
+    /* Quiet first look at the starts and ends for the time range (diagnostics come later). */
+    int partial = lf->partial;
+    lf->quiet = 1;
+    rd_rewind(lf);
+    lf->partial = partial;
+    int first = 1;
+    uint8_t *buf = malloc(lf->hdr.chunk_size);
+    for (size_t i = 0; i < lf->nstreams && buf; i++) {
+        rd_stream_t *s = &lf->streams[i];
+        if (s->done)
+            continue;
+        if (first || s->next_t < lf->t_first)
+            lf->t_first = s->next_t;
+        uint64_t last = last_time(lf, s, buf);
+        if (first || last > lf->t_last)
+            lf->t_last = last;
+        first = 0;
+    }
+    free(buf);
+    if (lf->t_last < lf->t_first)
+        lf->t_last = lf->t_first;
+    lf->quiet = 0;
+    rd_rewind(lf);
+    return 0;
+}
+
+int rd_open_mem(rd_log_t *lf, const void *data, size_t size, const char *name)
+{
+    memset(lf, 0, sizeof *lf);
+    lf->name = name ? name : "<memory>";
+    lf->fd = -1;
+    if ((uintptr_t)data % 8) {
+        lf->owned = malloc(size ? size : 1);
+        if (!lf->owned)
+            return fail(lf, 0, "out of memory");
+        memcpy(lf->owned, data, size);
+        data = lf->owned;
+    }
+    lf->data = size ? data : (const uint8_t *)"";
+    lf->size = size;
+    return finish_open(lf);
+}
+
+int rd_open_path(rd_log_t *lf, const char *path)
+{
+    memset(lf, 0, sizeof *lf);
+    lf->name = path;
+    lf->fd = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(lf, 0, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(lf, 0, "cannot stat: %s", strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return fail(lf, 0, "is a directory, not a log");
+    }
+    if (S_ISREG(st.st_mode)) {
+        lf->fd = fd;
+        lf->size = (size_t)st.st_size;
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        return finish_open(lf);
+    }
+    /* A pipe or device: read it all. */
+    size_t cap = 1 << 20, len = 0;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            close(fd);
+            return fail(lf, len, "out of memory reading the input");
+        }
+        if (len == cap) {
+            uint8_t *n = cap < ((size_t)1 << 40) ? realloc(buf, cap * 2) : NULL;
+            if (!n)
+                free(buf);
+            buf = n;
+            cap *= 2;
+            continue;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return fail(lf, len, "read error: %s", strerror(e));
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    lf->owned = buf;
+    lf->data = buf;
+    lf->size = len;
+    return finish_open(lf);
+}
+
+void rd_close(rd_log_t *lf)
+{
+    if (lf->fd >= 0)
+        close(lf->fd);
+    lf->fd = -1;
+    free(lf->owned);
+    free(lf->header);
+    for (size_t i = 0; i < lf->nmeta; i++)
+        free(lf->meta[i].value);
+    for (size_t i = 0; i < lf->nstreams; i++)
+        free(lf->streams[i].own[0]), free(lf->streams[i].own[1]);
+    free(lf->meta);
+    free(lf->chunks);
+    free(lf->streams);
+    free(lf->heap);
+    lf->meta = NULL;
+    lf->nmeta = 0;
+    lf->chunks = NULL;
+    lf->nchunks = 0;
+    lf->streams = NULL;
+    lf->nstreams = lf->nheap = 0;
+    lf->heap = NULL;
+    lf->owned = NULL;
+    lf->header = NULL;
+    lf->data = NULL;
+    lf->size = 0;
+    lf->current = lf->advance = NULL;
+}
+
+double rd_progress(const rd_log_t *lf)
+{
+    uint64_t done = __atomic_load_n(&lf->chunks_done, __ATOMIC_RELAXED);
+    return lf->nchunks ? (double)done / (double)lf->nchunks : 1.0;
+}
+
+/* ---- iteration ----------------------------------------------------------------------------- */
+
+/* Moves s past the record it handed out last (which stayed valid until now). */
+static inline void advance(rd_log_t *lf, rd_stream_t *s, uint32_t len)
+{
+    const uint8_t *q = s->p + len;
+    s->p = q;
+    if (__builtin_expect(q + 8 <= s->end && q[0] != GMLOG_END_OF_CHUNK && q[0] != GMLOG_CLOCK && q[1] &&
+                         q + (size_t)q[1] * 8 <= s->end && !lf->swapped, 1)) {
+        uint32_t dt;
+        memcpy(&dt, q + 4, 4);
+        s->next_t = s->base + dt;
+        if (__builtin_expect(s->cur == s->stop_chunk, 0) && s->next_t >= lf->win_end)
+            s->done = 1; /* the end of the window */
+    } else {
+        stream_load(lf, s);
+    }
+}
+
+int rd_next(rd_log_t *lf, rd_rec_t *rec)
+{
+    for (;;) {
+        if (lf->advance) {
+            advance(lf, lf->advance, lf->advance_len);
+            lf->advance = NULL;
+        }
+        rd_stream_t *s = lf->current;
+        if (__builtin_expect(!s || s->done || s->next_t > lf->limit, 0)) {
+            s = pick(lf);
+            if (!s) {
+                lf->quiet = 1; /* the end: another pass would repeat the same diagnostics */
+                return 0;
+            }
+        }
+        const uint8_t *p = s->p;
+        uint8_t type = p[0];
+        uint32_t len = (uint32_t)p[1] * 8;
+        uint64_t t = s->next_t;
+        if (type == GMLOG_CLOCK && len >= 16)
+            s->base = t;
+        lf->advance = s;
+        lf->advance_len = len;
+        s->handed = 1;
+        uint64_t off = s->chunk_off + (uint64_t)(p - s->buf);
+        if (__builtin_expect(type <= GMLOG_TYPE_MAX && len < min_len[type], 0)) {
+            rd_diag(lf, off, 1, "a %s record of %u bytes is shorter than its layout (%u bytes); skipped",
+                    type_names[type], len, min_len[type]);
+            continue;
+        }
+        if (__builtin_expect(type > GMLOG_TYPE_MAX, 0))
+            lf->unknown_records++;
+        if (__builtin_expect(lf->swapped, 0)) {
+            memcpy(lf->swapbuf, p, len);
+            if (type <= GMLOG_TYPE_MAX)
+                swap_record(lf->swapbuf, len);
+            p = lf->swapbuf;
+        }
+        rec->p = p;
+        rec->off = off;
+        rec->t = t;
+        rec->seq = lf->seq++;
+        rec->len = len;
+        rec->tid = s->tid;
+        rec->type = type;
+        rec->device = p[2];
+        rec->flags = p[3];
+        return 1;
+    }
+}
+
+/* ---- tails --------------------------------------------------------------------------------- */
+
+int rd_site_frames(const rd_rec_t *rec, const uint64_t **native, unsigned *nnative,
+                   const gmlog_pyframe_t **py, unsigned *npy)
+{
+    const gmlog_site_t *s = (const gmlog_site_t *)rec->p;
+    uint64_t need = sizeof *s + (uint64_t)s->native * 8 + (uint64_t)s->python * sizeof(gmlog_pyframe_t);
+    if (need > rec->len)
+        return -1;
+    *native = (const uint64_t *)(rec->p + sizeof *s);
+    *nnative = s->native;
+    *py = (const gmlog_pyframe_t *)(rec->p + sizeof *s + (size_t)s->native * 8);
+    *npy = s->python;
+    return 0;
+}
+
+int rd_tail_bytes(const rd_rec_t *rec, size_t fixed, size_t want, const char **bytes)
+{
+    if (fixed > rec->len || want > rec->len - fixed)
+        return -1;
+    *bytes = (const char *)rec->p + fixed;
+    return 0;
+}

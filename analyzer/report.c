@@ -1,0 +1,99 @@
+/* `gmshim report`: one page per log with the summary, the top leaks, fragmentation at the peak
+ * and every OOM with its cause and remedies; the sections are the other reports' own. It adds
+ * no figures of its own, so it cannot disagree with them. */
+#include "commands.h"
+#include "output.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct report_opts {
+    leaks_opts_t leaks;
+} report_opts_t;
+
+static void report_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf;
+    report_opts_t *o = arg;
+    if (c->json) {
+        rep_summary_json(c, m);
+        rep_leaks_json(c, m, &o->leaks);
+        rep_frag_json(c, m, 0);
+        rep_oom_json(c, m);
+        return;
+    }
+    FILE *f = c->out;
+    fputc('\n', f);
+    rep_heading(f, "Summary");
+    rep_summary_text(c, m);
+    fputc('\n', f);
+    rep_heading(f, "Live at the end (top %u sites)", o->leaks.top);
+    rep_leaks_text(c, m, &o->leaks);
+    fputc('\n', f);
+    rep_heading(f, "Fragmentation at the peak");
+    rep_frag_text(c, m, 0);
+    fputc('\n', f);
+    rep_heading(f, "Out of memory");
+    rep_oom_text(c, m);
+}
+
+static const char usage[] =
+    "usage: gmshim report [--top N] [--depth N] [--json] LOG...\n"
+    "\n"
+    "Everything on one page, per log: the summary, the call sites still live at the end and those\n"
+    "that grow, fragmentation at the peak, and every OOM with its cause and remedies. Several logs\n"
+    "(one per rank) give a section each and a combined line.\n"
+    "\n"
+    "  -n, --top N     sites listed per device (default 5; 0: all)\n"
+    "  -d, --depth N   frames shown per site (default 8; 0: all)\n"
+    "  -j, --json      one JSON document (the summary, leaks, fragmentation and oom fields)\n"
+    "  -h, --help      this text\n";
+
+int cmd_report(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"top", required_argument, NULL, 'n'},
+        {"depth", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "report");
+    c.json = cli_global.json;
+    c.progress = isatty(2);
+    c.depth = 8;
+    report_opts_t o = {{0, NULL, 5}};
+    optind = 0;
+    int opt;
+    char *end;
+    while ((opt = getopt_long(argc, argv, "+n:d:jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            o.leaks.top = (unsigned)strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                fprintf(stderr, "gmshim report: --top %s: not a number\n", optarg);
+                return CLI_FAIL;
+            }
+            break;
+        case 'd':
+            c.depth = (unsigned)strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                fprintf(stderr, "gmshim report: --depth %s: not a number\n", optarg);
+                return CLI_FAIL;
+            }
+            break;
+        case 'j': c.json = 1; break;
+        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gmshim report: no log given\n%s", usage);
+        return CLI_FAIL;
+    }
+    c.top = o.leaks.top;
+    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
+    return cli_finish(&c, rc);
+}

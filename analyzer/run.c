@@ -1,0 +1,251 @@
+/* `gmshim run`: runs a command with the libgmshim.so that lies beside this executable preloaded
+ * and GMSHIM_LOG set, waits for it, then reports on the logs it wrote. The exit status is the
+ * command's own; gmshim's problems go to stderr and never replace it. */
+#include "commands.h"
+#include "output.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_LOG "gmshim-%n-%p.gmlog"
+
+/* The preload library: beside the executable, or in ../lib. */
+static int find_library(char *out, size_t len)
+{
+    const char *env = getenv("GMSHIM_LIBRARY");
+    if (env && *env && access(env, R_OK) == 0) {
+        snprintf(out, len, "%s", env);
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    static const char *const rel[] = {"libgmshim.so", "../lib/libgmshim.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%s", exe, rel[i]);
+        char real[PATH_MAX];
+        if (access(path, R_OK) == 0 && realpath(path, real)) {
+            snprintf(out, len, "%s", real);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A GMSHIM_LOG template's file name as an fnmatch pattern: each %x becomes *. */
+static void template_pattern(const char *name, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = name; *p && o + 3 < len; p++) {
+        if (*p == '%' && p[1]) {
+            p++;
+            if (*p == '%') {
+                out[o++] = '%';
+            } else {
+                out[o++] = '*';
+            }
+        } else if (strchr("*?[]\\", *p)) {
+            out[o++] = '\\';
+            out[o++] = *p;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = 0;
+}
+
+/* Whether a file is a gmshim log that started at or after `since` (ns since the epoch). */
+static int log_since(const char *path, uint64_t since)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    gmlog_file_header_t h;
+    ssize_t n = read(fd, &h, sizeof h);
+    close(fd);
+    return n == (ssize_t)sizeof h && !memcmp(h.magic, GMLOG_MAGIC, 8) && h.start_realtime_ns >= since;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The logs the run produced: names matching the template (or it plus ".N"), started since. */
+static int find_logs(const char *tmpl, uint64_t since, char ***out)
+{
+    char dir[PATH_MAX], pat[PATH_MAX];
+    const char *slash = strrchr(tmpl, '/');
+    if (slash) {
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - tmpl), tmpl);
+        if (!dir[0])
+            snprintf(dir, sizeof dir, "/");
+    } else {
+        snprintf(dir, sizeof dir, ".");
+    }
+    template_pattern(slash ? slash + 1 : tmpl, pat, sizeof pat);
+    char pat_n[PATH_MAX + 8];
+    snprintf(pat_n, sizeof pat_n, "%s.[0-9]*", pat);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    char **list = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (fnmatch(pat, e->d_name, 0) != 0 && fnmatch(pat_n, e->d_name, 0) != 0)
+            continue;
+        char path[PATH_MAX * 2];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) || !S_ISREG(st.st_mode) || !log_since(path, since))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **nl = realloc(list, (size_t)cap * sizeof *nl);
+            if (!nl)
+                break;
+            list = nl;
+        }
+        list[n] = strdup(!strcmp(dir, ".") ? e->d_name : path);
+        if (list[n])
+            n++;
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(list, (size_t)n, sizeof *list, by_name);
+    *out = list;
+    return n;
+}
+
+static const char usage[] =
+    "usage: gmshim run [-o LOG] [--json] [--no-report] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Runs COMMAND with libgmshim.so preloaded (the one beside this gmshim, or in ../lib;\n"
+    "GMSHIM_LIBRARY overrides) and GMSHIM_LOG set, waits for it, then prints `gmshim report` of\n"
+    "the logs it wrote (one per process that used CUDA). The exit status is COMMAND's (128+N when\n"
+    "a signal N ended it).\n"
+    "\n"
+    "  -o, --output LOG  the log path template (GMSHIM_LOG syntax: %p pid, %r rank, %n program,\n"
+    "                    %h host, %t start time); default " DEFAULT_LOG " in this directory\n"
+    "      --no-report   only run and say which logs were written\n"
+    "  -j, --json        the report as JSON\n"
+    "  -h, --help        this text\n";
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"no-report", no_argument, NULL, 'R'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *tmpl = DEFAULT_LOG;
+    int json = cli_global.json, report = 1;
+    optind = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+o:jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'o': tmpl = optarg; break;
+        case 'R': report = 0; break;
+        case 'j': json = 1; break;
+        case 'h': fputs(usage, stdout); return CLI_OK;
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gmshim run: no command given\n%s", usage);
+        return CLI_FAIL;
+    }
+    char lib[PATH_MAX];
+    if (find_library(lib, sizeof lib)) {
+        fprintf(stderr, "gmshim run: libgmshim.so is neither beside this gmshim nor in ../lib; "
+                        "set GMSHIM_LIBRARY to its path\n");
+        return CLI_FAIL;
+    }
+    if (strchr(tmpl, '/') && strchr(tmpl, '%') && strchr(tmpl, '%') < strrchr(tmpl, '/')) {
+        fprintf(stderr, "gmshim run: %%-patterns are expanded in the file name only, not in directories: %s\n", tmpl);
+        return CLI_FAIL;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t since = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "gmshim run: fork: %s\n", strerror(errno));
+        return CLI_FAIL;
+    }
+    if (pid == 0) {
+        const char *old = getenv("LD_PRELOAD");
+        size_t len = strlen(lib) + (old ? strlen(old) + 2 : 1);
+        char *pre = malloc(len);
+        if (!pre)
+            _exit(127);
+        snprintf(pre, len, "%s%s%s", lib, old && *old ? " " : "", old ? old : "");
+        setenv("LD_PRELOAD", pre, 1);
+        setenv("GMSHIM_LOG", tmpl, 1);
+        execvp(argv[optind], argv + optind);
+        fprintf(stderr, "gmshim run: cannot run %s: %s\n", argv[optind], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    /* Like system(): a Ctrl-C goes to the command; we stay to report on what it left. */
+    struct sigaction ign, old_int, old_quit;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    char **logs = NULL;
+    int n = find_logs(tmpl, since, &logs);
+    if (!n) {
+        fprintf(stderr, "gmshim run: %s wrote no log matching %s (did it use the CUDA runtime? is libcudart "
+                        "linked dynamically? nvcc needs -cudart shared)\n", argv[optind], tmpl);
+    } else if (!report) {
+        for (int i = 0; i < n; i++)
+            fprintf(stderr, "gmshim run: wrote %s\n", logs[i]);
+    } else {
+        for (int i = 0; i < n; i++)
+            fprintf(stderr, "gmshim run: log %s\n", logs[i]);
+        char *rargv[3 + 256];
+        int k = 0;
+        rargv[k++] = "report";
+        if (json)
+            rargv[k++] = "--json";
+        rargv[k++] = "--";
+        for (int i = 0; i < n && k < (int)(sizeof rargv / sizeof rargv[0]) - 1; i++)
+            rargv[k++] = logs[i];
+        rargv[k] = NULL;
+        cmd_report(k, rargv);
+    }
+    for (int i = 0; i < n; i++)
+        free(logs[i]);
+    free(logs);
+    return rc;
+}

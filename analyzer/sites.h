@@ -1,0 +1,35 @@
+/* Call sites as people read them: a site's Python frames (innermost first) then its native
+ * frames (innermost first), each symbolized; a one-line label; the text and JSON forms the
+ * reports print. Unknown sites and frames come out as such, never as a crash. */
+#ifndef GM_SITES_H
+#define GM_SITES_H
+
+#include "json.h"
+#include "model.h"
+
+#include <stdio.h>
+
+#define SITE_MAX_FRAMES 160
+
+typedef struct site_frame {
+    int python;               /* 1: a Python frame */
+    const char *function;     /* never NULL */
+    const char *file;         /* NULL when unknown */
+    unsigned line;
+    const char *module;       /* native: the module's path, NULL when unknown */
+    uint64_t offset;          /* native: offset in the module (absolute address without one) */
+    int build_id_differs;
+    char buf[48];             /* storage for a made-up function name */
+} site_frame_t;
+
+/* The frames of a site; returns how many (at most max). */
+size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t max);
+/* A short name for a site: its first Python frame, else the first native frame outside the
+ * CUDA runtime and gmshim. */
+const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len);
+/* The stack, one frame a line, at most `depth` frames (0: all). */
+void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent, unsigned depth);
+/* "frames": [...] */
+void site_json(json_t *j, const model_t *m, uint32_t site_id);
+
+#endif

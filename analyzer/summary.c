@@ -1,0 +1,310 @@
+/* `gmshim summary`: per device, the counts, peaks, cache hit rate, driver calls made against
+ * those an unpooled run would have made, the time that saved (from the logged durations),
+ * fences, unpooled and foreign allocations, warnings. It needs no per-site state, so it is the
+ * fastest report: it must stay a single streaming pass. */
+#include "commands.h"
+#include "output.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const kind_names[8] = {"pool", "pass_through", "managed", "pitched",
+                                          "host", "async", "cupti_observed", "foreign"};
+static const char *const warn_names[8] = {"other", "foreign_free", "double_free", "interior_free",
+                                          "ipc_subblock", "fell_back_to_pass_through", "sticky_error", "other"};
+
+/* Driver-call figures of a device, shared by the text and JSON forms. */
+typedef struct calls {
+    uint64_t pool_allocs, pool_frees;
+    uint64_t made;                /* segment allocs + frees (pool), or every pass-through call */
+    uint64_t unpooled;            /* one cudaMalloc and one cudaFree per allocation */
+    uint64_t mean_driver_alloc;   /* ns, 0 when unknown */
+    uint64_t mean_driver_free;
+    uint64_t mean_pool_alloc, mean_pool_free;
+    int64_t saved_ns;
+    int have_estimate;
+} calls_t;
+
+static void driver_calls(const model_dev_t *d, calls_t *k)
+{
+    memset(k, 0, sizeof *k);
+    k->pool_allocs = d->allocs_kind[GMLOG_KIND_POOL];
+    k->pool_frees = d->frees_kind[GMLOG_KIND_POOL];
+    k->made = d->seg_allocs + d->seg_frees + d->allocs_kind[GMLOG_KIND_PASS] + d->frees_kind[GMLOG_KIND_PASS];
+    k->unpooled = d->allocs_kind[GMLOG_KIND_POOL] + d->frees_kind[GMLOG_KIND_POOL] +
+                  d->allocs_kind[GMLOG_KIND_PASS] + d->frees_kind[GMLOG_KIND_PASS];
+    if (d->seg_allocs)
+        k->mean_driver_alloc = d->seg_alloc_ns / d->seg_allocs;
+    k->mean_driver_free = d->seg_frees ? d->seg_free_ns / d->seg_frees : k->mean_driver_alloc;
+    if (k->pool_allocs)
+        k->mean_pool_alloc = d->pool_alloc_ns / k->pool_allocs;
+    if (k->pool_frees)
+        k->mean_pool_free = d->pool_free_ns / k->pool_frees;
+    if (d->seg_allocs && k->pool_allocs) {
+        /* Unpooled, each allocation would have paid a driver cudaMalloc (and each free a
+         * cudaFree) of the mean cost the pool's own driver calls had here. */
+        double would = (double)k->pool_allocs * (double)k->mean_driver_alloc +
+                       (double)k->pool_frees * (double)k->mean_driver_free;
+        double did = (double)d->pool_alloc_ns + (double)d->pool_free_ns;
+        k->saved_ns = (int64_t)(would - did);
+        k->have_estimate = 1;
+    }
+}
+
+static uint64_t live_bytes(const model_dev_t *d, uint64_t *count)
+{
+    uint64_t b = 0, n = 0;
+    for (int k = 0; k < 8; k++) {
+        b += d->live_kind_bytes[k];
+        n += d->live_kind_count[k];
+    }
+    *count = n;
+    return b;
+}
+
+void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
+{
+    (void)m;
+    calls_t k;
+    driver_calls(d, &k);
+    uint64_t live_n, live_b = live_bytes(d, &live_n);
+    json_u64(j, "device", (uint64_t)d->id);
+    json_str(j, "name", d->name[0] ? d->name : NULL);
+    json_u64(j, "total", d->total);
+    json_u64(j, "limit", d->limit_max);
+    json_u64(j, "allocs", d->allocs);
+    json_u64(j, "frees", d->frees);
+    json_obj(j, "allocs_by_kind");
+    for (int i = 0; i < 8; i++)
+        if (d->allocs_kind[i])
+            json_u64(j, kind_names[i], d->allocs_kind[i]);
+    json_obj_end(j);
+    json_u64(j, "live_count", live_n);
+    json_u64(j, "live_bytes", live_b);
+    json_u64(j, "requested", d->requested);
+    json_u64(j, "allocated", d->allocated);
+    json_u64(j, "reserved", d->reserved);
+    json_u64(j, "peak_requested", d->peak_requested);
+    json_u64(j, "peak_allocated", d->peak_allocated);
+    json_u64(j, "peak_reserved", d->peak_reserved);
+    json_u64(j, "peak_segments", d->peak_segments);
+    json_u64(j, "cache_hits", d->hits);
+    json_u64(j, "cache_misses", d->misses);
+    if (d->hits + d->misses)
+        json_dbl(j, "cache_hit_rate", (double)d->hits / (double)(d->hits + d->misses));
+    else
+        json_null(j, "cache_hit_rate");
+    json_u64(j, "segment_allocs", d->seg_allocs);
+    json_u64(j, "segment_frees", d->seg_frees);
+    json_u64(j, "driver_calls", k.made);
+    json_u64(j, "unpooled_driver_calls", k.unpooled);
+    json_u64(j, "driver_alloc_mean_ns", k.mean_driver_alloc);
+    json_u64(j, "pool_alloc_mean_ns", k.mean_pool_alloc);
+    json_u64(j, "pool_free_mean_ns", k.mean_pool_free);
+    if (k.have_estimate)
+        json_i64(j, "est_time_saved_ns", k.saved_ns);
+    else
+        json_null(j, "est_time_saved_ns");
+    json_u64(j, "fences", d->fences);
+    json_u64(j, "fence_waits", d->fence_waits);
+    json_u64(j, "fence_wait_ns", d->fence_wait_ns);
+    json_u64(j, "empty_caches", d->empty_caches);
+    json_u64(j, "empty_cache_bytes", d->empty_bytes);
+    json_u64(j, "ooms", d->ooms);
+    json_u64(j, "oom_retries", d->retries);
+    uint64_t unpooled = 0;
+    for (int i = GMLOG_KIND_MANAGED; i < 8; i++)
+        unpooled += d->allocs_kind[i];
+    json_u64(j, "unpooled_allocs", unpooled);
+    json_u64(j, "pass_through_allocs", d->allocs_kind[GMLOG_KIND_PASS]);
+    json_u64(j, "foreign_frees", d->warnings[GMLOG_WARN_FOREIGN_FREE]);
+    json_u64(j, "unmatched_frees", d->unmatched_frees);
+    json_u64(j, "captures", d->captures);
+    json_u64(j, "graph_allocs", d->graph_allocs);
+    json_u64(j, "resets", d->resets);
+    json_obj(j, "warnings");
+    for (int i = 1; i < 7; i++)
+        if (d->warnings[i])
+            json_u64(j, warn_names[i], d->warnings[i]);
+    json_obj_end(j);
+}
+
+void rep_summary_json(cli_ctx_t *c, const model_t *m)
+{
+    json_t *j = &c->j;
+    json_arr(j, "devices");
+    for (int i = 0; i < m->ndev; i++) {
+        if (!m->dev[i])
+            continue;
+        json_obj(j, NULL);
+        rep_summary_device_json(j, m, m->dev[i]);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_u64(j, "warnings_total", m->warns_total);
+    json_u64(j, "unknown_records", m->lf->unknown_records);
+}
+
+static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
+{
+    (void)m;
+    FILE *f = c->out;
+    char a[32], b[32], e[32], g[32], h[32];
+    calls_t k;
+    driver_calls(d, &k);
+    fprintf(f, "%sdevice %d%s: %s", rep_bold(), d->id, rep_reset(), d->name[0] ? d->name : "(no device record)");
+    if (d->total)
+        fprintf(f, ", %s", rep_bytes(d->total, a));
+    if (d->limit_max)
+        fprintf(f, ", capped at %s by GMSHIM_DEVICE_LIMIT", rep_bytes(d->limit_max, a));
+    fputc('\n', f);
+    uint64_t live_n, live_b = live_bytes(d, &live_n);
+    fprintf(f, "  allocations   %s allocs, %s frees; %s live at the end (%s)\n", rep_count(d->allocs, a),
+            rep_count(d->frees, b), rep_count(live_n, e), rep_bytes(live_b, g));
+    int kinds = 0;
+    for (int i = 1; i < 8; i++)
+        kinds += d->allocs_kind[i] != 0;
+    if (kinds) {
+        fprintf(f, "  by kind      ");
+        for (int i = 0; i < 8; i++)
+            if (d->allocs_kind[i])
+                fprintf(f, " %s %s", kind_names[i], rep_count(d->allocs_kind[i], a));
+        fputc('\n', f);
+    }
+    fprintf(f, "  peaks         requested %s, allocated %s, reserved %s", rep_bytes(d->peak_requested, a),
+            rep_bytes(d->peak_allocated, b), rep_bytes(d->peak_reserved, e));
+    if (d->peak_allocated)
+        fprintf(f, " (reserved/allocated %.2f)", (double)d->peak_reserved / (double)d->peak_allocated);
+    fputc('\n', f);
+    if (d->hits + d->misses) {
+        fprintf(f, "  cache         hit rate %s (%s hits, %s misses)\n", rep_pct(d->hits, d->hits + d->misses, h),
+                rep_count(d->hits, a), rep_count(d->misses, b));
+    }
+    if (k.unpooled) {
+        fprintf(f, "  driver calls  %s", rep_count(k.made, a));
+        if (d->seg_allocs || d->seg_frees)
+            fprintf(f, " (%s segment allocs, %s segment frees)", rep_count(d->seg_allocs, b), rep_count(d->seg_frees, e));
+        fprintf(f, " where an unpooled run makes %s (a cudaMalloc and a cudaFree per allocation)",
+                rep_count(k.unpooled, g));
+        if (k.made < k.unpooled)
+            fprintf(f, ": %s fewer", rep_pct(k.unpooled - k.made, k.unpooled, h));
+        fputc('\n', f);
+    }
+    if (k.have_estimate) {
+        fprintf(f, "  time          ");
+        if (k.saved_ns > 0)
+            fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k.saved_ns, a), rep_reset());
+        else
+            fprintf(f, "no time saved (est. %s lost)", rep_dur((uint64_t)-k.saved_ns, a));
+        fprintf(f, ": a driver cudaMalloc took %s on average here, gmshim's cudaMalloc %s", rep_dur(k.mean_driver_alloc, b),
+                rep_dur(k.mean_pool_alloc, e));
+        if (k.mean_pool_free)
+            fprintf(f, " and cudaFree %s", rep_dur(k.mean_pool_free, g));
+        fputc('\n', f);
+    } else if (d->allocs_kind[GMLOG_KIND_PASS]) {
+        fprintf(f, "  time          the pool was off (GMSHIM_POOL=0): every allocation went to the driver\n");
+    }
+    if (d->fences || d->fence_waits) {
+        fprintf(f, "  fences        %s recorded, %s wait%s", rep_count(d->fences, a), rep_count(d->fence_waits, b),
+                d->fence_waits == 1 ? "" : "s");
+        if (d->fence_waits)
+            fprintf(f, " (%s in all)", rep_dur(d->fence_wait_ns, e));
+        fputc('\n', f);
+    }
+    if (d->empty_caches)
+        fprintf(f, "  cache release %s time%s, %s back to the driver\n", rep_count(d->empty_caches, a),
+                d->empty_caches == 1 ? "" : "s", rep_bytes(d->empty_bytes, b));
+    if (d->ooms || d->retries) {
+        fprintf(f, "  OOMs          %s%" PRIu64 " failed%s", d->ooms ? rep_red() : "", d->ooms, d->ooms ? rep_reset() : "");
+        if (d->retries)
+            fprintf(f, ", %" PRIu64 " recovered by releasing the cache and retrying", d->retries);
+        fputc('\n', f);
+    }
+    uint64_t unpooled = 0;
+    for (int i = GMLOG_KIND_MANAGED; i < 8; i++)
+        unpooled += d->allocs_kind[i];
+    if (unpooled || d->warnings[GMLOG_WARN_FOREIGN_FREE] || d->unmatched_frees)
+        fprintf(f, "  unpooled      %s allocations gmshim only counted; %s frees of pointers it never handed "
+                "out (foreign), %s frees of pointers the log never saw allocated\n", rep_count(unpooled, a),
+                rep_count(d->warnings[GMLOG_WARN_FOREIGN_FREE], b), rep_count(d->unmatched_frees, e));
+    if (d->captures || d->graph_allocs)
+        fprintf(f, "  graphs        %s captures, %s allocations from graph pools\n", rep_count(d->captures, a),
+                rep_count(d->graph_allocs, b));
+    if (d->resets)
+        fprintf(f, "  resets        %" PRIu64 " cudaDeviceReset\n", d->resets);
+    int w = 0;
+    for (int i = 2; i < 7; i++)
+        w += d->warnings[i] != 0;
+    if (w) {
+        fprintf(f, "  warnings     ");
+        for (int i = 2; i < 7; i++)
+            if (d->warnings[i])
+                fprintf(f, " %s %s", warn_names[i], rep_count(d->warnings[i], a));
+        fputc('\n', f);
+    }
+}
+
+void rep_summary_text(cli_ctx_t *c, const model_t *m)
+{
+    int any = 0;
+    for (int i = 0; i < m->ndev; i++) {
+        if (!m->dev[i])
+            continue;
+        device_text(c, m, m->dev[i]);
+        any = 1;
+    }
+    if (!any)
+        fprintf(c->out, "no device activity in this log\n");
+    if (m->lf->unknown_records)
+        fprintf(c->out, "%" PRIu64 " records of types newer than this gmshim were skipped\n", m->lf->unknown_records);
+}
+
+static void summary_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf;
+    (void)arg;
+    if (c->json)
+        rep_summary_json(c, m);
+    else
+        rep_summary_text(c, m);
+}
+
+static const char usage[] =
+    "usage: gmshim summary [--json] LOG...\n"
+    "\n"
+    "Per device: allocation counts, peaks (requested, allocated, reserved), the cache hit rate,\n"
+    "driver calls made against an unpooled run and the time saved, fences, unpooled and foreign\n"
+    "allocations, warnings. Several logs (one per rank) give a section each and a combined line.\n"
+    "\n"
+    "  -j, --json     one JSON document\n"
+    "  -h, --help     this text\n";
+
+int cmd_summary(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "summary");
+    c.json = cli_global.json;
+    c.progress = isatty(2);
+    optind = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'j': c.json = 1; break;
+        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gmshim summary: no log given\n%s", usage);
+        return CLI_FAIL;
+    }
+    int rc = cli_run_logs(&c, argc - optind, argv + optind, 0, summary_one, NULL);
+    return cli_finish(&c, rc);
+}

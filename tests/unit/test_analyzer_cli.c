@@ -1,0 +1,363 @@
+/* End-to-end tests of the gmshim CLI (analyzer/main.c and the reports): help and exit statuses,
+ * the recorded demo fixture (tests/fixtures/demo.gmlog with the binary that wrote it), one log
+ * per rank, dump, timeline, run, colour, write errors, damaged logs, and the fuzz target. */
+#include "suites.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIXTURE "tests/fixtures/demo.gmlog"
+#define FIXTURE_DIR "tests/fixtures"
+
+/* Runs build/gmshim with the arguments up to the first NULL; returns the exit status, with
+ * stdout and stderr in *out. */
+static int gmv(char **out, const char *const *args)
+{
+    const char *argv[16] = {build_path("gmshim")};
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = args[i];
+    return run_program(argv, NULL, 0, out);
+}
+#define gm(out, ...) gmv(out, (const char *const[]){__VA_ARGS__, NULL})
+
+static char *record(const char *prog, const char *log, const char *env1)
+{
+    char logenv[600], path[600];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    snprintf(path, sizeof path, "tests/integration/%s", prog);
+    snprintf(path, sizeof path, "%s", build_path(path));
+    const char *argv[] = {path, NULL};
+    const char *env[] = {logenv, "FAKECUDA_MEM=1G", env1, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", prog, rc, out);
+    return out;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+START_TEST(test_help_lists_every_command_and_each_has_its_own)
+{
+    static const char *const cmds[] = {"report", "summary", "leaks", "frag", "oom", "timeline", "dump", "run"};
+    char *out;
+    int rc = gm(&out, "--help", NULL, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0, "--help exited %d", rc);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        ck_assert_msg(strstr(out, cmds[i]), "--help does not list %s:\n%s", cmds[i], out);
+    free(out);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *a, *b;
+        int ra = gm(&a, "help", cmds[i], NULL, NULL, NULL, NULL);
+        int rb = gm(&b, cmds[i], "--help", NULL, NULL, NULL, NULL);
+        ck_assert_msg(ra == 0 && rb == 0 && !strcmp(a, b) && strstr(a, "usage: gmshim "),
+                      "help %s (%d) and %s --help (%d) differ:\n%s\n---\n%s", cmds[i], ra, cmds[i], rb, a, b);
+        free(a);
+        free(b);
+    }
+    rc = gm(&out, "--version", NULL, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "gmshim ") && strstr(out, "log format 1"), "--version: %d %s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_usage_errors_exit_1_with_a_message)
+{
+    char *out;
+    int rc = gm(&out, "nosuchcommand", NULL, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "no command 'nosuchcommand'"), "unknown command: %d %s", rc, out);
+    free(out);
+    rc = gm(&out, "summary", NULL, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "no log given"), "no log: %d %s", rc, out);
+    free(out);
+    rc = gm(&out, "--color=sometimes", "summary", FIXTURE, NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "--color"), "bad --color: %d %s", rc, out);
+    free(out);
+    rc = gm(&out, "timeline", FIXTURE, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "--svg FILE, --html FILE or --json"), "timeline without a file: %d %s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_fixture_report_names_the_leak_and_its_cause)
+{
+    char *out;
+    int rc = gm(&out, "--color=never", "--symbol-path", FIXTURE_DIR, "report", FIXTURE, NULL);
+    ck_assert_msg(rc == 0, "report exited %d:\n%s", rc, out);
+    const char *want[] = {"Summary", "hit rate", "Fragmentation at the peak", "keep_loss_history (demo_train.c:",
+                          "grows by", "per mark", "cause    leak", "loss.item()", "closed at exit"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(out, want[i]), "the report lacks '%s':\n%s", want[i], out);
+    ck_assert_msg(!strstr(out, "build id differs"), "the fixture's own binary reads as another build:\n%s", out);
+    free(out);
+    rc = gm(&out, "--json", "--symbol-path", FIXTURE_DIR, "oom", FIXTURE, NULL);
+    ck_assert_msg(rc == 0 && count(out, "\"cause\":\"leak\"") == 1 && strstr(out, "\"requested\":"),
+                  "oom --json: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "--symbol-path", FIXTURE_DIR, "leaks", FIXTURE, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"growing\":[{") && strstr(out, "\"function\":\"keep_loss_history\"") &&
+                  strstr(out, "\"file\":") && strstr(out, "\"bytes_per_epoch\":"), "leaks --json: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "summary", FIXTURE, NULL, NULL, NULL);
+    const char *keys[] = {"\"allocs\":", "\"frees\":", "\"peak_requested\":", "\"peak_allocated\":",
+                          "\"peak_reserved\":", "\"cache_hits\":", "\"cache_misses\":", "\"est_time_saved_ns\":"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(strstr(out, keys[i]), "summary --json lacks %s:\n%s", keys[i], out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_leaks_at_a_mark_stops_there)
+{
+    char *out;
+    int rc = gm(&out, "--symbol-path", FIXTURE_DIR, "leaks", "--at", "3", FIXTURE, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "at mark 3 \"iteration 3\"") && strstr(out, "keep_loss_history"),
+                  "--at 3: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "leaks", "--at", "iteration 5", FIXTURE, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "at mark 5"), "--at 'iteration 5': %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "leaks", "--at", "no such mark", FIXTURE, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "is not in this log"), "--at a missing mark: %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_one_log_per_rank_gives_sections_and_a_combined_line)
+{
+    const char *dir = temp_dir();
+    char l0[512], l1[512];
+    snprintf(l0, sizeof l0, "%s/r0.gmlog", dir);
+    snprintf(l1, sizeof l1, "%s/r1.gmlog", dir);
+    free(record("log_roundtrip", l0, "RANK=0"));
+    free(record("log_roundtrip", l1, "RANK=1"));
+    char *out;
+    int rc = gm(&out, "summary", l0, l1, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "== rank 0") && strstr(out, "== rank 1") && strstr(out, "combined: 2 logs, 30 allocs"),
+                  "two ranks: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "summary", l0, l1, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"rank\":0") && strstr(out, "\"rank\":1") && strstr(out, "\"combined\":{") &&
+                  strstr(out, "\"allocs\":30"), "two ranks, JSON: %d\n%s", rc, out);
+    free(out);
+    /* the parallel summary (windows of time, stitched) says exactly what reading in order says */
+    const char *seq_argv[] = {build_path("gmshim"), "--json", "summary", l0, NULL};
+    const char *seq_env[] = {"GMSHIM_ANALYZER_THREADS=0", NULL}, *par_env[] = {"GMSHIM_ANALYZER_THREADS=3", NULL};
+    char *seq, *par;
+    int rs = run_program(seq_argv, seq_env, 0, &seq), rp = run_program(seq_argv, par_env, 0, &par);
+    ck_assert_msg(rs == 0 && rp == 0 && !strcmp(seq, par), "in order (%d) and in parallel (%d) differ:\n%s\n---\n%s",
+                  rs, rp, seq, par);
+    free(seq);
+    free(par);
+    /* one unreadable log among readable ones: the rest is reported, the exit status says so */
+    rc = gm(&out, "summary", l0, "/nonexistent.gmlog", NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "== rank 0") && strstr(out, "/nonexistent.gmlog: byte 0: cannot open"),
+                  "a missing log among others: %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_damaged_logs_exit_nonzero_with_the_offset)
+{
+    const char *dir = temp_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/cut.gmlog", dir);
+    FILE *in = fopen(FIXTURE, "rb");
+    ck_assert_msg(in != NULL, "no fixture at %s", FIXTURE);
+    static uint8_t buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    FILE *o = fopen(path, "wb");
+    fwrite(buf, 1, 4096 + 3000, o);
+    fclose(o);
+    char *out;
+    int rc = gm(&out, "report", path, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 2 && strstr(out, "Summary") && strstr(out, "byte 7096: the file ends inside chunk 0") &&
+                  strstr(out, "partial"), "a cut log: exit %d\n%.3000s", rc, out);
+    free(out);
+    uint32_t v = 7;
+    memcpy(buf + 8, &v, 4);
+    o = fopen(path, "wb");
+    fwrite(buf, 1, n, o);
+    fclose(o);
+    rc = gm(&out, "summary", path, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "byte 8: log format version 7 is newer than this gmshim reads (1); upgrade gmshim"),
+                  "a newer version: exit %d\n%.3000s", rc, out);
+    free(out);
+    rc = gm(&out, "oom", "Makefile", NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "Makefile: byte 0: not a gmshim log"), "a foreign file: exit %d\n%.3000s", rc, out);
+    free(out);
+    rc = gm(&out, "dump", "/nonexistent.gmlog", NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 1 && strstr(out, "cannot open: No such file"), "a missing file: exit %d\n%.3000s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_dump_writes_every_record_as_text_or_json_lines)
+{
+    char *out;
+    int rc = gm(&out, "--json", "dump", FIXTURE, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0, "dump --json exited %d", rc);
+    size_t lines = 0, objects = 0;
+    for (char *line = out; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        lines++;
+        if (len >= 2 && line[0] == '{' && line[len - 1] == '}')
+            objects++;
+        line += len + (nl != NULL);
+    }
+    ck_assert_msg(lines == objects && lines > 300, "%zu lines, %zu of them JSON objects", lines, objects);
+    ck_assert_msg(!strncmp(out, "{\"record\":\"header\"", 18) && count(out, "\"record\":\"meta\"") >= 5 &&
+                  count(out, "\"type\":\"mark\"") == 13, "dump --json content:\n%.2000s", out);
+    free(out);
+    rc = gm(&out, "dump", FIXTURE, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && count(out, " alloc ") + count(out, " alloc  ") > 0 && strstr(out, "label=\"iteration 13\""),
+                  "dump: %d\n%.2000s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_timeline_is_a_self_contained_svg_or_html)
+{
+    const char *dir = temp_dir();
+    char svg[512], html[512];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    snprintf(html, sizeof html, "%s/t.html", dir);
+    char *out;
+    int rc = gm(&out, "timeline", "--svg", svg, FIXTURE, NULL, NULL);
+    ck_assert_msg(rc == 0, "timeline --svg exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "timeline", "--html", html, FIXTURE, NULL, NULL);
+    ck_assert_msg(rc == 0, "timeline --html exited %d:\n%s", rc, out);
+    free(out);
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(i ? html : svg, "r");
+        ck_assert_msg(f != NULL, "%s was not written", i ? html : svg);
+        static char doc[1 << 20];
+        size_t n = fread(doc, 1, sizeof doc - 1, f);
+        fclose(f);
+        doc[n] = 0;
+        ck_assert_msg(strstr(doc, "<svg") && strstr(doc, "</svg>") && strstr(doc, "class=\"alloc\"") &&
+                      strstr(doc, "class=\"res\"") && count(doc, "class=\"mark\"") >= 13 && strstr(doc, "class=\"oom\""),
+                      "%s lacks the chart's parts", i ? html : svg);
+        ck_assert_msg(!strstr(doc, "src=") && !strstr(doc, "href=") && count(doc, "http") == 1,
+                      "%s refers to something outside itself", i ? html : svg);
+        if (i)
+            ck_assert_msg(strstr(doc, "<!DOCTYPE html>") && strstr(doc, "<script>") && strstr(doc, "leak"),
+                          "the HTML page lacks its read-out or OOM table");
+    }
+}
+END_TEST
+
+START_TEST(test_run_preloads_the_shim_reports_and_keeps_the_exit_status)
+{
+    const char *dir = temp_dir();
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/run-%%p.gmlog", dir);
+    char prog[600];
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/oom_leak"));
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    char pre[4200] = "";
+    if (san && *san)
+        snprintf(pre, sizeof pre, "LD_PRELOAD=%s", san);
+    const char *argv[] = {build_path("gmshim"), "--color=never", "run", "-o", tmpl, "--", prog, NULL};
+    const char *env[] = {"FAKECUDA_MEM=1G", "ASAN_OPTIONS=verify_asan_link_order=0", pre[0] ? pre : NULL, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 0, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "expected OOM") && strstr(out, "cause    leak") && strstr(out, "gmshim run: log "),
+                  "gmshim run oom_leak: exit %d\n%.3000s", rc, out);
+    free(out);
+    const char *argv2[] = {build_path("gmshim"), "run", "-o", tmpl, "--", "/bin/sh", "-c", "exit 7", NULL};
+    rc = run_program(argv2, env, 0, &out);
+    ck_assert_msg(rc == 7 && strstr(out, "wrote no log"), "the command's exit status 7 became %d:\n%.3000s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_colour_only_when_asked_and_write_errors_fail)
+{
+    char *out;
+    int rc = gm(&out, "--color=always", "summary", FIXTURE, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\033["), "--color=always has no escapes");
+    free(out);
+    rc = gm(&out, "summary", FIXTURE, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && !strstr(out, "\033["), "colour into a pipe without --color=always");
+    free(out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s summary %s > /dev/full", build_path("gmshim"), FIXTURE);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    rc = run_program(argv, NULL, 0, &out);
+    ck_assert_msg(rc == 1 && strstr(out, "error writing"), "writing to /dev/full: exit %d\n%.3000s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_a_uniquely_named_allocator_is_named_with_its_line)
+{
+    const char *dir = temp_dir();
+    char log[512];
+    snprintf(log, sizeof log, "%s/sym.gmlog", dir);
+    free(record("sym_unique", log, NULL));
+    char *out;
+    int rc = gm(&out, "--json", "leaks", log, NULL, NULL, NULL);
+    int line = 0;
+    FILE *src = fopen("tests/integration/sym_unique.c", "r");
+    char buf[512];
+    for (int n = 1; src && fgets(buf, sizeof buf, src); n++)
+        if (strstr(buf, "SYM_UNIQUE_LINE") && strstr(buf, "cudaMalloc"))
+            line = n;
+    if (src)
+        fclose(src);
+    char want[64];
+    snprintf(want, sizeof want, "\"line\":%d", line);
+    const char *first = strstr(out, "\"frames\":[{");
+    ck_assert_msg(rc == 0 && first && strstr(first, "\"function\":\"gmshim_test_unique_allocator_7f3a") &&
+                  strstr(first, "sym_unique.c") && strstr(first, want) && strstr(out, "\"bytes\":3145728"),
+                  "leaks does not name the allocator at sym_unique.c:%d: %d\n%s", line, rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_fuzz_target_survives_the_corpus)
+{
+    const char *bin = getenv("GMSHIM_FUZZ_BIN");
+    if (!bin || !*bin || access(bin, X_OK) != 0)
+        return; /* not built in this configuration (make test-asan passes none) */
+    /* libFuzzer adds what it finds to its first directory: a scratch one, not the seeds. */
+    const char *argv[] = {bin, "-runs=300", temp_dir(), "tests/fuzz/corpus", NULL};
+    char *out;
+    int rc = run_program(argv, NULL, 0, &out);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", bin, rc, out);
+    free(out);
+}
+END_TEST
+
+Suite *analyzer_cli_suite(void)
+{
+    Suite *s = suite_create("analyzer_cli");
+    TCase *tc = tcase_create("commands");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_help_lists_every_command_and_each_has_its_own);
+    tcase_add_test(tc, test_usage_errors_exit_1_with_a_message);
+    tcase_add_test(tc, test_fixture_report_names_the_leak_and_its_cause);
+    tcase_add_test(tc, test_leaks_at_a_mark_stops_there);
+    tcase_add_test(tc, test_one_log_per_rank_gives_sections_and_a_combined_line);
+    tcase_add_test(tc, test_damaged_logs_exit_nonzero_with_the_offset);
+    tcase_add_test(tc, test_dump_writes_every_record_as_text_or_json_lines);
+    tcase_add_test(tc, test_timeline_is_a_self_contained_svg_or_html);
+    tcase_add_test(tc, test_run_preloads_the_shim_reports_and_keeps_the_exit_status);
+    tcase_add_test(tc, test_colour_only_when_asked_and_write_errors_fail);
+    tcase_add_test(tc, test_a_uniquely_named_allocator_is_named_with_its_line);
+    tcase_add_test(tc, test_fuzz_target_survives_the_corpus);
+    suite_add_tcase(s, tc);
+    return s;
+}

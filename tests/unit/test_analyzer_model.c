@@ -1,0 +1,546 @@
+/* Unit tests of the replay model (analyzer/model.c) on logs written byte by byte with a small
+ * builder: block sizes, peaks, hits, segments and free gaps, epochs from marks and from the
+ * troughs of an unmarked run, per-site growth, resets, lost frees, threads out of file order. */
+#include "model.h"
+#include "sites.h"
+#include "suites.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB ((uint64_t)1 << 20)
+#define SEG ((uint64_t)0x7f0000000000ull)
+
+/* ---- a log builder ------------------------------------------------------------------------------ */
+
+typedef struct lb {
+    uint8_t *buf;
+    size_t len, cap;
+    size_t chunk;              /* offset of the open chunk, 0 = none */
+    uint64_t base;
+    uint32_t tcount[16];
+} lb_t;
+
+static void lb_reserve(lb_t *b, size_t n)
+{
+    if (b->len + n <= b->cap)
+        return;
+    while (b->len + n > b->cap)
+        b->cap = b->cap ? b->cap * 2 : 1 << 20;
+    b->buf = realloc(b->buf, b->cap);
+    ck_assert_msg(b->buf != NULL, "out of memory");
+}
+
+static void lb_begin(lb_t *b)
+{
+    memset(b, 0, sizeof *b);
+    lb_reserve(b, 4096);
+    memset(b->buf, 0, 4096);
+    gmlog_file_header_t h = {.version = 1, .byte_order = GMLOG_BYTE_ORDER, .header_size = 4096,
+                             .chunk_size = GMLOG_CHUNK_SIZE, .pid = 4242, .flags = GMLOG_F_CLOSED,
+                             .close_reason = GMLOG_CLOSE_EXIT};
+    memcpy(h.magic, GMLOG_MAGIC, 8);
+    memcpy(b->buf, &h, sizeof h);
+    b->len = 4096;
+}
+
+static void lb_close_chunk(lb_t *b)
+{
+    if (!b->chunk)
+        return;
+    size_t end = b->chunk + GMLOG_CHUNK_SIZE;
+    lb_reserve(b, end - b->len);
+    memset(b->buf + b->len, 0, end - b->len);
+    b->len = end;
+    b->chunk = 0;
+}
+
+/* Starts a chunk of thread `tid` (a small number) with time base `base`. */
+static void lb_chunk(lb_t *b, uint32_t tid, uint64_t base)
+{
+    lb_close_chunk(b);
+    lb_reserve(b, GMLOG_CHUNK_SIZE);
+    b->chunk = b->len;
+    gmlog_chunk_header_t ch = {GMLOG_CHUNK_MAGIC, 1000 + tid, (b->len - 4096) / GMLOG_CHUNK_SIZE, base,
+                               b->tcount[tid]++, 0};
+    memcpy(b->buf + b->len, &ch, sizeof ch);
+    b->len += sizeof ch;
+    b->base = base;
+}
+
+static void lb_rec(lb_t *b, void *rec, size_t len, uint64_t t)
+{
+    gmlog_rec_t *h = rec;
+    h->len8 = (uint8_t)(len / 8);
+    h->dt = (uint32_t)(t - b->base);
+    lb_reserve(b, len);
+    memcpy(b->buf + b->len, rec, len);
+    b->len += len;
+}
+
+static void lb_alloc(lb_t *b, uint64_t t, uint64_t ptr, uint64_t req, uint64_t extra512, unsigned flags, uint32_t site)
+{
+    gmlog_alloc_t a = {{GMLOG_ALLOC, 0, 0, (uint8_t)flags, 0}, ptr, req | extra512 << 48, site, 100, 0};
+    lb_rec(b, &a, 32, t);
+}
+
+static void lb_free(lb_t *b, uint64_t t, uint64_t ptr)
+{
+    gmlog_free_t f = {{GMLOG_FREE, 0, 0, GMLOG_F_DEFERRED, 0}, ptr, 0, 0};
+    lb_rec(b, &f, sizeof f, t);
+}
+
+static void lb_segment(lb_t *b, uint64_t t, int type, uint64_t base, uint64_t size)
+{
+    gmlog_segment_t s = {{(uint8_t)type, 0, 0, 0, 0}, base, size, 5000, 0};
+    lb_rec(b, &s, sizeof s, t);
+}
+
+static void lb_mark(lb_t *b, uint64_t t, uint32_t id, const char *label)
+{
+    uint8_t rec[64] = {0};
+    gmlog_mark_t m = {{GMLOG_MARK, 0, GMLOG_NO_DEVICE, 0, 0}, id, (uint32_t)strlen(label)};
+    memcpy(rec, &m, sizeof m);
+    memcpy(rec + sizeof m, label, strlen(label));
+    lb_rec(b, rec, sizeof m + (strlen(label) + 7) / 8 * 8, t);
+}
+
+static void lb_site(lb_t *b, uint64_t t, uint32_t id)
+{
+    uint8_t rec[32] = {0};
+    gmlog_site_t s = {{GMLOG_SITE, 0, GMLOG_NO_DEVICE, 0, 0}, id, 1, 0};
+    uint64_t frame = (uint64_t)GMLOG_FRAME_UNKNOWN_MODULE << 48 | (0x1000 + id);
+    memcpy(rec, &s, sizeof s);
+    memcpy(rec + sizeof s, &frame, 8);
+    lb_rec(b, rec, 24, t);
+}
+
+static void lb_string(lb_t *b, uint64_t t, uint32_t id, const char *str)
+{
+    uint8_t rec[128] = {0};
+    gmlog_string_t st = {{GMLOG_STRING, 0, GMLOG_NO_DEVICE, 0, 0}, id, (uint32_t)strlen(str)};
+    memcpy(rec, &st, sizeof st);
+    memcpy(rec + sizeof st, str, strlen(str));
+    lb_rec(b, rec, sizeof st + (strlen(str) + 7) / 8 * 8, t);
+}
+
+static model_t model;
+static rd_log_t lf;
+
+static void lb_replay(lb_t *b, unsigned flags)
+{
+    lb_close_chunk(b);
+    int rc = rd_open_mem(&lf, b->buf, b->len, "built");
+    ck_assert_msg(rc == 0, "the built log does not open: %s", lf.diags[0].msg);
+    model_build(&model, &lf, flags);
+    ck_assert_msg(!lf.partial, "the built log reads as partial: %s", lf.ndiags ? lf.diags[0].msg : "");
+}
+
+static void lb_done(lb_t *b)
+{
+    model_free(&model);
+    rd_close(&lf);
+    free(b->buf);
+}
+
+/* ---- tests --------------------------------------------------------------------------------------- */
+
+START_TEST(test_block_sizes_peaks_and_hits_follow_the_records)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 1, 0);
+    lb_segment(&b, 10, GMLOG_SEGMENT_ALLOC, SEG, 2 * MiB);
+    lb_alloc(&b, 11, SEG, 1000, 0, GMLOG_A_MISS, 0);          /* block 1024 */
+    lb_alloc(&b, 12, SEG + 1024, 600, 3, 0, 0);                /* block 1024 + 3*512 */
+    gmlog_alloc_t big = {{GMLOG_ALLOC, 0, 0, 0, 0}, SEG + 8192, 5000 | 0xffffull << 48, 0, 0, 65536};
+    lb_rec(&b, &big, 40, 13);                                  /* block given in full */
+    lb_free(&b, 14, SEG + 1024);
+    lb_alloc(&b, 15, SEG + 1024, 100, 0, 0, 0);
+    lb_replay(&b, 0);
+    const model_dev_t *d = model.dev[0];
+    ck_assert_msg(d != NULL, "no device 0");
+    ck_assert_msg(d->allocs == 4 && d->frees == 1, "allocs %llu frees %llu", (unsigned long long)d->allocs,
+                  (unsigned long long)d->frees);
+    ck_assert_msg(d->hits == 3 && d->misses == 1, "hits %llu misses %llu", (unsigned long long)d->hits,
+                  (unsigned long long)d->misses);
+    uint64_t peak_alloc = 1024 + 2560 + 65536;
+    ck_assert_msg(d->peak_allocated == peak_alloc, "peak allocated %llu, want %llu",
+                  (unsigned long long)d->peak_allocated, (unsigned long long)peak_alloc);
+    ck_assert_msg(d->peak_requested == 6600, "peak requested %llu", (unsigned long long)d->peak_requested);
+    ck_assert_msg(d->allocated == 1024 + 512 + 65536, "allocated now %llu", (unsigned long long)d->allocated);
+    ck_assert_msg(d->peak_reserved == 2 * MiB && d->seg_allocs == 1, "reserved %llu, %llu segments",
+                  (unsigned long long)d->peak_reserved, (unsigned long long)d->seg_allocs);
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_free_gaps_come_from_segments_and_live_blocks)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 1, 0);
+    lb_segment(&b, 10, GMLOG_SEGMENT_ALLOC, SEG, 10 * MiB);
+    lb_segment(&b, 11, GMLOG_SEGMENT_ALLOC, SEG + 64 * MiB, 2 * MiB);
+    lb_alloc(&b, 12, SEG, MiB - 100, 0, 0, 0);                     /* [0, 1 MiB) */
+    lb_alloc(&b, 13, SEG + 3 * MiB, 2 * MiB, 0, 0, 0);             /* [3, 5 MiB) */
+    lb_alloc(&b, 14, SEG + 64 * MiB, 2 * MiB, 0, 0, 0);            /* the whole small segment */
+    lb_replay(&b, 0);
+    model_frag_t f;
+    model_frag_now(&model, 0, &f);
+    ck_assert_msg(f.external == 7 * MiB, "external %llu, want 7 MiB", (unsigned long long)f.external);
+    ck_assert_msg(f.largest_free == 5 * MiB && f.free_gaps == 2, "largest %llu in %llu gaps",
+                  (unsigned long long)f.largest_free, (unsigned long long)f.free_gaps);
+    ck_assert_msg(f.internal == 100, "internal %llu, want the 100 bytes of rounding",
+                  (unsigned long long)f.internal);
+    ck_assert_msg(f.segments == 2 && f.reserved == 12 * MiB && f.stray_blocks == 0, "segments %llu reserved %llu stray %llu",
+                  (unsigned long long)f.segments, (unsigned long long)f.reserved, (unsigned long long)f.stray_blocks);
+    model_frag_t p;
+    ck_assert_int_eq(model_frag_at_peak(&model, 0, &p), 0);
+    ck_assert_msg(p.allocated == 5 * MiB && p.external == 7 * MiB, "at the peak: allocated %llu external %llu",
+                  (unsigned long long)p.allocated, (unsigned long long)p.external);
+    lb_done(&b);
+}
+END_TEST
+
+/* Four marked steps: site 1 keeps 1 MiB per step, site 2 allocates 8 MiB and frees it. */
+static void leaky_steps(lb_t *b, int with_marks, int steps)
+{
+    lb_chunk(b, 1, 0);
+    lb_site(b, 1, 1);
+    lb_site(b, 2, 2);
+    lb_alloc(b, 5, SEG + 0x40000000ull, 4 * MiB, 0, 0, 3); /* weights */
+    for (int s = 0; s < steps; s++) {
+        uint64_t t = 100 + (uint64_t)s * 100;
+        if (with_marks)
+            lb_mark(b, t, (uint32_t)s + 1, "step");
+        lb_alloc(b, t + 10, SEG + (uint64_t)s * MiB, MiB, 0, 0, 1);
+        lb_alloc(b, t + 20, SEG + 0x10000000ull, 8 * MiB, 0, 0, 2);
+        lb_free(b, t + 30, SEG + 0x10000000ull);
+    }
+}
+
+START_TEST(test_marks_make_epochs_and_a_kept_allocation_grows)
+{
+    lb_t b;
+    lb_begin(&b);
+    leaky_steps(&b, 1, 6);
+    lb_replay(&b, MODEL_SITES | MODEL_EPOCHS);
+    const model_dev_t *d = model.dev[0];
+    ck_assert_msg(d->epoch[EPOCH_MARKS] == 6 && model.marks_total == 6, "epochs %u marks %llu", d->epoch[EPOCH_MARKS],
+                  (unsigned long long)model.marks_total);
+    ck_assert_int_eq(model_epoch_system(&model, 0, 3), EPOCH_MARKS);
+    int grew_leak = 0, grew_transient = 0;
+    for (size_t i = 1; i < model.nsst; i++) {
+        const model_sstat_t *s = &model.sst[i];
+        model_series_t ser = model_site_series(&model, s, EPOCH_MARKS);
+        uint64_t per;
+        int g = model_series_grows(&ser, &per);
+        if (s->site == 1) {
+            grew_leak = g;
+            ck_assert_msg(per == MiB, "the kept site grows by %llu per mark, want 1 MiB", (unsigned long long)per);
+            ck_assert_msg(s->live_count == 6 && s->live_req == 6 * MiB, "site 1 live %llu x, %llu bytes",
+                          (unsigned long long)s->live_count, (unsigned long long)s->live_req);
+        }
+        if (s->site == 2)
+            grew_transient = g;
+    }
+    ck_assert_msg(grew_leak && !grew_transient, "growth: kept site %d, transient site %d", grew_leak, grew_transient);
+    model_series_t lw = model_dev_series(&model, d, EPOCH_MARKS);
+    uint64_t per;
+    ck_assert_msg(model_series_grows(&lw, &per) && per == MiB, "device low-water: n %u first %llu last %llu",
+                  lw.n, (unsigned long long)lw.first, (unsigned long long)lw.last);
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_unmarked_run_finds_iterations_at_the_troughs)
+{
+    lb_t b;
+    lb_begin(&b);
+    leaky_steps(&b, 0, 8);
+    lb_replay(&b, MODEL_SITES | MODEL_EPOCHS);
+    const model_dev_t *d = model.dev[0];
+    ck_assert_msg(d->epoch[EPOCH_TROUGHS] >= 6, "%u troughs found in 8 saw-tooth steps", d->epoch[EPOCH_TROUGHS]);
+    ck_assert_int_eq(model_epoch_system(&model, 0, 3), EPOCH_TROUGHS);
+    int grew = 0;
+    for (size_t i = 1; i < model.nsst; i++)
+        if (model.sst[i].site == 1) {
+            model_series_t ser = model_site_series(&model, &model.sst[i], EPOCH_TROUGHS);
+            grew = model_series_grows(&ser, NULL);
+        }
+    ck_assert_msg(grew, "the kept site does not grow from trough to trough");
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_a_run_that_only_grows_has_no_epochs)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 1, 0);
+    for (int i = 0; i < 50; i++)
+        lb_alloc(&b, 10 + (uint64_t)i, SEG + (uint64_t)i * MiB, MiB, 0, 0, 0);
+    lb_replay(&b, MODEL_SITES | MODEL_EPOCHS);
+    ck_assert_msg(model.dev[0]->epoch[EPOCH_TROUGHS] == 0, "%u troughs in a run that only allocates",
+                  model.dev[0]->epoch[EPOCH_TROUGHS]);
+    ck_assert_int_eq(model_epoch_system(&model, 0, 1), -1);
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_threads_out_of_file_order_replay_in_time_order)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 2, 0);                /* thread 2's chunk comes first in the file... */
+    lb_free(&b, 200, SEG);             /* ...but frees what thread 1 allocated at t=100 */
+    lb_alloc(&b, 300, SEG, 4096, 0, 0, 0);
+    lb_chunk(&b, 1, 0);
+    lb_alloc(&b, 100, SEG, 4096, 0, 0, 0);
+    lb_replay(&b, 0);
+    const model_dev_t *d = model.dev[0];
+    ck_assert_msg(d->unmatched_frees == 0 && d->replaced == 0, "unmatched %llu replaced %llu: replay not in time order",
+                  (unsigned long long)d->unmatched_frees, (unsigned long long)d->replaced);
+    ck_assert_msg(d->allocated == 4096 && model.live.count == 1, "allocated %llu, %zu live",
+                  (unsigned long long)d->allocated, model.live.count);
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_lost_frees_and_resets_keep_the_figures_sane)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 1, 0);
+    lb_free(&b, 5, SEG + 999 * 512);               /* never allocated in the log */
+    lb_alloc(&b, 10, SEG, 4096, 0, 0, 0);
+    lb_alloc(&b, 11, SEG, 8192, 0, 0, 0);          /* the same pointer again: its free was lost */
+    lb_segment(&b, 12, GMLOG_SEGMENT_ALLOC, SEG + 64 * MiB, 2 * MiB);
+    gmlog_reset_t r = {{GMLOG_RESET, 0, 0, 0, 0}, 2 * MiB, 8192};
+    lb_rec(&b, &r, sizeof r, 20);
+    lb_replay(&b, MODEL_ALL);
+    const model_dev_t *d = model.dev[0];
+    ck_assert_msg(d->unmatched_frees == 1 && d->replaced == 1, "unmatched %llu replaced %llu",
+                  (unsigned long long)d->unmatched_frees, (unsigned long long)d->replaced);
+    ck_assert_msg(d->resets == 1 && d->allocated == 0 && d->reserved == 0 && model.live.count == 0,
+                  "after the reset: allocated %llu reserved %llu live %zu", (unsigned long long)d->allocated,
+                  (unsigned long long)d->reserved, model.live.count);
+    ck_assert_msg(d->peak_allocated == 8192, "peak allocated %llu", (unsigned long long)d->peak_allocated);
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_clock_records_move_the_time_base)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 1, 1000);
+    lb_alloc(&b, 1500, SEG, 4096, 0, 0, 0);
+    gmlog_clock_t c = {{GMLOG_CLOCK, 0, GMLOG_NO_DEVICE, 0, 0}, 10000000000ull};
+    lb_rec(&b, &c, sizeof c, 1500);
+    b.base = 10000000000ull;
+    lb_alloc(&b, 10000000007ull, SEG + 4096, 4096, 0, 0, 0);
+    lb_replay(&b, 0);
+    ck_assert_msg(model.last_t == 10000000007ull, "last time %llu", (unsigned long long)model.last_t);
+    ck_assert_msg(lf.t_first == 1500 && lf.t_last == 10000000007ull, "range %llu..%llu",
+                  (unsigned long long)lf.t_first, (unsigned long long)lf.t_last);
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_recovered_ooms_are_retries_and_failed_ones_are_analysed)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 1, 0);
+    lb_segment(&b, 5, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
+    lb_alloc(&b, 6, SEG, 10 * MiB, 0, 0, 0);
+    gmlog_oom_t o = {{GMLOG_OOM, 0, 0, GMLOG_OOM_RELEASED | GMLOG_OOM_RETRIED | GMLOG_OOM_RECOVERED, 0},
+                     4 * MiB, 20 * MiB, 0, 64 * MiB, 20 * MiB, 10 * MiB, 10 * MiB, 10 * MiB, 0, 10 * MiB, 1, 0};
+    lb_rec(&b, &o, sizeof o, 10);
+    o.h.flags = GMLOG_OOM_RELEASED | GMLOG_OOM_RETRIED;
+    o.request = 40 * MiB;
+    lb_rec(&b, &o, sizeof o, 20);
+    lb_replay(&b, MODEL_ALL);
+    ck_assert_msg(model.retries_total == 1 && model.ooms_total == 1 && model.nooms == 1, "retries %llu ooms %llu",
+                  (unsigned long long)model.retries_total, (unsigned long long)model.ooms_total);
+    const model_oom_t *x = &model.ooms[0];
+    ck_assert_msg(x->analysed && x->rec.request == 40 * MiB && x->persistent == 10 * MiB && x->frag.segments == 1,
+                  "the OOM snapshot: request %llu persistent %llu segments %llu", (unsigned long long)x->rec.request,
+                  (unsigned long long)x->persistent, (unsigned long long)x->frag.segments);
+    lb_done(&b);
+}
+END_TEST
+
+START_TEST(test_damaged_logs_never_crash_the_model)
+{
+    lb_t b;
+    lb_begin(&b);
+    leaky_steps(&b, 1, 20);
+    lb_close_chunk(&b);
+    uint8_t *copy = malloc(b.len);
+    uint64_t x = 88172645463325252ull;
+    for (int round = 0; round < 300; round++) {
+        memcpy(copy, b.buf, b.len);
+        for (int k = 0; k < 1 + round % 24; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            copy[4096 + 32 + (size_t)(x % 2000)] = (uint8_t)(x >> 32);
+        }
+        rd_log_t l;
+        if (rd_open_mem(&l, copy, b.len, "random") == 0) {
+            model_t m;
+            memset(&m, 0, sizeof m);
+            model_build(&m, &l, MODEL_ALL);
+            model_frag_t f;
+            model_frag_at_peak(&m, 0, &f);
+            model_free(&m);
+        }
+        rd_close(&l);
+    }
+    free(copy);
+    free(b.buf);
+}
+END_TEST
+
+START_TEST(test_python_frames_come_first_with_their_file_and_line)
+{
+    lb_t b;
+    lb_begin(&b);
+    lb_chunk(&b, 1, 0);
+    lb_string(&b, 1, 1, "train.py");
+    lb_string(&b, 2, 2, "Model.forward");
+    lb_string(&b, 3, 3, "main");
+    uint8_t rec[64] = {0};
+    gmlog_site_t st = {{GMLOG_SITE, 0, GMLOG_NO_DEVICE, 0, 0}, 7, 1, 2};
+    uint64_t native = (uint64_t)GMLOG_FRAME_UNKNOWN_MODULE << 48 | 0x401234;
+    gmlog_pyframe_t py[2] = {{1, 2, 42, 0}, {1, 3, 90, 0}};
+    memcpy(rec, &st, sizeof st);
+    memcpy(rec + sizeof st, &native, 8);
+    memcpy(rec + sizeof st + 8, py, sizeof py);
+    lb_rec(&b, rec, sizeof st + 8 + sizeof py, 4);
+    lb_alloc(&b, 10, SEG, 4096, 0, 0, 7);
+    lb_replay(&b, MODEL_SITES | MODEL_EPOCHS);
+    site_frame_t fr[8];
+    size_t n = site_frames(&model, 7, fr, 8);
+    ck_assert_msg(n == 3, "%zu frames", n);
+    ck_assert_msg(fr[0].python && !strcmp(fr[0].function, "Model.forward") && fr[0].file &&
+                  !strcmp(fr[0].file, "train.py") && fr[0].line == 42, "first frame: %s %s:%u", fr[0].function,
+                  fr[0].file ? fr[0].file : "?", fr[0].line);
+    ck_assert_msg(fr[1].python && !strcmp(fr[1].function, "main") && fr[1].line == 90, "second frame: %s:%u",
+                  fr[1].function, fr[1].line);
+    ck_assert_msg(!fr[2].python && !strcmp(fr[2].function, "0x401234"), "the native frame: %s", fr[2].function);
+    char label[128];
+    site_label(&model, 7, label, sizeof label);
+    ck_assert_msg(!strcmp(label, "Model.forward (train.py:42)"), "label %s", label);
+    site_label(&model, 99, label, sizeof label);
+    ck_assert_msg(strstr(label, "not defined"), "an undefined site: %s", label);
+    lb_done(&b);
+}
+END_TEST
+
+/* A log whose windows cut through everything: frees of blocks from earlier windows, segments
+ * freed later, pass-through blocks, three threads; the parallel summary must equal the replay
+ * in order, figure for figure. */
+static void crossing_log(lb_t *b)
+{
+    lb_begin(b);
+    lb_chunk(b, 1, 0);
+    lb_segment(b, 5, GMLOG_SEGMENT_ALLOC, SEG + 0x100000000ull, 64 * MiB);
+    for (int i = 0; i < 40; i++)
+        lb_alloc(b, 10 + (uint64_t)i, SEG + (uint64_t)i * MiB, MiB - 512 * (uint64_t)i, (uint64_t)i % 3, 0, 0);
+    gmlog_alloc_t pass = {{GMLOG_ALLOC, 0, 0, GMLOG_KIND_PASS << GMLOG_KIND_SHIFT, 0}, SEG + 0x200000000ull, 3 * MiB, 0, 9, 0};
+    lb_rec(b, &pass, 32, 60);
+    lb_chunk(b, 2, 100);
+    for (int i = 0; i < 30; i++)
+        lb_free(b, 100 + (uint64_t)i, SEG + (uint64_t)i * MiB);          /* blocks of the first window */
+    for (int i = 0; i < 20; i++)
+        lb_alloc(b, 140 + (uint64_t)i, SEG + 0x300000000ull + (uint64_t)i * 4096, 4096, 0, 0, 0);
+    lb_free(b, 170, SEG + 0x777000ull);                                  /* never allocated */
+    lb_chunk(b, 3, 200);
+    lb_segment(b, 200, GMLOG_SEGMENT_FREE, SEG + 0x100000000ull, 64 * MiB);
+    gmlog_free_t pf = {{GMLOG_FREE, 0, 0, GMLOG_KIND_PASS << GMLOG_KIND_SHIFT, 0}, SEG + 0x200000000ull, 0, 0};
+    lb_rec(b, &pf, sizeof pf, 210);
+    for (int i = 0; i < 50; i++)
+        lb_alloc(b, 220 + (uint64_t)i, SEG + 0x400000000ull + (uint64_t)i * 8192, 8000, 0, i % 5 ? 0 : GMLOG_A_MISS, 0);
+    for (int i = 0; i < 10; i++)
+        lb_free(b, 280 + (uint64_t)i, SEG + 0x300000000ull + (uint64_t)i * 4096);
+    lb_chunk(b, 1, 300);
+    for (int i = 30; i < 40; i++)
+        lb_free(b, 300 + (uint64_t)i, SEG + (uint64_t)i * MiB);
+    lb_close_chunk(b);
+}
+
+START_TEST(test_parallel_summary_equals_the_replay_in_order)
+{
+    lb_t b;
+    crossing_log(&b);
+    model_t m[2];
+    for (int k = 0; k < 2; k++) {
+        setenv("GMSHIM_ANALYZER_THREADS", k ? "4" : "0", 1);
+        rd_log_t l;
+        ck_assert_int_eq(rd_open_mem(&l, b.buf, b.len, "crossing"), 0);
+        memset(&m[k], 0, sizeof m[k]);
+        model_build(&m[k], &l, 0);
+        rd_close(&l);
+        m[k].lf = NULL;
+    }
+    unsetenv("GMSHIM_ANALYZER_THREADS");
+    const model_dev_t *s = m[0].dev[0], *p = m[1].dev[0];
+    ck_assert_msg(s && p, "no device 0");
+    ck_assert_msg(m[0].windows == 0 && m[1].windows == 4, "windows: %u in order, %u in parallel", m[0].windows,
+                  m[1].windows);
+#define SAME(f) ck_assert_msg(s->f == p->f, #f ": in order %llu, in parallel %llu", (unsigned long long)s->f, \
+                              (unsigned long long)p->f)
+    SAME(allocs);
+    SAME(frees);
+    SAME(hits);
+    SAME(misses);
+    SAME(requested);
+    SAME(allocated);
+    SAME(reserved);
+    SAME(segments);
+    SAME(peak_requested);
+    SAME(peak_allocated);
+    SAME(peak_reserved);
+    SAME(peak_segments);
+    SAME(peak_allocated_t);
+    SAME(unmatched_frees);
+    SAME(replaced);
+    SAME(seg_allocs);
+    SAME(seg_frees);
+    SAME(bad_segment_frees);
+    SAME(live_kind_bytes[GMLOG_KIND_POOL]);
+    SAME(live_kind_count[GMLOG_KIND_POOL]);
+    SAME(live_kind_bytes[GMLOG_KIND_PASS]);
+#undef SAME
+    ck_assert_msg(m[0].records == m[1].records && m[0].live.count == m[1].live.count, "records %llu/%llu live %zu/%zu",
+                  (unsigned long long)m[0].records, (unsigned long long)m[1].records, m[0].live.count, m[1].live.count);
+    ck_assert_msg(s->unmatched_frees == 1 && s->peak_reserved == 64 * MiB + 3 * MiB, "the log itself: unmatched %llu, "
+                  "peak reserved %llu", (unsigned long long)s->unmatched_frees, (unsigned long long)s->peak_reserved);
+    model_free(&m[0]);
+    model_free(&m[1]);
+    free(b.buf);
+}
+END_TEST
+
+Suite *analyzer_model_suite(void)
+{
+    Suite *s = suite_create("analyzer_model");
+    TCase *tc = tcase_create("replay");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_block_sizes_peaks_and_hits_follow_the_records);
+    tcase_add_test(tc, test_free_gaps_come_from_segments_and_live_blocks);
+    tcase_add_test(tc, test_marks_make_epochs_and_a_kept_allocation_grows);
+    tcase_add_test(tc, test_unmarked_run_finds_iterations_at_the_troughs);
+    tcase_add_test(tc, test_a_run_that_only_grows_has_no_epochs);
+    tcase_add_test(tc, test_threads_out_of_file_order_replay_in_time_order);
+    tcase_add_test(tc, test_lost_frees_and_resets_keep_the_figures_sane);
+    tcase_add_test(tc, test_clock_records_move_the_time_base);
+    tcase_add_test(tc, test_recovered_ooms_are_retries_and_failed_ones_are_analysed);
+    tcase_add_test(tc, test_damaged_logs_never_crash_the_model);
+    tcase_add_test(tc, test_parallel_summary_equals_the_replay_in_order);
+    tcase_add_test(tc, test_python_frames_come_first_with_their_file_and_line);
+    suite_add_tcase(s, tc);
+    return s;
+}
