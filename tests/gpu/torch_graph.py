@@ -30,6 +30,9 @@ try:
     del g, out
 except Exception as e:
     result["graph"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+if "--compile" not in sys.argv:
+    print(" ".join(f"{k}={v!r}" for k, v in result.items()))
+    sys.exit(0)
 try:
     import torch._dynamo
     cm = torch.compile(fwd, mode="reduce-overhead")

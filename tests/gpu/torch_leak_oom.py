@@ -4,19 +4,19 @@
 import ctypes, sys, torch
 mark = getattr(ctypes.CDLL(None), "gmshim_mark", None)
 dev = "cuda"
-w = [torch.randn(4096, 4096, device=dev) for _ in range(4)]  # persistent "weights" (256 MiB)
+w = [torch.randn(32 << 20, device=dev) for _ in range(4)]  # persistent "weights" (512 MiB)
 history = []
 def step(x):
     h = x
     for m in w:
-        h = torch.tanh(h @ m)                  # per-iteration activations, freed each step
+        h = torch.tanh(h * m)                  # per-iteration activations, freed each step
     return h
 it = 0
 try:
     while True:
         if mark:
             mark(f"iteration {it}".encode())
-        x = torch.randn(8192, 4096, device=dev)
+        x = torch.randn(32 << 20, device=dev)
         out = step(x)
         history.append(out * 1.0)              # LEAK: one 128 MiB tensor kept per iteration
         it += 1

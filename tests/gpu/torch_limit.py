@@ -51,7 +51,7 @@ def trial(batch, capped):
 
 
 def bisect(ok, lo, hi):
-    # ok(lo) holds, ok(hi) does not; largest batch that is ok
+    # ok(lo) holds, ok(hi) does not: the largest multiple of 8 in between that is ok
     while hi - lo > 8:
         mid = (lo + hi) // 2 // 8 * 8
         if ok(mid):
@@ -71,13 +71,19 @@ def capped_ok(b):
 
 
 def fits(b):
-    r = trial(b, False)
+    r = seen.get(("free", b)) or trial(b, False)
     seen[("free", b)] = r
     return r["status"] == "ok" and r["peak_reserved"] is not None and r["peak_reserved"] <= LIMIT
 
 
-b_cap = bisect(capped_ok, 64, 1024)
-b_pred = bisect(fits, 64, 1024)
+# Without the cap: peak reserved is linear in the batch; two runs place 24 GiB, then the exact
+# boundary is checked around it.
+p1, p2 = trial(256, False), trial(512, False)
+seen[("free", 256)], seen[("free", 512)] = p1, p2
+slope = (p2["peak_reserved"] - p1["peak_reserved"]) / 256
+b_pred = int(256 + (LIMIT - p1["peak_reserved"]) / slope) // 8 * 8
+lo, hi = b_pred - 16, b_pred + 32
+b_cap = bisect(capped_ok, lo, hi) if capped_ok(lo) and not capped_ok(hi) else None
 res = {"limit": "24G", "largest_batch_under_cap": b_cap, "largest_batch_fitting_uncapped_peak": b_pred,
        "trials": {f"{k[0]}:{k[1]}": v for k, v in sorted(seen.items())}}
 print(json.dumps(res))
