@@ -171,8 +171,9 @@ void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)
 {
     if (gm_state == GM_CHILD || !ptr)
         return;
-    evlog_free(hint_device, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, 0,
-               gm_now_ns(), t0);
+    int dev = hint_device;
+    REAL_CALL(cudaGetDevice, &dev);
+    evlog_free(dev, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, 0, gm_now_ns(), t0);
 }
 
 void alloc_ipc_export(void *ptr)

@@ -541,32 +541,42 @@ size_t device_empty_cache(gm_device_t *d, int reason)
     return bytes;
 }
 
-static void log_oom(gm_arena_t *a, size_t request, size_t segment, size_t drv_free,
-                    size_t drv_total, unsigned flags, uint32_t site)
+/* The pool and the driver as they are at a failure; flags are filled in afterwards. */
+static void oom_snapshot(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_t segment,
+                         size_t drv_free, size_t drv_total, uint32_t site)
+{
+    gm_device_t *d = a->dev;
+    memset(rec, 0, sizeof *rec);
+    rec->request = request;
+    rec->segment = segment;
+    rec->driver_free = drv_free;
+    rec->driver_total = drv_total;
+    rec->reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
+    rec->allocated = a->bytes.allocated.current;
+    rec->requested = a->bytes.requested.current;
+    rec->cached = a->bytes.cached.current;
+    rec->pending = a->bytes.pending.current;
+    size_t largest, count;
+    heap_free_summary(&a->general, &largest, &count);
+    rec->largest_free = largest;
+    rec->free_blocks = (uint32_t)count;
+    rec->site = site;
+}
+
+static void log_oom_record(gm_arena_t *a, gmlog_oom_t *rec, unsigned flags)
 {
     if (!evlog_enabled())
         return;
-    gm_device_t *d = a->dev;
-    gmshim_stats_t st;
-    memset(&st, 0, sizeof st);
+    evlog_hdr(&rec->h, GMLOG_OOM, sizeof *rec, a->dev->id, flags);
+    evlog_append(rec, sizeof *rec, gm_now_ns());
+}
+
+static void log_oom(gm_arena_t *a, size_t request, size_t segment, size_t drv_free,
+                    size_t drv_total, unsigned flags, uint32_t site)
+{
     gmlog_oom_t rec;
-    memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_OOM, sizeof rec, d->id, flags);
-    rec.request = request;
-    rec.segment = segment;
-    rec.driver_free = drv_free;
-    rec.driver_total = drv_total;
-    rec.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
-    rec.allocated = a->bytes.allocated.current;
-    rec.requested = a->bytes.requested.current;
-    rec.cached = a->bytes.cached.current;
-    rec.pending = a->bytes.pending.current;
-    size_t largest, count;
-    heap_free_summary(&a->general, &largest, &count);
-    rec.largest_free = largest;
-    rec.free_blocks = (uint32_t)count;
-    rec.site = site;
-    evlog_append(&rec, sizeof rec, gm_now_ns());
+    oom_snapshot(a, &rec, request, segment, drv_free, drv_total, site);
+    log_oom_record(a, &rec, flags);
 }
 
 /* Whether a segment for `rounded` fits under the device cap; may shrink *seg to the request and,
@@ -618,9 +628,12 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
         *errp = err;
         return NULL;
     }
-    /* Out of memory: what the driver says now, for the log, then release and retry. */
+    /* Out of memory: the driver and the pool as they are now, for the log (the driver's free
+     * and the pool's figures at the same moment), then release and retry. */
     size_t drv_free = 0, drv_total = 0;
     REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);
+    gmlog_oom_t rec;
+    oom_snapshot(a, &rec, size, seg, drv_free, drv_total, site);
     unsigned oflags = GMLOG_OOM_RELEASED;
     a->n.oom_retries++;
     size_t waited_fences = a->n.fence_waits;
@@ -648,7 +661,8 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
         a->n.ooms++;
         *errp = err;
     }
-    log_oom(a, size, seg, drv_free, drv_total, oflags, site);
+    rec.segment = seg;
+    log_oom_record(a, &rec, oflags);
     return b;
 }
 

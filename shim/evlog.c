@@ -571,7 +571,7 @@ int evlog_mark(const char *label)
     if (!evlog_enabled())
         return -1;
     gmlog_mark_t r;
-    size_t n = label ? strnlen(label, 4096) : 0;
+    size_t n = label ? strnlen(label, 2000) : 0; /* a record is at most 2040 bytes */
     evlog_hdr(&r.h, GMLOG_MARK, sizeof r, GMLOG_NO_DEVICE, 0);
     r.id = __atomic_add_fetch(&L.next_mark, 1, __ATOMIC_RELAXED);
     r.len = (uint32_t)n;

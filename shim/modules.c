@@ -69,12 +69,16 @@ static void log_module(const known_t *k, uintptr_t start, uintptr_t end, const u
         return;
     gmlog_module_t rec;
     memset(&rec, 0, sizeof rec);
+    /* A record is at most 2040 bytes: a path longer than fits keeps its last 1900 bytes. */
     size_t plen = strlen(k->path);
-    if (plen > 4000)
-        plen = 4000;
+    const char *path = k->path;
+    if (plen > 1900) {
+        path += plen - 1900;
+        plen = 1900;
+    }
     uint8_t tail[4096 + 64];
     memcpy(tail, bid, bid_len);
-    memcpy(tail + bid_len, k->path, plen);
+    memcpy(tail + bid_len, path, plen);
     evlog_hdr(&rec.h, GMLOG_MODULE, sizeof rec, GMLOG_NO_DEVICE, 0);
     rec.base = k->base;
     rec.start = start;
