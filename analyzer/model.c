@@ -622,7 +622,14 @@ static void on_module(model_t *m, const rd_rec_t *r)
 
 static inline int counts_as_allocated(unsigned kind)
 {
-    return kind == GMLOG_KIND_POOL || kind == GMLOG_KIND_PASS;
+    return kind == GMLOG_KIND_POOL || kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_OBSERVED;
+}
+
+/* The driver's own allocations (pass-through, or observed by CUPTI in injection mode) are each
+ * reserved memory as well: there is no pool between them and the device. */
+static inline int counts_as_reserved(unsigned kind)
+{
+    return kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_OBSERVED;
 }
 
 static __attribute__((noinline)) void release_site(model_t *m, const model_live_t *e, uint64_t block, uint64_t req)
@@ -645,7 +652,7 @@ static inline __attribute__((always_inline)) void release_entry(model_t *m, mode
     if (counts_as_allocated(kind)) {
         d->allocated -= block <= d->allocated ? block : d->allocated;
         d->requested -= req <= d->requested ? req : d->requested;
-        if (kind == GMLOG_KIND_PASS)
+        if (counts_as_reserved(kind))
             d->reserved -= block <= d->reserved ? block : d->reserved;
     }
     if (__builtin_expect(e->sidx != 0, 0) && e->sidx < m->nsst)
@@ -708,7 +715,7 @@ static void on_alloc(model_t *m, const rd_rec_t *r)
     if (counts_as_allocated(kind)) {
         d->allocated += block;
         d->requested += req;
-        if (kind == GMLOG_KIND_PASS)
+        if (counts_as_reserved(kind))
             d->reserved += block;
     }
     if (m->flags & MODEL_SITES) {
@@ -1478,7 +1485,7 @@ static void stitch(model_t *m, model_t *w)
         if (counts_as_allocated(kind)) {
             removed[dv][0] += model_live_req(e);
             removed[dv][1] += model_live_block(e);
-            if (kind == GMLOG_KIND_PASS)
+            if (counts_as_reserved(kind))
                 removed[dv][2] += model_live_block(e);
         }
         d->unmatched_frees--;

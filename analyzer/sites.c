@@ -60,7 +60,7 @@ static int boring_module(const char *path)
 {
     const char *b = base_name(path);
     return !strncmp(b, "libcudart", 9) || !strncmp(b, "libgmshim", 9) || !strncmp(b, "libc.so", 7) ||
-           !strncmp(b, "libc-", 5);
+           !strncmp(b, "libc-", 5) || !strncmp(b, "libcuda.so", 10) || !strncmp(b, "libcupti", 8);
 }
 
 const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len)
