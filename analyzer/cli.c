@@ -2,6 +2,8 @@
  * offsets) on stderr and the exit status: 0 clean, 2 partial, 1 unreadable. An unclosed log
  * (a killed process) is normal input and says so in the report, not as an error. */
 #include "cli.h"
+
+#include <getopt.h>
 #include "commands.h"
 #include "output.h"
 
@@ -299,4 +301,61 @@ int cli_finish(cli_ctx_t *c, int status)
         return CLI_FAIL;
     }
     return status;
+}
+
+int cli_parse_count(const char *command, const char *option, const char *text, unsigned *out)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+    if (*end || !*text || v > UINT32_MAX) {
+        fprintf(stderr, "gmshim %s: %s %s: not a number\n", command, option, text);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
+int cli_need_logs(const cli_ctx_t *c, int argc, const char *usage)
+{
+    if (optind < argc)
+        return -1;
+    fprintf(stderr, "gmshim %s: no log given\n%s", c->command, usage);
+    return CLI_FAIL;
+}
+
+int cli_parse_common(cli_ctx_t *c, int argc, char **argv, const char *usage, unsigned which)
+{
+    static const struct option opts[] = {
+        {"top", required_argument, NULL, 'n'},
+        {"depth", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+n:d:jh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            if (!(which & CLI_OPT_TOP)) {
+                fputs(usage, stderr);
+                return CLI_FAIL;
+            }
+            if (cli_parse_count(c->command, "--top", optarg, &c->top))
+                return CLI_FAIL;
+            break;
+        case 'd':
+            if (!(which & CLI_OPT_DEPTH)) {
+                fputs(usage, stderr);
+                return CLI_FAIL;
+            }
+            if (cli_parse_count(c->command, "--depth", optarg, &c->depth))
+                return CLI_FAIL;
+            break;
+        case 'j': c->json = 1; break;
+        case 'h': fputs(usage, stdout); return cli_finish(c, CLI_OK);
+        default: fputs(usage, stderr); return CLI_FAIL;
+        }
+    }
+    return cli_need_logs(c, argc, usage);
 }

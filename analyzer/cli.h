@@ -56,4 +56,17 @@ int cli_parse_size(const char *s, uint64_t *out);
 /* Finishes output: flushes stdout and turns a write error into CLI_FAIL. */
 int cli_finish(cli_ctx_t *c, int status);
 
+/* A count option (--top N, --depth N): 0, or -1 after saying what is wrong. */
+int cli_parse_count(const char *command, const char *option, const char *text, unsigned *out);
+/* After a command's own options: -1 when logs follow (the first at argv[optind]), else the exit
+ * status of "no log given". */
+int cli_need_logs(const cli_ctx_t *c, int argc, const char *usage);
+
+#define CLI_OPT_TOP 1u   /* the command takes --top N (into c->top) */
+#define CLI_OPT_DEPTH 2u /* the command takes --depth N (into c->depth) */
+/* The options of the commands that take no others: --json, --help and, as `which` says, --top
+ * and --depth. Returns -1 to go on with the logs at argv[optind..], or an exit status to return
+ * now (help shown, a usage error, no log). */
+int cli_parse_common(cli_ctx_t *c, int argc, char **argv, const char *usage, unsigned which);
+
 #endif

@@ -406,27 +406,12 @@ static const char usage[] =
 
 int cmd_dump(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     cli_ctx_t c;
     cli_init(&c, stdout, stderr, "dump");
     c.json = cli_global.json;
-    optind = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'j': c.json = 1; break;
-        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "gmshim dump: no log given\n%s", usage);
-        return CLI_FAIL;
-    }
+    int rc = cli_parse_common(&c, argc, argv, usage, 0);
+    if (rc >= 0)
+        return rc;
     int status = CLI_OK;
     for (int i = optind; i < argc; i++) {
         rd_log_t *lf = calloc(1, sizeof *lf);
@@ -436,9 +421,9 @@ int cmd_dump(int argc, char **argv)
             fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", argv[i], lf->diags[0].offset, lf->diags[0].msg);
             status = CLI_FAIL;
         } else {
-            int rc = rep_dump(&c, lf);
-            if (rc > status && status != CLI_FAIL)
-                status = rc;
+            int drc = rep_dump(&c, lf);
+            if (drc > status && status != CLI_FAIL)
+                status = drc;
         }
         rd_close(lf);
         free(lf);

@@ -267,29 +267,22 @@ int cmd_leaks(int argc, char **argv)
                 c.stop_mark_id = (int)id;
             break;
         case 'n':
-            o.top = (unsigned)strtoul(optarg, &end, 10);
-            if (*end || !*optarg) {
-                fprintf(stderr, "gmshim leaks: --top %s: not a number\n", optarg);
+            if (cli_parse_count("leaks", "--top", optarg, &o.top))
                 return CLI_FAIL;
-            }
             break;
         case 'd':
-            c.depth = (unsigned)strtoul(optarg, &end, 10);
-            if (*end || !*optarg) {
-                fprintf(stderr, "gmshim leaks: --depth %s: not a number\n", optarg);
+            if (cli_parse_count("leaks", "--depth", optarg, &c.depth))
                 return CLI_FAIL;
-            }
             break;
         case 'j': c.json = 1; break;
         case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
         default: fputs(usage, stderr); return CLI_FAIL;
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "gmshim leaks: no log given\n%s", usage);
-        return CLI_FAIL;
-    }
+    int rc = cli_need_logs(&c, argc, usage);
+    if (rc >= 0)
+        return rc;
     c.top = o.top;
-    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, leaks_one, &o);
+    rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, leaks_one, &o);
     return cli_finish(&c, rc);
 }

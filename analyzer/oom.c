@@ -357,37 +357,13 @@ static const char usage[] =
 
 int cmd_oom(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"depth", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     cli_ctx_t c;
     cli_init(&c, stdout, stderr, "oom");
     c.json = cli_global.json;
     c.progress = isatty(2);
-    optind = 0;
-    int opt;
-    char *end;
-    while ((opt = getopt_long(argc, argv, "+d:jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'd':
-            c.depth = (unsigned)strtoul(optarg, &end, 10);
-            if (*end || !*optarg) {
-                fprintf(stderr, "gmshim oom: --depth %s: not a number\n", optarg);
-                return CLI_FAIL;
-            }
-            break;
-        case 'j': c.json = 1; break;
-        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "gmshim oom: no log given\n%s", usage);
-        return CLI_FAIL;
-    }
-    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, oom_one, NULL);
+    int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_DEPTH);
+    if (rc >= 0)
+        return rc;
+    rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, oom_one, NULL);
     return cli_finish(&c, rc);
 }

@@ -52,48 +52,17 @@ static const char usage[] =
 
 int cmd_report(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"top", required_argument, NULL, 'n'},
-        {"depth", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     cli_ctx_t c;
     cli_init(&c, stdout, stderr, "report");
     c.json = cli_global.json;
     c.progress = isatty(2);
     c.depth = 8;
     report_opts_t o = {{0, NULL, 5}};
-    optind = 0;
-    int opt;
-    char *end;
-    while ((opt = getopt_long(argc, argv, "+n:d:jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'n':
-            o.leaks.top = (unsigned)strtoul(optarg, &end, 10);
-            if (*end || !*optarg) {
-                fprintf(stderr, "gmshim report: --top %s: not a number\n", optarg);
-                return CLI_FAIL;
-            }
-            break;
-        case 'd':
-            c.depth = (unsigned)strtoul(optarg, &end, 10);
-            if (*end || !*optarg) {
-                fprintf(stderr, "gmshim report: --depth %s: not a number\n", optarg);
-                return CLI_FAIL;
-            }
-            break;
-        case 'j': c.json = 1; break;
-        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "gmshim report: no log given\n%s", usage);
-        return CLI_FAIL;
-    }
     c.top = o.leaks.top;
-    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
+    int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_TOP | CLI_OPT_DEPTH);
+    if (rc >= 0)
+        return rc;
+    o.leaks.top = c.top;
+    rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
     return cli_finish(&c, rc);
 }

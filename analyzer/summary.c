@@ -283,28 +283,13 @@ static const char usage[] =
 
 int cmd_summary(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     cli_ctx_t c;
     cli_init(&c, stdout, stderr, "summary");
     c.json = cli_global.json;
     c.progress = isatty(2);
-    optind = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'j': c.json = 1; break;
-        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "gmshim summary: no log given\n%s", usage);
-        return CLI_FAIL;
-    }
-    int rc = cli_run_logs(&c, argc - optind, argv + optind, 0, summary_one, NULL);
+    int rc = cli_parse_common(&c, argc, argv, usage, 0);
+    if (rc >= 0)
+        return rc;
+    rc = cli_run_logs(&c, argc - optind, argv + optind, 0, summary_one, NULL);
     return cli_finish(&c, rc);
 }
