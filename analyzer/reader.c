@@ -659,7 +659,7 @@ void rd_rewind(rd_log_t *lf)
     lf->advance = NULL;
     lf->current = NULL;
     lf->seq = 0;
-    lf->chunks_done = 0;
+    __atomic_store_n(&lf->chunks_done, 0, __ATOMIC_RELAXED); /* read by the progress display */
     lf->unknown_records = 0;
     for (size_t i = 0; i < lf->nstreams; i++) {
         rd_stream_t *s = &lf->streams[i];
