@@ -8,15 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CK(call)                                                                                  \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            fprintf(stderr, "%s:%d: %s -> %d %s\n", __FILE__, __LINE__, #call, (int)e_,           \
-                    cudaGetErrorName(e_));                                                        \
-            exit(2);                                                                              \
-        }                                                                                         \
-    } while (0)
+#include "gpu_common.h"
 
 __global__ void fill(char *p, size_t n)
 {
@@ -32,13 +24,6 @@ extern "C" __attribute__((noinline)) void cupti_static_leak_here(void **out)
         fill<<<256, 256>>>((char *)out[i], 65536);
     }
     CK(cudaDeviceSynchronize());
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int main(int argc, char **argv)

@@ -1,4 +1,4 @@
-/* Shared by the GPU check programs (built with nvcc -cudart shared, so that the preload sees
+/* Shared by the GPU check programs (most built with nvcc -cudart shared, so that the preload sees
  * the runtime calls): error checks and a host clock. */
 #pragma once
 #include <cuda_runtime_api.h>
