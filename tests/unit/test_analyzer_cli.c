@@ -1,6 +1,7 @@
 /* End-to-end tests of the gmshim CLI (analyzer/main.c and the reports): help and exit statuses,
- * the recorded demo fixture (tests/fixtures/demo.gmlog with the binary that wrote it), one log
- * per rank, dump, timeline, run, colour, write errors, damaged logs, and the fuzz target. */
+ * the recorded demo fixture (tests/fixtures/demo.gmlog with the binary that wrote it), two logs
+ * recorded on the H200, one log per rank, dump, timeline, run, colour, write errors, damaged
+ * logs, and the fuzz target. */
 #include "suites.h"
 
 #include <stdio.h>
@@ -111,6 +112,34 @@ START_TEST(test_fixture_report_names_the_leak_and_its_cause)
                           "\"peak_reserved\":", "\"cache_hits\":", "\"cache_misses\":", "\"est_time_saved_ns\":"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         ck_assert_msg(strstr(out, keys[i]), "summary --json lacks %s:\n%s", keys[i], out);
+    free(out);
+}
+END_TEST
+
+/* Logs recorded on the H200 (docs/gpu-results.md): PyTorch with PYTORCH_NO_CUDA_MEMORY_CACHING=1
+ * keeping a tensor per iteration until it dies of OOM, and a static-cudart program seen only
+ * through CUPTI injection that never frees 3 x 64 MiB. */
+#define H200_TORCH_LEAK "tests/fixtures/h200_torch_leak_oom.gmlog"
+#define H200_CUPTI_STATIC "tests/fixtures/h200_cupti_static_inject.gmlog"
+
+START_TEST(test_h200_fixtures_name_the_python_leak_and_the_static_cudart_leak)
+{
+    char *out;
+    int rc = gm(&out, "--json", "oom", H200_TORCH_LEAK, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && count(out, "\"cause\":\"leak\"") == 1 && strstr(out, "\"requested\":134217728"),
+                  "oom --json on the H200 log: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "leaks", H200_TORCH_LEAK, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"growing\":[{\"bytes_per_epoch\":134217728,") &&
+                  strstr(out, "\"file\":\"/work/main/tests/gpu/torch_leak_oom.py\",\"line\":21}"),
+                  "leaks --json on the H200 log does not point at torch_leak_oom.py:21: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "summary", H200_TORCH_LEAK, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "NVIDIA H200") && strstr(out, "closed at exit"), "summary: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "leaks", H200_CUPTI_STATIC, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"live_bytes\":201326592,\"live_count\":3,"),
+                  "leaks --json on the CUPTI log does not show 3 x 64 MiB: %d\n%s", rc, out);
     free(out);
 }
 END_TEST
@@ -349,6 +378,7 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_help_lists_every_command_and_each_has_its_own);
     tcase_add_test(tc, test_usage_errors_exit_1_with_a_message);
     tcase_add_test(tc, test_fixture_report_names_the_leak_and_its_cause);
+    tcase_add_test(tc, test_h200_fixtures_name_the_python_leak_and_the_static_cudart_leak);
     tcase_add_test(tc, test_leaks_at_a_mark_stops_there);
     tcase_add_test(tc, test_one_log_per_rank_gives_sections_and_a_combined_line);
     tcase_add_test(tc, test_damaged_logs_exit_nonzero_with_the_offset);
