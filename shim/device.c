@@ -374,15 +374,17 @@ static void log_segment(gm_device_t *d, int type, gm_segment_t *seg, uint64_t t0
         evlog_segment(type, d->id, seg->base, seg->size, seg->heap->graph_id, gm_now_ns(), t0);
 }
 
-/* Asks the driver for a segment of `size` into `heap` (of arena a). */
-static cudaError_t driver_segment(gm_arena_t *a, gm_heap_t *heap, size_t size, int small)
+/* Asks the driver for a segment of `size` into `heap` (of arena a) and serves the request from
+ * it: *bp is the LIVE block on success. */
+static cudaError_t driver_segment(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t rounded, size_t requested,
+                                  gm_block_t **bp)
 {
     void *p = NULL;
     uint64_t t0 = gm_now_ns();
     cudaError_t err = REAL_CALL(cudaMalloc, &p, size);
     if (err != cudaSuccess)
         return err;
-    gm_segment_t *seg = heap_add_segment(heap, (uintptr_t)p, size, small, gm_now_ns());
+    gm_segment_t *seg = heap_add_segment(heap, (uintptr_t)p, size, pool_is_small(rounded), gm_now_ns());
     if (!seg) {
         REAL_CALL(cudaFree, p);
         gm_fall_back("out of host memory for the pool's bookkeeping");
@@ -391,6 +393,7 @@ static cudaError_t driver_segment(gm_arena_t *a, gm_heap_t *heap, size_t size, i
     reserved_add(a->dev, size);
     a->n.driver_mallocs++;
     log_segment(a->dev, GMLOG_SEGMENT_ALLOC, seg, t0);
+    *bp = heap_alloc_fresh(heap, seg, rounded, requested);
     return cudaSuccess;
 }
 
@@ -619,10 +622,11 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
         return NULL;
     }
     cudaError_t before = REAL_CALL(cudaPeekAtLastError);
-    cudaError_t err = driver_segment(a, &a->general, seg, small);
+    gm_block_t *b = NULL;
+    cudaError_t err = driver_segment(a, &a->general, seg, rounded, size, &b);
     if (err == cudaSuccess) {
         *flags |= GMLOG_A_MISS;
-        return heap_alloc(&a->general, rounded, size);
+        return b;
     }
     if (err != cudaErrorMemoryAllocation) {
         *errp = err;
@@ -641,17 +645,15 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
     empty_other_arenas(a, GMLOG_EMPTY_OOM);
     if (a->n.fence_waits != waited_fences)
         oflags |= GMLOG_OOM_WAITED;
-    gm_block_t *b = heap_alloc(&a->general, rounded, size);
+    b = heap_alloc(&a->general, rounded, size);
     if (!b) {
         oflags |= GMLOG_OOM_RETRIED;
-        err = driver_segment(a, &a->general, seg, small);
+        err = driver_segment(a, &a->general, seg, rounded, size, &b);
         size_t tight = gm_round_up(rounded, GM_LARGE_ROUND);
         if (err == cudaErrorMemoryAllocation && !small && tight < seg)
-            err = driver_segment(a, &a->general, seg = tight, small);
-        if (err == cudaSuccess) {
+            err = driver_segment(a, &a->general, seg = tight, rounded, size, &b);
+        if (err == cudaSuccess)
             *flags |= GMLOG_A_MISS;
-            b = heap_alloc(&a->general, rounded, size);
-        }
     }
     if (b) {
         oflags |= GMLOG_OOM_RECOVERED;
@@ -725,11 +727,11 @@ static gm_block_t *alloc_captured(gm_arena_t *a, size_t rounded, size_t size, ui
     gm_ctx_t c;
     device_ctx_enter(d, &c);
     size_t seg = pool_segment_size(rounded);
-    cudaError_t e = limit_of(d) && !fits_limit(a, &seg, rounded, 0) ? cudaErrorMemoryAllocation
-                                                                     : driver_segment(a, heap, seg, small);
+    cudaError_t e = limit_of(d) && !fits_limit(a, &seg, rounded, 0)
+                        ? cudaErrorMemoryAllocation
+                        : driver_segment(a, heap, seg, rounded, size, &b);
     if (e == cudaSuccess) {
         *flags |= GMLOG_A_MISS;
-        b = heap_alloc(heap, rounded, size);
     } else {
         size_t drv_free = 0, drv_total = 0;
         REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);

@@ -271,19 +271,17 @@ uint64_t heap_better_pending(const gm_heap_t *heap, size_t rounded)
     return p->fence_seq;
 }
 
-gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
+/* Takes free block b for a rounded request, splitting off the rest when it is worth keeping.
+ * Requests at or above max_split never split their block (PyTorch's rule). */
+static gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_t requested)
 {
-    int cls = pool_is_small(rounded) ? GM_SMALL : GM_LARGE;
+    int cls = class_of(b);
     gm_bins_t *bins = &heap->bins[cls];
-    size_t max_split = cls == GM_LARGE ? heap->max_split : 0;
-    gm_block_t *b = bins_best_fit(bins, rounded, max_split);
-    if (!b)
-        return NULL;
     bin_remove(bins, b);
     heap->free_bytes[cls] -= b->size;
     size_t rest = b->size - rounded;
     int split = cls == GM_SMALL ? rest >= GM_ROUND : rest > GM_LARGE_SPLIT_MIN;
-    if (split && max_split && b->size >= max_split)
+    if (split && cls == GM_LARGE && heap->max_split && rounded >= heap->max_split)
         split = 0;
     if (split) {
         gm_block_t *r = block_new(heap);
@@ -309,6 +307,19 @@ gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
     gm_stat_add(&heap->stats->allocated, b->size);
     gm_stat_add(&heap->stats->requested, requested);
     return b;
+}
+
+gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
+{
+    int cls = pool_is_small(rounded) ? GM_SMALL : GM_LARGE;
+    size_t max_split = cls == GM_LARGE ? heap->max_split : 0;
+    gm_block_t *b = bins_best_fit(&heap->bins[cls], rounded, max_split);
+    return b ? take(heap, b, rounded, requested) : NULL;
+}
+
+gm_block_t *heap_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested)
+{
+    return take(heap, seg->first, rounded, requested);
 }
 
 gm_segment_t *heap_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns)

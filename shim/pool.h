@@ -128,6 +128,9 @@ void heap_adopt_storage(gm_heap_t *to, gm_heap_t *from);
 /* Best-fit a free block for a rounded size, splitting it; the block comes back LIVE with
  * `requested` set. NULL when nothing fits. */
 gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested);
+/* The same from a segment just added for this request, whatever the max-split rules say about
+ * its size (a request just under max_split may get a segment at or above it). */
+gm_block_t *heap_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested);
 /* The fence a better block than any free one waits for: the smallest pending large block that
  * fits, when the best free block is missing or would have to be split by more than
  * GM_LARGE_SPLIT_MIN. 0 when waiting would not buy a better fit (or for small requests). */

@@ -1,5 +1,6 @@
 /* GMSHIM_MAX_SPLIT: with argv[1] = "split", a cached 128 MiB block serves a 32 MiB request by
- * splitting; with "nosplit" (GMSHIM_MAX_SPLIT=64M) it is not split: a new segment is made. */
+ * splitting; with "nosplit" (GMSHIM_MAX_SPLIT=64M) it is not split: a new segment is made. In
+ * both, a request just under 64 MiB, whose segment is rounded up to 64 MiB, is served. */
 #include "itest.h"
 
 int main(int argc, char **argv)
@@ -22,6 +23,13 @@ int main(int argc, char **argv)
     CUDA_OK(cudaMalloc(&near, 120u << 20));
     CUDA_OK(cudaFree(near));
     CUDA_OK(cudaFree(small));
+    void *edge;
+    size_t edge_bytes = (64u << 20) - 4096;
+    CUDA_OK(cudaMalloc(&edge, edge_bytes));
+    CUDA_OK(cudaMemset(edge, 7, edge_bytes));
+    CUDA_OK(cudaDeviceSynchronize());
+    CHECK(((unsigned char *)edge)[edge_bytes - 1] == 7, "the block under the cap holds its bytes");
+    CUDA_OK(cudaFree(edge));
     printf("ok\n");
     return 0;
 }

@@ -175,6 +175,21 @@ START_TEST(test_max_split_keeps_big_blocks_whole)
 }
 END_TEST
 
+START_TEST(test_fresh_segment_serves_a_request_just_under_max_split)
+{
+    heap.max_split = 64 * MiB;
+    size_t req = 64 * MiB - 4096;
+    ck_assert_uint_eq(pool_segment_size(pool_round(req)), 64 * MiB); /* at the cap */
+    gm_segment_t *seg = heap_add_segment(&heap, BASE, pool_segment_size(pool_round(req)), 0, 1);
+    ck_assert_msg(heap_alloc(&heap, pool_round(req), req) == NULL, "best fit must not pick a block at max split");
+    gm_block_t *b = heap_alloc_fresh(&heap, seg, pool_round(req), req);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(b->ptr, BASE);
+    ck_assert_uint_eq(stats.requested.current, req);
+    CHECK_HEAP();
+}
+END_TEST
+
 START_TEST(test_whole_free_segment_can_be_removed)
 {
     gm_segment_t *seg = heap_add_segment(&heap, BASE, 20 * MiB, 0, 1);
@@ -339,6 +354,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pending_block_is_not_reused_before_its_fence);
     tcase_add_test(tc, test_pending_blocks_merge_when_released);
     tcase_add_test(tc, test_max_split_keeps_big_blocks_whole);
+    tcase_add_test(tc, test_fresh_segment_serves_a_request_just_under_max_split);
     tcase_add_test(tc, test_whole_free_segment_can_be_removed);
     tcase_add_test(tc, test_held_block_is_never_reused_but_segment_can_go);
     tcase_add_test(tc, test_move_segment_with_defer_makes_free_blocks_pending);
