@@ -37,8 +37,8 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
 {
     if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || gm_state == GM_CHILD))
         return REAL_CALL(cudaMalloc, out, size);
-    int dev;
-    if (unlikely(REAL_CALL(cudaGetDevice, &dev) != cudaSuccess))
+    int dev = 0;
+    if (!device_is_only() && unlikely(REAL_CALL(cudaGetDevice, &dev) != cudaSuccess))
         return REAL_CALL(cudaMalloc, out, size);
     gm_device_t *d = device_get(dev);
     if (unlikely(!d)) {

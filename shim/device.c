@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GM_FENCE_EVERY 64 /* frees: a fence at least this often */
 #define GM_POLL_EVERY 32  /* allocations: completed fences polled at least this often */
 #define GM_CONTENDED 32   /* contended lock attempts after which a thread moves to a new arena */
 
@@ -21,6 +20,8 @@ static gm_device_t *devices[GM_MAX_DEVICES];
 static int created[GM_MAX_DEVICES]; /* ids in creation order */
 static int ncreated;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The process sees exactly one device: the current device is always 0, no need to ask. */
+static int one_device;
 
 static __thread unsigned char my_arena __attribute__((tls_model("initial-exec")));
 static __thread unsigned char my_contention __attribute__((tls_model("initial-exec")));
@@ -66,7 +67,8 @@ void device_ctx_enter(gm_device_t *d, gm_ctx_t *c)
     if (REAL_CALL(cudaThreadExchangeStreamCaptureMode, &c->saved_mode) != cudaSuccess)
         c->saved_mode = (enum cudaStreamCaptureMode)-1;
     c->switched = 0;
-    if (d && REAL_CALL(cudaGetDevice, &c->saved_device) == cudaSuccess && c->saved_device != d->id &&
+    if (d && !device_is_only() && REAL_CALL(cudaGetDevice, &c->saved_device) == cudaSuccess &&
+        c->saved_device != d->id &&
         REAL_CALL(cudaSetDevice, d->id) == cudaSuccess)
         c->switched = 1;
 }
@@ -124,6 +126,7 @@ static gm_device_t *device_create(int id)
     d->max_arenas = cpus < 1 ? 1 : cpus > GM_MAX_ARENAS ? GM_MAX_ARENAS : (int)cpus;
     mutex_init_plain(&d->fence_lock);
     d->fence_bytes = (size_t)options_get(GM_OPT_FENCE_BYTES);
+    d->fence_frees = (unsigned)options_get(GM_OPT_FENCE_FREES);
     d->cache_limit = (size_t)options_get(GM_OPT_CACHE_LIMIT);
     d->trust_stream_order = (int)options_get(GM_OPT_TRUST_STREAM_ORDER);
     d->pending_wait = (int)options_get(GM_OPT_PENDING_WAIT);
@@ -134,6 +137,9 @@ static gm_device_t *device_create(int id)
         d->total = total;
     device_ctx_leave(&c);
     d->limit = options_device_limit(id, d->total);
+    int count = 0;
+    if (!ncreated && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess && count == 1 && id == 0)
+        __atomic_store_n(&one_device, 1, __ATOMIC_RELAXED);
     created[ncreated] = id;
     __atomic_store_n(&ncreated, ncreated + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&devices[id], d, __ATOMIC_RELEASE);
@@ -150,6 +156,11 @@ gm_device_t *device_get(int id)
         return NULL;
     gm_device_t *d = __atomic_load_n(&devices[id], __ATOMIC_ACQUIRE);
     return likely(d != NULL) ? d : device_create(id);
+}
+
+int device_is_only(void)
+{
+    return __atomic_load_n(&one_device, __ATOMIC_RELAXED);
 }
 
 gm_device_t *device_peek(int id)
@@ -191,6 +202,21 @@ int device_add_arena(gm_device_t *d)
     return index;
 }
 
+int device_move_arena(gm_device_t *d, int current)
+{
+    int n = device_add_arena(d);
+    if (n > 0)
+        return n;
+    int have = narenas_of(d);
+    if (have < 2)
+        return current;
+    /* All arenas exist: spread contending threads over them rather than leave them all where
+     * new threads start (arena 0). */
+    unsigned k = __atomic_fetch_add(&d->next_arena, 1, __ATOMIC_RELAXED);
+    n = (int)(k % (unsigned)(have - 1));
+    return n >= current ? n + 1 : n;
+}
+
 /* The arena this thread allocates from, locked. While a capture runs on the device everything
  * goes to arena 0, where the capture's heap is. */
 static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
@@ -206,8 +232,8 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
     }
     if (++my_contention >= GM_CONTENDED && !captures_of(d)) {
         my_contention = 0;
-        int n = device_add_arena(d);
-        if (n > 0) {
+        int n = device_move_arena(d, i);
+        if (n != i) {
             my_arena = (unsigned char)n;
             a = d->arenas[n];
         }
@@ -251,16 +277,25 @@ static void note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err)
  * back). */
 static size_t release_done(gm_arena_t *a)
 {
-    size_t bytes = heap_release_pending(&a->general, done_of(a->dev), gm_now_ns());
+    uint64_t done = done_of(a->dev);
+    const gm_block_t *head = a->general.pending_head;
+    if (!head || head->fence_seq > done)
+        return 0; /* nothing to release: no clock read */
+    size_t bytes = heap_release_pending(&a->general, done, gm_now_ns());
     if (bytes && a->dev->cache_limit)
         enforce_cache_limit(a);
     return bytes;
 }
 
-static size_t harvest(gm_arena_t *a)
+/* Polls the device's fences, then takes in what they released. `blocking` 0: if another thread
+ * holds the fence lock (polling or recording: what it learns is shared), do not wait for it. */
+static size_t harvest(gm_arena_t *a, int blocking)
 {
     gm_device_t *d = a->dev;
-    pthread_mutex_lock(&d->fence_lock);
+    if (blocking)
+        pthread_mutex_lock(&d->fence_lock);
+    else if (pthread_mutex_trylock(&d->fence_lock) != 0)
+        return release_done(a);
     cudaError_t err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
     pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess)
@@ -301,13 +336,17 @@ static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
 }
 
 /* Records a fence covering every free so far, on every arena. Caller holds the arena lock
- * and is inside device_ctx_enter. */
-static int fence_issue(gm_arena_t *a)
+ * and is inside device_ctx_enter. `blocking` 0: give up (-1) if another thread holds the fence
+ * lock. */
+static int fence_issue(gm_arena_t *a, int blocking)
 {
     gm_device_t *d = a->dev;
     if (captures_of(d))
         return -1; /* an event on a capturing stream would join the capture */
-    pthread_mutex_lock(&d->fence_lock);
+    if (blocking)
+        pthread_mutex_lock(&d->fence_lock);
+    else if (pthread_mutex_trylock(&d->fence_lock) != 0)
+        return -1;
     cudaError_t err = fences_issue(&d->fences);
     uint64_t seq = d->fences.issued;
     unsigned events = (unsigned)(1 + d->fences.nstreams);
@@ -319,6 +358,7 @@ static int fence_issue(gm_arena_t *a)
     a->n.fences++;
     a->open_bytes = 0;
     a->open_count = 0;
+    a->open_seen = seq;
     if (evlog_enabled())
         log_fence(a, seq, events);
     return 0;
@@ -331,7 +371,7 @@ static size_t wait_oldest(gm_arena_t *a)
     pthread_mutex_lock(&d->fence_lock);
     int any = fences_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
-    if (!any && (!open_set_waiting(a) || fence_issue(a)))
+    if (!any && (!open_set_waiting(a) || fence_issue(a, 1)))
         return 0;
     uint64_t t0 = gm_now_ns();
     pthread_mutex_lock(&d->fence_lock);
@@ -359,7 +399,7 @@ static size_t wait_oldest(gm_arena_t *a)
 /* Waits until fence `seq` has completed (recording it first if it is still to come). */
 static void wait_for(gm_arena_t *a, uint64_t seq)
 {
-    if (seq > issued_of(a->dev) && fence_issue(a))
+    if (seq > issued_of(a->dev) && fence_issue(a, 1))
         return;
     while (done_of(a->dev) < seq && wait_oldest(a))
         ;
@@ -485,7 +525,7 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
             gm_ctx_t c;
             device_ctx_enter(d, &c);
             uint64_t t0 = gm_now_ns();
-            harvest(a); /* completed fences only: the trimmer never waits for the GPU */
+            harvest(a, 1); /* completed fences only: the trimmer never waits for the GPU */
             unsigned nseg = 0;
             size_t b = release_free_segments(a, idle_ns, t0, &nseg);
             if (nseg)
@@ -679,8 +719,8 @@ static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
      * then take whatever has completed. */
     if (open_set_waiting(a))
-        fence_issue(a);
-    harvest(a);
+        fence_issue(a, 1);
+    harvest(a, 1);
     const gm_heap_t *h = &a->general;
     for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
         uint64_t want = d->pending_wait ? heap_better_pending(h, rounded) : 0;
@@ -844,21 +884,30 @@ void device_note_unpooled(gm_device_t *d, int kind, void *ptr, size_t size, uint
 
 /* ---- freeing -------------------------------------------------------------------------------- */
 
+/* The periodic poll. When another thread already saw the oldest pending block's fence complete
+ * there is nothing to ask the runtime; when another thread is polling, its answer will do. */
 static GM_NOINLINE void poll_now(gm_arena_t *a)
 {
-    gm_ctx_t c;
+    gm_device_t *d = a->dev;
     a->since_poll = 0;
-    device_ctx_enter(a->dev, &c);
-    harvest(a);
+    if (done_of(d) >= a->general.pending_head->fence_seq && !d->cache_limit) {
+        release_done(a);
+        return;
+    }
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    harvest(a, 0);
     device_ctx_leave(&c);
 }
 
+/* The periodic fence, from a free: skipped when another thread holds the fence lock (the next
+ * free tries again). */
 static void fence_now(gm_arena_t *a)
 {
     gm_ctx_t c;
     device_ctx_enter(a->dev, &c);
-    if (fence_issue(a) == 0)
-        harvest(a);
+    if (fence_issue(a, 0) == 0)
+        harvest(a, 0);
     device_ctx_leave(&c);
 }
 
@@ -898,17 +947,16 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     }
     gm_heap_t *heap = b->seg->heap;
     size_t size = b->size;
-    uint64_t tnow = now ? now : gm_now_ns(); /* a segment's idle time starts here */
     if (heap != &a->general) {
         evlog_free(d->id, GMLOG_F_GRAPH, key, site, now, t0);
-        heap_free_block(heap, b, tnow);
+        heap_free_block(heap, b, now ? now : gm_now_ns()); /* a segment's idle time starts here */
     } else if (b->ipc) {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         heap_hold_block(heap, b);
     } else if (d->trust_stream_order) {
         gm_segment_t *seg = b->seg;
         evlog_free(d->id, 0, key, site, now, t0);
-        heap_free_block(heap, b, tnow);
+        heap_free_block(heap, b, now ? now : gm_now_ns());
         if (d->cache_limit && !captures_of(d) && seg->free_since_ns) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);
@@ -917,10 +965,19 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
         }
     } else {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
-        heap_defer_block(heap, b, issued_of(d) + 1);
+        uint64_t issued = issued_of(d);
+        heap_defer_block(heap, b, issued + 1);
+        if (issued != a->open_seen) {
+            /* A fence was recorded since this arena last counted (by any arena): it covers
+             * every free counted so far. */
+            a->open_seen = issued;
+            a->open_bytes = 0;
+            a->open_count = 0;
+        }
         a->open_bytes += size;
         a->open_count++;
-        if ((a->open_bytes >= fence_threshold(a) || a->open_count >= GM_FENCE_EVERY) && !captures_of(d))
+        if ((a->open_bytes >= fence_threshold(a) || (d->fence_frees && a->open_count >= d->fence_frees)) &&
+            !captures_of(d))
             fence_now(a);
     }
     pthread_mutex_unlock(&a->lock);

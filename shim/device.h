@@ -31,8 +31,9 @@ typedef struct gm_arena {
     gm_block_t sentinel;        /* ptr 0, never removed: an empty uthash frees its table */
     gm_pool_stats_t bytes;
     gm_counters_t n;
-    size_t open_bytes;          /* freed since this arena's last fence */
+    size_t open_bytes;          /* freed since the device's last fence (as this arena saw it) */
     unsigned open_count;
+    uint64_t open_seen;         /* the device's fence count when open_bytes/open_count began */
     unsigned since_poll;        /* allocations since fences were last polled */
 } gm_arena_t;
 
@@ -41,6 +42,7 @@ struct gm_device {
     gm_arena_t *arenas[GM_MAX_ARENAS];
     int narenas;                /* read atomically; grows under create_lock */
     int max_arenas;
+    unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */
     pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
     gm_fences_t fences;
     /* Captures, guarded by arena 0's lock (captures is also read atomically). */
@@ -52,6 +54,7 @@ struct gm_device {
     size_t limit;               /* cap on reserved bytes, 0 = none (atomic) */
     /* Settings read once at creation (the hot path does not consult the options table). */
     size_t fence_bytes, cache_limit;
+    unsigned fence_frees;
     int trust_stream_order, pending_wait;
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
 };
@@ -60,6 +63,8 @@ struct gm_device {
 gm_device_t *device_get(int id);
 /* The device's pool if it exists. */
 gm_device_t *device_peek(int id);
+/* 1 once a pool exists and the process sees exactly one device (its current device is 0). */
+int device_is_only(void);
 
 cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out);
 /* Pass-through: forwards to the real cudaMalloc and keeps the counting. */
@@ -121,6 +126,9 @@ void device_ctx_leave(gm_ctx_t *c);
  * allocates from (arena_lock_for_alloc moves a contending thread by itself; tests pin one). */
 int device_add_arena(gm_device_t *d);
 void device_use_arena(int index);
+/* Where a thread that keeps contending for arena `current` goes: a new arena while fewer than
+ * max_arenas exist, then another existing one (round robin); `current` if there is no other. */
+int device_move_arena(gm_device_t *d, int current);
 
 /* Every created device, for the API, the trimmer and fork handlers. */
 int device_created_count(void);

@@ -34,6 +34,9 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_FENCE_BYTES] = {.name = "GMSHIM_FENCE_BYTES", .kind = GM_KIND_SIZE, .default_text = "0",
         .doc = "freed bytes after which gmshim records a fence (CUDA events) without waiting for a miss; "
         "0 = a 64th of what the pool reserves, at least 2 MiB"},
+    [GM_OPT_FENCE_FREES] = {.name = "GMSHIM_FENCE_FREES", .kind = GM_KIND_INT, .default_text = "64",
+        .doc = "frees after which gmshim records a fence without waiting for a miss (whichever of "
+        "this and GMSHIM_FENCE_BYTES comes first); 0 = by bytes only"},
     [GM_OPT_TRUST_STREAM_ORDER] = {.name = "GMSHIM_TRUST_STREAM_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "UNSAFE unless all device work is on one stream: reuse freed blocks at once, without "
         "waiting for the GPU (cudaFree's guarantee is dropped)"},

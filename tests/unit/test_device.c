@@ -184,6 +184,48 @@ START_TEST(test_empty_cache_returns_every_arena_segment)
 }
 END_TEST
 
+START_TEST(test_contending_threads_spread_over_existing_arenas_at_the_maximum)
+{
+    d->max_arenas = 3;
+    ck_assert_int_eq(device_move_arena(d, 0), 1); /* new arenas while there is room */
+    ck_assert_int_eq(device_move_arena(d, 0), 2);
+    int seen[3] = {0};
+    for (int k = 0; k < 6; k++) {
+        int from = k % 3, to = device_move_arena(d, from);
+        ck_assert_msg(to != from && to >= 0 && to < 3, "from %d to %d", from, to);
+        seen[to]++;
+    }
+    ck_assert_msg(seen[0] && seen[1] && seen[2], "moves %d %d %d", seen[0], seen[1], seen[2]);
+    ck_assert_uint_eq(stats().arenas, 3);
+}
+END_TEST
+
+START_TEST(test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted)
+{
+    enum { N = 4 };
+    d->fence_frees = N;
+    ck_assert_int_eq(device_add_arena(d), 1);
+    void *p[N], *q[N];
+    device_use_arena(1);
+    for (int i = 0; i < N; i++)
+        p[i] = alloc_or_fail(4096);
+    device_use_arena(0);
+    for (int i = 0; i < N; i++)
+        q[i] = alloc_or_fail(4096);
+    unsigned long long before = stats().fences;
+    device_use_arena(1);
+    for (int i = 0; i < N - 1; i++)
+        free_ok(p[i]);
+    device_use_arena(0);
+    for (int i = 0; i < N; i++)
+        free_ok(q[i]); /* the N-th free records a fence: it covers arena 1's frees too */
+    ck_assert_uint_eq(stats().fences, before + 1);
+    device_use_arena(1);
+    free_ok(p[N - 1]); /* arena 1 has counted one free since that fence, not N */
+    ck_assert_uint_eq(stats().fences, before + 1);
+}
+END_TEST
+
 Suite *device_suite(void)
 {
     Suite *s = suite_create("device");
@@ -196,6 +238,8 @@ Suite *device_suite(void)
     tcase_add_test(tc, test_work_of_a_destroyed_stream_is_still_fenced);
     tcase_add_test(tc, test_reset_forgets_every_arena);
     tcase_add_test(tc, test_empty_cache_returns_every_arena_segment);
+    tcase_add_test(tc, test_contending_threads_spread_over_existing_arenas_at_the_maximum);
+    tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     suite_add_tcase(s, tc);
     return s;
 }
