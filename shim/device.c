@@ -14,7 +14,8 @@
 #include <unistd.h>
 
 #define GM_POLL_EVERY 32  /* allocations: completed fences polled at least this often */
-#define GM_CONTENDED 32   /* contended lock attempts after which a thread moves to a new arena */
+#define GM_CONTENDED 32   /* contended lock attempts after which a thread moves to another arena */
+#define GM_FORGIVEN 16    /* uncontended acquisitions that cancel one contended attempt */
 
 static gm_device_t *devices[GM_MAX_DEVICES];
 static int created[GM_MAX_DEVICES]; /* ids in creation order */
@@ -25,6 +26,7 @@ static int one_device;
 
 static __thread unsigned char my_arena __attribute__((tls_model("initial-exec")));
 static __thread unsigned char my_contention __attribute__((tls_model("initial-exec")));
+static __thread unsigned char my_uncontended __attribute__((tls_model("initial-exec")));
 
 static void log_device(gm_device_t *d, size_t free_bytes);
 static void log_empty(gm_device_t *d, int reason, size_t bytes, unsigned nseg, uint64_t t0);
@@ -217,6 +219,21 @@ int device_move_arena(gm_device_t *d, int current)
     return n >= current ? n + 1 : n;
 }
 
+int device_note_lock(int contended)
+{
+    if (!contended) {
+        if (my_contention && ++my_uncontended >= GM_FORGIVEN) {
+            my_uncontended = 0;
+            my_contention--;
+        }
+        return 0;
+    }
+    if (++my_contention < GM_CONTENDED)
+        return 0;
+    my_contention = my_uncontended = 0;
+    return 1;
+}
+
 /* The arena this thread allocates from, locked. While a capture runs on the device everything
  * goes to arena 0, where the capture's heap is. */
 static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
@@ -226,12 +243,10 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
         i = 0;
     gm_arena_t *a = d->arenas[i];
     if (likely(pthread_mutex_trylock(&a->lock) == 0)) {
-        if (my_contention)
-            my_contention--;
+        device_note_lock(0);
         return a;
     }
-    if (++my_contention >= GM_CONTENDED && !captures_of(d)) {
-        my_contention = 0;
+    if (device_note_lock(1) && !captures_of(d)) {
         int n = device_move_arena(d, i);
         if (n != i) {
             my_arena = (unsigned char)n;

@@ -129,6 +129,10 @@ void device_use_arena(int index);
 /* Where a thread that keeps contending for arena `current` goes: a new arena while fewer than
  * max_arenas exist, then another existing one (round robin); `current` if there is no other. */
 int device_move_arena(gm_device_t *d, int current);
+/* This thread found its arena's lock free (0) or taken (1); returns 1 when it has contended
+ * often enough to move: GM_CONTENDED contended attempts, each GM_FORGIVEN uncontended ones
+ * cancelling one (threads that rarely meet share an arena and its cache). */
+int device_note_lock(int contended);
 
 /* Every created device, for the API, the trimmer and fork handlers. */
 int device_created_count(void);

@@ -226,6 +226,22 @@ START_TEST(test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted)
 }
 END_TEST
 
+START_TEST(test_a_thread_that_contends_one_time_in_three_moves)
+{
+    int moved = 0;
+    for (int k = 0; k < 3000 && !moved; k++)
+        moved = device_note_lock(k % 3 == 0);
+    ck_assert_msg(moved, "a thread meeting another on every third lock never moved");
+}
+END_TEST
+
+START_TEST(test_a_thread_that_rarely_contends_stays)
+{
+    for (int k = 0; k < 100000; k++)
+        ck_assert_msg(!device_note_lock(k % 20 == 0), "moved after %d locks, one in 20 contended", k);
+}
+END_TEST
+
 Suite *device_suite(void)
 {
     Suite *s = suite_create("device");
@@ -239,6 +255,8 @@ Suite *device_suite(void)
     tcase_add_test(tc, test_reset_forgets_every_arena);
     tcase_add_test(tc, test_empty_cache_returns_every_arena_segment);
     tcase_add_test(tc, test_contending_threads_spread_over_existing_arenas_at_the_maximum);
+    tcase_add_test(tc, test_a_thread_that_contends_one_time_in_three_moves);
+    tcase_add_test(tc, test_a_thread_that_rarely_contends_stays);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     suite_add_tcase(s, tc);
     return s;
