@@ -92,9 +92,19 @@ static void mutex_init_plain(pthread_mutex_t *m)
     pthread_mutex_init(m, NULL);
 }
 
+/* Zeroed memory aligned to a cache line (the structures' _Alignas asks for it). */
+static void *zalloc_aligned(size_t size)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, GM_CACHE_LINE, size) != 0)
+        return NULL;
+    memset(p, 0, size);
+    return p;
+}
+
 static gm_arena_t *arena_new(gm_device_t *d, int index)
 {
-    gm_arena_t *a = calloc(1, sizeof *a);
+    gm_arena_t *a = zalloc_aligned(sizeof *a);
     if (!a)
         return NULL;
     a->dev = d;
@@ -114,7 +124,7 @@ static gm_device_t *device_create(int id)
         pthread_mutex_unlock(&create_lock);
         return d;
     }
-    d = calloc(1, sizeof *d);
+    d = zalloc_aligned(sizeof *d);
     gm_arena_t *a0 = d ? arena_new(d, 0) : NULL;
     if (!a0) {
         free(d);
@@ -389,10 +399,24 @@ static size_t wait_oldest(gm_arena_t *a)
     if (!any && (!open_set_waiting(a) || fence_issue(a, 1)))
         return 0;
     uint64_t t0 = gm_now_ns();
-    pthread_mutex_lock(&d->fence_lock);
-    uint64_t seq = d->fences.done + 1;
-    cudaError_t err = fences_outstanding(&d->fences) ? fences_wait_oldest(&d->fences) : cudaSuccess;
-    pthread_mutex_unlock(&d->fence_lock);
+    /* The wait happens outside the fence lock: other arenas go on recording and polling. */
+    uint64_t seq = done_of(d) + 1;
+    cudaError_t err = cudaSuccess;
+    while (done_of(d) < seq && err == cudaSuccess) {
+        pthread_mutex_lock(&d->fence_lock);
+        cudaEvent_t ev = fences_oldest_pending_event(&d->fences);
+        pthread_mutex_unlock(&d->fence_lock);
+        if (ev)
+            err = REAL_CALL(cudaEventSynchronize, ev);
+        if (err == cudaSuccess) {
+            pthread_mutex_lock(&d->fence_lock);
+            err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
+            int left = fences_outstanding(&d->fences);
+            pthread_mutex_unlock(&d->fence_lock);
+            if (!ev && !left)
+                break;
+        }
+    }
     if (err != cudaSuccess) {
         note_cuda_failure(d, "cudaEventSynchronize", err);
         return 0;

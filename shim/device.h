@@ -23,7 +23,7 @@ typedef struct gm_device gm_device_t;
 /* Arena 0 also holds the captures' private heaps and everything allocated while a capture runs
  * on the device. */
 typedef struct gm_arena {
-    pthread_mutex_t lock;
+    _Alignas(GM_CACHE_LINE) pthread_mutex_t lock; /* arenas are allocated line-aligned */
     gm_device_t *dev;
     int index;
     gm_heap_t general;
@@ -37,26 +37,28 @@ typedef struct gm_arena {
     unsigned since_poll;        /* allocations since fences were last polled */
 } gm_arena_t;
 
+/* Fields that every call reads come first and are written rarely; what any thread writes often
+ * sits on cache lines of its own, so that threads in different arenas do not share lines. */
 struct gm_device {
     int id;
     gm_arena_t *arenas[GM_MAX_ARENAS];
     int narenas;                /* read atomically; grows under create_lock */
     int max_arenas;
-    unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */
-    pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
-    gm_fences_t fences;
     /* Captures, guarded by arena 0's lock (captures is also read atomically). */
     int captures;
     gm_heap_t *capture_heap;
     gm_heap_t *graph_heaps;     /* private heaps of live graphs and captures, via ->next_heap */
-    uint64_t reserved_total;    /* bytes held from the driver, all arenas (atomic) */
-    uint64_t reserved_peak;
     size_t limit;               /* cap on reserved bytes, 0 = none (atomic) */
     /* Settings read once at creation (the hot path does not consult the options table). */
     size_t fence_bytes, cache_limit;
     unsigned fence_frees;
     int trust_stream_order, pending_wait;
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
+    _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
+    uint64_t reserved_peak;
+    unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */
+    _Alignas(GM_CACHE_LINE) pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
+    gm_fences_t fences;         /* its issued/done counters have a line of their own */
 };
 
 /* The device's pool, created on first use. NULL on failure. */

@@ -41,7 +41,8 @@ static struct {
     int fd;
     unsigned gen;                              /* bumped when threads must drop their chunk */
     uint64_t start_mono;
-    uint64_t next_chunk;
+    /* Above: read with every record. Below: written when a chunk is claimed, on other lines. */
+    _Alignas(64) uint64_t next_chunk;
     uint32_t header_size;
     gmlog_file_header_t *hdr;
     extent_t *extents;

@@ -136,19 +136,13 @@ cudaError_t fences_poll(gm_fences_t *f)
     return cudaSuccess;
 }
 
-cudaError_t fences_wait_oldest(gm_fences_t *f)
+cudaEvent_t fences_oldest_pending_event(gm_fences_t *f)
 {
     if (!f->count)
-        return cudaErrorNotReady;
+        return NULL;
     gm_fence_t *fe = ring_at(f, 0);
-    while (fe->nev) {
-        cudaError_t err = REAL_CALL(cudaEventSynchronize, fe->ev[fe->nev - 1]);
-        if (err != cudaSuccess)
-            return err;
-        event_put(f, fe->ev[--fe->nev]);
-    }
-    fence_retire(f);
-    return cudaSuccess;
+    /* fences_poll drops completed events from the end: the last one is still to complete. */
+    return fe->nev ? fe->ev[fe->nev - 1] : NULL;
 }
 
 int fences_outstanding(const gm_fences_t *f)

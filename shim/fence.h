@@ -8,6 +8,8 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#define GM_CACHE_LINE 64
+
 typedef struct gm_fence {
     uint64_t seq;
     int nev;
@@ -24,7 +26,9 @@ typedef struct gm_fences {
     int nretired, retired_cap;
     cudaEvent_t *spare;     /* recycled events */
     int nspare, spare_cap;
-    uint64_t issued;        /* seq of the newest fence recorded (read atomically anywhere) */
+    /* Read by every free and poll: a cache line of their own, away from the fields written
+     * under the lock. */
+    _Alignas(GM_CACHE_LINE) uint64_t issued; /* seq of the newest fence recorded (read atomically anywhere) */
     uint64_t done;          /* every fence up to this seq has completed (likewise) */
 } gm_fences_t;
 
@@ -34,8 +38,10 @@ cudaError_t fences_issue(gm_fences_t *f);
 /* Advances `done` over completed fences without blocking. Returns a CUDA error other than
  * cudaErrorNotReady, or cudaSuccess. */
 cudaError_t fences_poll(gm_fences_t *f);
-/* Blocks until the oldest outstanding fence completes. cudaErrorNotReady if there is none. */
-cudaError_t fences_wait_oldest(gm_fences_t *f);
+/* An event of the oldest outstanding fence not yet seen complete (NULL if none), for a caller
+ * that waits on it without holding the fences' lock: once that lock is dropped the event may be
+ * recycled into a newer fence, which only makes the wait longer, never too short. */
+cudaEvent_t fences_oldest_pending_event(gm_fences_t *f);
 int fences_outstanding(const gm_fences_t *f);
 
 void fences_add_stream(gm_fences_t *f, cudaStream_t s);

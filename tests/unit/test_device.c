@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static gm_device_t *d;
 
@@ -242,6 +244,44 @@ START_TEST(test_a_thread_that_rarely_contends_stays)
 }
 END_TEST
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void *wait_in_arena_1(void *arg)
+{
+    void **block = arg;
+    device_use_arena(1);
+    free_ok(*block);                  /* pending behind the long kernel */
+    *block = alloc_or_fail(64u << 20); /* it fits best: waits for the kernel's fence */
+    return NULL;
+}
+
+START_TEST(test_a_wait_for_the_gpu_does_not_hold_up_other_arenas)
+{
+    ck_assert_int_eq(device_add_arena(d), 1);
+    device_use_arena(1);
+    void *big = alloc_or_fail(64u << 20);
+    device_use_arena(0);
+    void *small = alloc_or_fail(4096);
+    ck_assert_int_eq(fakecuda_launch(0, NULL, NULL, 400000), cudaSuccess); /* 400 ms of GPU work */
+    pthread_t th;
+    pthread_create(&th, NULL, wait_in_arena_1, &big);
+    usleep(100000); /* arena 1's thread is now waiting for the fence */
+    free_ok(small);
+    double t0 = now_ms();
+    void *other = alloc_or_fail(100u << 20); /* a miss: records a fence for `small`, then grows */
+    double took = now_ms() - t0;
+    pthread_join(th, NULL);
+    ck_assert_msg(took < 150, "an allocation in arena 0 took %.0f ms while arena 1 waited", took);
+    free_ok(other);
+    free_ok(big);
+}
+END_TEST
+
 Suite *device_suite(void)
 {
     Suite *s = suite_create("device");
@@ -257,6 +297,7 @@ Suite *device_suite(void)
     tcase_add_test(tc, test_contending_threads_spread_over_existing_arenas_at_the_maximum);
     tcase_add_test(tc, test_a_thread_that_contends_one_time_in_three_moves);
     tcase_add_test(tc, test_a_thread_that_rarely_contends_stays);
+    tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     suite_add_tcase(s, tc);
     return s;
