@@ -107,6 +107,7 @@ GPU_BIN   := $(GPU_CU:tests/gpu/%.cu=$(BUILD)/gpu/%) \
 
 .PHONY: gpu-build
 gpu-build: $(LIB) $(CLI) $(GPU_BIN)
+	$(Q)git describe --always --dirty > $(BUILD)/commit.txt 2>/dev/null || true
 
 $(BUILD)/gpu:
 	$(Q)mkdir -p $@
