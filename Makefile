@@ -117,6 +117,12 @@ $(BUILD)/gpu/%: tests/gpu/%.cu tests/gpu/gpu_common.h | $(BUILD)/gpu
 	@[ "$(V)" != 0 ] || echo "  NVCC    $@"
 	$(Q)$(NVCC) -cudart shared -O2 $(GPU_ARCH) -Xcompiler -pthread $< -o $@
 
+# The device-switching check also calls the driver API (libcuda; the stub to link, the driver's
+# own at run time).
+$(BUILD)/gpu/gpu_devices: tests/gpu/gpu_devices.cu tests/gpu/gpu_common.h | $(BUILD)/gpu
+	@[ "$(V)" != 0 ] || echo "  NVCC    $@"
+	$(Q)$(NVCC) -cudart shared -O2 $(GPU_ARCH) -Xcompiler -pthread $< -o $@ -L$(CUDA_HOME)/lib64/stubs -lcuda
+
 $(BUILD)/gpu/%: bench/%.c | $(BUILD)/gpu
 	@[ "$(V)" != 0 ] || echo "  CC      $@ (real libcudart)"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(CUDA_HOME)/lib64 -lcudart -ldl -lm \

@@ -38,7 +38,7 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || gm_state == GM_CHILD))
         return REAL_CALL(cudaMalloc, out, size);
     int dev = 0;
-    if (!device_is_only() && unlikely(REAL_CALL(cudaGetDevice, &dev) != cudaSuccess))
+    if (unlikely(device_current(&dev) != 0))
         return REAL_CALL(cudaMalloc, out, size);
     gm_device_t *d = device_get(dev);
     if (unlikely(!d)) {
@@ -97,7 +97,7 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
     if (err != cudaSuccess)
         return err;
     int dev;
-    if (gm_state != GM_CHILD && REAL_CALL(cudaGetDevice, &dev) == cudaSuccess) {
+    if (gm_state != GM_CHILD && device_current(&dev) == 0) {
         gm_device_t *d = device_get(dev); /* a cap applies before the first allocation too */
         if (d) {
             /* What the pool caches is free to the program: it gets it without the driver. */
@@ -125,20 +125,22 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 cudaError_t alloc_device_reset(void)
 {
     int dev;
-    if (gm_state != GM_CHILD && REAL_CALL(cudaGetDevice, &dev) == cudaSuccess) {
+    if (gm_state != GM_CHILD && device_current(&dev) == 0) {
         gm_device_t *d = device_peek(dev);
         if (d) {
             capture_device_reset(d);
             device_forget(d);
         }
     }
-    return REAL_CALL(cudaDeviceReset);
+    cudaError_t err = REAL_CALL(cudaDeviceReset);
+    device_contexts_changed(); /* the device's context is gone; a new one may take its address */
+    return err;
 }
 
 void alloc_stream_created(cudaStream_t s, unsigned flags)
 {
     int dev;
-    if (gm_state == GM_CHILD || REAL_CALL(cudaGetDevice, &dev) != cudaSuccess)
+    if (gm_state == GM_CHILD || device_current(&dev) != 0)
         return;
     capture_stream_created(s, dev);
     gm_device_t *d = device_get(dev);
@@ -161,7 +163,7 @@ void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t
     if (gm_state == GM_CHILD || !ptr)
         return;
     int dev = 0;
-    REAL_CALL(cudaGetDevice, &dev);
+    device_current(&dev);
     gm_device_t *d = device_get(dev);
     if (d)
         device_note_unpooled(d, kind, ptr, size, extra, stacks_site(), t0);
@@ -172,7 +174,7 @@ void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)
     if (gm_state == GM_CHILD || !ptr)
         return;
     int dev = hint_device;
-    REAL_CALL(cudaGetDevice, &dev);
+    device_current(&dev);
     evlog_free(dev, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, 0, gm_now_ns(), t0);
 }
 

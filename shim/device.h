@@ -67,6 +67,11 @@ gm_device_t *device_get(int id);
 gm_device_t *device_peek(int id);
 /* 1 once a pool exists and the process sees exactly one device (its current device is 0). */
 int device_is_only(void);
+/* The calling thread's current device, as cudaGetDevice gives it, without its cost: 0 on
+ * success, -1 when the runtime cannot tell. */
+int device_current(int *dev);
+/* Contexts were destroyed (a device reset): forget which device each thread's context was. */
+void device_contexts_changed(void);
 
 cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out);
 /* Pass-through: forwards to the real cudaMalloc and keeps the counting. */

@@ -95,3 +95,25 @@ cudaError_t real_missing(const char *name)
                           "returning cudaErrorInitializationError", name);
     return cudaErrorInitializationError;
 }
+
+static void *lookup_driver(const char *name)
+{
+    void *fn = dlsym(RTLD_DEFAULT, name);
+    if (fn && !is_ours(fn))
+        return fn;
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    fn = h ? dlsym(h, name) : NULL;
+    if (h)
+        dlclose(h); /* NOLOAD took a reference; the runtime keeps its own */
+    return fn && !is_ours(fn) ? fn : NULL;
+}
+
+int real_driver_ctx(gm_cu_ctx_get_current_t *get_current, gm_cu_ctx_get_device_t *get_device)
+{
+    void *c = lookup_driver("cuCtxGetCurrent"), *d = lookup_driver("cuCtxGetDevice");
+    if (!c || !d)
+        return -1;
+    *get_current = (gm_cu_ctx_get_current_t)c;
+    *get_device = (gm_cu_ctx_get_device_t)d;
+    return 0;
+}

@@ -91,6 +91,13 @@ void *real_retry(const char *name, void **slot);
 /* What a hook returns when no real function exists: an error and one clear message. */
 cudaError_t real_missing(const char *name);
 
+/* Two driver-API calls (libcuda, CUresult 0 = success): the calling thread's current context
+ * and that context's device. Both NULL until a libcuda with them is loaded (the runtime loads it
+ * when it initializes); looked up again on each call until found. */
+typedef int (*gm_cu_ctx_get_current_t)(void **ctx);
+typedef int (*gm_cu_ctx_get_device_t)(int *device);
+int real_driver_ctx(gm_cu_ctx_get_current_t *get_current, gm_cu_ctx_get_device_t *get_device);
+
 /* Calls real function `name`, resolving it again if it was missing; if there is none at all,
  * returns the error of real_missing. Use inside functions returning cudaError_t. */
 #define REAL_CALL(name, ...)                                                                      \

@@ -1,5 +1,6 @@
 /* Pools are per device; a pointer freed on a thread whose current device is another one goes
- * back to its own device's pool. */
+ * back to its own device's pool; threads that switch devices between calls always get memory of
+ * the device current at the call (gmshim learns it from the driver's current context). */
 #include "itest.h"
 
 #include <pthread.h>
@@ -11,6 +12,23 @@ static void *free_from_device0(void *arg)
     (void)arg;
     CUDA_OK(cudaSetDevice(0));
     CUDA_OK(cudaFree(p1));
+    return NULL;
+}
+
+static void *switching(void *arg)
+{
+    int me = (int)(uintptr_t)arg;
+    for (int k = 0; k < 2000; k++) {
+        int dev = (k + me) % 2;
+        CUDA_OK(cudaSetDevice(dev));
+        void *p;
+        CUDA_OK(cudaMalloc(&p, 4096u * (size_t)(1 + me)));
+        struct cudaPointerAttributes at;
+        CUDA_OK(cudaPointerGetAttributes(&at, p));
+        CHECK(at.device == dev, "thread %d, call %d: memory of device %d while %d was current", me,
+              k, at.device, dev);
+        CUDA_OK(cudaFree(p));
+    }
     return NULL;
 }
 
@@ -49,6 +67,11 @@ int main(void)
     CUDA_OK(cudaFree(q));
     CUDA_OK(cudaSetDevice(0));
     CUDA_OK(cudaFree(p0));
+    pthread_t sw[4];
+    for (int t = 0; t < 4; t++)
+        pthread_create(&sw[t], NULL, switching, (void *)(uintptr_t)t);
+    for (int t = 0; t < 4; t++)
+        pthread_join(sw[t], NULL);
     printf("ok\n");
     return 0;
 }
