@@ -267,7 +267,7 @@ START_TEST(test_a_wait_for_the_gpu_does_not_hold_up_other_arenas)
     void *big = alloc_or_fail(64u << 20);
     device_use_arena(0);
     void *small = alloc_or_fail(4096);
-    ck_assert_int_eq(fakecuda_launch(0, NULL, NULL, 400000), cudaSuccess); /* 400 ms of GPU work */
+    ck_assert_int_eq(fakecuda_launch(0, NULL, NULL, 1000000), cudaSuccess); /* 1 s of GPU work */
     pthread_t th;
     pthread_create(&th, NULL, wait_in_arena_1, &big);
     usleep(100000); /* arena 1's thread is now waiting for the fence */
@@ -276,7 +276,7 @@ START_TEST(test_a_wait_for_the_gpu_does_not_hold_up_other_arenas)
     void *other = alloc_or_fail(100u << 20); /* a miss: records a fence for `small`, then grows */
     double took = now_ms() - t0;
     pthread_join(th, NULL);
-    ck_assert_msg(took < 150, "an allocation in arena 0 took %.0f ms while arena 1 waited", took);
+    ck_assert_msg(took < 500, "an allocation in arena 0 took %.0f ms while arena 1 waited", took);
     free_ok(other);
     free_ok(big);
 }
