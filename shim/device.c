@@ -27,7 +27,9 @@ static int one_device;
 /* The current device, cheaper than cudaGetDevice, which serializes threads once several devices
  * are visible (P6 on two H200s: 7 M pairs/s in all at 16 threads, 28 M with one visible). The
  * driver's current context is a thread-local read; its device is asked once per context and kept
- * per thread, keyed by the context and by ctx_gen, which a device reset bumps. */
+ * per thread, keyed by the context and by ctx_gen, which a device reset bumps. This relies on
+ * cudaSetDevice making the device's primary context current at once, as the runtime does since
+ * CUDA 12 (checked on two H200s by tests/gpu/gpu_devices.cu, with runtime and driver switches). */
 static gm_cu_ctx_get_current_t cu_ctx_get_current;
 static gm_cu_ctx_get_device_t cu_ctx_get_device;
 static int driver_lookups; /* attempts to find the driver calls, up to DRIVER_LOOKUPS */
