@@ -94,7 +94,8 @@ if st:
                  "peak_reserved": st["reserved"]["peak"], "peak_pending": st["pending"]["peak"],
                  "allocs": st["allocs"], "hits": st["cache_hits"], "misses": st["cache_misses"],
                  "driver_mallocs": st["driver_mallocs"], "fences": st["fences"],
-                 "fence_waits": st["fence_waits"], "fence_wait_ms": st["fence_wait_ns"] / 1e6}
+                 "fence_waits": st["fence_waits"], "fence_wait_ms": st["fence_wait_ns"] / 1e6,
+                 "arenas": st["arenas"]}
     if st["requested"]["peak"]:
         out["gm"]["reserved_over_requested"] = st["reserved"]["peak"] / st["requested"]["peak"]
         out["gm"]["reserved_over_allocated"] = st["reserved"]["peak"] / st["allocated"]["peak"]

@@ -3,12 +3,15 @@
  * pairs per second in all and the speed-up over one thread. Runtime API only: it builds against
  * the fake runtime and the real one. */
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "../shim/gmshim.h"
 
 static double now_s(void)
 {
@@ -94,8 +97,20 @@ int main(int argc, char **argv)
         double rate = total / (now_s() - t0);
         if (n == 1)
             base = rate;
+        /* How evenly the threads progressed, and how many arenas gmshim had (when preloaded). */
+        unsigned long long lo = w[0].pairs, hi = w[0].pairs;
+        for (int i = 1; i < n; i++) {
+            lo = w[i].pairs < lo ? w[i].pairs : lo;
+            hi = w[i].pairs > hi ? w[i].pairs : hi;
+        }
+        int (*get)(int, gmshim_stats_t *) = (int (*)(int, gmshim_stats_t *))dlsym(RTLD_DEFAULT, "gmshim_get_stats");
+        gmshim_stats_t st;
+        memset(&st, 0, sizeof st);
+        st.size = sizeof st;
+        long long arenas = get && get(0, &st) == 0 ? (long long)st.arenas : -1;
         printf("{\"bench\":\"p6\",\"label\":\"%s\",\"devices\":%d,\"threads\":%d,\"pairs_per_s\":%.0f,"
-               "\"speedup\":%.2f}\n", label, ndev, n, rate, base ? rate / base : 0.0);
+               "\"speedup\":%.2f,\"thread_pairs_min\":%llu,\"thread_pairs_max\":%llu,\"arenas_dev0\":%lld}\n",
+               label, ndev, n, rate, base ? rate / base : 0.0, lo, hi, arenas);
         fflush(stdout);
         free(w);
     }

@@ -35,6 +35,7 @@ typedef struct gm_arena {
     unsigned open_count;
     uint64_t open_seen;         /* the device's fence count when open_bytes/open_count began */
     unsigned since_poll;        /* allocations since fences were last polled */
+    const void *last_user;      /* the thread that allocated here last (a thread-local address) */
 } gm_arena_t;
 
 /* Fields that every call reads come first and are written rarely; what any thread writes often
@@ -136,9 +137,10 @@ void device_use_arena(int index);
 /* Where a thread that keeps contending for arena `current` goes: a new arena while fewer than
  * max_arenas exist, then another existing one (round robin); `current` if there is no other. */
 int device_move_arena(gm_device_t *d, int current);
-/* This thread found its arena's lock free (0) or taken (1); returns 1 when it has contended
- * often enough to move: GM_CONTENDED contended attempts, each GM_FORGIVEN uncontended ones
- * cancelling one (threads that rarely meet share an arena and its cache). */
+/* This thread found its arena's lock free and the arena last used by itself (0), or taken or
+ * last used by another thread (1: the arena's lines move between CPUs either way); returns 1
+ * when that happened often enough to move: GM_CONTENDED times, each GM_FORGIVEN quiet
+ * acquisitions cancelling one (threads that rarely meet share an arena and its cache). */
 int device_note_lock(int contended);
 
 /* Every created device, for the API, the trimmer and fork handlers. */

@@ -8,6 +8,8 @@
 #include "../fakecuda.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -282,6 +284,33 @@ START_TEST(test_a_wait_for_the_gpu_does_not_hold_up_other_arenas)
 }
 END_TEST
 
+static atomic_int turn;
+
+static void *take_turns(void *arg)
+{
+    int me = (int)(uintptr_t)arg;
+    for (int k = 0; k < 200; k++) {
+        while (atomic_load(&turn) != me)
+            ;
+        void *p = alloc_or_fail(4096u * (unsigned)(me + 1));
+        free_ok(p);
+        atomic_store(&turn, 1 - me);
+    }
+    return NULL;
+}
+
+START_TEST(test_two_threads_taking_turns_on_one_arena_end_in_two)
+{
+    /* They never find the lock taken, but each turn moves the arena to the other CPU. */
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        pthread_create(&th[t], NULL, take_turns, (void *)(uintptr_t)t);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    ck_assert_uint_eq(stats().arenas, 2);
+}
+END_TEST
+
 Suite *device_suite(void)
 {
     Suite *s = suite_create("device");
@@ -298,6 +327,7 @@ Suite *device_suite(void)
     tcase_add_test(tc, test_a_thread_that_contends_one_time_in_three_moves);
     tcase_add_test(tc, test_a_thread_that_rarely_contends_stays);
     tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
+    tcase_add_test(tc, test_two_threads_taking_turns_on_one_arena_end_in_two);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     suite_add_tcase(s, tc);
     return s;
