@@ -438,6 +438,8 @@ static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
 /* Records a fence covering every free so far, on every arena. Caller holds the arena lock
  * and is inside device_ctx_enter. `blocking` 0: give up (-1) if another thread holds the fence
  * lock. */
+static int fence_issue_locked(gm_arena_t *a);
+
 static int fence_issue(gm_arena_t *a, int blocking)
 {
     gm_device_t *d = a->dev;
@@ -447,6 +449,17 @@ static int fence_issue(gm_arena_t *a, int blocking)
         pthread_mutex_lock(&d->fence_lock);
     else if (pthread_mutex_trylock(&d->fence_lock) != 0)
         return -1;
+    return fence_issue_locked(a);
+}
+
+/* fence_issue with the fence lock already held; releases it. */
+static int fence_issue_locked(gm_arena_t *a)
+{
+    gm_device_t *d = a->dev;
+    if (captures_of(d)) {
+        pthread_mutex_unlock(&d->fence_lock);
+        return -1;
+    }
     cudaError_t err = fences_issue(&d->fences);
     uint64_t seq = d->fences.issued;
     unsigned events = (unsigned)(1 + d->fences.nstreams);
@@ -1004,13 +1017,22 @@ static GM_NOINLINE void poll_now(gm_arena_t *a)
 {
     gm_device_t *d = a->dev;
     a->since_poll = 0;
-    if (done_of(d) >= a->general.pending_head->fence_seq && !d->cache_limit) {
+    /* The try-lock comes before any runtime call: a thread that would only find the lock
+     * taken makes none. */
+    int ask = done_of(d) < a->general.pending_head->fence_seq && pthread_mutex_trylock(&d->fence_lock) == 0;
+    if (!ask && !d->cache_limit) {
         release_done(a);
         return;
     }
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
-    harvest(a, 0);
+    device_ctx_enter(d, &c); /* the runtime is asked, or the cache cap may free segments */
+    if (ask) {
+        cudaError_t err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
+        pthread_mutex_unlock(&d->fence_lock);
+        if (err != cudaSuccess)
+            note_cuda_failure(d, "cudaEventQuery", err);
+    }
+    release_done(a);
     device_ctx_leave(&c);
 }
 
@@ -1018,9 +1040,12 @@ static GM_NOINLINE void poll_now(gm_arena_t *a)
  * free tries again). */
 static void fence_now(gm_arena_t *a)
 {
+    gm_device_t *d = a->dev;
+    if (pthread_mutex_trylock(&d->fence_lock) != 0)
+        return; /* before any runtime call, as in poll_now */
     gm_ctx_t c;
-    device_ctx_enter(a->dev, &c);
-    if (fence_issue(a, 0) == 0)
+    device_ctx_enter(d, &c);
+    if (fence_issue_locked(a) == 0)
         harvest(a, 0);
     device_ctx_leave(&c);
 }
