@@ -485,9 +485,14 @@ static inline __attribute__((always_inline)) void note_peaks(model_dev_t *d, uin
 static uint32_t sstat_index(model_t *m, unsigned dev, uint32_t site)
 {
     uint64_t key = (uint64_t)dev << 32 | site | (1ull << 40);
+    uint64_t *c = m->sst_cache[(site ^ site >> 8 ^ dev) & 255];
+    if (c[0] == key)
+        return (uint32_t)c[1];
     uint64_t *v = map_find(&m->sstmap, key);
-    if (v)
+    if (v) {
+        c[0] = key, c[1] = *v;
         return (uint32_t)*v;
+    }
     if (m->nsst >= UINT32_MAX - 1)
         return 0;
     model_sstat_t *n = grow_array(m->sst, &m->capsst, m->nsst + 1, sizeof *n);

@@ -227,6 +227,7 @@ typedef struct model {
     model_sstat_t *sst;            /* [0] unused */
     size_t nsst, capsst;
     model_map_t sstmap;            /* dev << 32 | site -> index */
+    uint64_t sst_cache[256][2];    /* a direct-mapped cache in front of sstmap: key, index */
     model_sitedef_t *sites;
     size_t nsites, capsites;
     model_map_t sitemap;           /* site id -> index + 1 */
