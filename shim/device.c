@@ -387,6 +387,15 @@ static size_t release_done(gm_arena_t *a)
     return bytes;
 }
 
+/* Advances the device's completed fences; the caller holds the fence lock, which this releases. */
+static void poll_locked(gm_device_t *d)
+{
+    cudaError_t err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
+    pthread_mutex_unlock(&d->fence_lock);
+    if (err != cudaSuccess)
+        note_cuda_failure(d, "cudaEventQuery", err);
+}
+
 /* Polls the device's fences, then takes in what they released. `blocking` 0: if another thread
  * holds the fence lock (polling or recording: what it learns is shared), do not wait for it. */
 static size_t harvest(gm_arena_t *a, int blocking)
@@ -396,10 +405,7 @@ static size_t harvest(gm_arena_t *a, int blocking)
         pthread_mutex_lock(&d->fence_lock);
     else if (pthread_mutex_trylock(&d->fence_lock) != 0)
         return release_done(a);
-    cudaError_t err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
-    pthread_mutex_unlock(&d->fence_lock);
-    if (err != cudaSuccess)
-        note_cuda_failure(d, "cudaEventQuery", err);
+    poll_locked(d);
     return release_done(a);
 }
 
@@ -436,29 +442,13 @@ static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
 }
 
 /* Records a fence covering every free so far, on every arena. Caller holds the arena lock
- * and is inside device_ctx_enter. `blocking` 0: give up (-1) if another thread holds the fence
- * lock. */
-static int fence_issue_locked(gm_arena_t *a);
-
-static int fence_issue(gm_arena_t *a, int blocking)
-{
-    gm_device_t *d = a->dev;
-    if (captures_of(d))
-        return -1; /* an event on a capturing stream would join the capture */
-    if (blocking)
-        pthread_mutex_lock(&d->fence_lock);
-    else if (pthread_mutex_trylock(&d->fence_lock) != 0)
-        return -1;
-    return fence_issue_locked(a);
-}
-
-/* fence_issue with the fence lock already held; releases it. */
+ * and is inside device_ctx_enter, with the fence lock held, which this releases. */
 static int fence_issue_locked(gm_arena_t *a)
 {
     gm_device_t *d = a->dev;
     if (captures_of(d)) {
         pthread_mutex_unlock(&d->fence_lock);
-        return -1;
+        return -1; /* an event on a capturing stream would join the capture */
     }
     cudaError_t err = fences_issue(&d->fences);
     uint64_t seq = d->fences.issued;
@@ -477,6 +467,12 @@ static int fence_issue_locked(gm_arena_t *a)
     return 0;
 }
 
+static int fence_issue(gm_arena_t *a)
+{
+    pthread_mutex_lock(&a->dev->fence_lock);
+    return fence_issue_locked(a);
+}
+
 /* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
 static size_t wait_oldest(gm_arena_t *a)
 {
@@ -484,7 +480,7 @@ static size_t wait_oldest(gm_arena_t *a)
     pthread_mutex_lock(&d->fence_lock);
     int any = fences_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
-    if (!any && (!open_set_waiting(a) || fence_issue(a, 1)))
+    if (!any && (!open_set_waiting(a) || fence_issue(a)))
         return 0;
     uint64_t t0 = gm_now_ns();
     /* The wait happens outside the fence lock: other arenas go on recording and polling. */
@@ -526,7 +522,7 @@ static size_t wait_oldest(gm_arena_t *a)
 /* Waits until fence `seq` has completed (recording it first if it is still to come). */
 static void wait_for(gm_arena_t *a, uint64_t seq)
 {
-    if (seq > issued_of(a->dev) && fence_issue(a, 1))
+    if (seq > issued_of(a->dev) && fence_issue(a))
         return;
     while (done_of(a->dev) < seq && wait_oldest(a))
         ;
@@ -846,7 +842,7 @@ static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
      * then take whatever has completed. */
     if (open_set_waiting(a))
-        fence_issue(a, 1);
+        fence_issue(a);
     harvest(a, 1);
     const gm_heap_t *h = &a->general;
     for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
@@ -1026,12 +1022,8 @@ static GM_NOINLINE void poll_now(gm_arena_t *a)
     }
     gm_ctx_t c;
     device_ctx_enter(d, &c); /* the runtime is asked, or the cache cap may free segments */
-    if (ask) {
-        cudaError_t err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
-        pthread_mutex_unlock(&d->fence_lock);
-        if (err != cudaSuccess)
-            note_cuda_failure(d, "cudaEventQuery", err);
-    }
+    if (ask)
+        poll_locked(d);
     release_done(a);
     device_ctx_leave(&c);
 }

@@ -1,5 +1,6 @@
-/* Recording and polling fences. Events are recycled; nothing here blocks except
- * fences_wait_oldest, which the pool calls only instead of growing or failing. */
+/* Recording and polling fences. Events are recycled; nothing here blocks: a wait for a fence is
+ * the pool's (device.c), made on fences_oldest_pending_event outside the fence lock, and only
+ * instead of growing or failing. */
 #include "fence.h"
 #include "common.h"
 #include "real.h"
