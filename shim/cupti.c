@@ -2,6 +2,7 @@
  * it ignores calls made inside gmshim (gm_depth), takes only leaf locks, the stacks lock and the
  * log's chunk, never a pool lock, and never changes what the driver call returns. */
 #include "cupti.h"
+#include "objects.h"
 #include "common.h"
 #include "device.h"
 #include "diag.h"
@@ -286,7 +287,7 @@ int cupti_is_cuda_stack(const char *path)
 }
 
 typedef struct objrange {
-    uintptr_t lo, hi;
+    gm_span_t span;             /* first: objects.c sorts and searches by it */
     size_t name;                /* offset in M.names */
     uint32_t id;                /* interned base name, 0 until first needed */
     int cuda;
@@ -298,33 +299,16 @@ static struct {
     size_t n, cap;
     char *names;
     size_t names_len, names_cap;
-    unsigned long long adds, subs;
+    unsigned long long stamp[2]; /* the loader's counters when the table was built */
     unsigned gen;
-} M = {.lock = PTHREAD_MUTEX_INITIALIZER, .adds = ~0ull, .subs = ~0ull};
-
-static int cb_counters(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    unsigned long long *c = data;
-    c[0] = info->dlpi_adds;
-    c[1] = info->dlpi_subs;
-    return 1;
-}
+} M = {.lock = PTHREAD_MUTEX_INITIALIZER, .stamp = {~0ull, ~0ull}};
 
 static int cb_ranges(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     (void)data;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            uintptr_t s = info->dlpi_addr + ph->p_vaddr;
-            lo = s < lo ? s : lo;
-            hi = s + ph->p_memsz > hi ? s + ph->p_memsz : hi;
-        }
-    }
-    if (hi <= lo)
+    gm_span_t span;
+    if (objects_exec_span(info, &span))
         return 0;
     char exe[PATH_MAX];
     const char *path = info->dlpi_name;
@@ -355,46 +339,26 @@ static int cb_ranges(struct dl_phdr_info *info, size_t size, void *data)
     }
     memcpy(M.names + M.names_len, b, bl);
     uintptr_t self = (uintptr_t)cupti_is_cuda_stack;
-    M.r[M.n++] = (objrange_t){lo, hi, M.names_len, 0, cupti_is_cuda_stack(path) || (self >= lo && self < hi)};
+    M.r[M.n++] = (objrange_t){span, M.names_len, 0, cupti_is_cuda_stack(path) || (self >= span.lo && self < span.hi)};
     M.names_len += bl;
     return 0;
-}
-
-static int by_lo(const void *a, const void *b)
-{
-    const objrange_t *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
 /* M.lock held. */
 static void ranges_refresh(void)
 {
-    unsigned long long c[2] = {0, 0};
-    dl_iterate_phdr(cb_counters, c);
-    if (c[0] == M.adds && c[1] == M.subs)
+    if (!objects_changed(M.stamp))
         return;
-    M.adds = c[0];
-    M.subs = c[1];
     M.n = 0;
     M.names_len = 0;
     M.gen++;
     dl_iterate_phdr(cb_ranges, NULL);
-    qsort(M.r, M.n, sizeof *M.r, by_lo);
+    objects_sort(M.r, M.n, sizeof *M.r);
 }
 
 static objrange_t *range_find(uintptr_t pc)
 {
-    size_t lo = 0, hi = M.n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (pc < M.r[mid].lo)
-            hi = mid;
-        else if (pc >= M.r[mid].hi)
-            lo = mid + 1;
-        else
-            return &M.r[mid];
-    }
-    return NULL;
+    return objects_find(M.r, M.n, sizeof *M.r, pc);
 }
 
 /* The unwinder that backtrace() uses, called directly so that the walk stops at the first

@@ -4,6 +4,7 @@
 #include "modules.h"
 #include "common.h"
 #include "evlog.h"
+#include "objects.h"
 
 #include <link.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@
 #include <unistd.h>
 
 typedef struct range {
-    uintptr_t start, end;
+    gm_span_t span;             /* first: objects.c sorts and searches by it */
     uintptr_t base;
     uint32_t id;
 } range_t;
@@ -26,17 +27,8 @@ static range_t *ranges;
 static size_t nranges, ranges_cap;
 static known_t *knowns;
 static size_t nknown, known_cap;
-static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
+static unsigned long long seen[2] = {~0ull, ~0ull};
 static uintptr_t self_start, self_end;
-
-static int counters_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    unsigned long long *c = data;
-    c[0] = info->dlpi_adds;
-    c[1] = info->dlpi_subs;
-    return 1;
-}
 
 static size_t build_id(const struct dl_phdr_info *info, uint8_t *out, size_t cap)
 {
@@ -127,19 +119,10 @@ static int collect_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     (void)data;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            uintptr_t s = info->dlpi_addr + ph->p_vaddr;
-            if (s < lo)
-                lo = s;
-            if (s + ph->p_memsz > hi)
-                hi = s + ph->p_memsz;
-        }
-    }
-    if (hi <= lo)
+    gm_span_t span;
+    if (objects_exec_span(info, &span))
         return 0;
+    uintptr_t lo = span.lo, hi = span.hi;
     if (nranges == ranges_cap) {
         size_t ncap = ranges_cap ? ranges_cap * 2 : 64;
         range_t *n = realloc(ranges, ncap * sizeof *n);
@@ -149,8 +132,7 @@ static int collect_cb(struct dl_phdr_info *info, size_t size, void *data)
         ranges_cap = ncap;
     }
     range_t *r = &ranges[nranges++];
-    r->start = lo;
-    r->end = hi;
+    r->span = span;
     r->base = info->dlpi_addr;
     r->id = known_id(info, lo, hi);
     if ((uintptr_t)modules_init >= lo && (uintptr_t)modules_init < hi &&
@@ -162,23 +144,13 @@ static int collect_cb(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-static int by_start(const void *a, const void *b)
-{
-    const range_t *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
 static void refresh_if_changed(void)
 {
-    unsigned long long c[2] = {0, 0};
-    dl_iterate_phdr(counters_cb, c);
-    if (c[0] == seen_adds && c[1] == seen_subs)
+    if (!objects_changed(seen))
         return;
-    seen_adds = c[0];
-    seen_subs = c[1];
     nranges = 0;
     dl_iterate_phdr(collect_cb, NULL);
-    qsort(ranges, nranges, sizeof *ranges, by_start);
+    objects_sort(ranges, nranges, sizeof *ranges);
 }
 
 void modules_init(void)
@@ -188,17 +160,7 @@ void modules_init(void)
 
 static range_t *find(uintptr_t addr)
 {
-    size_t lo = 0, hi = nranges;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (addr < ranges[mid].start)
-            hi = mid;
-        else if (addr >= ranges[mid].end)
-            lo = mid + 1;
-        else
-            return &ranges[mid];
-    }
-    return NULL;
+    return objects_find(ranges, nranges, sizeof *ranges, addr);
 }
 
 int modules_lookup(uintptr_t addr, uint32_t *id, uint64_t *offset)
