@@ -41,6 +41,7 @@ size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t
             sym_frame_t sf;
             sym_resolve(mod->path, mod->build_id, mod->build_id_len, f->offset, &sf);
             f->function = sf.function;
+            f->symbol = sf.symbol && sf.function && strcmp(sf.symbol, sf.function) ? sf.symbol : NULL;
             f->file = sf.file;
             f->line = sf.line;
             f->build_id_differs = sf.build_id_differs;
@@ -104,7 +105,11 @@ void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent,
             break;
         }
         const site_frame_t *x = &fr[i];
-        fprintf(f, "%s%s%s", indent, x->python ? "py  " : "    ", x->function);
+        /* C++ names with their templates run to thousands of characters: the text shows the
+         * start, the JSON the whole name. */
+        size_t len = strlen(x->function);
+        fprintf(f, "%s%s%.*s%s", indent, x->python ? "py  " : "    ", (int)(len > SITE_NAME_MAX ? SITE_NAME_MAX : len),
+                x->function, len > SITE_NAME_MAX ? "..." : "");
         if (x->file)
             fprintf(f, " %s%s:%u%s", rep_dim(), x->file, x->line, rep_reset());
         else if (x->module && x->function != x->buf)
@@ -130,6 +135,8 @@ void site_json(json_t *j, const model_t *m, uint32_t site_id)
         json_obj(j, NULL);
         json_str(j, "kind", x->python ? "python" : "native");
         json_str(j, "function", x->function);
+        if (x->symbol)
+            json_str(j, "symbol", x->symbol);
         if (x->file) {
             json_str(j, "file", x->file);
             json_u64(j, "line", x->line);

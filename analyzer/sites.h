@@ -11,9 +11,12 @@
 
 #define SITE_MAX_FRAMES 160
 
+#define SITE_NAME_MAX 160 /* characters of a function name the text reports show */
+
 typedef struct site_frame {
     int python;               /* 1: a Python frame */
-    const char *function;     /* never NULL */
+    const char *function;     /* never NULL; C++ names demangled */
+    const char *symbol;       /* native: the ELF name when it differs from function (mangled) */
     const char *file;         /* NULL when unknown */
     unsigned line;
     const char *module;       /* native: the module's path, NULL when unknown */

@@ -3,6 +3,7 @@
  * little-endian ELF object, or a section that does not parse, just gives no names. */
 #include "symbolize.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,7 +19,9 @@
 typedef struct sym_entry {
     uint64_t addr, size;
     const char *name;
+    char *pretty;               /* the demangled name, made when first asked for (NULL: none) */
     int global;
+    int pretty_tried;
 } sym_entry_t;
 
 typedef struct line_row {
@@ -319,13 +322,50 @@ static void load_symbols(sym_mod_t *mod, const elf_img_t *img)
         const char *name = sec_str(img->strtab, img->strtab_size, s.st_name);
         if (!name || !*name)
             continue;
-        mod->syms[mod->nsyms++] = (sym_entry_t){s.st_value, s.st_size, name,
-                                                ELF64_ST_BIND(s.st_info) != STB_LOCAL};
+        mod->syms[mod->nsyms++] = (sym_entry_t){.addr = s.st_value, .size = s.st_size, .name = name,
+                                                .global = ELF64_ST_BIND(s.st_info) != STB_LOCAL};
     }
     qsort(mod->syms, mod->nsyms, sizeof *mod->syms, sym_order);
 }
 
-static const sym_entry_t *find_symbol(const sym_mod_t *mod, uint64_t addr)
+/* C++ names: the C++ runtime's own demangler, looked up at run time (the analyzer links no C++
+ * library; without libstdc++ names stay mangled). */
+typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+static demangle_fn demangler(void)
+{
+    static int looked;
+    static demangle_fn fn;
+    if (!looked) {
+        looked = 1;
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        fn = h ? (demangle_fn)dlsym(h, "__cxa_demangle") : NULL;
+    }
+    return fn;
+}
+
+char *sym_demangle(const char *name)
+{
+    demangle_fn fn = name && !strncmp(name, "_Z", 2) ? demangler() : NULL;
+    int status = -1;
+    char *out = fn ? fn(name, NULL, NULL, &status) : NULL;
+    if (status != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static const char *pretty_name(sym_entry_t *s)
+{
+    if (!s->pretty_tried) {
+        s->pretty_tried = 1;
+        s->pretty = sym_demangle(s->name);
+    }
+    return s->pretty ? s->pretty : s->name;
+}
+
+static sym_entry_t *find_symbol(const sym_mod_t *mod, uint64_t addr)
 {
     size_t lo = 0, hi = mod->nsyms;
     while (lo < hi) { /* first symbol above addr */
@@ -336,9 +376,9 @@ static const sym_entry_t *find_symbol(const sym_mod_t *mod, uint64_t addr)
             hi = mid;
     }
     /* Walk back over aliases and zero-sized labels to a symbol that covers addr. */
-    const sym_entry_t *sized_miss = NULL;
+    sym_entry_t *sized_miss = NULL;
     for (size_t i = lo, steps = 0; i > 0 && steps < 64; i--, steps++) {
-        const sym_entry_t *s = &mod->syms[i - 1];
+        sym_entry_t *s = &mod->syms[i - 1];
         if (s->size && addr - s->addr < s->size)
             return s;
         if (!s->size && !sized_miss)
@@ -766,9 +806,10 @@ void sym_resolve(const char *path, const uint8_t *build_id, size_t build_id_len,
     if (build_id_len && m->img.build_id_len && !same_id(&m->img, build_id, build_id_len))
         out->build_id_differs = 1;
     uint64_t addr = offset ? offset - 1 : 0;
-    const sym_entry_t *s = find_symbol(m, addr);
+    sym_entry_t *s = find_symbol(m, addr);
     if (s) {
-        out->function = s->name;
+        out->function = pretty_name(s);
+        out->symbol = s->name;
         out->function_offset = addr - s->addr;
     }
     if (!m->lines_loaded)
@@ -787,6 +828,8 @@ void sym_reset(void)
         mods = m->next;
         elf_unload(&m->img);
         elf_unload(&m->dbg);
+        for (size_t i = 0; i < m->nsyms; i++)
+            free(m->syms[i].pretty);
         free(m->syms);
         free(m->rows);
         for (size_t i = 0; i < m->nfiles; i++)

@@ -1,4 +1,4 @@
-/* Offline symbolization: function names from ELF .symtab/.dynsym, file:line from DWARF
+/* Offline symbolization: function names from ELF .symtab/.dynsym (C++ names demangled), file:line from DWARF
  * .debug_line (versions 2 to 5), parsed by hand and cached per module. A missing, changed or
  * malformed file gives "unknown" (and says when a build id differs), never a crash. */
 #ifndef GM_SYMBOLIZE_H
@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 typedef struct sym_frame {
-    const char *function;     /* NULL when unknown */
+    const char *function;     /* NULL when unknown; C++ names demangled */
+    const char *symbol;       /* the name as the ELF file has it (mangled for C++) */
     uint64_t function_offset; /* address - the function's start */
     const char *file;         /* NULL when there is no line information */
     unsigned line;
@@ -23,6 +24,9 @@ void sym_resolve(const char *path, const uint8_t *build_id, size_t build_id_len,
                  sym_frame_t *out);
 /* The build id of the file at path (0 when none); for tests. */
 size_t sym_file_build_id(const char *path, uint8_t *out, size_t cap);
+/* A C++ symbol's readable name (malloc'd), or NULL if `name` is not a mangled C++ name or no
+ * demangler is at hand. */
+char *sym_demangle(const char *name);
 /* Forgets every cached module. */
 void sym_reset(void);
 /* Turns symbolization off (frames then come out as module+offset). */

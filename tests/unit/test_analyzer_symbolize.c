@@ -19,6 +19,13 @@ __attribute__((noinline, used)) int gm_sym_probe_function_b41c(int x)
     return x * 3 + 1;
 }
 
+/* A function with a C++ name, given by its mangled form (this file is C). */
+__attribute__((noinline, used)) int gm_cxx_probe(int x) __asm__("_ZN6gmtest11probe_cplusEi");
+__attribute__((noinline, used)) int gm_cxx_probe(int x)
+{
+    return x * 5 + 2;
+}
+
 static int first_object(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
@@ -51,6 +58,27 @@ START_TEST(test_function_and_line_of_this_runner_are_found)
     ck_assert_msg(f.line >= (unsigned)probe_line && f.line <= (unsigned)probe_line + 2, "line %u, want %d",
                   f.line, probe_line);
     ck_assert_msg(!f.build_id_differs, "no build id was given, yet it differs");
+    sym_reset();
+}
+END_TEST
+
+START_TEST(test_cpp_names_are_demangled_and_the_symbol_kept)
+{
+    char exe[PATH_MAX];
+    uint64_t off;
+    self_offset(exe, sizeof exe, &off);
+    uintptr_t bias = (uintptr_t)gm_sym_probe_function_b41c - (uintptr_t)(off - 1);
+    sym_frame_t f;
+    sym_resolve(exe, NULL, 0, (uint64_t)((uintptr_t)gm_cxx_probe - bias) + 1, &f);
+    ck_assert_msg(f.function && !strcmp(f.function, "gmtest::probe_cplus(int)"), "function %s",
+                  f.function ? f.function : "(none)");
+    ck_assert_msg(f.symbol && !strcmp(f.symbol, "_ZN6gmtest11probe_cplusEi"), "symbol %s",
+                  f.symbol ? f.symbol : "(none)");
+    ck_assert_ptr_null(sym_demangle("gm_sym_probe_function_b41c")); /* a C name stays as it is */
+    ck_assert_ptr_null(sym_demangle("_Z!!not-a-name"));
+    char *d = sym_demangle("_ZN2at6native5emptyEv");
+    ck_assert_str_eq(d, "at::native::empty()");
+    free(d);
     sym_reset();
 }
 END_TEST
@@ -164,6 +192,7 @@ Suite *analyzer_symbolize_suite(void)
     TCase *tc = tcase_create("elf");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_function_and_line_of_this_runner_are_found);
+    tcase_add_test(tc, test_cpp_names_are_demangled_and_the_symbol_kept);
     tcase_add_test(tc, test_a_different_build_id_is_reported);
     tcase_add_test(tc, test_missing_and_foreign_files_give_no_names);
     tcase_add_test(tc, test_search_path_finds_a_moved_module);
