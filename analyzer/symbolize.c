@@ -346,7 +346,8 @@ static demangle_fn demangler(void)
 
 char *sym_demangle(const char *name)
 {
-    demangle_fn fn = name && !strncmp(name, "_Z", 2) ? demangler() : NULL;
+    /* Very long names are left alone: the demangler recurses over the name's structure. */
+    demangle_fn fn = name && !strncmp(name, "_Z", 2) && strlen(name) < 8192 ? demangler() : NULL;
     int status = -1;
     char *out = fn ? fn(name, NULL, NULL, &status) : NULL;
     if (status != 0) {
