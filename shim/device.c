@@ -313,6 +313,7 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
         i = 0;
     gm_arena_t *a = d->arenas[i];
     const void *me = &my_arena;
+    int move;
     if (likely(pthread_mutex_trylock(&a->lock) == 0)) {
         /* Two threads taking turns on one arena rarely find its lock taken, but every turn
          * moves the arena's cache lines to the other CPU: that counts as meeting too. */
@@ -321,16 +322,11 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
         if (likely(!device_note_lock(met)) || captures_of(d))
             return a;
         pthread_mutex_unlock(&a->lock); /* create_lock comes before arena locks */
-        int n = device_move_arena(d, i);
-        if (n != i) {
-            my_arena = (unsigned char)n;
-            a = d->arenas[n];
-        }
-        pthread_mutex_lock(&a->lock);
-        a->last_user = me;
-        return a;
+        move = 1;
+    } else {
+        move = device_note_lock(1) && !captures_of(d);
     }
-    if (device_note_lock(1) && !captures_of(d)) {
+    if (move) {
         int n = device_move_arena(d, i);
         if (n != i) {
             my_arena = (unsigned char)n;
