@@ -96,6 +96,13 @@ static void enforce_cache_limit(gm_arena_t *a);
 
 static uint64_t issued_of(gm_device_t *d) { return __atomic_load_n(&d->fences.issued, __ATOMIC_SEQ_CST); }
 static uint64_t done_of(gm_device_t *d) { return __atomic_load_n(&d->fences.done, __ATOMIC_ACQUIRE); }
+/* Blocks waiting for fences up to here may be handed out: the fences completed, or (GPU order)
+ * every stream waits for them on the GPU. */
+static uint64_t reusable_of(gm_device_t *d)
+{
+    uint64_t done = done_of(d), ordered = __atomic_load_n(&d->fences.ordered, __ATOMIC_ACQUIRE);
+    return ordered > done ? ordered : done;
+}
 static int captures_of(gm_device_t *d) { return __atomic_load_n(&d->captures, __ATOMIC_ACQUIRE); }
 static size_t limit_of(gm_device_t *d) { return __atomic_load_n(&d->limit, __ATOMIC_RELAXED); }
 static int narenas_of(gm_device_t *d) { return __atomic_load_n(&d->narenas, __ATOMIC_ACQUIRE); }
@@ -212,6 +219,8 @@ static gm_device_t *device_create(int id)
     int count = 0;
     if (!ncreated && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess && count == 1 && id == 0)
         __atomic_store_n(&one_device, 1, __ATOMIC_RELAXED);
+    /* Another device's streams could read this one's memory (peer copies) without waiting. */
+    d->gpu_order = options_get(GM_OPT_GPU_ORDER) && device_is_only();
     created[ncreated] = id;
     __atomic_store_n(&ncreated, ncreated + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&devices[id], d, __ATOMIC_RELEASE);
@@ -373,7 +382,7 @@ static void note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err)
  * back). */
 static size_t release_done(gm_arena_t *a)
 {
-    uint64_t done = done_of(a->dev);
+    uint64_t done = reusable_of(a->dev);
     const gm_block_t *head = a->general.pending_head;
     if (!head || head->fence_seq > done)
         return 0; /* nothing to release: no clock read */
@@ -447,9 +456,12 @@ static int fence_issue_locked(gm_arena_t *a)
         return -1; /* an event on a capturing stream would join the capture */
     }
     cudaError_t err = fences_issue(&d->fences);
+    cudaError_t order_err = err == cudaSuccess && d->gpu_order ? fences_order(&d->fences) : cudaSuccess;
     uint64_t seq = d->fences.issued;
     unsigned events = (unsigned)(1 + d->fences.nstreams);
     pthread_mutex_unlock(&d->fence_lock);
+    if (order_err != cudaSuccess) /* the fence stands: its blocks wait for it on the CPU */
+        note_cuda_failure(d, "cudaStreamWaitEvent", order_err);
     if (err != cudaSuccess) {
         note_cuda_failure(d, "cudaEventRecord", err);
         return -1;
@@ -473,6 +485,14 @@ static int fence_issue(gm_arena_t *a)
 static size_t wait_oldest(gm_arena_t *a)
 {
     gm_device_t *d = a->dev;
+    if (d->gpu_order) {
+        /* Recording a fence orders the open frees on the GPU: no waiting, unless that failed. */
+        uint64_t before = reusable_of(d);
+        if (open_set_waiting(a))
+            fence_issue(a);
+        if (reusable_of(d) > before)
+            return release_done(a) + 1;
+    }
     pthread_mutex_lock(&d->fence_lock);
     int any = fences_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
@@ -520,7 +540,7 @@ static void wait_for(gm_arena_t *a, uint64_t seq)
 {
     if (seq > issued_of(a->dev) && fence_issue(a))
         return;
-    while (done_of(a->dev) < seq && wait_oldest(a))
+    while (reusable_of(a->dev) < seq && wait_oldest(a))
         ;
     release_done(a);
 }
@@ -1011,7 +1031,7 @@ static GM_NOINLINE void poll_now(gm_arena_t *a)
     a->since_poll = 0;
     /* The try-lock comes before any runtime call: a thread that would only find the lock
      * taken makes none. */
-    int ask = done_of(d) < a->general.pending_head->fence_seq && pthread_mutex_trylock(&d->fence_lock) == 0;
+    int ask = reusable_of(d) < a->general.pending_head->fence_seq && pthread_mutex_trylock(&d->fence_lock) == 0;
     if (!ask && !d->cache_limit) {
         release_done(a);
         return;
@@ -1242,10 +1262,19 @@ void device_forget(gm_device_t *d)
 void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
 {
     if (!(flags & cudaStreamNonBlocking))
-        return; /* the legacy stream's event covers blocking streams */
+        return; /* the legacy stream's event covers blocking streams; they follow its waits */
+    gm_ctx_t c;
+    if (d->gpu_order)
+        device_ctx_enter(d, &c);
     pthread_mutex_lock(&d->fence_lock);
     fences_add_stream(&d->fences, s);
+    /* GPU order: blocks already handed out may still be in use by work before their fences. */
+    cudaError_t err = d->gpu_order ? fences_order_stream(&d->fences, s) : cudaSuccess;
     pthread_mutex_unlock(&d->fence_lock);
+    if (d->gpu_order)
+        device_ctx_leave(&c);
+    if (err != cudaSuccess)
+        note_cuda_failure(d, "cudaStreamWaitEvent", err);
 }
 
 void device_stream_destroyed(gm_device_t *d, cudaStream_t s)

@@ -54,6 +54,7 @@ struct gm_device {
     size_t fence_bytes, cache_limit;
     unsigned fence_frees;
     int trust_stream_order, pending_wait;
+    int gpu_order;              /* GMSHIM_GPU_ORDER, and the process sees one device */
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
     _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
     uint64_t reserved_peak;

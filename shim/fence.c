@@ -151,6 +151,52 @@ int fences_outstanding(const gm_fences_t *f)
     return f->count;
 }
 
+cudaError_t fences_order(gm_fences_t *f)
+{
+    uint64_t seq = f->issued;
+    if (seq <= f->ordered)
+        return cudaSuccess;
+    cudaError_t err = cudaSuccess;
+    /* Event 0 of a fence is on the legacy stream itself; the others are on non-blocking streams
+     * (and streams destroyed meanwhile). Events already seen complete are gone from the end. */
+    for (int i = 0; i < f->count && err == cudaSuccess; i++) {
+        gm_fence_t *fe = ring_at(f, i);
+        if (fe->seq <= f->ordered)
+            continue;
+        for (int j = 1; j < fe->nev && err == cudaSuccess; j++)
+            err = REAL_CALL(cudaStreamWaitEvent, cudaStreamLegacy, fe->ev[j], 0);
+    }
+    if (f->nstreams && err == cudaSuccess) {
+        cudaEvent_t ev;
+        err = event_get(f, &ev);
+        if (err == cudaSuccess) {
+            err = REAL_CALL(cudaEventRecord, ev, cudaStreamLegacy);
+            for (int i = 0; i < f->nstreams && err == cudaSuccess; i++)
+                err = REAL_CALL(cudaStreamWaitEvent, f->streams[i], ev, 0);
+            /* A wait keeps the record it saw: the event may be recorded again elsewhere. */
+            event_put(f, ev);
+        }
+    }
+    if (err == cudaSuccess)
+        __atomic_store_n(&f->ordered, seq, __ATOMIC_RELEASE);
+    return err;
+}
+
+cudaError_t fences_order_stream(gm_fences_t *f, cudaStream_t s)
+{
+    /* The fences' own events, not a new one on the legacy stream: this may run while a blocking
+     * stream captures, when work queued on the legacy stream would invalidate the capture. */
+    cudaError_t err = cudaSuccess;
+    for (int i = 0; i < f->count && err == cudaSuccess; i++) {
+        gm_fence_t *fe = ring_at(f, i);
+        if (fe->seq > f->ordered)
+            break;
+        for (int j = 0; j < fe->nev && err == cudaSuccess; j++)
+            err = REAL_CALL(cudaStreamWaitEvent, s, fe->ev[j], 0);
+    }
+    return err;
+}
+
 void fences_add_stream(gm_fences_t *f, cudaStream_t s)
 {
     for (int i = 0; i < f->nstreams; i++)
@@ -193,5 +239,5 @@ void fences_forget(gm_fences_t *f)
     free(f->retired);
     uint64_t issued = f->issued;
     memset(f, 0, sizeof *f);
-    f->issued = f->done = issued;
+    f->issued = f->done = f->ordered = issued;
 }

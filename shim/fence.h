@@ -30,6 +30,8 @@ typedef struct gm_fences {
      * under the lock. */
     _Alignas(GM_CACHE_LINE) uint64_t issued; /* seq of the newest fence recorded (read atomically anywhere) */
     uint64_t done;          /* every fence up to this seq has completed (likewise) */
+    uint64_t ordered;       /* GMSHIM_GPU_ORDER: every known stream waits on the GPU for the
+                             * fences up to this seq (likewise) */
 } gm_fences_t;
 
 /* The caller holds the device's fence lock, has the device current, and is in relaxed capture
@@ -43,6 +45,15 @@ cudaError_t fences_poll(gm_fences_t *f);
  * recycled into a newer fence, which only makes the wait longer, never too short. */
 cudaEvent_t fences_oldest_pending_event(gm_fences_t *f);
 int fences_outstanding(const gm_fences_t *f);
+/* Ordering on the GPU instead of the CPU (GMSHIM_GPU_ORDER): makes work queued from now on wait,
+ * on the GPU, for every fence issued so far — the legacy stream waits for the fences' events on
+ * the other streams, every known non-blocking stream waits for the legacy stream, and blocking
+ * and per-thread streams follow the legacy stream by CUDA's implicit synchronization. Then
+ * `ordered` = `issued`. Same locking as fences_issue. */
+cudaError_t fences_order(gm_fences_t *f);
+/* A non-blocking stream created while ordered fences may still run on the GPU waits for their
+ * events. */
+cudaError_t fences_order_stream(gm_fences_t *f, cudaStream_t s);
 
 void fences_add_stream(gm_fences_t *f, cudaStream_t s);
 /* Records an event on a stream about to be destroyed; the next fence waits for it too. */

@@ -40,6 +40,10 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_TRUST_STREAM_ORDER] = {.name = "GMSHIM_TRUST_STREAM_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "UNSAFE unless all device work is on one stream: reuse freed blocks at once, without "
         "waiting for the GPU (cudaFree's guarantee is dropped)"},
+    [GM_OPT_GPU_ORDER] = {.name = "GMSHIM_GPU_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
+        .doc = "reuse a freed block once a fence covers its free, with every stream made to wait for "
+        "that fence on the GPU, instead of the CPU waiting for it; needs every stream that touches "
+        "pooled memory created through the runtime (not cuStreamCreate) and one visible device"},
     [GM_OPT_LOG] = {.name = "GMSHIM_LOG", .kind = GM_KIND_STRING, .default_text = "gmshim-%n-%p.gmlog",
         .doc = "event log path template (%p pid, %h host, %n program, %r rank, %t start time); off = no log"},
     [GM_OPT_STACK_DEPTH] = {.name = "GMSHIM_STACK_DEPTH", .kind = GM_KIND_INT, .default_text = "16",

@@ -67,6 +67,7 @@ cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cud
     X(cudaEventQuery, cudaError_t, (cudaEvent_t))                                                 \
     X(cudaEventSynchronize, cudaError_t, (cudaEvent_t))                                           \
     X(cudaEventDestroy, cudaError_t, (cudaEvent_t))                                               \
+    X(cudaStreamWaitEvent, cudaError_t, (cudaStream_t, cudaEvent_t, unsigned int))                \
     X(cudaStreamGetFlags, cudaError_t, (cudaStream_t, unsigned int *))                            \
     X(cudaThreadExchangeStreamCaptureMode, cudaError_t, (enum cudaStreamCaptureMode *))           \
     X(cudaGetLastError, cudaError_t, (void))                                                      \

@@ -2,6 +2,10 @@
 // a buffer; the host frees the buffer, allocates the same size and a kernel on stream C
 // overwrites the new buffer at once. The sum must be intact (the real cudaFree synchronizes;
 // gmshim must keep that guarantee without blocking in cudaFree).
+//   gpu_reuse [TRIALS [NEW]]  NEW: the new owner's stream: nb (default: another non-blocking
+//   stream), blocking, legacy, perthread, later (non-blocking, created after the allocation).
+// alloc_us is the mean time of the reallocation: under GMSHIM_GPU_ORDER=1 it must not include
+// the reader kernel (the ordering happens on the GPU).
 #include "gpu_common.h"
 #include <string.h>
 
@@ -23,15 +27,28 @@ __global__ void writer(unsigned *buf, size_t n, unsigned v)
 int main(int argc, char **argv)
 {
     int trials = argc > 1 ? atoi(argv[1]) : 20;
+    const char *kind = argc > 2 ? argv[2] : "nb";
+    int later = !strcmp(kind, "later");
     const size_t bytes = 16u << 20, n = bytes / 4;
     const int reps = 20;
     cudaStream_t a, c;
     CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+    if (!strcmp(kind, "nb"))
+        CK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+    else if (!strcmp(kind, "blocking"))
+        CK(cudaStreamCreate(&c));
+    else if (!strcmp(kind, "legacy"))
+        c = cudaStreamLegacy;
+    else if (!strcmp(kind, "perthread"))
+        c = cudaStreamPerThread;
+    else if (!later) {
+        fprintf(stderr, "unknown stream kind %s\n", kind);
+        return 2;
+    }
     unsigned long long *sum;
     CK(cudaMalloc(&sum, sizeof *sum));
     int reused = 0, corrupted = 0;
-    double t_free = 0;
+    double t_free = 0, t_alloc = 0;
     for (int t = 0; t < trials; t++) {
         unsigned *buf;
         CK(cudaMalloc(&buf, bytes));
@@ -43,16 +60,22 @@ int main(int argc, char **argv)
         CK(cudaFree(buf));
         t_free += now_s() - t0;
         unsigned *fresh;
+        t0 = now_s();
         CK(cudaMalloc(&fresh, bytes));
+        t_alloc += now_s() - t0;
         reused += fresh == buf;
+        if (later)
+            CK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
         writer<<<256, 256, 0, c>>>(fresh, n, 7u);
         CK(cudaDeviceSynchronize());
         unsigned long long got;
         CK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
         corrupted += got != (unsigned long long)n * reps;
         CK(cudaFree(fresh));
+        if (later)
+            CK(cudaStreamDestroy(c));
     }
-    printf("reuse_trials=%d reused=%d corrupted=%d mean_free_us=%.1f\n", trials, reused, corrupted,
-           t_free / trials * 1e6);
+    printf("reuse_trials=%d stream=%s reused=%d corrupted=%d mean_free_us=%.1f mean_alloc_us=%.1f\n", trials,
+           kind, reused, corrupted, t_free / trials * 1e6, t_alloc / trials * 1e6);
     return corrupted ? 1 : 0;
 }

@@ -56,6 +56,64 @@ START_TEST(test_trusting_stream_order_shows_the_hazard)
 }
 END_TEST
 
+/* GMSHIM_GPU_ORDER: the freed block comes back at once and the new owner's stream waits on the
+ * GPU, whatever kind of stream the old and new owners use. */
+static void gpu_order(const char *streams, const char *expect, const char *devices)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_GPU_ORDER=1", "GMSHIM_LOG=off", devices, NULL};
+    char path[4096];
+    snprintf(path, sizeof path, "%s", build_path("tests/integration/gpu_order"));
+    const char *argv[] = {path, streams, expect, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "gpu_order %s %s exited %d:\n%s", streams, expect, rc, out);
+    free(out);
+}
+
+START_TEST(test_gpu_order_new_owner_on_another_nonblocking_stream)
+{
+    gpu_order("nb:nb2", "ordered", "FAKECUDA_DEVICES=1");
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_a_blocking_stream)
+{
+    gpu_order("nb:blocking", "ordered", "FAKECUDA_DEVICES=1");
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_the_legacy_stream)
+{
+    gpu_order("nb:legacy", "ordered", "FAKECUDA_DEVICES=1");
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_the_per_thread_stream)
+{
+    gpu_order("nb:perthread", "ordered", "FAKECUDA_DEVICES=1");
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_a_stream_created_after_the_allocation)
+{
+    gpu_order("nb:later", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order("blocking:later", "ordered", "FAKECUDA_DEVICES=1");
+}
+END_TEST
+
+START_TEST(test_gpu_order_old_owner_on_the_legacy_or_a_blocking_stream)
+{
+    gpu_order("legacy:nb2", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order("blocking:nb2", "ordered", "FAKECUDA_DEVICES=1");
+}
+END_TEST
+
+START_TEST(test_gpu_order_waits_on_the_cpu_when_two_devices_are_visible)
+{
+    gpu_order("nb:nb2", "waited", "FAKECUDA_DEVICES=2");
+}
+END_TEST
+
 START_TEST(test_capture_stays_valid_and_graph_memory_stays_private)
 {
     RUN_OK("tests/integration/capture", "FAKECUDA_MEM=1G");
@@ -389,6 +447,13 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_oom_releases_the_cache_and_retries_once);
     tcase_add_test(tc, test_freed_block_waits_for_the_kernel_still_using_it);
     tcase_add_test(tc, test_trusting_stream_order_shows_the_hazard);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_another_nonblocking_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_a_blocking_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_the_legacy_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_the_per_thread_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_a_stream_created_after_the_allocation);
+    tcase_add_test(tc, test_gpu_order_old_owner_on_the_legacy_or_a_blocking_stream);
+    tcase_add_test(tc, test_gpu_order_waits_on_the_cpu_when_two_devices_are_visible);
     tcase_add_test(tc, test_capture_stays_valid_and_graph_memory_stays_private);
     tcase_add_test(tc, test_odd_arguments_behave_as_the_real_runtime);
     tcase_add_test(tc, test_device_reset_forgets_the_device_segments);
