@@ -395,7 +395,10 @@ static size_t release_done(gm_arena_t *a)
 /* Advances the device's completed fences; the caller holds the fence lock, which this releases. */
 static void poll_locked(gm_device_t *d)
 {
-    cudaError_t err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
+    gm_fences_t *f = &d->fences;
+    /* GPU order: what the fences cover is reusable already; polling only recycles events. */
+    int batch = d->gpu_order && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
+    cudaError_t err = fences_outstanding(f) >= batch ? fences_poll(f) : cudaSuccess;
     pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess)
         note_cuda_failure(d, "cudaEventQuery", err);

@@ -103,6 +103,7 @@ cudaError_t fences_issue(gm_fences_t *f)
         fe->ev[fe->nev++] = f->retired[i];
     f->nretired = 0;
     fe->seq = seq;
+    fe->after_ordered = f->ordered + 1 == seq;
     f->count++;
     return cudaSuccess;
 }
@@ -120,6 +121,15 @@ static void fence_retire(gm_fences_t *f)
 
 cudaError_t fences_poll(gm_fences_t *f)
 {
+    gm_fence_t *newest = f->count > 1 ? ring_at(f, f->count - 1) : NULL;
+    if (newest && newest->after_ordered && newest->nev > 0 && f->count >= GM_FENCE_BATCH) {
+        cudaError_t err = REAL_CALL(cudaEventQuery, newest->ev[0]);
+        if (err == cudaSuccess)
+            while (f->count > 1)
+                fence_retire(f);
+        else if (err != cudaErrorNotReady)
+            return err;
+    }
     while (f->count) {
         gm_fence_t *fe = ring_at(f, 0);
         /* Events already seen complete are dropped from the end, so a fence spanning busy

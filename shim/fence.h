@@ -9,9 +9,14 @@
 #include <stdint.h>
 
 #define GM_CACHE_LINE 64
+/* Under GPU order, fences are polled only once this many are outstanding (a poll only recycles
+ * their events then), and then in one query when the newest's legacy event completed. */
+#define GM_FENCE_BATCH 16
 
 typedef struct gm_fence {
     uint64_t seq;
+    int after_ordered;      /* recorded once every earlier fence was ordered: its legacy event
+                             * completes only after all of them */
     int nev;
     int cap;
     cudaEvent_t *ev;
@@ -38,7 +43,8 @@ typedef struct gm_fences {
  * mode. */
 cudaError_t fences_issue(gm_fences_t *f);
 /* Advances `done` over completed fences without blocking. Returns a CUDA error other than
- * cudaErrorNotReady, or cudaSuccess. */
+ * cudaErrorNotReady, or cudaSuccess. Under GPU order one query of the newest fence's legacy
+ * event can retire all the fences before it. */
 cudaError_t fences_poll(gm_fences_t *f);
 /* An event of the oldest outstanding fence not yet seen complete (NULL if none), for a caller
  * that waits on it without holding the fences' lock: once that lock is dropped the event may be

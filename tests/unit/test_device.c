@@ -311,6 +311,65 @@ START_TEST(test_two_threads_taking_turns_on_one_arena_end_in_two)
 }
 END_TEST
 
+static void setup_gpu_order(void)
+{
+    setenv("GMSHIM_GPU_ORDER", "1", 1);
+    setup();
+    ck_assert_int_eq(d->gpu_order, 1);
+}
+
+static int outstanding(void)
+{
+    pthread_mutex_lock(&d->fence_lock);
+    int n = fences_outstanding(&d->fences);
+    pthread_mutex_unlock(&d->fence_lock);
+    return n;
+}
+
+/* While a kernel on a non-blocking stream still runs, blocks come back at once (no CPU wait), no
+ * fence counts as complete, and fences pile up; once it ends, one poll retires them in a batch. */
+START_TEST(test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    static int done;
+    void *p = alloc_or_fail(4 << 20);
+    ck_assert_int_eq(fakecuda_launch(s, late_write, p, 300000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(s, mark_done, &done, 0), cudaSuccess);
+    uint64_t done_before = d->fences.done;
+    for (int i = 0; i < 3 * GM_FENCE_BATCH; i++) {
+        free_ok(p);
+        void *q = alloc_or_fail(4 << 20);
+        ck_assert_ptr_eq(q, p);
+    }
+    ck_assert_msg(!__atomic_load_n(&done, __ATOMIC_ACQUIRE), "the kernel ended too soon for the test");
+    ck_assert_uint_eq(__atomic_load_n(&d->fences.done, __ATOMIC_ACQUIRE), done_before);
+    ck_assert_int_ge(outstanding(), 3 * GM_FENCE_BATCH);
+    ck_assert_uint_eq(stats().fence_waits, 0);
+    fakecuda_drain();
+    free_ok(p);
+    p = alloc_or_fail(4 << 20);
+    ck_assert_int_le(outstanding(), 2);
+    free_ok(p);
+}
+END_TEST
+
+/* With the GPU idle, the fences of a long run of reuses stay few: their events are recycled. */
+START_TEST(test_gpu_order_keeps_few_fences_outstanding)
+{
+    void *p = alloc_or_fail(4 << 20);
+    for (int i = 0; i < 1000; i++) {
+        free_ok(p);
+        p = alloc_or_fail(4 << 20);
+    }
+    ck_assert_uint_ge(stats().fences, 1000);
+    ck_assert_int_le(outstanding(), 2 * GM_FENCE_BATCH);
+    ck_assert_uint_eq(stats().fence_waits, 0);
+    free_ok(p);
+}
+END_TEST
+
 Suite *device_suite(void)
 {
     Suite *s = suite_create("device");
@@ -329,6 +388,12 @@ Suite *device_suite(void)
     tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
     tcase_add_test(tc, test_two_threads_taking_turns_on_one_arena_end_in_two);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("GPU order");
+    tcase_add_checked_fixture(tc, setup_gpu_order, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches);
+    tcase_add_test(tc, test_gpu_order_keeps_few_fences_outstanding);
     suite_add_tcase(s, tc);
     return s;
 }
