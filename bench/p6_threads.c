@@ -1,10 +1,15 @@
 /* P6: 1, 2, 4, 8, 16 threads each allocating and freeing its own size for a fixed time, on one
  * device or spread over all devices (--devices N). Prints one JSON object per thread count:
- * pairs per second in all and the speed-up over one thread. Runtime API only: it builds against
- * the fake runtime and the real one. */
+ * pairs per second in all and the speed-up over one thread. --pin binds thread i to CPU i (modulo
+ * the CPUs this process may use), to tell the scheduler's share of uneven progress from the
+ * pool's. Runtime API only: it builds against the fake runtime and the real one. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +27,7 @@ static double now_s(void)
 
 typedef struct worker {
     pthread_t th;
-    int index, device;
+    int index, device, cpu; /* cpu -1: not pinned */
     size_t size;
     double seconds;
     unsigned long long pairs;
@@ -32,6 +37,12 @@ typedef struct worker {
 static void *run(void *arg)
 {
     worker_t *w = arg;
+    if (w->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
     if (cudaSetDevice(w->device) != cudaSuccess)
         return NULL;
     void *p;
@@ -56,6 +67,7 @@ int main(int argc, char **argv)
     int ndev = 1;
     double seconds = 1.0;
     const char *label = "run";
+    int pin = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--devices") && i + 1 < argc)
             ndev = atoi(argv[++i]);
@@ -63,6 +75,8 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--label") && i + 1 < argc)
             label = argv[++i];
+        else if (!strcmp(argv[i], "--pin"))
+            pin = 1;
     }
     int have = 0;
     if (cudaGetDeviceCount(&have) != cudaSuccess || have < ndev) {
@@ -73,6 +87,13 @@ int main(int argc, char **argv)
         cudaSetDevice(d);
         cudaFree(NULL);
     }
+    /* The CPUs this process may run on, in order, for --pin. */
+    int cpus[CPU_SETSIZE], ncpu = 0;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed))
+                cpus[ncpu++] = c;
     int counts[] = {1, 2, 4, 8, 16};
     double base = 0;
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
@@ -84,6 +105,7 @@ int main(int argc, char **argv)
             w[i].device = i % ndev;
             w[i].size = (size_t)(i + 1) * 4096 + 512 * (size_t)(i % 3); /* distinct sizes */
             w[i].seconds = seconds;
+            w[i].cpu = pin && ncpu ? cpus[i % ncpu] : -1;
             w[i].go = &go;
             pthread_create(&w[i].th, NULL, run, &w[i]);
         }
@@ -109,8 +131,9 @@ int main(int argc, char **argv)
         st.size = sizeof st;
         long long arenas = get && get(0, &st) == 0 ? (long long)st.arenas : -1;
         printf("{\"bench\":\"p6\",\"label\":\"%s\",\"devices\":%d,\"threads\":%d,\"pairs_per_s\":%.0f,"
-               "\"speedup\":%.2f,\"thread_pairs_min\":%llu,\"thread_pairs_max\":%llu,\"arenas_dev0\":%lld}\n",
-               label, ndev, n, rate, base ? rate / base : 0.0, lo, hi, arenas);
+               "\"speedup\":%.2f,\"thread_pairs_min\":%llu,\"thread_pairs_max\":%llu,\"arenas_dev0\":%lld,"
+               "\"pinned\":%d}\n",
+               label, ndev, n, rate, base ? rate / base : 0.0, lo, hi, arenas, pin);
         fflush(stdout);
         free(w);
     }
