@@ -144,6 +144,21 @@ START_TEST(test_h200_fixtures_name_the_python_leak_and_the_static_cudart_leak)
 }
 END_TEST
 
+/* Waits for fences in a log point at the option that removes them; a log without any does not. */
+START_TEST(test_summary_suggests_gpu_order_only_when_allocations_waited)
+{
+    char *out;
+    int rc = gm(&out, "summary", H200_TORCH_LEAK, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "5,631 waits") && strstr(out, "GMSHIM_GPU_ORDER=1"),
+                  "summary of a log with fence waits: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "summary", FIXTURE, NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "0 waits") && !strstr(out, "GMSHIM_GPU_ORDER"),
+                  "summary of a log without fence waits: %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_leaks_at_a_mark_stops_there)
 {
     char *out;
@@ -378,6 +393,7 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_help_lists_every_command_and_each_has_its_own);
     tcase_add_test(tc, test_usage_errors_exit_1_with_a_message);
     tcase_add_test(tc, test_fixture_report_names_the_leak_and_its_cause);
+    tcase_add_test(tc, test_summary_suggests_gpu_order_only_when_allocations_waited);
     tcase_add_test(tc, test_h200_fixtures_name_the_python_leak_and_the_static_cudart_leak);
     tcase_add_test(tc, test_leaks_at_a_mark_stops_there);
     tcase_add_test(tc, test_one_log_per_rank_gives_sections_and_a_combined_line);
