@@ -482,7 +482,7 @@ static inline __attribute__((always_inline)) void note_peaks(model_dev_t *d, uin
 
 /* ---- sites and strings ------------------------------------------------------------------------- */
 
-static uint32_t sstat_index(model_t *m, unsigned dev, uint32_t site)
+static inline uint32_t sstat_index(model_t *m, unsigned dev, uint32_t site)
 {
     uint64_t key = (uint64_t)dev << 32 | site | (1ull << 40);
     uint64_t *c = m->sst_cache[(site ^ site >> 8 ^ dev) & 255];
@@ -664,16 +664,55 @@ static inline __attribute__((always_inline)) void release_entry(model_t *m, mode
         release_site(m, e, block, req);
 }
 
-static void on_alloc(model_t *m, const rd_rec_t *r)
+/* The device figures, site and epochs of a new live block (the allocation's effect once its
+ * record is decoded and its pointer placed); returns the block's site index. */
+static inline __attribute__((always_inline)) uint32_t alloc_apply(model_t *m, model_dev_t *d, unsigned dev, unsigned kind, uint64_t block,
+                                   uint64_t req, uint32_t site, uint64_t t, uint64_t seq)
+{
+    if (counts_as_allocated(kind)) {
+        d->allocated += block;
+        d->requested += req;
+        if (counts_as_reserved(kind))
+            d->reserved += block;
+    }
+    uint32_t idx = 0;
+    if (m->flags & MODEL_SITES) {
+        idx = sstat_index(m, dev, site);
+        if (idx) {
+            model_sstat_t *s = &m->sst[idx];
+            sstat_sync(m, s);
+            s->live_req += req;
+            s->live_blk += block;
+            s->live_count++;
+            s->allocs++;
+            s->bytes_total += req;
+            if (s->live_req > s->peak_req)
+                s->peak_req = s->live_req;
+        }
+    }
+    if (m->flags & MODEL_EPOCHS)
+        dev_track(d, t);
+    note_peaks(d, t, seq);
+    if (m->flags & MODEL_TIMELINE)
+        tl_note(m, d, t);
+    return idx;
+}
+
+/* A block's end: the figures and its site, then epochs and the timeline. */
+static inline __attribute__((always_inline)) void free_apply(model_t *m, model_dev_t *d, const model_live_t *e, uint64_t t)
+{
+    release_entry(m, d, e);
+    if (m->flags & MODEL_EPOCHS)
+        dev_track(d, t);
+    if (m->flags & MODEL_TIMELINE)
+        tl_note(m, d, t);
+}
+
+/* An allocation record's kind, bytes requested and block, and the device's counters of it. */
+static inline __attribute__((always_inline)) void alloc_decode(model_t *m, const rd_rec_t *r, model_dev_t *d,
+                                                               unsigned *kindp, uint64_t *reqp, uint64_t *blockp)
 {
     const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
-    model_dev_t *d = m->dev[r->device];
-    if (__builtin_expect(!d, 0))
-        d = get_dev(m, r->device);
-    if (__builtin_expect(!d || !a->ptr, 0)) {
-        m->malformed++;
-        return;
-    }
     unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
     uint64_t req = a->size & GMLOG_SIZE_MASK, extra = a->size >> GMLOG_SIZE_BITS;
     uint64_t block = req;
@@ -702,6 +741,34 @@ static void on_alloc(model_t *m, const rd_rec_t *r)
         d->pass_alloc_ns += a->dur_ns;
     }
     d->allocs_kind[kind]++;
+    *kindp = kind, *reqp = req, *blockp = block;
+}
+
+/* The live-map entry of a new block (its site index or id set by the caller). */
+static inline __attribute__((always_inline)) void live_fill(model_live_t *e, const rd_rec_t *r, unsigned kind,
+                                                            uint64_t block, uint64_t req)
+{
+    uint64_t tt = r->t >> 8;
+    if (tt > MODEL_48)
+        tt = MODEL_48;
+    e->blk = block | (uint64_t)r->device << 48 | (uint64_t)kind << 56 | (uint64_t)((r->flags & GMLOG_A_GRAPH) != 0) << 59;
+    e->req = req | (tt >> 32) << 48;
+    e->t_lo = (uint32_t)tt;
+}
+
+static inline __attribute__((always_inline)) void on_alloc(model_t *m, const rd_rec_t *r)
+{
+    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
+    model_dev_t *d = m->dev[r->device];
+    if (__builtin_expect(!d, 0))
+        d = get_dev(m, r->device);
+    if (__builtin_expect(!d || !a->ptr, 0)) {
+        m->malformed++;
+        return;
+    }
+    unsigned kind;
+    uint64_t req, block;
+    alloc_decode(m, r, d, &kind, &req, &block);
     int found;
     model_live_t *e = live_upsert(&m->live, a->ptr, &found);
     if (__builtin_expect(found, 0)) {
@@ -710,39 +777,8 @@ static void on_alloc(model_t *m, const rd_rec_t *r)
         model_dev_t *od = m->dev[model_live_dev(e)] ? m->dev[model_live_dev(e)] : d;
         release_entry(m, od, e);
     }
-    uint64_t tt = r->t >> 8;
-    if (tt > MODEL_48)
-        tt = MODEL_48;
-    e->blk = block | (uint64_t)r->device << 48 | (uint64_t)kind << 56 | (uint64_t)((r->flags & GMLOG_A_GRAPH) != 0) << 59;
-    e->req = req | (tt >> 32) << 48;
-    e->t_lo = (uint32_t)tt;
-    e->sidx = 0;
-    if (counts_as_allocated(kind)) {
-        d->allocated += block;
-        d->requested += req;
-        if (counts_as_reserved(kind))
-            d->reserved += block;
-    }
-    if (m->flags & MODEL_SITES) {
-        uint32_t idx = sstat_index(m, r->device, a->site);
-        if (idx) {
-            model_sstat_t *s = &m->sst[idx];
-            sstat_sync(m, s);
-            s->live_req += req;
-            s->live_blk += block;
-            s->live_count++;
-            s->allocs++;
-            s->bytes_total += req;
-            if (s->live_req > s->peak_req)
-                s->peak_req = s->live_req;
-            e->sidx = idx;
-        }
-    }
-    if (m->flags & MODEL_EPOCHS)
-        dev_track(d, r->t);
-    note_peaks(d, r->t, r->seq);
-    if (m->flags & MODEL_TIMELINE)
-        tl_note(m, d, r->t);
+    live_fill(e, r, kind, block, req);
+    e->sidx = alloc_apply(m, d, r->device, kind, block, req, a->site, r->t, r->seq);
 }
 
 /* A window met a free of a block from before it: its size is known only to the stitch. Close
@@ -762,7 +798,17 @@ static __attribute__((noinline)) void range_unfree(model_t *m, model_dev_t *d, u
     d->peak_segments = d->segments;
 }
 
-static void on_free(model_t *m, const rd_rec_t *r)
+/* A free's counters, by the kind of the block it frees. */
+static inline __attribute__((always_inline)) void free_count(model_dev_t *d, unsigned kind, const gmlog_free_t *f)
+{
+    d->frees_kind[kind]++;
+    if (kind == GMLOG_KIND_POOL)
+        d->pool_free_ns += f->dur_ns;
+    else if (kind == GMLOG_KIND_PASS)
+        d->pass_free_ns += f->dur_ns;
+}
+
+static inline __attribute__((always_inline)) void on_free(model_t *m, const rd_rec_t *r)
 {
     const gmlog_free_t *f = (const gmlog_free_t *)r->p;
     model_live_t *e = f->ptr ? live_find(&m->live, f->ptr) : NULL;
@@ -774,24 +820,15 @@ static void on_free(model_t *m, const rd_rec_t *r)
         m->malformed++;
         return;
     }
-    unsigned kind = e ? model_live_kind(e) : (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-    d->frees_kind[kind]++;
-    if (kind == GMLOG_KIND_POOL)
-        d->pool_free_ns += f->dur_ns;
-    else if (kind == GMLOG_KIND_PASS)
-        d->pass_free_ns += f->dur_ns;
+    free_count(d, e ? model_live_kind(e) : (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT, f);
     if (__builtin_expect(!e, 0)) {
         d->unmatched_frees++;
         if (m->flags & MODEL_RANGE)
             range_unfree(m, d, f->ptr, r->t);
         return;
     }
-    release_entry(m, d, e);
+    free_apply(m, d, e, r->t);
     live_remove(&m->live, e);
-    if (m->flags & MODEL_EPOCHS)
-        dev_track(d, r->t);
-    if (m->flags & MODEL_TIMELINE)
-        tl_note(m, d, r->t);
 }
 
 static void on_segment(model_t *m, const rd_rec_t *r)
@@ -1150,7 +1187,7 @@ static double now_s(void)
 }
 
 /* One record. */
-static inline void step(model_t *m, const rd_rec_t *r)
+static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_t *r)
 {
     m->records++;
     m->last_t = r->t;
@@ -1607,14 +1644,327 @@ static int build_parallel(model_t *m, rd_log_t *lf)
     return ok;
 }
 
+/* ---- the parallel replay with call sites and epochs ---------------------------------------------
+ * leaks, report and oom need per-site figures and epochs, which depend on the order of every
+ * change, so windows cannot be stitched from sums as the summary's are. The windows do instead
+ * what does not depend on order and costs most: reading the records and matching each free to
+ * its allocation in a live map of the window (MODEL_SPLIT). Each hands over, in record order, one
+ * operation per allocation or matched free (pointer, block, bytes, site) and a copy of every
+ * other record, frees of older blocks included; the calling thread then applies them in order to
+ * the one model, against the blocks carried over from earlier windows, with the same functions
+ * the ordered replay uses. A round of windows is read at a time (memory stays bounded). A log
+ * with an OOM or a device reset is replayed in order instead: an OOM's analysis needs the whole
+ * live map at that moment. The result is the ordered replay's (the tests compare them). */
+
+#define SPLIT_CHUNKS 128u          /* chunks (64 KiB each) per window */
+
+typedef struct split_op_rec {
+    uint64_t t, ptr, blk, req;     /* as in model_live_t; RECORD: ptr indexes recs */
+    uint32_t site;                 /* the site id (not an index) */
+    uint8_t op, dev;               /* dev: the allocating device (REPLACED: the new block's) */
+} split_op_t;
+
+typedef struct model_split {
+    uint64_t begin, end;
+    split_op_t *ops;
+    size_t nops, capops;
+    rd_rec_t *recs;                /* copies of other records; p is an offset into bytes */
+    size_t nrecs, caprecs;
+    uint8_t *bytes;
+    size_t nbytes, capbytes;
+    int bail;                      /* an OOM or a reset: replay in order */
+    uint64_t unknown;
+} model_split_t;
+
+enum { SPLIT_ALLOC, SPLIT_FREE, SPLIT_REPLACED, SPLIT_RECORD };
+
+static void split_op(model_t *w, int op, unsigned dev, const model_live_t *e, uint64_t t)
+{
+    model_split_t *s = w->split;
+    if (s->nops == s->capops) {
+        split_op_t *n = grow_array(s->ops, &s->capops, s->nops + 1, sizeof *n);
+        if (!n)
+            die_oom();
+        s->ops = n;
+    }
+    s->ops[s->nops++] = (split_op_t){t, e->ptr, e->blk, model_live_req(e), e->sidx, (uint8_t)op, (uint8_t)dev};
+}
+
+/* A record the ordered replay handles itself: copied. */
+static void split_record(model_t *w, const rd_rec_t *r)
+{
+    model_split_t *s = w->split;
+    rd_rec_t *n = grow_array(s->recs, &s->caprecs, s->nrecs + 1, sizeof *n);
+    uint8_t *b = grow_array(s->bytes, &s->capbytes, s->nbytes + r->len, 1);
+    if (!n || !b)
+        die_oom();
+    s->recs = n, s->bytes = b;
+    memcpy(s->bytes + s->nbytes, r->p, r->len);
+    s->recs[s->nrecs] = *r;
+    s->recs[s->nrecs].p = (const uint8_t *)(uintptr_t)s->nbytes;
+    s->nbytes += (r->len + 7) & ~7u; /* records stay 8-byte aligned */
+    model_live_t e = {.ptr = s->nrecs++};
+    split_op(w, SPLIT_RECORD, 0, &e, r->t);
+}
+
+/* An allocation in a window: placed in the window's live map; its site id rides along. */
+static void split_alloc(model_t *w, const rd_rec_t *r)
+{
+    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
+    model_dev_t *d = get_dev(w, r->device);
+    if (!d || !a->ptr) {
+        split_record(w, r); /* the ordered replay counts it (and makes its device) */
+        return;
+    }
+    unsigned kind;
+    uint64_t req, block;
+    alloc_decode(w, r, d, &kind, &req, &block);
+    int found;
+    model_live_t *e = live_upsert(&w->live, a->ptr, &found);
+    if (found)
+        split_op(w, SPLIT_REPLACED, r->device, e, r->t);
+    live_fill(e, r, kind, block, req);
+    e->sidx = a->site;
+    split_op(w, SPLIT_ALLOC, r->device, e, r->t);
+}
+
+/* A free in a window: matched in the window, or left to the ordered replay (an older block). */
+static void split_free(model_t *w, const rd_rec_t *r)
+{
+    const gmlog_free_t *f = (const gmlog_free_t *)r->p;
+    model_live_t *e = f->ptr ? live_find(&w->live, f->ptr) : NULL;
+    if (!e) {
+        split_record(w, r);
+        return;
+    }
+    unsigned dev = model_live_dev(e);
+    free_count(get_dev(w, dev), model_live_kind(e), f);
+    split_op(w, SPLIT_FREE, dev, e, r->t);
+    live_remove(&w->live, e);
+}
+
+typedef struct split_slot {
+    rd_log_t lf;
+    int opened;
+    model_t w;
+    model_split_t win;
+    pthread_t th;
+} split_slot_t;
+
+static void *split_work(void *arg)
+{
+    split_slot_t *sl = arg;
+    model_split_t *s = &sl->win;
+    s->nops = s->nrecs = s->nbytes = 0;
+    s->bail = 0;
+    model_init(&sl->w, &sl->lf, MODEL_SPLIT, UINT64_MAX, 0, NULL);
+    sl->w.split = s;
+    rd_window(&sl->lf, s->begin, s->end);
+    rd_rewind(&sl->lf);
+    batch_t *b = malloc(sizeof *b);
+    if (!b)
+        die_oom();
+    while (!s->bail && fill_batch(&sl->lf, b)) {
+        for (int i = 0; i < b->n && !s->bail; i++) {
+            const rd_rec_t *r = &b->rec[i];
+            if (r->type == GMLOG_ALLOC)
+                split_alloc(&sl->w, r);
+            else if (r->type == GMLOG_FREE)
+                split_free(&sl->w, r);
+            else if (r->type == GMLOG_OOM || r->type == GMLOG_RESET)
+                s->bail = 1;
+            else
+                split_record(&sl->w, r);
+        }
+    }
+    free(b);
+    s->unknown = sl->lf.unknown_records;
+    s->bail |= sl->lf.partial;
+    return NULL;
+}
+
+/* The site index of a block handed over by a window (made by its allocation). */
+static inline uint32_t split_sidx(model_t *m, unsigned dev, uint32_t site)
+{
+    return (m->flags & MODEL_SITES) ? sstat_index(m, dev, site) : 0;
+}
+
+/* Applies a window's operations in order, then carries its live blocks and adds its counters. */
+static void split_apply(model_t *m, split_slot_t *sl)
+{
+    model_split_t *s = &sl->win;
+    for (size_t i = 0; i < s->nops; i++) {
+        const split_op_t *o = &s->ops[i];
+        if (o->op == SPLIT_RECORD) {
+            rd_rec_t r = s->recs[o->ptr];
+            r.p = s->bytes + (uintptr_t)r.p;
+            r.seq = m->records;
+            step(m, &r);
+            continue;
+        }
+        model_live_t e = {.ptr = o->ptr, .blk = o->blk, .req = o->req};
+        unsigned dev = model_live_dev(&e);
+        model_dev_t *d = m->dev[o->dev] ? m->dev[o->dev] : get_dev(m, o->dev);
+        if (o->op == SPLIT_REPLACED) {
+            e.sidx = split_sidx(m, dev, o->site);
+            d->replaced++;
+            release_entry(m, m->dev[dev] ? m->dev[dev] : d, &e);
+            continue;
+        }
+        m->records++;
+        m->last_t = o->t;
+        if (o->op == SPLIT_FREE) {
+            m->by_type[GMLOG_FREE]++;
+            e.sidx = split_sidx(m, dev, o->site);
+            free_apply(m, d, &e, o->t);
+            continue;
+        }
+        m->by_type[GMLOG_ALLOC]++;
+        model_live_t *x = m->live.count ? live_find(&m->live, o->ptr) : NULL;
+        if (__builtin_expect(x != NULL, 0)) { /* live from an earlier window: its free was lost */
+            d->replaced++;
+            release_entry(m, m->dev[model_live_dev(x)] ? m->dev[model_live_dev(x)] : d, x);
+            live_remove(&m->live, x);
+        }
+        alloc_apply(m, d, dev, model_live_kind(&e), model_live_block(&e), model_live_req(&e), o->site, o->t,
+                    m->records - 1);
+    }
+    const model_t *w = &sl->w;
+    for (size_t i = 0; i < w->live.cap; i++) {
+        const model_live_t *e = &w->live.slots[i];
+        if (!e->ptr)
+            continue;
+        int found;
+        model_live_t *x = live_upsert(&m->live, e->ptr, &found);
+        if (found) {
+            model_dev_t *d = m->dev[model_live_dev(x)];
+            if (d) {
+                d->replaced++;
+                release_entry(m, d, x);
+            }
+        }
+        *x = *e;
+        x->sidx = split_sidx(m, model_live_dev(e), e->sidx);
+    }
+    for (int i = 0; i < w->ndev; i++) {
+        const model_dev_t *wd = w->dev[i];
+        model_dev_t *d = m->dev[i];
+        if (!wd || !d)
+            continue;
+        for (int k = 0; k < 8; k++)
+            d->allocs_kind[k] += wd->allocs_kind[k], d->frees_kind[k] += wd->frees_kind[k];
+        d->hits += wd->hits, d->misses += wd->misses, d->graph_allocs += wd->graph_allocs;
+        d->pool_alloc_ns += wd->pool_alloc_ns, d->pool_free_ns += wd->pool_free_ns;
+        d->pass_alloc_ns += wd->pass_alloc_ns, d->pass_free_ns += wd->pass_free_ns;
+    }
+    m->malformed += w->malformed;
+}
+
+/* A round: windows [start, start + *cnt) read by the slots of one set, each in its thread.
+ * Returns how many threads started. */
+static unsigned split_launch(split_slot_t *set, unsigned want, const uint64_t *begin, size_t n, size_t start,
+                             unsigned *cnt)
+{
+    *cnt = n - start < want ? (unsigned)(n - start) : want;
+    unsigned started = 0;
+    for (unsigned j = 0; j < *cnt; j++) {
+        set[j].win.begin = begin[start + j];
+        set[j].win.end = begin[start + j + 1];
+        if (pthread_create(&set[j].th, NULL, split_work, &set[j]) != 0)
+            break;
+        started++;
+    }
+    return started;
+}
+
+/* 1 when the parallel replay made the model; 0 when it did not apply (then replay in order).
+ * Two sets of slots take turns: while one round is applied in order, the next is being read. */
+static int build_parallel_sites(model_t *m, rd_log_t *lf)
+{
+    unsigned want = workers_wanted(lf);
+    if (want < 2 || lf->nchunks < 2)
+        return 0;
+    size_t target = lf->nchunks / SPLIT_CHUNKS > want ? lf->nchunks / SPLIT_CHUNKS : want;
+    uint64_t *bases = malloc(lf->nchunks * sizeof *bases);
+    uint64_t *begin = malloc((target + 1) * sizeof *begin);
+    split_slot_t *sl = calloc(2 * (size_t)want, sizeof *sl);
+    if (!bases || !begin || !sl) {
+        free(bases), free(begin), free(sl);
+        return 0;
+    }
+    for (size_t i = 0; i < lf->nchunks; i++)
+        bases[i] = lf->chunks[i].base_ns;
+    qsort(bases, lf->nchunks, sizeof *bases, by_u64);
+    size_t n = 0;
+    for (size_t k = 0; k < target; k++) {
+        uint64_t b = k ? bases[lf->nchunks * k / target] : 0;
+        if (!n || b > begin[n - 1])
+            begin[n++] = b;
+    }
+    begin[n] = UINT64_MAX;
+    free(bases);
+    int ok = n >= 2;
+    for (unsigned j = 0; j < 2 * want && ok; j++)
+        ok = sl[j].opened = rd_clone(lf, &sl[j].lf) == 0;
+    uint64_t unknown = 0;
+    int shown = 0;
+    unsigned cnt[2] = {0, 0}, started[2] = {0, 0};
+    if (ok)
+        started[0] = split_launch(sl, want, begin, n, 0, &cnt[0]);
+    for (size_t start = 0, r = 0; start < n; start += want, r++) {
+        split_slot_t *set = sl + (r & 1) * want;
+        unsigned k = r & 1;
+        for (unsigned j = 0; j < started[k]; j++)
+            pthread_join(set[j].th, NULL);
+        ok = ok && started[k] == cnt[k];
+        for (unsigned j = 0; j < started[k] && ok; j++)
+            ok = !set[j].win.bail;
+        if (ok && start + want < n)
+            started[k ^ 1] = split_launch(sl + (k ^ 1) * want, want, begin, n, start + want, &cnt[k ^ 1]);
+        for (unsigned j = 0; j < started[k]; j++) {
+            if (ok) {
+                split_apply(m, &set[j]);
+                unknown += set[j].win.unknown;
+            }
+            model_free(&set[j].w);
+        }
+        started[k] = 0;
+        if (m->progress) {
+            fprintf(stderr, "\rgmshim: reading %s: %3.0f%%", lf->name, 100.0 * (double)(start + cnt[k]) / (double)n);
+            shown = 1;
+        }
+        if (!ok)
+            break;
+    }
+    for (unsigned k = 0; k < 2; k++) /* a round still being read when another bailed out */
+        for (unsigned j = 0; j < started[k]; j++) {
+            pthread_join(sl[k * want + j].th, NULL);
+            model_free(&sl[k * want + j].w);
+        }
+    if (shown)
+        fprintf(stderr, "\r\033[K");
+    for (unsigned j = 0; j < 2 * want; j++) {
+        if (sl[j].opened)
+            rd_close(&sl[j].lf);
+        free(sl[j].win.ops), free(sl[j].win.recs), free(sl[j].win.bytes);
+    }
+    free(sl);
+    free(begin);
+    if (ok) {
+        lf->unknown_records = unknown;
+        m->windows = (unsigned)n;
+    }
+    return ok;
+}
+
 int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id,
                       const char *mark_label)
 {
     model_init(m, lf, flags, stop_seq, mark_id, mark_label);
     int done = 0;
-    if (!flags && stop_seq == UINT64_MAX && !mark_id && !mark_label) {
-        done = build_parallel(m, lf);
-        if (!done) { /* a damaged log or a reset: in order, with its diagnostics */
+    if (stop_seq == UINT64_MAX && !mark_id && !mark_label && (!flags || flags == (MODEL_SITES | MODEL_EPOCHS))) {
+        done = flags ? build_parallel_sites(m, lf) : build_parallel(m, lf);
+        if (!done) { /* a damaged log, a reset or an OOM: in order, with its diagnostics */
             model_free(m);
             model_init(m, lf, flags, stop_seq, mark_id, mark_label);
         }

@@ -23,6 +23,7 @@ enum {
     MODEL_TIMELINE = 1u << 3,      /* allocated and reserved over time, in buckets */
     MODEL_ALL = 0x0fu,
     MODEL_RANGE = 1u << 8,         /* internal: one window of a parallel summary (model.c) */
+    MODEL_SPLIT = 1u << 9,         /* internal: one window of a parallel replay with sites */
 };
 
 enum { EPOCH_MARKS = 0, EPOCH_TROUGHS = 1 };
@@ -259,7 +260,8 @@ typedef struct model {
     model_unfree_t *unfree;
     size_t nunfree, capunfree;
     int saw_reset;
-    unsigned windows;              /* windows a parallel summary was stitched from (0: in order) */
+    unsigned windows;              /* windows a parallel replay was made of (0: in order) */
+    struct model_split *split;     /* a MODEL_SPLIT window's output */
 } model_t;
 
 /* Replays lf into m (rewinding it first). flags: MODEL_*. Returns 0. */

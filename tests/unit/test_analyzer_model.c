@@ -524,6 +524,141 @@ START_TEST(test_parallel_summary_equals_the_replay_in_order)
 }
 END_TEST
 
+/* For the parallel replay with sites: windows that cut through site figures and epochs — marks
+ * in two windows, a pointer allocated twice in one window and one live from an earlier window
+ * allocated again (lost frees), frees of earlier windows' blocks, blocks live at the end. */
+static void sites_log(lb_t *b, int oom)
+{
+    lb_begin(b);
+    lb_chunk(b, 1, 0);
+    lb_segment(b, 5, GMLOG_SEGMENT_ALLOC, SEG, 256 * MiB);
+    for (uint32_t id = 1; id <= 8; id++)
+        lb_site(b, 6, id);
+    for (int i = 0; i < 40; i++)
+        lb_alloc(b, 10 + (uint64_t)i, SEG + (uint64_t)i * MiB, MiB - 512 * (uint64_t)i, 0, 0, 1 + (uint32_t)i % 5);
+    lb_mark(b, 50, 1, "step 1");
+    lb_alloc(b, 55, SEG + 100 * MiB, 2 * MiB, 0, 0, 6);
+    lb_alloc(b, 56, SEG + 100 * MiB, 3 * MiB, 0, 0, 7);                 /* again: the first one's free was lost */
+    lb_chunk(b, 2, 100);
+    for (int i = 0; i < 30; i++)
+        lb_free(b, 100 + (uint64_t)i, SEG + (uint64_t)i * MiB);          /* blocks of the first window */
+    for (int i = 0; i < 20; i++)
+        lb_alloc(b, 140 + (uint64_t)i, SEG + 120 * MiB + (uint64_t)i * 4096, 4096, 0, 0, 8);
+    lb_alloc(b, 165, SEG + 35 * MiB, 5 * MiB, 0, 0, 2);                 /* live since the first window */
+    lb_free(b, 170, SEG + 0x777000ull);                                  /* never allocated */
+    lb_mark(b, 175, 2, "step 2");
+    lb_chunk(b, 3, 200);
+    for (int i = 0; i < 50; i++)
+        lb_alloc(b, 220 + (uint64_t)i, SEG + 130 * MiB + (uint64_t)i * 8192, 8000, 0, i % 5 ? 0 : GMLOG_A_MISS,
+                 1 + (uint32_t)i % 3);
+    for (int i = 0; i < 10; i++)
+        lb_free(b, 275 + (uint64_t)i, SEG + 120 * MiB + (uint64_t)i * 4096);
+    for (int i = 0; i < 25; i++)
+        lb_free(b, 286 + (uint64_t)i, SEG + 130 * MiB + (uint64_t)i * 8192); /* this window's own */
+    if (oom) {
+        gmlog_oom_t o;
+        memset(&o, 0, sizeof o);
+        o.h.type = GMLOG_OOM;
+        o.requested = 64 * MiB;
+        lb_rec(b, &o, sizeof o, 295);
+    }
+    lb_chunk(b, 1, 300);
+    for (int i = 30; i < 40; i++)
+        lb_free(b, 300 + (uint64_t)i, SEG + (uint64_t)i * MiB);
+    lb_mark(b, 350, 3, "step 3");
+    for (int i = 0; i < 6; i++)
+        lb_alloc(b, 360 + (uint64_t)i, SEG + 200 * MiB + (uint64_t)i * MiB, MiB, 0, 0, 4);
+    lb_close_chunk(b);
+}
+
+static void build_both(lb_t *b, model_t m[2], rd_log_t l[2])
+{
+    for (int k = 0; k < 2; k++) {
+        setenv("GMSHIM_ANALYZER_THREADS", k ? "4" : "0", 1);
+        ck_assert_int_eq(rd_open_mem(&l[k], b->buf, b->len, "sites"), 0);
+        memset(&m[k], 0, sizeof m[k]);
+        model_build(&m[k], &l[k], MODEL_SITES | MODEL_EPOCHS);
+    }
+    unsetenv("GMSHIM_ANALYZER_THREADS");
+}
+
+START_TEST(test_parallel_sites_replay_equals_the_replay_in_order)
+{
+    lb_t b;
+    sites_log(&b, 0);
+    model_t m[2];
+    rd_log_t l[2];
+    build_both(&b, m, l);
+    ck_assert_msg(m[0].windows == 0 && m[1].windows == 4, "windows: %u in order, %u in parallel", m[0].windows,
+                  m[1].windows);
+    const model_dev_t *s = m[0].dev[0], *p = m[1].dev[0];
+    ck_assert_msg(s && p, "no device 0");
+#define SAME(f) ck_assert_msg(s->f == p->f, #f ": in order %llu, in parallel %llu", (unsigned long long)s->f, \
+                              (unsigned long long)p->f)
+    SAME(allocs);
+    SAME(frees);
+    SAME(hits);
+    SAME(misses);
+    SAME(requested);
+    SAME(allocated);
+    SAME(reserved);
+    SAME(peak_requested);
+    SAME(peak_allocated);
+    SAME(peak_reserved);
+    SAME(peak_allocated_t);
+    SAME(peak_seq);
+    SAME(peak_seq_alloc);
+    SAME(unmatched_frees);
+    SAME(replaced);
+    SAME(epoch[EPOCH_MARKS]);
+    SAME(epoch[EPOCH_TROUGHS]);
+    SAME(ep_min[EPOCH_MARKS]);
+    SAME(lowwater[EPOCH_MARKS].n);
+    SAME(lowwater[EPOCH_MARKS].last);
+    SAME(lowwater[EPOCH_TROUGHS].n);
+    SAME(live_kind_bytes[GMLOG_KIND_POOL]);
+    SAME(live_kind_count[GMLOG_KIND_POOL]);
+#undef SAME
+    ck_assert_msg(s->replaced == 2 && s->unmatched_frees == 1 && s->epoch[EPOCH_MARKS] == 3,
+                  "the log itself: replaced %llu, unmatched %llu, marks %u", (unsigned long long)s->replaced,
+                  (unsigned long long)s->unmatched_frees, s->epoch[EPOCH_MARKS]);
+    ck_assert_msg(m[0].records == m[1].records && m[0].live.count == m[1].live.count && m[0].nsst == m[1].nsst,
+                  "records %llu/%llu live %zu/%zu sites %zu/%zu", (unsigned long long)m[0].records,
+                  (unsigned long long)m[1].records, m[0].live.count, m[1].live.count, m[0].nsst, m[1].nsst);
+    for (size_t i = 1; i < m[0].nsst; i++) {
+        const model_sstat_t *x = &m[0].sst[i], *y = &m[1].sst[i];
+        model_series_t sx = model_site_series(&m[0], x, EPOCH_MARKS), sy = model_site_series(&m[1], y, EPOCH_MARKS);
+        ck_assert_msg(x->site == y->site && x->live_req == y->live_req && x->live_blk == y->live_blk &&
+                          x->live_count == y->live_count && x->peak_req == y->peak_req && x->allocs == y->allocs &&
+                          x->bytes_total == y->bytes_total && !memcmp(&sx, &sy, sizeof sx),
+                      "site statistics %zu (site %u) differ", i, x->site);
+    }
+    for (int k = 0; k < 2; k++) {
+        model_free(&m[k]);
+        rd_close(&l[k]);
+    }
+    free(b.buf);
+}
+END_TEST
+
+/* An OOM's analysis needs the live map at that moment: such a log is replayed in order. */
+START_TEST(test_a_log_with_an_oom_is_replayed_in_order)
+{
+    lb_t b;
+    sites_log(&b, 1);
+    model_t m[2];
+    rd_log_t l[2];
+    build_both(&b, m, l);
+    ck_assert_msg(m[1].windows == 0 && m[1].nooms == 1 && m[0].nooms == 1, "windows %u, ooms %zu/%zu",
+                  m[1].windows, m[0].nooms, m[1].nooms);
+    for (int k = 0; k < 2; k++) {
+        model_free(&m[k]);
+        rd_close(&l[k]);
+    }
+    free(b.buf);
+}
+END_TEST
+
 Suite *analyzer_model_suite(void)
 {
     Suite *s = suite_create("analyzer_model");
@@ -540,6 +675,8 @@ Suite *analyzer_model_suite(void)
     tcase_add_test(tc, test_recovered_ooms_are_retries_and_failed_ones_are_analysed);
     tcase_add_test(tc, test_damaged_logs_never_crash_the_model);
     tcase_add_test(tc, test_parallel_summary_equals_the_replay_in_order);
+    tcase_add_test(tc, test_parallel_sites_replay_equals_the_replay_in_order);
+    tcase_add_test(tc, test_a_log_with_an_oom_is_replayed_in_order);
     tcase_add_test(tc, test_python_frames_come_first_with_their_file_and_line);
     suite_add_tcase(s, tc);
     return s;
