@@ -277,11 +277,10 @@ static uint32_t dev_epoch(const model_t *m, const model_dev_t *d, int sys)
 
 /* Brings a site's series up to the current epoch, before its live bytes change. Epoch e runs
  * from boundary e to boundary e + 1; epoch 0 (before the first boundary) never counts. */
-static void sstat_sync(model_t *m, model_sstat_t *s)
+static void sstat_sync_at(model_sstat_t *s, const uint32_t *epoch)
 {
-    const model_dev_t *d = m->dev[s->dev];
     for (int sys = 0; sys < 2; sys++) {
-        uint32_t cur = dev_epoch(m, d, sys), acc = s->acc_epoch[sys];
+        uint32_t cur = epoch[sys], acc = s->acc_epoch[sys];
         if (acc >= cur)
             continue;
         if (acc > 0)
@@ -290,6 +289,12 @@ static void sstat_sync(model_t *m, model_sstat_t *s)
         s->acc_epoch[sys] = cur;
         s->ep_min[sys] = s->live_req;
     }
+}
+
+/* The same at the device's current epochs. */
+static inline void sstat_sync(model_t *m, model_sstat_t *s)
+{
+    sstat_sync_at(s, m->dev[s->dev]->epoch);
 }
 
 /* Only closed epochs count: the current one is unfinished (and at the end of a run it is where
@@ -482,7 +487,8 @@ static inline __attribute__((always_inline)) void note_peaks(model_dev_t *d, uin
 
 /* ---- sites and strings ------------------------------------------------------------------------- */
 
-static inline uint32_t sstat_index(model_t *m, unsigned dev, uint32_t site)
+/* The statistics of (dev, site), made when new with its epochs starting at `epoch`. */
+static uint32_t sstat_index_at(model_t *m, unsigned dev, uint32_t site, const uint32_t *epoch)
 {
     uint64_t key = (uint64_t)dev << 32 | site | (1ull << 40);
     uint64_t *c = m->sst_cache[(site ^ site >> 8 ^ dev) & 255];
@@ -504,11 +510,15 @@ static inline uint32_t sstat_index(model_t *m, unsigned dev, uint32_t site)
     memset(s, 0, sizeof *s);
     s->site = site;
     s->dev = (uint8_t)dev;
-    const model_dev_t *d = m->dev[dev];
     for (int sys = 0; sys < 2; sys++)
-        s->acc_epoch[sys] = dev_epoch(m, d, sys);
+        s->acc_epoch[sys] = epoch[sys];
     map_put(&m->sstmap, key, idx);
     return idx;
+}
+
+static inline uint32_t sstat_index(model_t *m, unsigned dev, uint32_t site)
+{
+    return sstat_index_at(m, dev, site, m->dev[dev]->epoch);
 }
 
 const model_sitedef_t *model_site(const model_t *m, uint32_t id)
@@ -637,10 +647,11 @@ static inline int counts_as_reserved(unsigned kind)
     return kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_OBSERVED;
 }
 
-static __attribute__((noinline)) void release_site(model_t *m, const model_live_t *e, uint64_t block, uint64_t req)
+static __attribute__((noinline)) void release_site_at(model_t *m, uint32_t sidx, uint64_t block, uint64_t req,
+                                                     const uint32_t *epoch)
 {
-    model_sstat_t *s = &m->sst[e->sidx];
-    sstat_sync(m, s);
+    model_sstat_t *s = &m->sst[sidx];
+    sstat_sync_at(s, epoch);
     s->live_req -= req <= s->live_req ? req : s->live_req;
     s->live_blk -= block <= s->live_blk ? block : s->live_blk;
     if (s->live_count)
@@ -650,7 +661,7 @@ static __attribute__((noinline)) void release_site(model_t *m, const model_live_
             s->ep_min[sys] = s->live_req;
 }
 
-static inline __attribute__((always_inline)) void release_entry(model_t *m, model_dev_t *d, const model_live_t *e)
+static inline __attribute__((always_inline)) void release_figures(model_dev_t *d, const model_live_t *e)
 {
     unsigned kind = model_live_kind(e);
     uint64_t block = model_live_block(e), req = model_live_req(e);
@@ -660,8 +671,32 @@ static inline __attribute__((always_inline)) void release_entry(model_t *m, mode
         if (counts_as_reserved(kind))
             d->reserved -= block <= d->reserved ? block : d->reserved;
     }
-    if (__builtin_expect(e->sidx != 0, 0) && e->sidx < m->nsst)
-        release_site(m, e, block, req);
+}
+
+static void split_defer_release(model_t *m, const model_live_t *e);
+
+static inline __attribute__((always_inline)) void release_entry(model_t *m, model_dev_t *d, const model_live_t *e)
+{
+    release_figures(d, e);
+    if (__builtin_expect(m->flags & MODEL_DEFER, 0))
+        split_defer_release(m, e); /* e->sidx is the site id: the site thread releases it */
+    else if (__builtin_expect(e->sidx != 0, 0) && e->sidx < m->nsst)
+        release_site_at(m, e->sidx, model_live_block(e), model_live_req(e), m->dev[m->sst[e->sidx].dev]->epoch);
+}
+
+/* A new live block of a site. */
+static inline __attribute__((always_inline)) void site_add_at(model_t *m, uint32_t idx, uint64_t block, uint64_t req,
+                                                              const uint32_t *epoch)
+{
+    model_sstat_t *s = &m->sst[idx];
+    sstat_sync_at(s, epoch);
+    s->live_req += req;
+    s->live_blk += block;
+    s->live_count++;
+    s->allocs++;
+    s->bytes_total += req;
+    if (s->live_req > s->peak_req)
+        s->peak_req = s->live_req;
 }
 
 /* The device figures, site and epochs of a new live block (the allocation's effect once its
@@ -676,19 +711,10 @@ static inline __attribute__((always_inline)) uint32_t alloc_apply(model_t *m, mo
             d->reserved += block;
     }
     uint32_t idx = 0;
-    if (m->flags & MODEL_SITES) {
+    if ((m->flags & (MODEL_SITES | MODEL_DEFER)) == MODEL_SITES) {
         idx = sstat_index(m, dev, site);
-        if (idx) {
-            model_sstat_t *s = &m->sst[idx];
-            sstat_sync(m, s);
-            s->live_req += req;
-            s->live_blk += block;
-            s->live_count++;
-            s->allocs++;
-            s->bytes_total += req;
-            if (s->live_req > s->peak_req)
-                s->peak_req = s->live_req;
-        }
+        if (idx)
+            site_add_at(m, idx, block, req, d->epoch);
     }
     if (m->flags & MODEL_EPOCHS)
         dev_track(d, t);
@@ -1656,13 +1682,22 @@ static int build_parallel(model_t *m, rd_log_t *lf)
  * with an OOM or a device reset is replayed in order instead: an OOM's analysis needs the whole
  * live map at that moment. The result is the ordered replay's (the tests compare them). */
 
-#define SPLIT_CHUNKS 128u          /* chunks (64 KiB each) per window */
+#define SPLIT_CHUNKS 64u           /* chunks (64 KiB each) per window */
 
 typedef struct split_op_rec {
     uint64_t t, ptr, blk, req;     /* as in model_live_t; RECORD: ptr indexes recs */
     uint32_t site;                 /* the site id (not an index) */
     uint8_t op, dev;               /* dev: the allocating device (REPLACED: the new block's) */
+    uint32_t ep[2];                /* the site's device epochs when it applied (for the site thread) */
 } split_op_t;
+
+/* A block released while another operation applied (a free of an older block, a lost free). */
+typedef struct split_release {
+    size_t at;                     /* before the site effect of operation `at` */
+    uint64_t blk, req;
+    uint32_t site;
+    uint32_t ep[2];
+} split_release_t;
 
 typedef struct model_split {
     uint64_t begin, end;
@@ -1672,6 +1707,8 @@ typedef struct model_split {
     size_t nrecs, caprecs;
     uint8_t *bytes;
     size_t nbytes, capbytes;
+    split_release_t *rel;          /* releases for the site thread, by operation */
+    size_t nrel, caprel;
     int bail;                      /* an OOM or a reset: replay in order */
     uint64_t unknown;
 } model_split_t;
@@ -1687,7 +1724,7 @@ static void split_op(model_t *w, int op, unsigned dev, const model_live_t *e, ui
             die_oom();
         s->ops = n;
     }
-    s->ops[s->nops++] = (split_op_t){t, e->ptr, e->blk, model_live_req(e), e->sidx, (uint8_t)op, (uint8_t)dev};
+    s->ops[s->nops++] = (split_op_t){t, e->ptr, e->blk, model_live_req(e), e->sidx, (uint8_t)op, (uint8_t)dev, {0, 0}};
 }
 
 /* A record the ordered replay handles itself: copied. */
@@ -1755,7 +1792,7 @@ static void *split_work(void *arg)
 {
     split_slot_t *sl = arg;
     model_split_t *s = &sl->win;
-    s->nops = s->nrecs = s->nbytes = 0;
+    s->nops = s->nrecs = s->nbytes = s->nrel = 0;
     s->bail = 0;
     model_init(&sl->w, &sl->lf, MODEL_SPLIT, UINT64_MAX, 0, NULL);
     sl->w.split = s;
@@ -1783,18 +1820,36 @@ static void *split_work(void *arg)
     return NULL;
 }
 
-/* The site index of a block handed over by a window (made by its allocation). */
-static inline uint32_t split_sidx(model_t *m, unsigned dev, uint32_t site)
+/* MODEL_DEFER: a block released while the window's operation `defer_at` applied; e->sidx holds
+ * its site id. */
+static void split_defer_release(model_t *m, const model_live_t *e)
 {
-    return (m->flags & MODEL_SITES) ? sstat_index(m, dev, site) : 0;
+    model_split_t *s = m->defer;
+    split_release_t *n = grow_array(s->rel, &s->caprel, s->nrel + 1, sizeof *n);
+    if (!n)
+        die_oom();
+    s->rel = n;
+    const model_dev_t *sd = m->dev[model_live_dev(e)];
+    s->rel[s->nrel++] = (split_release_t){m->defer_at, e->blk, model_live_req(e), e->sidx,
+                                          {sd ? sd->epoch[0] : 0, sd ? sd->epoch[1] : 0}};
 }
 
-/* Applies a window's operations in order, then carries its live blocks and adds its counters. */
+static inline void stamp(uint32_t *ep, const model_dev_t *d)
+{
+    ep[0] = d ? d->epoch[0] : 0;
+    ep[1] = d ? d->epoch[1] : 0;
+}
+
+/* Applies a window's operations in order — device figures, peaks and epochs; the site figures
+ * are left to the site thread (split_sites), each operation stamped with the epochs it saw —
+ * then carries its live blocks (with their site ids) and adds its counters. */
 static void split_apply(model_t *m, split_slot_t *sl)
 {
     model_split_t *s = &sl->win;
+    m->defer = s;
     for (size_t i = 0; i < s->nops; i++) {
-        const split_op_t *o = &s->ops[i];
+        split_op_t *o = &s->ops[i];
+        m->defer_at = i;
         if (o->op == SPLIT_RECORD) {
             rd_rec_t r = s->recs[o->ptr];
             r.p = s->bytes + (uintptr_t)r.p;
@@ -1806,17 +1861,20 @@ static void split_apply(model_t *m, split_slot_t *sl)
         unsigned dev = model_live_dev(&e);
         model_dev_t *d = m->dev[o->dev] ? m->dev[o->dev] : get_dev(m, o->dev);
         if (o->op == SPLIT_REPLACED) {
-            e.sidx = split_sidx(m, dev, o->site);
+            model_dev_t *od = m->dev[dev] ? m->dev[dev] : d;
             d->replaced++;
-            release_entry(m, m->dev[dev] ? m->dev[dev] : d, &e);
+            stamp(o->ep, m->dev[dev]);
+            release_figures(od, &e);
             continue;
         }
         m->records++;
         m->last_t = o->t;
         if (o->op == SPLIT_FREE) {
             m->by_type[GMLOG_FREE]++;
-            e.sidx = split_sidx(m, dev, o->site);
-            free_apply(m, d, &e, o->t);
+            stamp(o->ep, d);
+            release_figures(d, &e);
+            if (m->flags & MODEL_EPOCHS)
+                dev_track(d, o->t);
             continue;
         }
         m->by_type[GMLOG_ALLOC]++;
@@ -1826,9 +1884,11 @@ static void split_apply(model_t *m, split_slot_t *sl)
             release_entry(m, m->dev[model_live_dev(x)] ? m->dev[model_live_dev(x)] : d, x);
             live_remove(&m->live, x);
         }
+        stamp(o->ep, d);
         alloc_apply(m, d, dev, model_live_kind(&e), model_live_block(&e), model_live_req(&e), o->site, o->t,
                     m->records - 1);
     }
+    m->defer_at = s->nops;
     const model_t *w = &sl->w;
     for (size_t i = 0; i < w->live.cap; i++) {
         const model_live_t *e = &w->live.slots[i];
@@ -1843,9 +1903,9 @@ static void split_apply(model_t *m, split_slot_t *sl)
                 release_entry(m, d, x);
             }
         }
-        *x = *e;
-        x->sidx = split_sidx(m, model_live_dev(e), e->sidx);
+        *x = *e; /* its site id stays until the end of the replay */
     }
+    m->defer = NULL;
     for (int i = 0; i < w->ndev; i++) {
         const model_dev_t *wd = w->dev[i];
         model_dev_t *d = m->dev[i];
@@ -1858,6 +1918,56 @@ static void split_apply(model_t *m, split_slot_t *sl)
         d->pass_alloc_ns += wd->pass_alloc_ns, d->pass_free_ns += wd->pass_free_ns;
     }
     m->malformed += w->malformed;
+}
+
+static inline void split_release_site(model_t *m, uint64_t blk, uint64_t req, uint32_t site, const uint32_t *ep)
+{
+    model_live_t e = {.blk = blk};
+    uint32_t idx = sstat_index_at(m, model_live_dev(&e), site, ep);
+    if (idx)
+        release_site_at(m, idx, model_live_block(&e), req, ep);
+}
+
+/* The site thread: a round's site figures, in the order the ordered replay makes them. */
+typedef struct split_sites_job {
+    model_t *m;
+    split_slot_t *set;
+    unsigned cnt;
+    pthread_t th;
+    int running;
+} split_sites_t;
+
+static void *split_sites(void *arg)
+{
+    split_sites_t *job = arg;
+    model_t *m = job->m;
+    for (unsigned j = 0; j < job->cnt; j++) {
+        const model_split_t *s = &job->set[j].win;
+        size_t r = 0;
+        for (size_t i = 0; i <= s->nops; i++) {
+            for (; r < s->nrel && s->rel[r].at == i; r++)
+                split_release_site(m, s->rel[r].blk, s->rel[r].req, s->rel[r].site, s->rel[r].ep);
+            if (i == s->nops)
+                break;
+            const split_op_t *o = &s->ops[i];
+            if (o->op == SPLIT_ALLOC) {
+                model_live_t e = {.blk = o->blk};
+                uint32_t idx = sstat_index_at(m, o->dev, o->site, o->ep);
+                if (idx)
+                    site_add_at(m, idx, model_live_block(&e), o->req, o->ep);
+            } else if (o->op == SPLIT_FREE || o->op == SPLIT_REPLACED) {
+                split_release_site(m, o->blk, o->req, o->site, o->ep);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void split_sites_join(split_sites_t *job)
+{
+    if (job->running)
+        pthread_join(job->th, NULL);
+    job->running = 0;
 }
 
 /* A round: windows [start, start + *cnt) read by the slots of one set, each in its thread.
@@ -1878,7 +1988,8 @@ static unsigned split_launch(split_slot_t *set, unsigned want, const uint64_t *b
 }
 
 /* 1 when the parallel replay made the model; 0 when it did not apply (then replay in order).
- * Two sets of slots take turns: while one round is applied in order, the next is being read. */
+ * Three stages overlap: windows of round r + 1 are read while the calling thread applies round r
+ * and the site thread makes the site figures of round r - 1 (two sets of slots take turns). */
 static int build_parallel_sites(model_t *m, rd_log_t *lf)
 {
     unsigned want = workers_wanted(lf);
@@ -1909,6 +2020,8 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
     uint64_t unknown = 0;
     int shown = 0;
     unsigned cnt[2] = {0, 0}, started[2] = {0, 0};
+    split_sites_t sites = {m, NULL, 0, 0, 0};
+    m->flags |= MODEL_DEFER;
     if (ok)
         started[0] = split_launch(sl, want, begin, n, 0, &cnt[0]);
     for (size_t start = 0, r = 0; start < n; start += want, r++) {
@@ -1919,6 +2032,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
         ok = ok && started[k] == cnt[k];
         for (unsigned j = 0; j < started[k] && ok; j++)
             ok = !set[j].win.bail;
+        split_sites_join(&sites); /* it read the other set, which the next round's windows fill */
         if (ok && start + want < n)
             started[k ^ 1] = split_launch(sl + (k ^ 1) * want, want, begin, n, start + want, &cnt[k ^ 1]);
         for (unsigned j = 0; j < started[k]; j++) {
@@ -1928,6 +2042,12 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
             }
             model_free(&set[j].w);
         }
+        if (ok) {
+            sites.set = set, sites.cnt = started[k];
+            sites.running = pthread_create(&sites.th, NULL, split_sites, &sites) == 0;
+            if (!sites.running)
+                split_sites(&sites);
+        }
         started[k] = 0;
         if (m->progress) {
             fprintf(stderr, "\rgmshim: reading %s: %3.0f%%", lf->name, 100.0 * (double)(start + cnt[k]) / (double)n);
@@ -1936,17 +2056,25 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
         if (!ok)
             break;
     }
+    split_sites_join(&sites);
     for (unsigned k = 0; k < 2; k++) /* a round still being read when another bailed out */
         for (unsigned j = 0; j < started[k]; j++) {
             pthread_join(sl[k * want + j].th, NULL);
             model_free(&sl[k * want + j].w);
         }
+    m->flags &= ~MODEL_DEFER;
+    /* The carried blocks kept their site ids: make them indices, as the ordered replay has. */
+    for (size_t i = 0; ok && i < m->live.cap; i++) {
+        model_live_t *e = &m->live.slots[i];
+        if (e->ptr && m->dev[model_live_dev(e)])
+            e->sidx = (m->flags & MODEL_SITES) ? sstat_index(m, model_live_dev(e), e->sidx) : 0;
+    }
     if (shown)
         fprintf(stderr, "\r\033[K");
     for (unsigned j = 0; j < 2 * want; j++) {
         if (sl[j].opened)
             rd_close(&sl[j].lf);
-        free(sl[j].win.ops), free(sl[j].win.recs), free(sl[j].win.bytes);
+        free(sl[j].win.ops), free(sl[j].win.recs), free(sl[j].win.bytes), free(sl[j].win.rel);
     }
     free(sl);
     free(begin);

@@ -24,6 +24,7 @@ enum {
     MODEL_ALL = 0x0fu,
     MODEL_RANGE = 1u << 8,         /* internal: one window of a parallel summary (model.c) */
     MODEL_SPLIT = 1u << 9,         /* internal: one window of a parallel replay with sites */
+    MODEL_DEFER = 1u << 10,        /* internal: site figures left to the site thread (model.c) */
 };
 
 enum { EPOCH_MARKS = 0, EPOCH_TROUGHS = 1 };
@@ -262,6 +263,8 @@ typedef struct model {
     int saw_reset;
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */
     struct model_split *split;     /* a MODEL_SPLIT window's output */
+    struct model_split *defer;     /* MODEL_DEFER: the window whose operations are being applied */
+    size_t defer_at;               /* ...and which of them */
 } model_t;
 
 /* Replays lf into m (rewinding it first). flags: MODEL_*. Returns 0. */
