@@ -1682,7 +1682,7 @@ static int build_parallel(model_t *m, rd_log_t *lf)
  * with an OOM or a device reset is replayed in order instead: an OOM's analysis needs the whole
  * live map at that moment. The result is the ordered replay's (the tests compare them). */
 
-#define SPLIT_CHUNKS 64u           /* chunks (64 KiB each) per window */
+#define SPLIT_CHUNKS 32u           /* chunks (64 KiB each) per window */
 
 typedef struct split_op_rec {
     uint64_t t, ptr, blk, req;     /* as in model_live_t; RECORD: ptr indexes recs */
@@ -1988,8 +1988,9 @@ static unsigned split_launch(split_slot_t *set, unsigned want, const uint64_t *b
 }
 
 /* 1 when the parallel replay made the model; 0 when it did not apply (then replay in order).
- * Three stages overlap: windows of round r + 1 are read while the calling thread applies round r
- * and the site thread makes the site figures of round r - 1 (two sets of slots take turns). */
+ * Three stages overlap, each on its own set of slots: the windows of round r + 1 are read while
+ * the calling thread applies round r and the site thread makes the site figures of round r - 1. */
+#define SPLIT_SETS 3
 static int build_parallel_sites(model_t *m, rd_log_t *lf)
 {
     unsigned want = workers_wanted(lf);
@@ -1998,7 +1999,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
     size_t target = lf->nchunks / SPLIT_CHUNKS > want ? lf->nchunks / SPLIT_CHUNKS : want;
     uint64_t *bases = malloc(lf->nchunks * sizeof *bases);
     uint64_t *begin = malloc((target + 1) * sizeof *begin);
-    split_slot_t *sl = calloc(2 * (size_t)want, sizeof *sl);
+    split_slot_t *sl = calloc(SPLIT_SETS * (size_t)want, sizeof *sl);
     if (!bases || !begin || !sl) {
         free(bases), free(begin), free(sl);
         return 0;
@@ -2015,26 +2016,26 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
     begin[n] = UINT64_MAX;
     free(bases);
     int ok = n >= 2;
-    for (unsigned j = 0; j < 2 * want && ok; j++)
+    for (unsigned j = 0; j < SPLIT_SETS * want && ok; j++)
         ok = sl[j].opened = rd_clone(lf, &sl[j].lf) == 0;
     uint64_t unknown = 0;
     int shown = 0;
-    unsigned cnt[2] = {0, 0}, started[2] = {0, 0};
+    unsigned cnt[SPLIT_SETS] = {0}, started[SPLIT_SETS] = {0};
     split_sites_t sites = {m, NULL, 0, 0, 0};
     m->flags |= MODEL_DEFER;
     if (ok)
         started[0] = split_launch(sl, want, begin, n, 0, &cnt[0]);
     for (size_t start = 0, r = 0; start < n; start += want, r++) {
-        split_slot_t *set = sl + (r & 1) * want;
-        unsigned k = r & 1;
+        unsigned k = (unsigned)(r % SPLIT_SETS), next = (k + 1) % SPLIT_SETS;
+        split_slot_t *set = sl + k * want;
         for (unsigned j = 0; j < started[k]; j++)
             pthread_join(set[j].th, NULL);
         ok = ok && started[k] == cnt[k];
         for (unsigned j = 0; j < started[k] && ok; j++)
             ok = !set[j].win.bail;
-        split_sites_join(&sites); /* it read the other set, which the next round's windows fill */
+        /* The next set was last read by the site thread two rounds ago, joined since. */
         if (ok && start + want < n)
-            started[k ^ 1] = split_launch(sl + (k ^ 1) * want, want, begin, n, start + want, &cnt[k ^ 1]);
+            started[next] = split_launch(sl + next * want, want, begin, n, start + want, &cnt[next]);
         for (unsigned j = 0; j < started[k]; j++) {
             if (ok) {
                 split_apply(m, &set[j]);
@@ -2042,6 +2043,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
             }
             model_free(&set[j].w);
         }
+        split_sites_join(&sites); /* the previous round's site figures come first */
         if (ok) {
             sites.set = set, sites.cnt = started[k];
             sites.running = pthread_create(&sites.th, NULL, split_sites, &sites) == 0;
@@ -2057,7 +2059,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
             break;
     }
     split_sites_join(&sites);
-    for (unsigned k = 0; k < 2; k++) /* a round still being read when another bailed out */
+    for (unsigned k = 0; k < SPLIT_SETS; k++) /* a round still being read when another bailed out */
         for (unsigned j = 0; j < started[k]; j++) {
             pthread_join(sl[k * want + j].th, NULL);
             model_free(&sl[k * want + j].w);
@@ -2071,7 +2073,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
     }
     if (shown)
         fprintf(stderr, "\r\033[K");
-    for (unsigned j = 0; j < 2 * want; j++) {
+    for (unsigned j = 0; j < SPLIT_SETS * want; j++) {
         if (sl[j].opened)
             rd_close(&sl[j].lf);
         free(sl[j].win.ops), free(sl[j].win.recs), free(sl[j].win.bytes), free(sl[j].win.rel);
