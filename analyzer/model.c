@@ -1999,7 +1999,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
         return 0;
     /* The ordered apply and the site thread set the pace: on the H200 machine (16 CPUs) 2, 3, 4
      * and 8 readers took 1.91, 1.97, 1.85-2.08 and 2.28 s for 100 M events, memory growing with
-     * each (55 to 210 MB). */
+     * each (54 to 205 MiB). */
     if (want > SPLIT_READERS)
         want = SPLIT_READERS;
     size_t target = lf->nchunks / SPLIT_CHUNKS > want ? lf->nchunks / SPLIT_CHUNKS : want;
