@@ -1500,6 +1500,16 @@ static inline void candidate(uint64_t *peak, uint64_t *peak_t, uint64_t base, ui
     }
 }
 
+/* A window's counters of allocations and frees, added to the device's. */
+static void add_alloc_counters(model_dev_t *d, const model_dev_t *wd)
+{
+    for (int k = 0; k < 8; k++)
+        d->allocs_kind[k] += wd->allocs_kind[k], d->frees_kind[k] += wd->frees_kind[k];
+    d->hits += wd->hits, d->misses += wd->misses, d->graph_allocs += wd->graph_allocs;
+    d->pool_alloc_ns += wd->pool_alloc_ns, d->pool_free_ns += wd->pool_free_ns;
+    d->pass_alloc_ns += wd->pass_alloc_ns, d->pass_free_ns += wd->pass_free_ns;
+}
+
 /* Adds window w (the next in time) to the result m. */
 static void stitch(model_t *m, model_t *w)
 {
@@ -1519,15 +1529,11 @@ static void stitch(model_t *m, model_t *w)
             d->limit = wd->limit;
         if (wd->limit_max > d->limit_max)
             d->limit_max = wd->limit_max;
+        add_alloc_counters(d, wd);
         for (int k = 0; k < 8; k++) {
-            d->allocs_kind[k] += wd->allocs_kind[k];
-            d->frees_kind[k] += wd->frees_kind[k];
             d->empty_by_reason[k] += wd->empty_by_reason[k];
             d->warnings[k] += wd->warnings[k];
         }
-        d->hits += wd->hits, d->misses += wd->misses, d->graph_allocs += wd->graph_allocs;
-        d->pool_alloc_ns += wd->pool_alloc_ns, d->pool_free_ns += wd->pool_free_ns;
-        d->pass_alloc_ns += wd->pass_alloc_ns, d->pass_free_ns += wd->pass_free_ns;
         d->seg_allocs += wd->seg_allocs, d->seg_frees += wd->seg_frees;
         d->seg_alloc_ns += wd->seg_alloc_ns, d->seg_free_ns += wd->seg_free_ns;
         d->graph_segments += wd->graph_segments;
@@ -1910,13 +1916,8 @@ static void split_apply(model_t *m, split_slot_t *sl)
     for (int i = 0; i < w->ndev; i++) {
         const model_dev_t *wd = w->dev[i];
         model_dev_t *d = m->dev[i];
-        if (!wd || !d)
-            continue;
-        for (int k = 0; k < 8; k++)
-            d->allocs_kind[k] += wd->allocs_kind[k], d->frees_kind[k] += wd->frees_kind[k];
-        d->hits += wd->hits, d->misses += wd->misses, d->graph_allocs += wd->graph_allocs;
-        d->pool_alloc_ns += wd->pool_alloc_ns, d->pool_free_ns += wd->pool_free_ns;
-        d->pass_alloc_ns += wd->pass_alloc_ns, d->pass_free_ns += wd->pass_free_ns;
+        if (wd && d)
+            add_alloc_counters(d, wd);
     }
     m->malformed += w->malformed;
 }
