@@ -13,6 +13,14 @@ FUZZ_PROBE  := int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long 
 
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_reader
 
+# A generator of large valid logs (tests/fuzz/genlog.c), for the analyzer's tests and benchmarks.
+GENLOG := $(FUZZ_DIR)/genlog
+$(GENLOG): tests/fuzz/genlog.c shim/gmlog.h
+	$(Q)mkdir -p $(dir $@)
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< -o $@
+all gpu-build: $(GENLOG)
+
 .PHONY: fuzz fuzz-run
 fuzz: $(FUZZ_BIN)
 

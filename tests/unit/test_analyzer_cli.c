@@ -144,6 +144,41 @@ START_TEST(test_h200_fixtures_name_the_python_leak_and_the_static_cudart_leak)
 }
 END_TEST
 
+/* report, leaks and oom read a large log in parallel windows applied in order: the output must be
+ * the ordered replay's, byte for byte, on generated logs of 4 threads (training-like steps with
+ * marks and a live set, and random interleaving). */
+START_TEST(test_site_reports_in_parallel_equal_the_ordered_replay)
+{
+    const char *dir = temp_dir();
+    static const char *const kinds[] = {"steps", "random"};
+    static const char *const cmds[] = {"report", "leaks", "oom"};
+    for (size_t k = 0; k < 2; k++) {
+        char log[512];
+        snprintf(log, sizeof log, "%s/%s.gmlog", dir, kinds[k]);
+        const char *gen[] = {build_path("fuzz/genlog"), log, "600000", "4", kinds[k], NULL};
+        char *out = NULL;
+        int rc = run_program(gen, NULL, 0, &out);
+        ck_assert_msg(rc == 0, "genlog exited %d:\n%s", rc, out);
+        free(out);
+        for (size_t c = 0; c < 3; c++) {
+            char *res[2];
+            for (int t = 0; t < 2; t++) {
+                const char *argv[] = {build_path("gmshim"), cmds[c], "--json", log, NULL};
+                const char *env[] = {t ? "GMSHIM_ANALYZER_THREADS=4" : "GMSHIM_ANALYZER_THREADS=0", NULL};
+                rc = run_program(argv, env, 0, &res[t]);
+                ck_assert_msg(rc == 0, "%s on the %s log exited %d:\n%s", cmds[c], kinds[k], rc, res[t]);
+            }
+            ck_assert_msg(!strcmp(res[0], res[1]), "%s on the %s log: in order and in parallel differ:\n%.600s\n--\n%.600s",
+                          cmds[c], kinds[k], res[0], res[1]);
+            free(res[0]);
+            free(res[1]);
+        }
+        unlink(log);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 /* Waits for fences in a log point at the option that removes them; a log without any does not. */
 START_TEST(test_summary_suggests_gpu_order_only_when_allocations_waited)
 {
@@ -394,6 +429,7 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_usage_errors_exit_1_with_a_message);
     tcase_add_test(tc, test_fixture_report_names_the_leak_and_its_cause);
     tcase_add_test(tc, test_summary_suggests_gpu_order_only_when_allocations_waited);
+    tcase_add_test(tc, test_site_reports_in_parallel_equal_the_ordered_replay);
     tcase_add_test(tc, test_h200_fixtures_name_the_python_leak_and_the_static_cudart_leak);
     tcase_add_test(tc, test_leaks_at_a_mark_stops_there);
     tcase_add_test(tc, test_one_log_per_rank_gives_sections_and_a_combined_line);
