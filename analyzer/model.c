@@ -1360,12 +1360,16 @@ static void apply_batch(model_t *m, const batch_t *b)
     }
 }
 
-static void replay(model_t *m)
+/* Replays the records from time `from` on (0: all of them), numbering them from m->records. */
+static void replay_from(model_t *m, uint64_t from)
 {
     rd_log_t *lf = m->lf;
     double last_progress = now_s();
     int shown = 0;
+    if (from)
+        rd_window(lf, from, UINT64_MAX);
     rd_rewind(lf);
+    lf->seq = m->records;
     /* One thread: a second one reading ahead measured slower here, the batches' bytes crossing
      * between cores costing more than the reading they save. */
     batch_t *b = malloc(sizeof *b);
@@ -1378,6 +1382,13 @@ static void replay(model_t *m)
     free(b);
     if (shown)
         fprintf(stderr, "\r\033[K");
+    if (from)
+        rd_window(lf, 0, UINT64_MAX); /* later passes read the whole log again */
+}
+
+static void replay(model_t *m)
+{
+    replay_from(m, 0);
 }
 
 static void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id,
@@ -1684,9 +1695,10 @@ static int build_parallel(model_t *m, rd_log_t *lf)
  * operation per allocation or matched free (pointer, block, bytes, site) and a copy of every
  * other record, frees of older blocks included; the calling thread then applies them in order to
  * the one model, against the blocks carried over from earlier windows, with the same functions
- * the ordered replay uses. A round of windows is read at a time (memory stays bounded). A log
- * with an OOM or a device reset is replayed in order instead: an OOM's analysis needs the whole
- * live map at that moment. The result is the ordered replay's (the tests compare them). */
+ * the ordered replay uses. A round of windows is read at a time (memory stays bounded). From the
+ * window holding an OOM or a device reset on, the log is replayed in order: an OOM's analysis
+ * needs the whole live map at that moment. The result is the ordered replay's (the tests compare
+ * them). */
 
 #define SPLIT_CHUNKS 32u           /* chunks (64 KiB each) per window */
 #define SPLIT_READERS 4u           /* windows read at once (per set of slots) */
@@ -1716,7 +1728,8 @@ typedef struct model_split {
     size_t nbytes, capbytes;
     split_release_t *rel;          /* releases for the site thread, by operation */
     size_t nrel, caprel;
-    int bail;                      /* an OOM or a reset: replay in order */
+    int bail;                      /* an OOM or a reset: the ordered replay takes over here */
+    int partial;                   /* the reader skipped something: replay all in order */
     uint64_t unknown;
 } model_split_t;
 
@@ -1823,7 +1836,7 @@ static void *split_work(void *arg)
     }
     free(b);
     s->unknown = sl->lf.unknown_records;
-    s->bail |= sl->lf.partial;
+    s->partial = sl->lf.partial;
     return NULL;
 }
 
@@ -1989,11 +2002,12 @@ static unsigned split_launch(split_slot_t *set, unsigned want, const uint64_t *b
     return started;
 }
 
-/* 1 when the parallel replay made the model; 0 when it did not apply (then replay in order).
- * Three stages overlap, each on its own set of slots: the windows of round r + 1 are read while
+/* 1 when the parallel replay made the model; 0 when it did not apply (then replay in order); 2
+ * when a window met an OOM or a reset: the model is then the ordered replay's up to that window,
+ * which starts at time *from, and the ordered replay goes on from there. Three stages overlap, each on its own set of slots: the windows of round r + 1 are read while
  * the calling thread applies round r and the site thread makes the site figures of round r - 1. */
 #define SPLIT_SETS 3
-static int build_parallel_sites(model_t *m, rd_log_t *lf)
+static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64_t *unknown_out)
 {
     unsigned want = workers_wanted(lf);
     if (want < 2 || lf->nchunks < 2)
@@ -2026,7 +2040,8 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
     for (unsigned j = 0; j < SPLIT_SETS * want && ok; j++)
         ok = sl[j].opened = rd_clone(lf, &sl[j].lf) == 0;
     uint64_t unknown = 0;
-    int shown = 0;
+    int shown = 0, cont = 0;
+    size_t applied = 0;
     unsigned cnt[SPLIT_SETS] = {0}, started[SPLIT_SETS] = {0};
     split_sites_t sites = {m, NULL, 0, 0, 0};
     m->flags |= MODEL_DEFER;
@@ -2038,21 +2053,30 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
         for (unsigned j = 0; j < started[k]; j++)
             pthread_join(set[j].th, NULL);
         ok = ok && started[k] == cnt[k];
+        unsigned use = started[k]; /* windows of the round applied: those before an OOM or reset */
         for (unsigned j = 0; j < started[k] && ok; j++)
-            ok = !set[j].win.bail;
+            if (set[j].win.partial)
+                ok = 0;
+            else if (set[j].win.bail && use == started[k])
+                use = j;
+        if (ok && use < started[k]) {
+            cont = 1;
+            *from = begin[start + use];
+        }
         /* The next set was last read by the site thread two rounds ago, joined since. */
-        if (ok && start + want < n)
+        if (ok && !cont && start + want < n)
             started[next] = split_launch(sl + next * want, want, begin, n, start + want, &cnt[next]);
         for (unsigned j = 0; j < started[k]; j++) {
-            if (ok) {
+            if (ok && j < use) {
                 split_apply(m, &set[j]);
                 unknown += set[j].win.unknown;
+                applied++;
             }
             model_free(&set[j].w);
         }
         split_sites_join(&sites); /* the previous round's site figures come first */
-        if (ok) {
-            sites.set = set, sites.cnt = started[k];
+        if (ok && use) {
+            sites.set = set, sites.cnt = use;
             sites.running = pthread_create(&sites.th, NULL, split_sites, &sites) == 0;
             if (!sites.running)
                 split_sites(&sites);
@@ -2062,7 +2086,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
             fprintf(stderr, "\rgmshim: reading %s: %3.0f%%", lf->name, 100.0 * (double)(start + cnt[k]) / (double)n);
             shown = 1;
         }
-        if (!ok)
+        if (!ok || cont)
             break;
     }
     split_sites_join(&sites);
@@ -2088,10 +2112,10 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf)
     free(sl);
     free(begin);
     if (ok) {
-        lf->unknown_records = unknown;
-        m->windows = (unsigned)n;
+        lf->unknown_records = *unknown_out = unknown;
+        m->windows = (unsigned)applied;
     }
-    return ok;
+    return ok ? 1 + cont : 0;
 }
 
 int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id,
@@ -2100,8 +2124,12 @@ int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_se
     model_init(m, lf, flags, stop_seq, mark_id, mark_label);
     int done = 0;
     if (stop_seq == UINT64_MAX && !mark_id && !mark_label && (!flags || flags == (MODEL_SITES | MODEL_EPOCHS))) {
-        done = flags ? build_parallel_sites(m, lf) : build_parallel(m, lf);
-        if (!done) { /* a damaged log, a reset or an OOM: in order, with its diagnostics */
+        uint64_t from = 0, unknown = 0;
+        done = flags ? build_parallel_sites(m, lf, &from, &unknown) : build_parallel(m, lf);
+        if (done == 2) { /* an OOM or a reset: in order from the window where it lies */
+            replay_from(m, from);
+            lf->unknown_records += unknown;
+        } else if (!done) { /* a damaged log, or a reset in the summary's windows: in order, with its diagnostics */
             model_free(m);
             model_init(m, lf, flags, stop_seq, mark_id, mark_label);
         }

@@ -586,15 +586,14 @@ static void build_both(lb_t *b, model_t m[2], rd_log_t l[2])
     unsetenv("GMSHIM_ANALYZER_THREADS");
 }
 
-START_TEST(test_parallel_sites_replay_equals_the_replay_in_order)
+static int same_series(const model_series_t *a, const model_series_t *b)
 {
-    lb_t b;
-    sites_log(&b, 0);
-    model_t m[2];
-    rd_log_t l[2];
-    build_both(&b, m, l);
-    ck_assert_msg(m[0].windows == 0 && m[1].windows == 4, "windows: %u in order, %u in parallel", m[0].windows,
-                  m[1].windows);
+    return a->n == b->n && a->ups == b->ups && a->downs == b->downs && a->first == b->first && a->last == b->last;
+}
+
+/* The device, site and epoch figures of two models of the same log. */
+static void assert_same_sites_model(const model_t m[2])
+{
     const model_dev_t *s = m[0].dev[0], *p = m[1].dev[0];
     ck_assert_msg(s && p, "no device 0");
 #define SAME(f) ck_assert_msg(s->f == p->f, #f ": in order %llu, in parallel %llu", (unsigned long long)s->f, \
@@ -623,9 +622,6 @@ START_TEST(test_parallel_sites_replay_equals_the_replay_in_order)
     SAME(live_kind_bytes[GMLOG_KIND_POOL]);
     SAME(live_kind_count[GMLOG_KIND_POOL]);
 #undef SAME
-    ck_assert_msg(s->replaced == 2 && s->unmatched_frees == 1 && s->epoch[EPOCH_MARKS] == 4,
-                  "the log itself: replaced %llu, unmatched %llu, marks %u", (unsigned long long)s->replaced,
-                  (unsigned long long)s->unmatched_frees, s->epoch[EPOCH_MARKS]);
     ck_assert_msg(m[0].records == m[1].records && m[0].live.count == m[1].live.count && m[0].nsst == m[1].nsst,
                   "records %llu/%llu live %zu/%zu sites %zu/%zu", (unsigned long long)m[0].records,
                   (unsigned long long)m[1].records, m[0].live.count, m[1].live.count, m[0].nsst, m[1].nsst);
@@ -634,11 +630,39 @@ START_TEST(test_parallel_sites_replay_equals_the_replay_in_order)
         model_series_t sx = model_site_series(&m[0], x, EPOCH_MARKS), sy = model_site_series(&m[1], y, EPOCH_MARKS);
         ck_assert_msg(x->site == y->site && x->live_req == y->live_req && x->live_blk == y->live_blk &&
                           x->live_count == y->live_count && x->peak_req == y->peak_req && x->allocs == y->allocs &&
-                          x->bytes_total == y->bytes_total && !memcmp(&sx, &sy, sizeof sx) &&
-                          !memcmp(x->ser, y->ser, sizeof x->ser) && !memcmp(x->ep_min, y->ep_min, sizeof x->ep_min) &&
+                          x->bytes_total == y->bytes_total && same_series(&sx, &sy) &&
+                          same_series(&x->ser[0], &y->ser[0]) && same_series(&x->ser[1], &y->ser[1]) &&
+                          !memcmp(x->ep_min, y->ep_min, sizeof x->ep_min) &&
                           !memcmp(x->acc_epoch, y->acc_epoch, sizeof x->acc_epoch),
                       "site statistics %zu (site %u) differ", i, x->site);
     }
+    for (size_t i = 0; i < m[0].live.cap; i++) { /* the blocks live at the end, with their sites */
+        const model_live_t *e = &m[0].live.slots[i];
+        if (!e->ptr)
+            continue;
+        const model_live_t *f = NULL;
+        for (size_t j = 0; j < m[1].live.cap && !f; j++)
+            if (m[1].live.slots[j].ptr == e->ptr)
+                f = &m[1].live.slots[j];
+        ck_assert_msg(f && f->blk == e->blk && f->req == e->req && f->sidx == e->sidx,
+                      "live block %#llx differs", (unsigned long long)e->ptr);
+    }
+}
+
+START_TEST(test_parallel_sites_replay_equals_the_replay_in_order)
+{
+    lb_t b;
+    sites_log(&b, 0);
+    model_t m[2];
+    rd_log_t l[2];
+    build_both(&b, m, l);
+    ck_assert_msg(m[0].windows == 0 && m[1].windows == 4, "windows: %u in order, %u in parallel", m[0].windows,
+                  m[1].windows);
+    assert_same_sites_model(m);
+    const model_dev_t *s = m[0].dev[0];
+    ck_assert_msg(s->replaced == 2 && s->unmatched_frees == 1 && s->epoch[EPOCH_MARKS] == 4,
+                  "the log itself: replaced %llu, unmatched %llu, marks %u", (unsigned long long)s->replaced,
+                  (unsigned long long)s->unmatched_frees, s->epoch[EPOCH_MARKS]);
     for (int k = 0; k < 2; k++) {
         model_free(&m[k]);
         rd_close(&l[k]);
@@ -647,16 +671,31 @@ START_TEST(test_parallel_sites_replay_equals_the_replay_in_order)
 }
 END_TEST
 
-/* An OOM's analysis needs the live map at that moment: such a log is replayed in order. */
-START_TEST(test_a_log_with_an_oom_is_replayed_in_order)
+/* An OOM's analysis needs the whole live map at that moment: the windows before the OOM's are
+ * applied, then the ordered replay goes on from there — the same model, the same analysis. */
+START_TEST(test_a_log_with_an_oom_goes_on_in_order_from_its_window)
 {
     lb_t b;
     sites_log(&b, 1);
     model_t m[2];
     rd_log_t l[2];
     build_both(&b, m, l);
-    ck_assert_msg(m[1].windows == 0 && m[1].nooms == 1 && m[0].nooms == 1, "windows %u, ooms %zu/%zu",
+    /* The OOM comes in the last window: thread 3's records run past 300 before it. */
+    ck_assert_msg(m[1].windows == 3 && m[1].nooms == 1 && m[0].nooms == 1, "windows %u, ooms %zu/%zu",
                   m[1].windows, m[0].nooms, m[1].nooms);
+    assert_same_sites_model(m);
+    const model_oom_t *x = &m[0].ooms[0], *y = &m[1].ooms[0];
+    ck_assert_msg(x->seq == y->seq && x->allocated == y->allocated && x->requested == y->requested &&
+                      x->persistent == y->persistent && x->transient == y->transient && x->ntop == y->ntop &&
+                      x->epoch_index == y->epoch_index &&
+                      x->frag.external == y->frag.external && x->frag.largest_free == y->frag.largest_free,
+                  "the OOM's analysis differs: seq %llu/%llu allocated %llu/%llu", (unsigned long long)x->seq,
+                  (unsigned long long)y->seq, (unsigned long long)x->allocated, (unsigned long long)y->allocated);
+    ck_assert_msg(x->ntop > 0 && x->allocated > 0, "the OOM saw no live blocks");
+    for (unsigned i = 0; i < x->ntop; i++)
+        ck_assert_msg(x->top[i].sidx == y->top[i].sidx && x->top[i].bytes == y->top[i].bytes &&
+                          x->top[i].count == y->top[i].count,
+                      "the OOM's top site %u differs", i);
     for (int k = 0; k < 2; k++) {
         model_free(&m[k]);
         rd_close(&l[k]);
@@ -682,7 +721,7 @@ Suite *analyzer_model_suite(void)
     tcase_add_test(tc, test_damaged_logs_never_crash_the_model);
     tcase_add_test(tc, test_parallel_summary_equals_the_replay_in_order);
     tcase_add_test(tc, test_parallel_sites_replay_equals_the_replay_in_order);
-    tcase_add_test(tc, test_a_log_with_an_oom_is_replayed_in_order);
+    tcase_add_test(tc, test_a_log_with_an_oom_goes_on_in_order_from_its_window);
     tcase_add_test(tc, test_python_frames_come_first_with_their_file_and_line);
     suite_add_tcase(s, tc);
     return s;
