@@ -180,6 +180,7 @@ int main(int argc, char **argv)
     put(&thr[0], 100, &e, sizeof e, now);
     for (int i = 0; i < nthr; i++)
         flush_chunk(&thr[i], 100 + (uint32_t)i);
+    free(thr);
     if (fclose(out) != 0) {
         perror("genlog: close");
         return 1;
