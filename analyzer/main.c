@@ -50,7 +50,9 @@ static void usage(FILE *f)
                "  -h, --help            this text\n\n"
                "'gmshim help COMMAND' or 'gmshim COMMAND --help' describes a command; docs/cli.md has it all.\n"
                "Exit status: 0 success, 1 error (bad usage, an unreadable log), 2 a report from a damaged\n"
-               "(partial) log; 'gmshim run' exits with the command's status.\n");
+               "(partial) log; 'gmshim run' exits with the command's status.\n"
+               "Environment: GMSHIM_ANALYZER_THREADS=N threads read a large log (64 MiB or more) in\n"
+               "parallel, 0 = one thread in order (default: up to 8 for summary, 4 for report, leaks, oom).\n");
 }
 
 static const command_t *find(const char *name)
