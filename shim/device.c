@@ -183,6 +183,8 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
     return a;
 }
 
+static int gpu_order_warned;
+
 static gm_device_t *device_create(int id)
 {
     pthread_mutex_lock(&create_lock);
@@ -221,6 +223,14 @@ static gm_device_t *device_create(int id)
         __atomic_store_n(&one_device, 1, __ATOMIC_RELAXED);
     /* Another device's streams could read this one's memory (peer copies) without waiting. */
     d->gpu_order = options_get(GM_OPT_GPU_ORDER) && device_is_only();
+    if (options_get(GM_OPT_GPU_ORDER) && !d->gpu_order) {
+        int seen = count;
+        if (!seen)
+            REAL_CALL(cudaGetDeviceCount, &seen);
+        diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 does not apply: the process sees %d devices "
+                                          "(it needs one: set CUDA_VISIBLE_DEVICES per process); freed memory "
+                                          "waits on the CPU", seen);
+    }
     created[ncreated] = id;
     __atomic_store_n(&ncreated, ncreated + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&devices[id], d, __ATOMIC_RELEASE);
