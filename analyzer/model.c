@@ -1623,37 +1623,44 @@ static void stitch(model_t *m, model_t *w)
     m->warns_total += w->warns_total;
 }
 
+/* Up to `target` windows of time cut at quantiles of the chunks' start times (about as many
+ * records each): their starts in begin[0..n), begin[n] = UINT64_MAX (begin has target + 1
+ * places). Returns n, 0 when out of memory. */
+static size_t window_starts(const rd_log_t *lf, size_t target, uint64_t *begin)
+{
+    uint64_t *bases = malloc(lf->nchunks * sizeof *bases);
+    if (!bases)
+        return 0;
+    for (size_t i = 0; i < lf->nchunks; i++)
+        bases[i] = lf->chunks[i].base_ns;
+    qsort(bases, lf->nchunks, sizeof *bases, by_u64);
+    size_t n = 0;
+    for (size_t k = 0; k < target; k++) {
+        uint64_t b = k ? bases[lf->nchunks * k / target] : 0;
+        if (!n || b > begin[n - 1])
+            begin[n++] = b;
+    }
+    begin[n] = UINT64_MAX;
+    free(bases);
+    return n;
+}
+
 /* 1 when the parallel replay made the summary; 0 when it did not apply (then replay in order). */
 static int build_parallel(model_t *m, rd_log_t *lf)
 {
     unsigned want = workers_wanted(lf);
     if (want < 2 || lf->nchunks < 2)
         return 0;
-    /* Windows cut at quantiles of the chunks' start times: about as many records each. */
-    uint64_t *bases = malloc(lf->nchunks * sizeof *bases);
+    uint64_t begin[MAX_WORKERS + 1];
     worker_t *w = calloc(want, sizeof *w);
     pthread_t *thr = calloc(want, sizeof *thr);
-    if (!bases || !w || !thr) {
-        free(bases), free(w), free(thr);
+    if (!w || !thr) {
+        free(w), free(thr);
         return 0;
     }
-    for (size_t i = 0; i < lf->nchunks; i++)
-        bases[i] = lf->chunks[i].base_ns;
-    qsort(bases, lf->nchunks, sizeof *bases, by_u64);
-    unsigned n = 0;
-    uint64_t prev = 0;
-    for (unsigned k = 0; k < want; k++) {
-        uint64_t begin = k ? bases[lf->nchunks * k / want] : 0;
-        if (k && begin <= prev)
-            continue;
-        if (n)
-            w[n - 1].end = begin;
-        w[n].begin = begin;
-        w[n].end = UINT64_MAX;
-        prev = begin;
-        n++;
-    }
-    free(bases);
+    unsigned n = (unsigned)window_starts(lf, want, begin);
+    for (unsigned k = 0; k < n; k++)
+        w[k].begin = begin[k], w[k].end = begin[k + 1];
     int ok = n >= 2;
     unsigned started = 0;
     for (unsigned k = 0; k < n && ok; k++) {
@@ -2018,24 +2025,13 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64
     if (want > SPLIT_READERS)
         want = SPLIT_READERS;
     size_t target = lf->nchunks / SPLIT_CHUNKS > want ? lf->nchunks / SPLIT_CHUNKS : want;
-    uint64_t *bases = malloc(lf->nchunks * sizeof *bases);
     uint64_t *begin = malloc((target + 1) * sizeof *begin);
     split_slot_t *sl = calloc(SPLIT_SETS * (size_t)want, sizeof *sl);
-    if (!bases || !begin || !sl) {
-        free(bases), free(begin), free(sl);
+    if (!begin || !sl) {
+        free(begin), free(sl);
         return 0;
     }
-    for (size_t i = 0; i < lf->nchunks; i++)
-        bases[i] = lf->chunks[i].base_ns;
-    qsort(bases, lf->nchunks, sizeof *bases, by_u64);
-    size_t n = 0;
-    for (size_t k = 0; k < target; k++) {
-        uint64_t b = k ? bases[lf->nchunks * k / target] : 0;
-        if (!n || b > begin[n - 1])
-            begin[n++] = b;
-    }
-    begin[n] = UINT64_MAX;
-    free(bases);
+    size_t n = window_starts(lf, target, begin);
     int ok = n >= 2;
     for (unsigned j = 0; j < SPLIT_SETS * want && ok; j++)
         ok = sl[j].opened = rd_clone(lf, &sl[j].lf) == 0;
