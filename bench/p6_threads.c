@@ -1,6 +1,7 @@
 /* P6: 1, 2, 4, 8, 16 threads each allocating and freeing its own size for a fixed time, on one
  * device or spread over all devices (--devices N). Prints one JSON object per thread count:
- * pairs per second in all and the speed-up over one thread. --pin binds thread i to CPU i (modulo
+ * pairs per second in all, the speed-up over one thread, each thread's pairs and, under gmshim,
+ * the fences device 0 recorded and waited for. --pin binds thread i to CPU i (modulo
  * the CPUs this process may use), to tell the scheduler's share of uneven progress from the
  * pool's. Runtime API only: it builds against the fake runtime and the real one. */
 #ifndef _GNU_SOURCE
@@ -96,6 +97,7 @@ int main(int argc, char **argv)
                 cpus[ncpu++] = c;
     int counts[] = {1, 2, 4, 8, 16};
     double base = 0;
+    unsigned long long fences_before = 0, waits_before = 0;
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
         int n = counts[c];
         worker_t *w = calloc((size_t)n, sizeof *w);
@@ -129,11 +131,23 @@ int main(int argc, char **argv)
         gmshim_stats_t st;
         memset(&st, 0, sizeof st);
         st.size = sizeof st;
-        long long arenas = get && get(0, &st) == 0 ? (long long)st.arenas : -1;
+        int have_stats = get && get(0, &st) == 0;
+        long long arenas = have_stats ? (long long)st.arenas : -1;
+        /* Fences recorded and waited for on device 0 during this thread count (the counters are
+         * totals since the start). */
+        long long fences = have_stats ? (long long)(st.fences - fences_before) : -1;
+        long long waits = have_stats ? (long long)(st.fence_waits - waits_before) : -1;
+        if (have_stats) {
+            fences_before = st.fences;
+            waits_before = st.fence_waits;
+        }
         printf("{\"bench\":\"p6\",\"label\":\"%s\",\"devices\":%d,\"threads\":%d,\"pairs_per_s\":%.0f,"
                "\"speedup\":%.2f,\"thread_pairs_min\":%llu,\"thread_pairs_max\":%llu,\"arenas_dev0\":%lld,"
-               "\"pinned\":%d}\n",
-               label, ndev, n, rate, base ? rate / base : 0.0, lo, hi, arenas, pin);
+               "\"fences_dev0\":%lld,\"fence_waits_dev0\":%lld,\"pinned\":%d,\"thread_pairs\":[",
+               label, ndev, n, rate, base ? rate / base : 0.0, lo, hi, arenas, fences, waits, pin);
+        for (int i = 0; i < n; i++)
+            printf("%s%llu", i ? "," : "", w[i].pairs);
+        printf("]}\n");
         fflush(stdout);
         free(w);
     }

@@ -868,12 +868,25 @@ static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32
     device_ctx_enter(d, &c);
     int small = pool_is_small(rounded);
     gm_block_t *b = NULL;
+    const gm_heap_t *h = &a->general;
+    /* Every fence covers every arena's frees: with several threads, fences that others recorded
+     * often cover this arena's older frees already. Take in what they released first, asking the
+     * runtime only if they are not known to be reusable yet, and record a fence of this arena's
+     * own only when that does not serve the request. */
+    if (h->pending_head && h->pending_head->fence_seq <= issued_of(d)) {
+        if (reusable_of(d) < h->pending_head->fence_seq)
+            harvest(a, 1);
+        else
+            release_done(a);
+        if (!(d->pending_wait && !small && heap_better_pending(h, rounded)))
+            b = heap_alloc(&a->general, rounded, size);
+        }
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
      * then take whatever has completed. */
-    if (open_set_waiting(a))
+    if (!b && open_set_waiting(a))
         fence_issue(a);
-    harvest(a, 1);
-    const gm_heap_t *h = &a->general;
+    if (!b)
+        harvest(a, 1);
     for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
         uint64_t want = d->pending_wait ? heap_better_pending(h, rounded) : 0;
         if (want) {

@@ -230,6 +230,39 @@ START_TEST(test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted)
 }
 END_TEST
 
+/* A thread out of free blocks whose older frees another arena's fence already covers takes
+ * those in: no fence of its own, no new segment. */
+START_TEST(test_a_thread_out_of_blocks_reuses_frees_another_arenas_fence_covered)
+{
+    d->fence_frees = 0;
+    d->fence_bytes = (size_t)1 << 40; /* no periodic fences but the one made below */
+    ck_assert_int_eq(device_add_arena(d), 1);
+    device_use_arena(1);
+    void *a = alloc_or_fail(1 << 20), *b = alloc_or_fail(1 << 20); /* one whole small segment */
+    device_use_arena(0);
+    void *x = alloc_or_fail(4096);
+    device_use_arena(1);
+    free_ok(a);
+    device_use_arena(0);
+    d->fence_frees = 1;
+    free_ok(x); /* arena 0's fence covers arena 1's free of a */
+    d->fence_frees = 0;
+    fakecuda_drain(); /* the fence has completed; no thread has asked yet */
+    device_use_arena(1);
+    free_ok(b); /* not covered by any fence yet */
+    struct fakecuda_stats before, after;
+    fakecuda_get_stats(0, &before);
+    unsigned long long fences = stats().fences;
+    void *c = alloc_or_fail(1 << 20);
+    fakecuda_get_stats(0, &after);
+    ck_assert_ptr_eq(c, a);
+    ck_assert_uint_eq(stats().fences, fences);
+    ck_assert_uint_eq(after.event_records, before.event_records);
+    ck_assert_uint_eq(after.mallocs, before.mallocs);
+    free_ok(c);
+}
+END_TEST
+
 START_TEST(test_a_thread_that_contends_one_time_in_three_moves)
 {
     int moved = 0;
@@ -388,6 +421,7 @@ Suite *device_suite(void)
     tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
     tcase_add_test(tc, test_two_threads_taking_turns_on_one_arena_end_in_two);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
+    tcase_add_test(tc, test_a_thread_out_of_blocks_reuses_frees_another_arenas_fence_covered);
     suite_add_tcase(s, tc);
     tc = tcase_create("GPU order");
     tcase_add_checked_fixture(tc, setup_gpu_order, NULL);
