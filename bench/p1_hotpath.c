@@ -34,7 +34,8 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int async = 0, reps = 7, getdevice = 0, clock = 0;
+    int async = 0, reps = 7;
+    const char *single = NULL; /* one runtime call or clock read timed alone */
     double batch_ms = 30;
     size_t sizes[32];
     int nsizes = 0;
@@ -42,10 +43,9 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--async"))
             async = 1;
-        else if (!strcmp(argv[i], "--getdevice"))
-            getdevice = 1;
-        else if (!strcmp(argv[i], "--clock"))
-            clock = 1;
+        else if (!strcmp(argv[i], "--getdevice") || !strcmp(argv[i], "--clock") || !strcmp(argv[i], "--record") ||
+                 !strcmp(argv[i], "--capture-mode"))
+            single = argv[i] + 2;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch-ms") && i + 1 < argc)
@@ -69,26 +69,45 @@ int main(int argc, char **argv)
         uint64_t thr = UINT64_MAX;
         CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
     }
-    if (getdevice || clock) {
+    if (single) {
         /* What one cudaGetDevice costs (gmshim makes one per cudaMalloc when the process sees
-         * several devices), or one clock read (two per pair with the log on). */
+         * several devices), one clock read (two per pair with the log on), one event recorded on
+         * the legacy stream (a fence with no other stream known), or the two capture-mode
+         * exchanges around every runtime call gmshim makes on a slow path. */
+        static const char *const names[][2] = {{"getdevice", "cudaGetDevice"},
+                                                {"clock", "clock_gettime"},
+                                                {"record", "cudaEventRecord(legacy)"},
+                                                {"capture-mode", "2 x cudaThreadExchangeStreamCaptureMode"}};
+        int what = 0;
+        while (strcmp(names[what][0], single))
+            what++;
         double *ns = calloc((size_t)reps, sizeof *ns);
         int dev;
         struct timespec ts;
+        cudaEvent_t ev;
+        CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        enum cudaStreamCaptureMode mode;
+        int calls = what == 2 ? 100000 : 1000000;
         for (int r = 0; r < reps; r++) {
             double a = now_ns();
-            for (int i = 0; i < 1000000; i++) {
-                if (getdevice)
-                    cudaGetDevice(&dev);
-                else
-                    clock_gettime(CLOCK_MONOTONIC, &ts);
+            for (int i = 0; i < calls; i++) {
+                switch (what) {
+                case 0: cudaGetDevice(&dev); break;
+                case 1: clock_gettime(CLOCK_MONOTONIC, &ts); break;
+                case 2: cudaEventRecord(ev, cudaStreamLegacy); break;
+                default:
+                    mode = cudaStreamCaptureModeRelaxed;
+                    cudaThreadExchangeStreamCaptureMode(&mode);
+                    cudaThreadExchangeStreamCaptureMode(&mode);
+                }
             }
-            ns[r] = (now_ns() - a) / 1000000;
+            ns[r] = (now_ns() - a) / calls;
+            if (what == 2)
+                CK(cudaEventSynchronize(ev));
         }
         qsort(ns, (size_t)reps, sizeof *ns, cmp);
         printf("{\"bench\":\"p1\",\"label\":\"%s\",\"size\":0,\"median_ns\":%.1f,"
-               "\"min_ns\":%.1f,\"max_ns\":%.1f}\n", getdevice ? "cudaGetDevice" : "clock_gettime",
-               ns[reps / 2], ns[0], ns[reps - 1]);
+               "\"min_ns\":%.1f,\"max_ns\":%.1f}\n", names[what][1], ns[reps / 2], ns[0], ns[reps - 1]);
         return 0;
     }
     for (int z = 0; z < nsizes; z++) {
