@@ -44,7 +44,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--async"))
             async = 1;
         else if (!strcmp(argv[i], "--getdevice") || !strcmp(argv[i], "--clock") || !strcmp(argv[i], "--record") ||
-                 !strcmp(argv[i], "--capture-mode"))
+                 !strcmp(argv[i], "--capture-mode") || !strcmp(argv[i], "--record-query") ||
+                 !strcmp(argv[i], "--fence-like"))
             single = argv[i] + 2;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
@@ -73,21 +74,27 @@ int main(int argc, char **argv)
         /* What one cudaGetDevice costs (gmshim makes one per cudaMalloc when the process sees
          * several devices), one clock read (two per pair with the log on), one event recorded on
          * the legacy stream (a fence with no other stream known), or the two capture-mode
-         * exchanges around every runtime call gmshim makes on a slow path. */
+         * exchanges around every runtime call gmshim makes on a slow path; then a fence as gmshim
+         * makes it: record and query one event (default), or, under GPU order, the two exchanges
+         * and a record on one of 16 events in turn, the newest queried every 16th time. */
         static const char *const names[][2] = {{"getdevice", "cudaGetDevice"},
                                                 {"clock", "clock_gettime"},
                                                 {"record", "cudaEventRecord(legacy)"},
-                                                {"capture-mode", "2 x cudaThreadExchangeStreamCaptureMode"}};
+                                                {"capture-mode", "2 x cudaThreadExchangeStreamCaptureMode"},
+                                                {"record-query", "cudaEventRecord+cudaEventQuery"},
+                                                {"fence-like", "GPU-order fence (exchanges, record, 1/16 query)"}};
         int what = 0;
         while (strcmp(names[what][0], single))
             what++;
         double *ns = calloc((size_t)reps, sizeof *ns);
         int dev;
         struct timespec ts;
-        cudaEvent_t ev;
+        cudaEvent_t ev, ring[16];
         CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        for (int i = 0; i < 16; i++)
+            CK(cudaEventCreateWithFlags(&ring[i], cudaEventDisableTiming));
         enum cudaStreamCaptureMode mode;
-        int calls = what == 2 ? 100000 : 1000000;
+        int calls = what >= 2 && what != 3 ? 100000 : 1000000;
         for (int r = 0; r < reps; r++) {
             double a = now_ns();
             for (int i = 0; i < calls; i++) {
@@ -95,6 +102,18 @@ int main(int argc, char **argv)
                 case 0: cudaGetDevice(&dev); break;
                 case 1: clock_gettime(CLOCK_MONOTONIC, &ts); break;
                 case 2: cudaEventRecord(ev, cudaStreamLegacy); break;
+                case 4:
+                    cudaEventRecord(ev, cudaStreamLegacy);
+                    cudaEventQuery(ev);
+                    break;
+                case 5:
+                    mode = cudaStreamCaptureModeRelaxed;
+                    cudaThreadExchangeStreamCaptureMode(&mode);
+                    cudaEventRecord(ring[i & 15], cudaStreamLegacy);
+                    if ((i & 15) == 15)
+                        cudaEventQuery(ring[15]);
+                    cudaThreadExchangeStreamCaptureMode(&mode);
+                    break;
                 default:
                     mode = cudaStreamCaptureModeRelaxed;
                     cudaThreadExchangeStreamCaptureMode(&mode);
@@ -102,8 +121,8 @@ int main(int argc, char **argv)
                 }
             }
             ns[r] = (now_ns() - a) / calls;
-            if (what == 2)
-                CK(cudaEventSynchronize(ev));
+            if (what == 2 || what >= 4)
+                CK(cudaDeviceSynchronize());
         }
         qsort(ns, (size_t)reps, sizeof *ns, cmp);
         printf("{\"bench\":\"p1\",\"label\":\"%s\",\"size\":0,\"median_ns\":%.1f,"
