@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#define GM_STATS_EVERY_NS 10000000u /* the log's stats snapshots: at most one per 10 ms per device */
 #define GM_POLL_EVERY 32  /* allocations: completed fences polled at least this often */
 #define GM_CONTENDED 32   /* contended lock attempts after which a thread moves to another arena */
 #define GM_FORGIVEN 16    /* uncontended acquisitions that cancel one contended attempt */
@@ -445,7 +446,13 @@ static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
     rec.events = events;
     uint64_t now = gm_now_ns();
     evlog_append(&rec, sizeof rec, now);
-    /* Fences come with the rhythm of the program: a good moment for a stats snapshot. */
+    /* Fences come with the rhythm of the program: a good moment for a snapshot of the arena's
+     * figures, at most one per GM_STATS_EVERY_NS on the device (a program that frees and
+     * allocates a segment-sized block in a loop records a fence per pair). */
+    uint64_t last = __atomic_load_n(&d->stats_logged_ns, __ATOMIC_RELAXED);
+    if (last && now - last < GM_STATS_EVERY_NS)
+        return;
+    __atomic_store_n(&d->stats_logged_ns, now, __ATOMIC_RELAXED);
     gmlog_stats_t st;
     memset(&st, 0, sizeof st);
     evlog_hdr(&st.h, GMLOG_STATS, sizeof st, d->id, 0);

@@ -59,6 +59,7 @@ struct gm_device {
     _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
     uint64_t reserved_peak;
     unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */
+    uint64_t stats_logged_ns;   /* when the last stats snapshot went to the log (atomic) */
     _Alignas(GM_CACHE_LINE) pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
     gm_fences_t fences;         /* its issued/done counters have a line of their own */
 };

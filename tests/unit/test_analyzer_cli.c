@@ -305,6 +305,28 @@ START_TEST(test_dump_writes_every_record_as_text_or_json_lines)
 }
 END_TEST
 
+/* A loop that records a fence per pair logs every fence but at most one stats snapshot per 10 ms. */
+START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
+{
+    const char *dir = temp_dir();
+    char log[512];
+    snprintf(log, sizeof log, "%s/fences.gmlog", dir);
+    char *out = record("fence_loop", log, NULL);
+    unsigned long long fences = 0, elapsed_ns = 0;
+    ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu", &fences, &elapsed_ns) == 2, "fence_loop: %s", out);
+    free(out);
+    int rc = gm(&out, "--json", "dump", log, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0, "dump exited %d:\n%.2000s", rc, out);
+    size_t logged = count(out, "\"type\":\"fence\""), snapshots = count(out, "\"type\":\"stats\"");
+    free(out);
+    ck_assert_msg(fences >= 2000 && logged == fences, "%llu fences, %zu in the log", fences, logged);
+    ck_assert_msg(snapshots >= 1 && snapshots <= elapsed_ns / 10000000 + 1,
+                  "%zu stats snapshots in %llu ns (%llu fences)", snapshots, elapsed_ns, fences);
+    unlink(log);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_timeline_is_a_self_contained_svg_or_html)
 {
     const char *dir = temp_dir();
@@ -435,6 +457,7 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_one_log_per_rank_gives_sections_and_a_combined_line);
     tcase_add_test(tc, test_damaged_logs_exit_nonzero_with_the_offset);
     tcase_add_test(tc, test_dump_writes_every_record_as_text_or_json_lines);
+    tcase_add_test(tc, test_the_log_keeps_every_fence_and_few_stats_snapshots);
     tcase_add_test(tc, test_timeline_is_a_self_contained_svg_or_html);
     tcase_add_test(tc, test_run_preloads_the_shim_reports_and_keeps_the_exit_status);
     tcase_add_test(tc, test_colour_only_when_asked_and_write_errors_fail);
