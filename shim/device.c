@@ -880,19 +880,23 @@ static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32
      * often cover this arena's older frees already. Take in what they released first, asking the
      * runtime only if they are not known to be reusable yet, and record a fence of this arena's
      * own only when that does not serve the request. */
+    int busy = 0; /* the runtime said the oldest covered free is still in use */
     if (h->pending_head && h->pending_head->fence_seq <= issued_of(d)) {
-        if (reusable_of(d) < h->pending_head->fence_seq)
+        uint64_t oldest = h->pending_head->fence_seq;
+        if (reusable_of(d) < oldest) {
             harvest(a, 1);
-        else
+            busy = reusable_of(d) < oldest;
+        } else {
             release_done(a);
+        }
         if (!(d->pending_wait && !small && heap_better_pending(h, rounded)))
             b = heap_alloc(&a->general, rounded, size);
-        }
+    }
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
-     * then take whatever has completed. */
+     * then take whatever has completed (nothing newer has when the oldest is still in use). */
     if (!b && open_set_waiting(a))
         fence_issue(a);
-    if (!b)
+    if (!b && !busy)
         harvest(a, 1);
     for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
         uint64_t want = d->pending_wait ? heap_better_pending(h, rounded) : 0;

@@ -263,6 +263,30 @@ START_TEST(test_a_thread_out_of_blocks_reuses_frees_another_arenas_fence_covered
 }
 END_TEST
 
+/* Out of blocks while the GPU still uses the oldest freed one: one query tells that, and the
+ * newer frees are not asked about (they cannot have completed before it). */
+START_TEST(test_a_thread_out_of_blocks_asks_once_while_the_gpu_is_busy)
+{
+    d->pending_wait = 0; /* grow rather than wait: the allocation makes no wait's queries */
+    d->fence_bytes = (size_t)1 << 40;
+    void *a = alloc_or_fail(1 << 20), *b = alloc_or_fail(1 << 20); /* one whole small segment */
+    ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, late_write, a, 200000), cudaSuccess);
+    d->fence_frees = 1;
+    free_ok(a); /* a fence covers it; the kernel still runs */
+    d->fence_frees = 0;
+    free_ok(b);
+    struct fakecuda_stats before, after;
+    fakecuda_get_stats(0, &before);
+    void *c = alloc_or_fail(1 << 20);
+    fakecuda_get_stats(0, &after);
+    ck_assert_ptr_ne(c, a);
+    ck_assert_ptr_ne(c, b);
+    ck_assert_uint_eq(after.mallocs, before.mallocs + 1);
+    ck_assert_msg(after.event_queries == before.event_queries + 1, "queries %llu records %llu", after.event_queries - before.event_queries, after.event_records - before.event_records);
+    free_ok(c);
+}
+END_TEST
+
 START_TEST(test_a_thread_that_contends_one_time_in_three_moves)
 {
     int moved = 0;
@@ -422,6 +446,7 @@ Suite *device_suite(void)
     tcase_add_test(tc, test_two_threads_taking_turns_on_one_arena_end_in_two);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     tcase_add_test(tc, test_a_thread_out_of_blocks_reuses_frees_another_arenas_fence_covered);
+    tcase_add_test(tc, test_a_thread_out_of_blocks_asks_once_while_the_gpu_is_busy);
     suite_add_tcase(s, tc);
     tc = tcase_create("GPU order");
     tcase_add_checked_fixture(tc, setup_gpu_order, NULL);
