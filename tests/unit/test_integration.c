@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int run(const char *prog, const char *const *env, const char *arg, char **out)
@@ -162,6 +163,23 @@ START_TEST(test_fork_child_leaves_the_parent_pool_alone)
         logs += strstr(e->d_name, ".gmlog") != NULL;
     closedir(d);
     ck_assert_msg(logs == 1, "%d logs in %s, expected the parent's only", logs, dir);
+}
+END_TEST
+
+/* The writer maps and faults in the next 16 MiB of the log ahead; the end of the run cuts the
+ * file back to what was written. */
+START_TEST(test_log_pages_are_faulted_in_ahead_and_cut_back_at_exit)
+{
+    const char *dir = temp_dir();
+    char log[512], logenv[600];
+    snprintf(log, sizeof log, "%s/ahead.gmlog", dir);
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    RUN_OK("tests/integration/log_ahead", "FAKECUDA_MEM=1G", logenv);
+    struct stat st;
+    ck_assert_int_eq(stat(log, &st), 0);
+    ck_assert_msg(st.st_size < (1 << 20), "after the run the log is still %lld bytes", (long long)st.st_size);
+    unlink(log);
+    rmdir(dir);
 }
 END_TEST
 
@@ -464,6 +482,7 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_two_devices_have_separate_pools);
     tcase_add_test(tc, test_sixteen_threads_keep_blocks_apart_and_intact);
     tcase_add_test(tc, test_fork_child_leaves_the_parent_pool_alone);
+    tcase_add_test(tc, test_log_pages_are_faulted_in_ahead_and_cut_back_at_exit);
     tcase_add_test(tc, test_program_without_cuda_gets_no_file_and_no_thread);
     tcase_add_test(tc, test_bad_settings_warn_once_and_keep_defaults);
     tcase_add_test(tc, test_verbose_prints_the_effective_settings);
