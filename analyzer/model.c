@@ -1942,54 +1942,147 @@ static void split_apply(model_t *m, split_slot_t *sl)
     m->malformed += w->malformed;
 }
 
-static inline void split_release_site(model_t *m, uint64_t blk, uint64_t req, uint32_t site, const uint32_t *ep)
+/* The site threads: a round's site figures, in the order the ordered replay makes them. Sites
+ * are split between SPLIT_SITE_THREADS threads by (device, site); each fills a site table of its
+ * own (the model's, or a scratch model's) and stamps each statistic it creates with the position
+ * of the operation that created it, so that the tables can be merged in the ordered replay's
+ * order of first appearance (split_merge_sites). */
+#define SPLIT_SITE_THREADS 2
+
+static inline unsigned site_part(unsigned dev, uint32_t site)
 {
-    model_live_t e = {.blk = blk};
-    uint32_t idx = sstat_index_at(m, model_live_dev(&e), site, ep);
-    if (idx)
-        release_site_at(m, idx, model_live_block(&e), req, ep);
+    return (((uint32_t)site ^ (uint32_t)dev << 24) * 0x9E3779B1u) >> 31; /* 0 or 1 */
 }
 
-/* The site thread: a round's site figures, in the order the ordered replay makes them. */
 typedef struct split_sites_job {
-    model_t *m;
+    _Alignas(64) model_t *m;       /* whose site table this thread fills (a line per thread) */
     split_slot_t *set;
-    unsigned cnt;
+    unsigned cnt, part;
     pthread_t th;
     int running;
+    uint64_t pos;                  /* operations and releases seen so far, of every part */
+    uint64_t *first;               /* by statistic index: pos of the operation that created it */
+    size_t capfirst;
 } split_sites_t;
+
+/* The statistic of (dev, site) in this thread's table, its creation stamped. */
+static inline uint32_t split_site_index(split_sites_t *job, uint64_t pos, unsigned dev, uint32_t site,
+                                        const uint32_t *ep)
+{
+    model_t *m = job->m;
+    size_t before = m->nsst;
+    uint32_t idx = sstat_index_at(m, dev, site, ep);
+    if (__builtin_expect(m->nsst > before, 0)) {
+        uint64_t *n = grow_array(job->first, &job->capfirst, m->nsst, sizeof *n);
+        if (!n)
+            die_oom();
+        job->first = n;
+        job->first[idx] = pos;
+    }
+    return idx;
+}
+
+static inline void split_release_site(split_sites_t *job, uint64_t pos, uint64_t blk, uint64_t req,
+                                      uint32_t site, const uint32_t *ep)
+{
+    model_live_t e = {.blk = blk};
+    unsigned dev = model_live_dev(&e);
+    if (site_part(dev, site) != job->part)
+        return;
+    uint32_t idx = split_site_index(job, pos, dev, site, ep);
+    if (idx)
+        release_site_at(job->m, idx, model_live_block(&e), req, ep);
+}
 
 static void *split_sites(void *arg)
 {
     split_sites_t *job = arg;
     model_t *m = job->m;
+    uint64_t pos = job->pos; /* counted here, stored once: the jobs sit side by side */
     for (unsigned j = 0; j < job->cnt; j++) {
         const model_split_t *s = &job->set[j].win;
         size_t r = 0;
         for (size_t i = 0; i <= s->nops; i++) {
-            for (; r < s->nrel && s->rel[r].at == i; r++)
-                split_release_site(m, s->rel[r].blk, s->rel[r].req, s->rel[r].site, s->rel[r].ep);
+            for (; r < s->nrel && s->rel[r].at == i; r++, pos++)
+                split_release_site(job, pos, s->rel[r].blk, s->rel[r].req, s->rel[r].site, s->rel[r].ep);
             if (i == s->nops)
                 break;
             const split_op_t *o = &s->ops[i];
             if (o->op == SPLIT_ALLOC) {
-                model_live_t e = {.blk = o->blk};
-                uint32_t idx = sstat_index_at(m, o->dev, o->site, o->ep);
-                if (idx)
-                    site_add_at(m, idx, model_live_block(&e), o->req, o->ep);
+                if (site_part(o->dev, o->site) == job->part) {
+                    model_live_t e = {.blk = o->blk};
+                    uint32_t idx = split_site_index(job, pos, o->dev, o->site, o->ep);
+                    if (idx)
+                        site_add_at(m, idx, model_live_block(&e), o->req, o->ep);
+                }
             } else if (o->op == SPLIT_FREE || o->op == SPLIT_REPLACED) {
-                split_release_site(m, o->blk, o->req, o->site, o->ep);
+                split_release_site(job, pos, o->blk, o->req, o->site, o->ep);
             }
+            pos++;
         }
     }
+    job->pos = pos;
     return NULL;
 }
 
-static void split_sites_join(split_sites_t *job)
+static void split_sites_join(split_sites_t *jobs)
 {
-    if (job->running)
-        pthread_join(job->th, NULL);
-    job->running = 0;
+    for (unsigned k = 0; k < SPLIT_SITE_THREADS; k++) {
+        if (jobs[k].running)
+            pthread_join(jobs[k].th, NULL);
+        jobs[k].running = 0;
+    }
+}
+
+static void split_sites_start(split_sites_t *jobs, split_slot_t *set, unsigned cnt)
+{
+    for (unsigned k = 0; k < SPLIT_SITE_THREADS; k++) {
+        jobs[k].set = set, jobs[k].cnt = cnt;
+        jobs[k].running = pthread_create(&jobs[k].th, NULL, split_sites, &jobs[k]) == 0;
+        if (!jobs[k].running)
+            split_sites(&jobs[k]);
+    }
+}
+
+typedef struct split_stamped {
+    uint64_t first;
+    const model_sstat_t *s;
+} split_stamped_t;
+
+static int by_first(const void *a, const void *b)
+{
+    uint64_t x = ((const split_stamped_t *)a)->first, y = ((const split_stamped_t *)b)->first;
+    return x < y ? -1 : x > y;
+}
+
+/* The site threads' tables made one, in the order the ordered replay creates statistics; the
+ * model's table (jobs[0]'s) is rebuilt. */
+static void split_merge_sites(model_t *m, split_sites_t *jobs)
+{
+    size_t n = 0;
+    for (unsigned k = 0; k < SPLIT_SITE_THREADS; k++)
+        n += jobs[k].m->nsst - 1;
+    split_stamped_t *all = malloc((n ? n : 1) * sizeof *all);
+    model_sstat_t *sst = calloc(n + 1, sizeof *sst);
+    if (!all || !sst)
+        die_oom();
+    size_t at = 0;
+    for (unsigned k = 0; k < SPLIT_SITE_THREADS; k++)
+        for (size_t i = 1; i < jobs[k].m->nsst; i++)
+            all[at++] = (split_stamped_t){jobs[k].first[i], &jobs[k].m->sst[i]};
+    qsort(all, n, sizeof *all, by_first); /* stamps are distinct: one statistic per operation at most */
+    map_free(&m->sstmap);
+    map_init(&m->sstmap, 1024);
+    for (size_t i = 0; i < n; i++) {
+        sst[i + 1] = *all[i].s;
+        map_put(&m->sstmap, (uint64_t)sst[i + 1].dev << 32 | sst[i + 1].site | (1ull << 40), i + 1);
+    }
+    free(all);
+    free(m->sst);
+    m->sst = sst;
+    m->nsst = n + 1;
+    m->capsst = n + 1;
+    memset(m->sst_cache, 0, sizeof m->sst_cache);
 }
 
 /* A round: windows [start, start + *cnt) read by the slots of one set, each in its thread.
@@ -2011,8 +2104,9 @@ static unsigned split_launch(split_slot_t *set, unsigned want, const uint64_t *b
 
 /* 1 when the parallel replay made the model; 0 when it did not apply (then replay in order); 2
  * when a window met an OOM or a reset: the model is then the ordered replay's up to that window,
- * which starts at time *from, and the ordered replay goes on from there. Three stages overlap, each on its own set of slots: the windows of round r + 1 are read while
- * the calling thread applies round r and the site thread makes the site figures of round r - 1. */
+ * which starts at time *from, and the ordered replay goes on from there. Three stages overlap, each
+ * on its own set of slots: the windows of round r + 1 are read while the calling thread applies
+ * round r and the site threads make the site figures of round r - 1. */
 #define SPLIT_SETS 3
 static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64_t *unknown_out)
 {
@@ -2039,7 +2133,26 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64
     int shown = 0, cont = 0;
     size_t applied = 0;
     unsigned cnt[SPLIT_SETS] = {0}, started[SPLIT_SETS] = {0};
-    split_sites_t sites = {m, NULL, 0, 0, 0};
+    /* Site thread 0 fills the model's own table, the others a scratch model's each. */
+    split_sites_t jobs[SPLIT_SITE_THREADS];
+    memset(jobs, 0, sizeof jobs);
+    for (unsigned k = 0; k < SPLIT_SITE_THREADS; k++) {
+        jobs[k].part = k;
+        if (k == 0) {
+            jobs[k].m = m;
+            continue;
+        }
+        model_t *t = calloc(1, sizeof *t);
+        if (!t)
+            die_oom();
+        t->nsst = 1;
+        t->capsst = 1024;
+        t->sst = calloc(t->capsst, sizeof *t->sst);
+        if (!t->sst)
+            die_oom();
+        map_init(&t->sstmap, 1024);
+        jobs[k].m = t;
+    }
     m->flags |= MODEL_DEFER;
     if (ok)
         started[0] = split_launch(sl, want, begin, n, 0, &cnt[0]);
@@ -2070,13 +2183,9 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64
             }
             model_free(&set[j].w);
         }
-        split_sites_join(&sites); /* the previous round's site figures come first */
-        if (ok && use) {
-            sites.set = set, sites.cnt = use;
-            sites.running = pthread_create(&sites.th, NULL, split_sites, &sites) == 0;
-            if (!sites.running)
-                split_sites(&sites);
-        }
+        split_sites_join(jobs); /* the previous round's site figures come first */
+        if (ok && use)
+            split_sites_start(jobs, set, use);
         started[k] = 0;
         if (m->progress) {
             fprintf(stderr, "\rgmshim: reading %s: %3.0f%%", lf->name, 100.0 * (double)(start + cnt[k]) / (double)n);
@@ -2085,7 +2194,17 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64
         if (!ok || cont)
             break;
     }
-    split_sites_join(&sites);
+    split_sites_join(jobs);
+    if (ok)
+        split_merge_sites(m, jobs);
+    for (unsigned k = 0; k < SPLIT_SITE_THREADS; k++) {
+        free(jobs[k].first);
+        if (k) {
+            free(jobs[k].m->sst);
+            map_free(&jobs[k].m->sstmap);
+            free(jobs[k].m);
+        }
+    }
     for (unsigned k = 0; k < SPLIT_SETS; k++) /* a round still being read when another bailed out */
         for (unsigned j = 0; j < started[k]; j++) {
             pthread_join(sl[k * want + j].th, NULL);
