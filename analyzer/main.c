@@ -52,7 +52,8 @@ static void usage(FILE *f)
                "Exit status: 0 success, 1 error (bad usage, an unreadable log), 2 a report from a damaged\n"
                "(partial) log; 'gmshim run' exits with the command's status.\n"
                "Environment: GMSHIM_ANALYZER_THREADS=N threads read a large log (64 MiB or more) in\n"
-               "parallel, 0 = one thread in order (default: up to 8 for summary, 4 for report, leaks, oom).\n");
+               "parallel, 0 = one thread in order (default: up to 8 for summary, 4 for report, leaks, oom,\n"
+               "which also make their call-site figures in two more).\n");
 }
 
 static const command_t *find(const char *name)

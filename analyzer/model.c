@@ -679,7 +679,7 @@ static inline __attribute__((always_inline)) void release_entry(model_t *m, mode
 {
     release_figures(d, e);
     if (__builtin_expect(m->flags & MODEL_DEFER, 0))
-        split_defer_release(m, e); /* e->sidx is the site id: the site thread releases it */
+        split_defer_release(m, e); /* e->sidx is the site id: the site threads release it */
     else if (__builtin_expect(e->sidx != 0, 0) && e->sidx < m->nsst)
         release_site_at(m, e->sidx, model_live_block(e), model_live_req(e), m->dev[m->sst[e->sidx].dev]->epoch);
 }
@@ -1714,7 +1714,7 @@ typedef struct split_op_rec {
     uint64_t t, ptr, blk, req;     /* as in model_live_t; RECORD: ptr indexes recs */
     uint32_t site;                 /* the site id (not an index) */
     uint8_t op, dev;               /* dev: the allocating device (REPLACED: the new block's) */
-    uint32_t ep[2];                /* the site's device epochs when it applied (for the site thread) */
+    uint32_t ep[2];                /* the site's device epochs when it applied (for the site threads) */
 } split_op_t;
 
 /* A block released while another operation applied (a free of an older block, a lost free). */
@@ -1733,7 +1733,7 @@ typedef struct model_split {
     size_t nrecs, caprecs;
     uint8_t *bytes;
     size_t nbytes, capbytes;
-    split_release_t *rel;          /* releases for the site thread, by operation */
+    split_release_t *rel;          /* releases for the site threads, by operation */
     size_t nrel, caprel;
     int bail;                      /* an OOM or a reset: the ordered replay takes over here */
     int partial;                   /* the reader skipped something: replay all in order */
@@ -1868,7 +1868,7 @@ static inline void stamp(uint32_t *ep, const model_dev_t *d)
 }
 
 /* Applies a window's operations in order — device figures, peaks and epochs; the site figures
- * are left to the site thread (split_sites), each operation stamped with the epochs it saw —
+ * are left to the site threads (split_sites), each operation stamped with the epochs it saw —
  * then carries its live blocks (with their site ids) and adds its counters. */
 static void split_apply(model_t *m, split_slot_t *sl)
 {
@@ -2113,9 +2113,9 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64
     unsigned want = workers_wanted(lf);
     if (want < 2 || lf->nchunks < 2)
         return 0;
-    /* The ordered apply and the site thread set the pace: on the H200 machine (16 CPUs) 2, 3, 4
-     * and 8 readers took 1.91, 1.97, 1.85-2.08 and 2.28 s for 100 M events, memory growing with
-     * each (54 to 205 MiB). */
+    /* The ordered apply and the site figures set the pace: on the H200 machine (16 CPUs), with one
+     * site thread then, 2, 3, 4 and 8 readers took 1.91, 1.97, 1.85-2.08 and 2.28 s for 100 M
+     * events, memory growing with each (54 to 205 MiB). */
     if (want > SPLIT_READERS)
         want = SPLIT_READERS;
     size_t target = lf->nchunks / SPLIT_CHUNKS > want ? lf->nchunks / SPLIT_CHUNKS : want;
@@ -2172,7 +2172,7 @@ static int build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64
             cont = 1;
             *from = begin[start + use];
         }
-        /* The next set was last read by the site thread two rounds ago, joined since. */
+        /* The next set was last read by the site threads two rounds ago, joined since. */
         if (ok && !cont && start + want < n)
             started[next] = split_launch(sl + next * want, want, begin, n, start + want, &cnt[next]);
         for (unsigned j = 0; j < started[k]; j++) {
