@@ -385,19 +385,22 @@ static void stop_writing(const char *why, int err)
     mark_closed(GMLOG_CLOSE_DISK);
 }
 
-/* Maps extent e (reserving its blocks first). L.lock held. 0, or -1 when the log stopped. */
-static int map_extent_locked(size_t e)
+/* Maps extent e (reserving its blocks first). L.lock held. 0, or -1: the log stopped, or, for
+ * an extent mapped ahead, nothing happened (it is tried again when it is needed). */
+static int map_extent_locked(size_t e, int ahead)
 {
     size_t bytes = (size_t)EXTENT_CHUNKS * GMLOG_CHUNK_SIZE;
     off_t off = (off_t)L.header_size + (off_t)(e * bytes);
     int err = posix_fallocate(L.fd, off, (off_t)bytes);
     if (err) {
-        stop_writing("cannot extend the file", err);
+        if (!ahead)
+            stop_writing("cannot extend the file", err);
         return -1;
     }
     void *addr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, L.fd, off);
     if (addr == MAP_FAILED) {
-        stop_writing("cannot map the file", errno);
+        if (!ahead)
+            stop_writing("cannot map the file", errno);
         return -1;
     }
     if (L.nextents == L.extents_cap) {
@@ -405,7 +408,8 @@ static int map_extent_locked(size_t e)
         extent_t *n = realloc(L.extents, ncap * sizeof *n);
         if (!n) {
             munmap(addr, bytes);
-            stop_writing("out of host memory", ENOMEM);
+            if (!ahead)
+                stop_writing("out of host memory", ENOMEM);
             return -1;
         }
         L.extents = n;
@@ -426,9 +430,9 @@ static uint8_t *claim_chunk_locked(uint64_t rel, uint8_t **ahead)
         return NULL;
     uint64_t idx = L.next_chunk;
     size_t e = (size_t)(idx / EXTENT_CHUNKS);
-    if (e >= L.nextents && map_extent_locked(e))
+    if (e >= L.nextents && map_extent_locked(e, 0))
         return NULL;
-    if (idx % EXTENT_CHUNKS == 0 && e + 1 >= L.nextents && map_extent_locked(e + 1) == 0)
+    if (idx % EXTENT_CHUNKS == 0 && e + 1 >= L.nextents && map_extent_locked(e + 1, 1) == 0)
         *ahead = L.extents[e + 1].addr;
     L.next_chunk++;
     uint8_t *chunk = L.extents[e].addr + (idx % EXTENT_CHUNKS) * GMLOG_CHUNK_SIZE;

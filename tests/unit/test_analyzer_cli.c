@@ -327,6 +327,28 @@ START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
 }
 END_TEST
 
+/* Room for one extent but not the one the writer maps ahead: the log is whole, and quiet. */
+START_TEST(test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has)
+{
+    const char *dir = temp_dir();
+    char log[512];
+    snprintf(log, sizeof log, "%s/near-full.gmlog", dir);
+    char *out = record("log_near_full", log, NULL);
+    int skipped = strstr(out, "skipped") != NULL;
+    ck_assert_msg(!strstr(out, "stopped"), "the log stopped:\n%s", out);
+    free(out);
+    if (!skipped) {
+        int rc = gm(&out, "--json", "dump", log, NULL, NULL, NULL);
+        ck_assert_msg(rc == 0, "dump exited %d:\n%.2000s", rc, out);
+        size_t allocs = count(out, "\"type\":\"alloc\""), frees = count(out, "\"type\":\"free\"");
+        free(out);
+        ck_assert_msg(allocs == 1000 && frees == 1000, "%zu allocations and %zu frees in the log", allocs, frees);
+    }
+    unlink(log);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_timeline_is_a_self_contained_svg_or_html)
 {
     const char *dir = temp_dir();
@@ -458,6 +480,7 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_damaged_logs_exit_nonzero_with_the_offset);
     tcase_add_test(tc, test_dump_writes_every_record_as_text_or_json_lines);
     tcase_add_test(tc, test_the_log_keeps_every_fence_and_few_stats_snapshots);
+    tcase_add_test(tc, test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has);
     tcase_add_test(tc, test_timeline_is_a_self_contained_svg_or_html);
     tcase_add_test(tc, test_run_preloads_the_shim_reports_and_keeps_the_exit_status);
     tcase_add_test(tc, test_colour_only_when_asked_and_write_errors_fail);
