@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,7 +392,12 @@ static int map_extent_locked(size_t e, int ahead)
 {
     size_t bytes = (size_t)EXTENT_CHUNKS * GMLOG_CHUNK_SIZE;
     off_t off = (off_t)L.header_size + (off_t)(e * bytes);
-    int err = posix_fallocate(L.fd, off, (off_t)bytes);
+    /* Past the file size limit the kernel would send SIGXFSZ, which ends the program. */
+    struct rlimit lim;
+    int err = getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+                      (rlim_t)off + (rlim_t)bytes > lim.rlim_cur
+                  ? EFBIG
+                  : posix_fallocate(L.fd, off, (off_t)bytes);
     if (err) {
         if (!ahead)
             stop_writing("cannot extend the file", err);

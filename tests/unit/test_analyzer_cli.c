@@ -343,6 +343,12 @@ START_TEST(test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has)
         size_t allocs = count(out, "\"type\":\"alloc\""), frees = count(out, "\"type\":\"free\"");
         free(out);
         ck_assert_msg(allocs == 1000 && frees == 1000, "%zu allocations and %zu frees in the log", allocs, frees);
+        unlink(log);
+        /* Filling the one extent it has room for stops the log with one warning; the program
+         * goes on to its end. */
+        out = record("log_near_full", log, "PAIRS=700000");
+        ck_assert_msg(count(out, "stopped") == 1 && strstr(out, "ok: 700000 pairs"), "a full log:\n%s", out);
+        free(out);
     }
     unlink(log);
     rmdir(dir);
