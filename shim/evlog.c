@@ -71,6 +71,16 @@ int evlog_enabled(void)
     return __atomic_load_n(&L.enabled, __ATOMIC_RELAXED);
 }
 
+/* posix_fallocate, except past the file size limit (`ulimit -f`), where the kernel would send
+ * SIGXFSZ, which ends the program: EFBIG then. */
+static int reserve(int fd, off_t off, off_t len)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && (rlim_t)(off + len) > lim.rlim_cur)
+        return EFBIG;
+    return posix_fallocate(fd, off, len);
+}
+
 const char *evlog_path(void)
 {
     return L.fd >= 0 ? L.path : NULL;
@@ -283,7 +293,7 @@ void evlog_open(void)
     uint8_t *meta = calloc(1, cap);
     size_t meta_len = meta ? build_meta(meta, cap) : 0;
     uint32_t header_size = (uint32_t)gm_round_up(sizeof(gmlog_file_header_t) + meta_len, GMLOG_HEADER_ALIGN);
-    int err = posix_fallocate(fd, 0, header_size);
+    int err = reserve(fd, 0, header_size);
     void *map = err ? MAP_FAILED : mmap(NULL, header_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         diag_warn_once(&log_warned, "cannot write the log %s: %s; the program goes on without it",
@@ -392,12 +402,7 @@ static int map_extent_locked(size_t e, int ahead)
 {
     size_t bytes = (size_t)EXTENT_CHUNKS * GMLOG_CHUNK_SIZE;
     off_t off = (off_t)L.header_size + (off_t)(e * bytes);
-    /* Past the file size limit the kernel would send SIGXFSZ, which ends the program. */
-    struct rlimit lim;
-    int err = getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
-                      (rlim_t)off + (rlim_t)bytes > lim.rlim_cur
-                  ? EFBIG
-                  : posix_fallocate(L.fd, off, (off_t)bytes);
+    int err = reserve(L.fd, off, (off_t)bytes);
     if (err) {
         if (!ahead)
             stop_writing("cannot extend the file", err);
