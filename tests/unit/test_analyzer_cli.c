@@ -305,6 +305,15 @@ START_TEST(test_dump_writes_every_record_as_text_or_json_lines)
 }
 END_TEST
 
+/* `gmshim --json dump LOG`, which must succeed. */
+static char *dump_json(const char *log)
+{
+    char *out;
+    int rc = gm(&out, "--json", "dump", log, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0, "dump of %s exited %d:\n%.2000s", log, rc, out);
+    return out;
+}
+
 /* A loop that records a fence per pair logs every fence but at most one stats snapshot per 10 ms. */
 START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
 {
@@ -315,8 +324,7 @@ START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
     unsigned long long fences = 0, elapsed_ns = 0;
     ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu", &fences, &elapsed_ns) == 2, "fence_loop: %s", out);
     free(out);
-    int rc = gm(&out, "--json", "dump", log, NULL, NULL, NULL);
-    ck_assert_msg(rc == 0, "dump exited %d:\n%.2000s", rc, out);
+    out = dump_json(log);
     size_t logged = count(out, "\"type\":\"fence\""), snapshots = count(out, "\"type\":\"stats\"");
     free(out);
     ck_assert_msg(fences >= 2000 && logged == fences, "%llu fences, %zu in the log", fences, logged);
@@ -338,8 +346,7 @@ START_TEST(test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has)
     ck_assert_msg(!strstr(out, "stopped"), "the log stopped:\n%s", out);
     free(out);
     if (!skipped) {
-        int rc = gm(&out, "--json", "dump", log, NULL, NULL, NULL);
-        ck_assert_msg(rc == 0, "dump exited %d:\n%.2000s", rc, out);
+        out = dump_json(log);
         size_t allocs = count(out, "\"type\":\"alloc\""), frees = count(out, "\"type\":\"free\"");
         free(out);
         ck_assert_msg(allocs == 1000 && frees == 1000, "%zu allocations and %zu frees in the log", allocs, frees);
