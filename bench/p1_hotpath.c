@@ -45,7 +45,7 @@ int main(int argc, char **argv)
             async = 1;
         else if (!strcmp(argv[i], "--getdevice") || !strcmp(argv[i], "--clock") || !strcmp(argv[i], "--record") ||
                  !strcmp(argv[i], "--capture-mode") || !strcmp(argv[i], "--record-query") ||
-                 !strcmp(argv[i], "--fence-like"))
+                 !strcmp(argv[i], "--fence-like") || !strcmp(argv[i], "--record-query-previous"))
             single = argv[i] + 2;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
@@ -76,13 +76,16 @@ int main(int argc, char **argv)
          * the legacy stream (a fence with no other stream known), or the two capture-mode
          * exchanges around every runtime call gmshim makes on a slow path; then a fence as gmshim
          * makes it: record and query one event (default), or, under GPU order, the two exchanges
-         * and a record on one of 16 events in turn, the newest queried every 16th time. */
+         * and a record on one of 16 events in turn, the newest queried every 16th time; or a record and
+ * a query of the event recorded one call earlier (whether a query costs less once its event had
+ * time to reach the GPU). */
         static const char *const names[][2] = {{"getdevice", "cudaGetDevice"},
                                                 {"clock", "clock_gettime"},
                                                 {"record", "cudaEventRecord(legacy)"},
                                                 {"capture-mode", "2 x cudaThreadExchangeStreamCaptureMode"},
                                                 {"record-query", "cudaEventRecord+cudaEventQuery"},
-                                                {"fence-like", "GPU-order fence (exchanges, record, 1/16 query)"}};
+                                                {"fence-like", "GPU-order fence (exchanges, record, 1/16 query)"},
+                                                {"record-query-previous", "cudaEventRecord+cudaEventQuery of the previous one"}};
         int what = 0;
         while (strcmp(names[what][0], single))
             what++;
@@ -113,6 +116,10 @@ int main(int argc, char **argv)
                     if ((i & 15) == 15)
                         cudaEventQuery(ring[15]);
                     cudaThreadExchangeStreamCaptureMode(&mode);
+                    break;
+                case 6: /* what querying costs when the event was recorded a call earlier */
+                    cudaEventRecord(ring[i & 15], cudaStreamLegacy);
+                    cudaEventQuery(ring[(i - 1) & 15]);
                     break;
                 default:
                     mode = cudaStreamCaptureModeRelaxed;
