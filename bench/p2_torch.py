@@ -2,7 +2,9 @@
 # environment selects (PyTorch's cache; PYTORCH_NO_CUDA_MEMORY_CACHING=1; either under gmshim).
 # Prints one JSON object: step times per block of steps (median and spread), peak memory as
 # PyTorch and gmshim see it, and gmshim's reuse-ordering figures.
-#   python3 bench/p2_torch.py resnet50|gpt2|empty [--blocks 6] [--block-steps 5]
+#   python3 bench/p2_torch.py resnet50|gpt2|empty [--blocks 6] [--block-steps 5] [--device N]
+# --device N: torch.cuda.set_device(N) first and everything on cuda:N (a torchrun rank's view when
+# every GPU is visible).
 import argparse, json, os, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -15,12 +17,17 @@ ap.add_argument("--blocks", type=int, default=6)
 ap.add_argument("--block-steps", type=int, default=5)
 ap.add_argument("--warmup", type=int, default=5)
 ap.add_argument("--batch", type=int, default=0)
+ap.add_argument("--device", type=int, default=None)
 args = ap.parse_args()
 dev = "cuda"
+gm_dev = 0
+if args.device is not None:
+    torch.cuda.set_device(args.device)
+    dev = gm_dev = args.device
 torch.manual_seed(0)
 out = {"bench": "p2", "workload": args.workload,
        "uncached": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1",
-       "gmshim": gmshim_stats.stats() is not None}
+       "gmshim": gmshim_stats.stats(gm_dev) is not None, "device": gm_dev}
 
 
 def median(xs):
@@ -88,7 +95,7 @@ else:
                 "loss": float(loss)})
     out["torch_max_allocated"] = torch.cuda.max_memory_allocated()
     out["torch_max_reserved"] = torch.cuda.max_memory_reserved()
-st = gmshim_stats.stats()
+st = gmshim_stats.stats(gm_dev)
 if st:
     out["gm"] = {"peak_requested": st["requested"]["peak"], "peak_allocated": st["allocated"]["peak"],
                  "peak_reserved": st["reserved"]["peak"], "peak_pending": st["pending"]["peak"],

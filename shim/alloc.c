@@ -148,6 +148,12 @@ void alloc_stream_created(cudaStream_t s, unsigned flags)
         device_stream_created(d, s, flags);
 }
 
+void alloc_device_set(int dev)
+{
+    if (gm_state != GM_CHILD)
+        device_note_used(dev);
+}
+
 void alloc_stream_destroying(cudaStream_t s)
 {
     if (gm_state == GM_CHILD || !s || s == cudaStreamLegacy || s == cudaStreamPerThread)

@@ -13,6 +13,8 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 cudaError_t alloc_device_reset(void);
 /* Streams: registered after creation, retired before destruction. */
 void alloc_stream_created(cudaStream_t s, unsigned flags);
+/* The program made `dev` current (cudaSetDevice succeeded). */
+void alloc_device_set(int dev);
 void alloc_stream_destroying(cudaStream_t s);
 /* Forwarded allocations (managed, pitched, host, stream-ordered): counted and logged. Device
  * ones are tracked so that their cudaFree is recognised. */

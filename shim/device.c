@@ -186,8 +186,69 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
 
 static int gpu_order_warned;
 
+/* GMSHIM_GPU_ORDER makes only the streams of the pool's device wait for its fences; work of
+ * another device (a peer copy, a kernel reading through peer access) would not. So it holds while
+ * the process uses one device: the first one made current or allocated on. */
+static int first_used = -1;
+static int many_used;     /* a second device came into use */
+static int order_settled; /* and the first device's ordered fences have all completed */
+
+static uint64_t done_of(gm_device_t *d);
+static cudaError_t wait_until_done(gm_device_t *d, uint64_t seq);
+static void note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err);
+
+static int gpu_order_of(gm_device_t *d) { return __atomic_load_n(&d->gpu_order, __ATOMIC_RELAXED); }
+
+/* A second device is in use: d (the first) leaves GPU order; blocks it handed out under it may
+ * only be touched by other devices' work once their fences complete, so wait for them here. */
+static void gpu_order_stop(gm_device_t *d)
+{
+    pthread_mutex_lock(&d->fence_lock);
+    int was = gpu_order_of(d);
+    if (was) {
+        __atomic_store_n(&d->gpu_order, 0, __ATOMIC_RELAXED);
+        d->order_stop_seq = d->fences.ordered;
+    }
+    uint64_t seq = d->order_stop_seq;
+    pthread_mutex_unlock(&d->fence_lock);
+    if (was)
+        diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 stops applying: the process uses a second device "
+                                          "besides device %d (its work could touch this device's memory "
+                                          "without waiting); freed memory waits on the CPU from now on", d->id);
+    if (done_of(d) >= seq)
+        return;
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    cudaError_t err = wait_until_done(d, seq);
+    device_ctx_leave(&c);
+    if (err != cudaSuccess)
+        note_cuda_failure(d, "cudaEventSynchronize", err);
+}
+
+void device_note_used(int id)
+{
+    int first = __atomic_load_n(&first_used, __ATOMIC_ACQUIRE);
+    if (likely(first == id) || __atomic_load_n(&order_settled, __ATOMIC_ACQUIRE))
+        return;
+    if (first < 0) {
+        if (__atomic_compare_exchange_n(&first_used, &first, id, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+            first == id)
+            return;
+    }
+    __atomic_store_n(&many_used, 1, __ATOMIC_SEQ_CST);
+    /* A pool being created decides on GPU order under create_lock: once through it, the first
+     * device's pool either exists here or will see many_used. */
+    pthread_mutex_lock(&create_lock);
+    gm_device_t *d = devices[first];
+    pthread_mutex_unlock(&create_lock);
+    if (d && d->gpu_order_ever)
+        gpu_order_stop(d);
+    __atomic_store_n(&order_settled, 1, __ATOMIC_RELEASE);
+}
+
 static gm_device_t *device_create(int id)
 {
+    device_note_used(id);
     pthread_mutex_lock(&create_lock);
     gm_device_t *d = devices[id];
     if (d) {
@@ -223,15 +284,12 @@ static gm_device_t *device_create(int id)
     if (!ncreated && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess && count == 1 && id == 0)
         __atomic_store_n(&one_device, 1, __ATOMIC_RELAXED);
     /* Another device's streams could read this one's memory (peer copies) without waiting. */
-    d->gpu_order = options_get(GM_OPT_GPU_ORDER) && device_is_only();
-    if (options_get(GM_OPT_GPU_ORDER) && !d->gpu_order) {
-        int seen = count;
-        if (!seen)
-            REAL_CALL(cudaGetDeviceCount, &seen);
-        diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 does not apply: the process sees %d devices "
-                                          "(it needs one: set CUDA_VISIBLE_DEVICES per process); freed memory "
-                                          "waits on the CPU", seen);
-    }
+    d->gpu_order = options_get(GM_OPT_GPU_ORDER) && !__atomic_load_n(&many_used, __ATOMIC_SEQ_CST);
+    d->gpu_order_ever = d->gpu_order;
+    if (options_get(GM_OPT_GPU_ORDER) && !d->gpu_order)
+        diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 does not apply to device %d: the process uses "
+                                          "more than one device (another device's work could touch its memory "
+                                          "without waiting); freed memory waits on the CPU", id);
     created[ncreated] = id;
     __atomic_store_n(&ncreated, ncreated + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&devices[id], d, __ATOMIC_RELEASE);
@@ -408,7 +466,7 @@ static void poll_locked(gm_device_t *d)
 {
     gm_fences_t *f = &d->fences;
     /* GPU order: what the fences cover is reusable already; polling only recycles events. */
-    int batch = d->gpu_order && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
+    int batch = gpu_order_of(d) && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
     cudaError_t err = fences_outstanding(f) >= batch ? fences_poll(f) : cudaSuccess;
     pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess)
@@ -476,7 +534,7 @@ static int fence_issue_locked(gm_arena_t *a)
         return -1; /* an event on a capturing stream would join the capture */
     }
     cudaError_t err = fences_issue(&d->fences);
-    cudaError_t order_err = err == cudaSuccess && d->gpu_order ? fences_order(&d->fences) : cudaSuccess;
+    cudaError_t order_err = err == cudaSuccess && gpu_order_of(d) ? fences_order(&d->fences) : cudaSuccess;
     uint64_t seq = d->fences.issued;
     unsigned events = (unsigned)(1 + d->fences.nstreams);
     pthread_mutex_unlock(&d->fence_lock);
@@ -501,26 +559,10 @@ static int fence_issue(gm_arena_t *a)
     return fence_issue_locked(a);
 }
 
-/* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
-static size_t wait_oldest(gm_arena_t *a)
+/* Blocks until fence `seq` has completed (or none is outstanding). The wait happens outside the
+ * fence lock: other arenas go on recording and polling. */
+static cudaError_t wait_until_done(gm_device_t *d, uint64_t seq)
 {
-    gm_device_t *d = a->dev;
-    if (d->gpu_order) {
-        /* Recording a fence orders the open frees on the GPU: no waiting, unless that failed. */
-        uint64_t before = reusable_of(d);
-        if (open_set_waiting(a))
-            fence_issue(a);
-        if (reusable_of(d) > before)
-            return release_done(a) + 1;
-    }
-    pthread_mutex_lock(&d->fence_lock);
-    int any = fences_outstanding(&d->fences);
-    pthread_mutex_unlock(&d->fence_lock);
-    if (!any && (!open_set_waiting(a) || fence_issue(a)))
-        return 0;
-    uint64_t t0 = gm_now_ns();
-    /* The wait happens outside the fence lock: other arenas go on recording and polling. */
-    uint64_t seq = done_of(d) + 1;
     cudaError_t err = cudaSuccess;
     while (done_of(d) < seq && err == cudaSuccess) {
         pthread_mutex_lock(&d->fence_lock);
@@ -537,6 +579,29 @@ static size_t wait_oldest(gm_arena_t *a)
                 break;
         }
     }
+    return err;
+}
+
+/* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
+static size_t wait_oldest(gm_arena_t *a)
+{
+    gm_device_t *d = a->dev;
+    if (gpu_order_of(d)) {
+        /* Recording a fence orders the open frees on the GPU: no waiting, unless that failed. */
+        uint64_t before = reusable_of(d);
+        if (open_set_waiting(a))
+            fence_issue(a);
+        if (reusable_of(d) > before)
+            return release_done(a) + 1;
+    }
+    pthread_mutex_lock(&d->fence_lock);
+    int any = fences_outstanding(&d->fences);
+    pthread_mutex_unlock(&d->fence_lock);
+    if (!any && (!open_set_waiting(a) || fence_issue(a)))
+        return 0;
+    uint64_t t0 = gm_now_ns();
+    uint64_t seq = done_of(d) + 1;
+    cudaError_t err = wait_until_done(d, seq);
     if (err != cudaSuccess) {
         note_cuda_failure(d, "cudaEventSynchronize", err);
         return 0;
@@ -1301,14 +1366,16 @@ void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
     if (!(flags & cudaStreamNonBlocking))
         return; /* the legacy stream's event covers blocking streams; they follow its waits */
     gm_ctx_t c;
-    if (d->gpu_order)
+    /* GPU order (now, or until a second device came into use and its fences are still running):
+     * blocks already handed out may still be in use by work before their fences. */
+    int order = d->gpu_order_ever;
+    if (order)
         device_ctx_enter(d, &c);
     pthread_mutex_lock(&d->fence_lock);
     fences_add_stream(&d->fences, s);
-    /* GPU order: blocks already handed out may still be in use by work before their fences. */
-    cudaError_t err = d->gpu_order ? fences_order_stream(&d->fences, s) : cudaSuccess;
+    cudaError_t err = order ? fences_order_stream(&d->fences, s) : cudaSuccess;
     pthread_mutex_unlock(&d->fence_lock);
-    if (d->gpu_order)
+    if (order)
         device_ctx_leave(&c);
     if (err != cudaSuccess)
         note_cuda_failure(d, "cudaStreamWaitEvent", err);

@@ -54,7 +54,10 @@ struct gm_device {
     size_t fence_bytes, cache_limit;
     unsigned fence_frees;
     int trust_stream_order, pending_wait;
-    int gpu_order;              /* GMSHIM_GPU_ORDER, and the process sees one device */
+    int gpu_order;              /* GMSHIM_GPU_ORDER, while the process uses one device (atomic) */
+    int gpu_order_ever;         /* it had GPU order: its ordered fences may still be running */
+    uint64_t order_stop_seq;    /* fences ordered when GPU order stopped: completed before any
+                                   other device's work starts (fence lock) */
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
     _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
     uint64_t reserved_peak;
@@ -75,6 +78,11 @@ int device_is_only(void);
 int device_current(int *dev);
 /* Contexts were destroyed (a device reset): forget which device each thread's context was. */
 void device_contexts_changed(void);
+/* The process makes device `id` current or allocates on it. GMSHIM_GPU_ORDER holds while one
+ * device is in use; when a second one comes into use, the first device's blocks handed out under
+ * GPU order are waited for (their fences complete) before this returns, and its freed memory
+ * waits on the CPU from then on: the other device's work could touch it. */
+void device_note_used(int id);
 
 cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out);
 /* Pass-through: forwards to the real cudaMalloc and keeps the counting. */

@@ -36,6 +36,17 @@ HOOK cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
     return err;
 }
 
+/* Seen so that GMSHIM_GPU_ORDER knows when a second device comes into use. */
+HOOK cudaError_t cudaSetDevice(int device)
+{
+    cudaError_t err = REAL_CALL(cudaSetDevice, device);
+    if (err == cudaSuccess && gm_enter()) {
+        alloc_device_set(device);
+        gm_leave();
+    }
+    return err;
+}
+
 HOOK cudaError_t cudaDeviceReset(void)
 {
     if (!gm_enter())

@@ -2,8 +2,11 @@
 // a buffer; the host frees the buffer, allocates the same size and a kernel on stream C
 // overwrites the new buffer at once. The sum must be intact (the real cudaFree synchronizes;
 // gmshim must keep that guarantee without blocking in cudaFree).
-//   gpu_reuse [TRIALS [NEW]]  NEW: the new owner's stream: nb (default: another non-blocking
-//   stream), blocking, legacy, perthread, later (non-blocking, created after the allocation).
+//   gpu_reuse [TRIALS [NEW [DEV]]]  NEW: the new owner's stream: nb (default: another
+//   non-blocking stream), blocking, legacy, perthread, later (non-blocking, created after the
+//   allocation), peer (a non-blocking stream of device 1, made current for the first time right
+//   after the first reallocation, copying a device-1 buffer over the new block). DEV: the device
+//   the program uses (default 0; with both GPUs visible, 1 is a torchrun rank's view).
 // alloc_us is the mean time of the reallocation: under GMSHIM_GPU_ORDER=1 it must not include
 // the reader kernel (the ordering happens on the GPU).
 #include "gpu_common.h"
@@ -28,7 +31,9 @@ int main(int argc, char **argv)
 {
     int trials = argc > 1 ? atoi(argv[1]) : 20;
     const char *kind = argc > 2 ? argv[2] : "nb";
-    int later = !strcmp(kind, "later");
+    int dev = argc > 3 ? atoi(argv[3]) : 0;
+    int later = !strcmp(kind, "later"), peer = !strcmp(kind, "peer");
+    CK(cudaSetDevice(dev));
     const size_t bytes = 16u << 20, n = bytes / 4;
     const int reps = 20;
     cudaStream_t a, c;
@@ -41,10 +46,11 @@ int main(int argc, char **argv)
         c = cudaStreamLegacy;
     else if (!strcmp(kind, "perthread"))
         c = cudaStreamPerThread;
-    else if (!later) {
+    else if (!later && !peer) {
         fprintf(stderr, "unknown stream kind %s\n", kind);
         return 2;
     }
+    unsigned *src = NULL; /* peer: on device 1, all 7s */
     unsigned long long *sum;
     CK(cudaMalloc(&sum, sizeof *sum));
     int reused = 0, corrupted = 0;
@@ -66,7 +72,20 @@ int main(int argc, char **argv)
         reused += fresh == buf;
         if (later)
             CK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
-        writer<<<256, 256, 0, c>>>(fresh, n, 7u);
+        if (peer) {
+            CK(cudaSetDevice(1));
+            if (!src) {
+                CK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+                CK(cudaMalloc(&src, bytes));
+                writer<<<256, 256, 0, c>>>(src, n, 7u);
+                CK(cudaStreamSynchronize(c));
+            }
+            CK(cudaMemcpyPeerAsync(fresh, dev, src, 1, bytes, c));
+            CK(cudaStreamSynchronize(c));
+            CK(cudaSetDevice(dev));
+        } else {
+            writer<<<256, 256, 0, c>>>(fresh, n, 7u);
+        }
         CK(cudaDeviceSynchronize());
         unsigned long long got;
         CK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));

@@ -1,11 +1,15 @@
 /* GMSHIM_GPU_ORDER: a block freed while a "kernel" still writes it is handed out again at once,
  * and the new owner's work waits for that kernel on the GPU, on whichever stream it runs.
- *   gpu_order OLD:NEW EXPECT
+ *   gpu_order OLD:NEW EXPECT [DEVICES]
  * OLD is the stream of the late kernel (nb: non-blocking, blocking, legacy); NEW the stream of
  * the new owner's memset (nb2: another non-blocking stream, blocking, legacy, perthread, later: a
  * non-blocking stream created after the allocation). EXPECT: "ordered" (no allocation waits for
- * the kernel) or "waited" (each waits, as without GMSHIM_GPU_ORDER). The new block must be the
- * freed one in every trial, and never hold the kernel's late write. */
+ * the kernel), "waited" (each waits, as without GMSHIM_GPU_ORDER), or "switched" (the first
+ * trial ordered, the others waited). DEVICES (with FAKECUDA_DEVICES=2): "dev0" or "dev1" everything on
+ * that device, as a torchrun rank that sees every GPU; "both" device 1 made current once before
+ * the program settles on device 0; "peer" everything on device 0 but the new owner's memset,
+ * which device 1's stream does right after the reallocation (the first time device 1 is used).
+ * The new block must be the freed one in every trial, and never hold the kernel's late write. */
 #include "itest.h"
 
 #define SIZE (4u << 20) /* large: a pending block of its size is preferred over a free remainder */
@@ -34,16 +38,21 @@ static cudaStream_t stream_of(const char *kind)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 3, "usage: gpu_order OLD:NEW ordered|waited");
+    CHECK(argc == 3 || argc == 4, "usage: gpu_order OLD:NEW ordered|waited|switched [dev0|dev1|both|peer]");
     char old_kind[32], new_kind[32];
     CHECK(sscanf(argv[1], "%31[^:]:%31s", old_kind, new_kind) == 2, "bad OLD:NEW '%s'", argv[1]);
-    int expect_ordered = !strcmp(argv[2], "ordered");
+    const char *expect = argv[2], *devices = argc == 4 ? argv[3] : "";
+    int dev = !strcmp(devices, "dev1"), peer = !strcmp(devices, "peer");
+    if (!strcmp(devices, "both"))
+        CUDA_OK(cudaSetDevice(1));
+    CUDA_OK(cudaSetDevice(dev));
     cudaStream_t olds = stream_of(old_kind);
     int later = !strcmp(new_kind, "later");
-    cudaStream_t news = later ? NULL : stream_of(new_kind);
+    cudaStream_t news = later || peer ? NULL : stream_of(new_kind);
     gmshim_stats_t before, after;
-    gm_stats(0, &before);
+    gm_stats(dev, &before);
     int reused = 0, corrupted = 0;
+    unsigned long long first_waits = 0; /* in the first trial's reallocation */
     for (int t = 0; t < TRIALS; t++) {
         void *old, *fresh;
         CUDA_OK(cudaMalloc(&old, SIZE));
@@ -52,9 +61,21 @@ int main(int argc, char **argv)
         CUDA_OK(cudaFree(old));
         CUDA_OK(cudaMalloc(&fresh, SIZE));
         reused += fresh == old;
-        if (later)
+        if (t == 0) {
+            gmshim_stats_t mid;
+            gm_stats(dev, &mid);
+            first_waits = mid.fence_waits - before.fence_waits;
+        }
+        if (peer) {
+            CUDA_OK(cudaSetDevice(1));
+            if (!news)
+                CUDA_OK(cudaStreamCreateWithFlags(&news, cudaStreamNonBlocking));
+        } else if (later) {
             CUDA_OK(cudaStreamCreateWithFlags(&news, cudaStreamNonBlocking));
+        }
         CUDA_OK(cudaMemsetAsync(fresh, 0x55, SIZE, news));
+        if (peer)
+            CUDA_OK(cudaSetDevice(0));
         fakecuda_drain();
         const unsigned char *c = fresh;
         for (size_t i = 0; i < SIZE; i++)
@@ -66,14 +87,17 @@ int main(int argc, char **argv)
         if (later)
             CUDA_OK(cudaStreamDestroy(news));
     }
-    gm_stats(0, &after);
+    gm_stats(dev, &after);
     unsigned long long waits = after.fence_waits - before.fence_waits;
-    printf("%s: %d trials, %d reused the freed block, %d corrupted, %llu waits for a fence\n",
-           argv[1], TRIALS, reused, corrupted, waits);
+    printf("%s %s: %d trials, %d reused the freed block, %d corrupted, %llu waits for a fence\n",
+           argv[1], devices, TRIALS, reused, corrupted, waits);
     CHECK(corrupted == 0, "%d of %d trials read the late kernel's write", corrupted, TRIALS);
     CHECK(reused == TRIALS, "only %d of %d trials got the freed block back", reused, TRIALS);
-    if (expect_ordered)
+    if (!strcmp(expect, "ordered"))
         CHECK(waits == 0, "%llu allocations waited for the kernel on the CPU", waits);
+    else if (!strcmp(expect, "switched"))
+        CHECK(first_waits == 0 && waits >= TRIALS - 1, "%llu waits in the first trial (none expected), %llu in all",
+              first_waits, waits);
     else
         CHECK(waits >= TRIALS, "%llu waits for %d trials", waits, TRIALS);
     return 0;

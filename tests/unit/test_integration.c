@@ -58,64 +58,89 @@ START_TEST(test_trusting_stream_order_shows_the_hazard)
 END_TEST
 
 /* GMSHIM_GPU_ORDER: the freed block comes back at once and the new owner's stream waits on the
- * GPU, whatever kind of stream the old and new owners use. */
-static void gpu_order(const char *streams, const char *expect, const char *devices)
+ * GPU, whatever kind of stream the old and new owners use. `devices`: the program's use of two
+ * visible devices (gpu_order.c), "" for one device visible; `warning`: what stderr must say
+ * once (NULL: nothing about GMSHIM_GPU_ORDER). */
+static void gpu_order_on(const char *streams, const char *expect, const char *devices, const char *warning)
 {
-    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_GPU_ORDER=1", "GMSHIM_LOG=off", devices, NULL};
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_GPU_ORDER=1", "GMSHIM_LOG=off",
+                         *devices ? "FAKECUDA_DEVICES=2" : "FAKECUDA_DEVICES=1", NULL};
     char path[4096];
     snprintf(path, sizeof path, "%s", build_path("tests/integration/gpu_order"));
-    const char *argv[] = {path, streams, expect, NULL};
+    const char *argv[] = {path, streams, expect, *devices ? devices : NULL, NULL};
     char *out = NULL;
     int rc = run_program(argv, env, 1, &out);
-    ck_assert_msg(rc == 0, "gpu_order %s %s exited %d:\n%s", streams, expect, rc, out);
-    /* Set but not applicable (several devices visible): said once, on stderr. */
-    int warned = strstr(out, "GMSHIM_GPU_ORDER=1 does not apply: the process sees 2 devices") != NULL;
-    ck_assert_msg(warned == !strcmp(expect, "waited"), "gpu_order %s %s: warning %s:\n%s", streams, expect,
-                  warned ? "printed" : "missing", out);
+    ck_assert_msg(rc == 0, "gpu_order %s %s %s exited %d:\n%s", streams, expect, devices, rc, out);
+    const char *said = strstr(out, "GMSHIM_GPU_ORDER=1");
+    if (warning) {
+        ck_assert_msg(said && strstr(out, warning), "gpu_order %s %s %s: no warning '%s':\n%s", streams, expect,
+                      devices, warning, out);
+        ck_assert_msg(!strstr(said + 1, "GMSHIM_GPU_ORDER=1"), "gpu_order %s: said more than once:\n%s", devices, out);
+    } else {
+        ck_assert_msg(!said, "gpu_order %s %s %s: unexpected warning:\n%s", streams, expect, devices, out);
+    }
     free(out);
 }
 
 START_TEST(test_gpu_order_new_owner_on_another_nonblocking_stream)
 {
-    gpu_order("nb:nb2", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order_on("nb:nb2", "ordered", "", NULL);
 }
 END_TEST
 
 START_TEST(test_gpu_order_new_owner_on_a_blocking_stream)
 {
-    gpu_order("nb:blocking", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order_on("nb:blocking", "ordered", "", NULL);
 }
 END_TEST
 
 START_TEST(test_gpu_order_new_owner_on_the_legacy_stream)
 {
-    gpu_order("nb:legacy", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order_on("nb:legacy", "ordered", "", NULL);
 }
 END_TEST
 
 START_TEST(test_gpu_order_new_owner_on_the_per_thread_stream)
 {
-    gpu_order("nb:perthread", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order_on("nb:perthread", "ordered", "", NULL);
 }
 END_TEST
 
 START_TEST(test_gpu_order_new_owner_on_a_stream_created_after_the_allocation)
 {
-    gpu_order("nb:later", "ordered", "FAKECUDA_DEVICES=1");
-    gpu_order("blocking:later", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order_on("nb:later", "ordered", "", NULL);
+    gpu_order_on("blocking:later", "ordered", "", NULL);
 }
 END_TEST
 
 START_TEST(test_gpu_order_old_owner_on_the_legacy_or_a_blocking_stream)
 {
-    gpu_order("legacy:nb2", "ordered", "FAKECUDA_DEVICES=1");
-    gpu_order("blocking:nb2", "ordered", "FAKECUDA_DEVICES=1");
+    gpu_order_on("legacy:nb2", "ordered", "", NULL);
+    gpu_order_on("blocking:nb2", "ordered", "", NULL);
 }
 END_TEST
 
-START_TEST(test_gpu_order_waits_on_the_cpu_when_two_devices_are_visible)
+/* Two devices visible, one in use (a torchrun rank sees every GPU): GPU order applies there. */
+START_TEST(test_gpu_order_applies_when_two_devices_are_visible_and_one_is_used)
 {
-    gpu_order("nb:nb2", "waited", "FAKECUDA_DEVICES=2");
+    gpu_order_on("nb:nb2", "ordered", "dev0", NULL);
+    gpu_order_on("nb:nb2", "ordered", "dev1", NULL);
+}
+END_TEST
+
+/* Both devices in use before the first allocation: it does not apply, and says so once. */
+START_TEST(test_gpu_order_waits_on_the_cpu_when_two_devices_are_in_use)
+{
+    gpu_order_on("nb:nb2", "waited", "both", "does not apply to device 0: the process uses more than one device");
+}
+END_TEST
+
+/* A second device comes into use right after a block was handed out under GPU order, and its
+ * stream writes the block: that write must come after the old owner's late kernel (the switch
+ * waits for the first device's ordered fences); later reuse waits on the CPU. */
+START_TEST(test_gpu_order_stops_and_waits_when_a_second_device_comes_into_use)
+{
+    gpu_order_on("nb:nb2", "switched", "peer", "stops applying: the process uses a second device besides device 0");
 }
 END_TEST
 
@@ -475,7 +500,9 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_gpu_order_new_owner_on_the_per_thread_stream);
     tcase_add_test(tc, test_gpu_order_new_owner_on_a_stream_created_after_the_allocation);
     tcase_add_test(tc, test_gpu_order_old_owner_on_the_legacy_or_a_blocking_stream);
-    tcase_add_test(tc, test_gpu_order_waits_on_the_cpu_when_two_devices_are_visible);
+    tcase_add_test(tc, test_gpu_order_applies_when_two_devices_are_visible_and_one_is_used);
+    tcase_add_test(tc, test_gpu_order_waits_on_the_cpu_when_two_devices_are_in_use);
+    tcase_add_test(tc, test_gpu_order_stops_and_waits_when_a_second_device_comes_into_use);
     tcase_add_test(tc, test_capture_stays_valid_and_graph_memory_stays_private);
     tcase_add_test(tc, test_odd_arguments_behave_as_the_real_runtime);
     tcase_add_test(tc, test_device_reset_forgets_the_device_segments);
