@@ -214,8 +214,8 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
         fputc('\n', f);
         if (d->fence_waits)
             fprintf(f, "                allocations waited for the GPU to finish with freed blocks; with one "
-                       "visible device,\n                GMSHIM_GPU_ORDER=1 makes the streams wait on the GPU "
-                       "instead (docs/options.md)\n");
+                       "device in use\n                per process, GMSHIM_GPU_ORDER=1 makes the streams wait on "
+                       "the GPU instead (docs/options.md)\n");
     }
     if (d->empty_caches)
         fprintf(f, "  cache release %s time%s, %s back to the driver\n", rep_count(d->empty_caches, a),

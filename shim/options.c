@@ -43,7 +43,8 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_GPU_ORDER] = {.name = "GMSHIM_GPU_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "reuse a freed block once a fence covers its free, with every stream made to wait for "
         "that fence on the GPU, instead of the CPU waiting for it; needs every stream that touches "
-        "pooled memory created through the runtime (not cuStreamCreate) and one visible device"},
+        "pooled memory created through the runtime (not cuStreamCreate); holds while the process "
+        "uses one device (a torchrun rank seeing every GPU does)"},
     [GM_OPT_LOG] = {.name = "GMSHIM_LOG", .kind = GM_KIND_STRING, .default_text = "gmshim-%n-%p.gmlog",
         .doc = "event log path template (%p pid, %h host, %n program, %r rank, %t start time); off = no log"},
     [GM_OPT_STACK_DEPTH] = {.name = "GMSHIM_STACK_DEPTH", .kind = GM_KIND_INT, .default_text = "16",
