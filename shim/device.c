@@ -227,6 +227,8 @@ static void gpu_order_stop(gm_device_t *d)
 
 void device_note_used(int id)
 {
+    if (unlikely(id < 0 || id >= GM_MAX_DEVICES))
+        return; /* no pool can exist there */
     int first = __atomic_load_n(&first_used, __ATOMIC_ACQUIRE);
     if (likely(first == id) || __atomic_load_n(&order_settled, __ATOMIC_ACQUIRE))
         return;
