@@ -360,6 +360,8 @@ void evlog_close(uint32_t reason)
         /* Chunks nobody claimed are cut off; claimed ones stay mapped for their writers. */
         if (L.fd >= 0 && ftruncate(L.fd, (off_t)L.header_size + (off_t)(L.next_chunk * GMLOG_CHUNK_SIZE)) != 0)
             diag_verbose("could not trim the log: %s", strerror(errno));
+        if (L.hdr)
+            L.hdr->chunks_at_close = L.next_chunk;
         mark_closed(reason);
     }
     pthread_mutex_unlock(&L.lock);
