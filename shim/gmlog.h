@@ -36,6 +36,9 @@ typedef struct gmlog_file_header {
 } gmlog_file_header_t;           /* 96 bytes */
 
 #define GMLOG_F_CLOSED 1u        /* close_reason and end_ns are valid */
+#define GMLOG_F_WRAPPED 2u       /* the log reached GMSHIM_LOG_LIMIT and reused the space of
+                                  * records older than a checkpoint: read from the newest
+                                  * complete checkpoint (GMLOG_CHECKPOINT) */
 
 enum gmlog_close_reason {
     GMLOG_CLOSE_OPEN = 0,
@@ -111,7 +114,10 @@ enum gmlog_type {
     GMLOG_CAPTURE = 18,
     GMLOG_RESET = 19,
     GMLOG_LIMIT = 20,
-    GMLOG_TYPE_MAX = 20,
+    GMLOG_CHECKPOINT = 21,
+    GMLOG_CUT = 22,
+    GMLOG_AT = 23,
+    GMLOG_TYPE_MAX = 23,
 };
 
 /* Allocation kinds (bits 2..4 of ALLOC and FREE flags). */
@@ -345,5 +351,52 @@ typedef struct gmlog_limit {
     gmlog_rec_t h;
     uint64_t bytes;
 } gmlog_limit_t;
+
+/* ---- checkpoints (bounded logs) ------------------------------------------------------------
+ * A log with a size limit (GMSHIM_LOG_LIMIT) writes a checkpoint from time to time: one thread
+ * writes, in its own chunks and in this order,
+ *   CHECKPOINT (flags BEGIN)
+ *   copies of every SITE, STRING, MODULE, DEVICE and LIMIT record written so far (verbatim)
+ *   history: for the most recent marks and OOMs before `at_ns`, an AT record then a verbatim
+ *     copy of the MARK or OOM record
+ *   per device: CUT, then one SEGMENT_ALLOC per segment the device holds, then one ALLOC per
+ *     block live at `cut_ns` (same layouts as the events; their dt means nothing)
+ *   CHECKPOINT (flags END, same seq)
+ * The records between BEGIN and END are state, never events. Once a checkpoint is complete,
+ * the writer may reuse the file space of chunks all of whose records are older than its
+ * `at_ns`; the header then has GMLOG_F_WRAPPED. A reader of a wrapped log starts from the
+ * newest complete checkpoint: definitions and history from it, the device state of each CUT at
+ * its `cut_ns`, then every other record except a device's records at or before its `cut_ns` and
+ * the MARK/OOM/global records at or before `at_ns`. */
+#define GMLOG_CKPT_BEGIN 1
+#define GMLOG_CKPT_END 2
+
+/* GMLOG_CHECKPOINT, 40 bytes; h.flags = GMLOG_CKPT_BEGIN or _END. */
+typedef struct gmlog_checkpoint {
+    gmlog_rec_t h;
+    uint64_t seq;                /* 1, 2, 3... */
+    uint64_t at_ns;              /* when it began (log time); the same in BEGIN and END */
+    uint64_t records;            /* END: records between BEGIN and END */
+    uint64_t dropped_before_ns;  /* END: the writer may from now on drop records older than this
+                                  * (= at_ns) */
+} gmlog_checkpoint_t;
+
+/* GMLOG_CUT, 128 bytes: one device's state in a checkpoint, taken with every arena of the
+ * device locked: records of this device timed at or before cut_ns are in it, later ones not. */
+typedef struct gmlog_cut {
+    gmlog_rec_t h;               /* device */
+    uint64_t cut_ns;
+    uint64_t requested, allocated, reserved, cached, pending;  /* at cut_ns */
+    uint64_t peak_requested, peak_allocated, peak_reserved;   /* since the start */
+    uint64_t allocs, frees, hits, misses, ooms;               /* since the start */
+    uint32_t segments;           /* SEGMENT_ALLOC records that follow */
+    uint32_t blocks;             /* ALLOC records that follow */
+} gmlog_cut_t;
+
+/* GMLOG_AT, 16 bytes: the next record of this chunk stream (a history copy) happened at at_ns. */
+typedef struct gmlog_at {
+    gmlog_rec_t h;
+    uint64_t at_ns;
+} gmlog_at_t;
 
 #endif
