@@ -25,6 +25,12 @@ int evlog_expand_path(const char *tmpl, char *out, size_t len, long start_time);
 /* The path of the open log, or NULL. */
 const char *evlog_path(void);
 
+/* A bounded log's checkpoint asks this for every device's state (GMLOG_CUT, then SEGMENT_ALLOC
+ * and ALLOC records, appended with the evlog_* helpers); returns the records it appended.
+ * `start_mono` turns gm_now_ns() into log time. Set once, before the log opens. */
+typedef uint64_t (*evlog_cut_fn)(uint64_t start_mono);
+void evlog_set_cut(evlog_cut_fn fn);
+
 /* Every record goes through here: `rec` is a complete record of `len` bytes (a multiple of 8)
  * whose header type/len8/device/flags are set; the writer fills dt and stores the header last.
  * `now` is gm_now_ns(). */

@@ -3,6 +3,7 @@
 #include "init.h"
 #include "capture.h"
 #include "cupti.h"
+#include "cut.h"
 #include "device.h"
 #include "diag.h"
 #include "evlog.h"
@@ -74,6 +75,7 @@ static void init_impl(void)
     if (real_resolve() == 0)
         diag_verbose("no CUDA runtime found yet; calls will be resolved when it is loaded");
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    evlog_set_cut(cut_all_devices);
     evlog_open();
     stacks_init();
     atexit(at_exit);

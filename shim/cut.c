@@ -1,0 +1,106 @@
+/* A device's state at one instant, for a bounded log's checkpoint. It holds every arena lock of
+ * the device (in index order, as every multi-arena path does) while it writes, so that each of
+ * the device's records is either before the cut and in it, or after and not: allocations, frees
+ * and segment changes are all logged under their arena's lock. It makes no CUDA call. */
+#include "cut.h"
+#include "common.h"
+#include "device.h"
+#include "evlog.h"
+
+#include <string.h>
+#include <uthash.h>
+
+static void add_stats(gmlog_cut_t *c, const gm_arena_t *a)
+{
+    c->requested += a->bytes.requested.current;
+    c->allocated += a->bytes.allocated.current;
+    c->cached += a->bytes.cached.current;
+    c->pending += a->bytes.pending.current;
+    /* Per-arena peaks: their sum is the device's peak with one arena, an upper bound with more. */
+    c->peak_requested += a->bytes.requested.peak;
+    c->peak_allocated += a->bytes.allocated.peak;
+    c->allocs += a->n.allocs;
+    c->frees += a->n.frees;
+    c->hits += a->n.hits;
+    c->misses += a->n.misses;
+    c->ooms += a->n.ooms;
+}
+
+static uint32_t heap_segments(const gm_heap_t *h, int dev, int write, uint64_t now)
+{
+    uint32_t n = 0;
+    for (const gm_segment_t *seg = h->segments; seg; seg = seg->next, n++)
+        if (write)
+            evlog_segment(GMLOG_SEGMENT_ALLOC, dev, seg->base, seg->size, h->graph_id, now, now);
+    return n;
+}
+
+/* The device's segments (write 0: only counted). Arena locks held. */
+static uint32_t device_segments(gm_device_t *d, int narenas, int write, uint64_t now)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < narenas; i++)
+        n += heap_segments(&d->arenas[i]->general, d->id, write, now);
+    for (const gm_heap_t *h = d->graph_heaps; h; h = h->next_heap)
+        n += heap_segments(h, d->id, write, now);
+    return n;
+}
+
+static uint32_t device_blocks(gm_device_t *d, int narenas, int write, uint64_t now)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < narenas; i++) {
+        gm_block_t *b, *tmp;
+        HASH_ITER(hh, d->arenas[i]->live, b, tmp) {
+            if (!b->ptr)
+                continue; /* the sentinel */
+            n++;
+            if (!write)
+                continue;
+            unsigned flags = (unsigned)b->kind << GMLOG_KIND_SHIFT;
+            if (b->seg && b->seg->heap && b->seg->heap->owner)
+                flags |= GMLOG_A_GRAPH;
+            uint64_t block = b->seg ? b->size : b->kind == GMLOG_KIND_PASS ? b->size : 0;
+            evlog_alloc(d->id, flags, b->ptr, b->requested, block, b->site, now, now);
+        }
+    }
+    return n;
+}
+
+static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
+{
+    int narenas = __atomic_load_n(&d->narenas, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < narenas; i++)
+        pthread_mutex_lock(&d->arenas[i]->lock);
+    uint64_t now = gm_now_ns();
+    gmlog_cut_t c;
+    memset(&c, 0, sizeof c);
+    evlog_hdr(&c.h, GMLOG_CUT, sizeof c, d->id, 0);
+    c.cut_ns = now > start_mono ? now - start_mono : 0;
+    for (int i = 0; i < narenas; i++)
+        add_stats(&c, d->arenas[i]);
+    c.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
+    c.peak_reserved = d->reserved_peak;
+    c.segments = device_segments(d, narenas, 0, now);
+    c.blocks = device_blocks(d, narenas, 0, now);
+    evlog_append(&c, sizeof c, now);
+    device_segments(d, narenas, 1, now);
+    device_blocks(d, narenas, 1, now);
+    /* Records after the cut must be timed after it. */
+    while (gm_now_ns() <= now)
+        ;
+    for (int i = narenas - 1; i >= 0; i--)
+        pthread_mutex_unlock(&d->arenas[i]->lock);
+    return 1 + (uint64_t)c.segments + c.blocks;
+}
+
+uint64_t cut_all_devices(uint64_t start_mono)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < device_created_count(); i++) {
+        gm_device_t *d = device_at(i);
+        if (d)
+            n += cut_device(d, start_mono);
+    }
+    return n;
+}

@@ -1,0 +1,91 @@
+/* A long-running job for the bounded log: THREADS threads allocate and free in a loop for SECONDS
+ * (or PAIRS pairs each), marking every 100 000 pairs; one site leaks a 1 MiB block every
+ * LEAK_EVERY pairs of thread 0; at the end, with everything else freed, one allocation larger
+ * than the device fails (a recorded OOM). Prints the writer's peak resident file memory
+ * (VmRSS's file part, from /proc/self/status) in KiB, as "rss_file_kib N". */
+#include "itest.h"
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+static int (*mark)(const char *);
+static double seconds;
+static unsigned long pairs = 200000, leak_every = 50000;
+static long peak_rss_file;
+static pthread_mutex_t rss_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static long rss_file_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssFile: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void __attribute__((noinline)) leak_one(void)
+{
+    void *p;
+    CUDA_OK(cudaMalloc(&p, 1u << 20));
+}
+
+static void *worker(void *arg)
+{
+    long id = (long)arg;
+    double end = now_s() + seconds;
+    for (unsigned long i = 1; seconds > 0 ? (i % 1024 || now_s() < end) : i <= pairs; i++) {
+        void *p;
+        CUDA_OK(cudaMalloc(&p, 512 + (i % 64) * 512));
+        CUDA_OK(cudaFree(p));
+        if (id == 0 && i % leak_every == 0)
+            leak_one();
+        if (id == 0 && i % 100000 == 0 && mark) {
+            char label[64];
+            snprintf(label, sizeof label, "step %lu", i / 100000);
+            mark(label);
+        }
+        if (i % 65536 == 0) {
+            long r = rss_file_kib();
+            pthread_mutex_lock(&rss_lock);
+            if (r > peak_rss_file)
+                peak_rss_file = r;
+            pthread_mutex_unlock(&rss_lock);
+        }
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    const char *s = getenv("SECONDS_TO_RUN");
+    seconds = s ? atof(s) : 0;
+    if ((s = getenv("PAIRS")))
+        pairs = strtoul(s, NULL, 10);
+    if ((s = getenv("LEAK_EVERY")))
+        leak_every = strtoul(s, NULL, 10);
+    int threads = getenv("THREADS") ? atoi(getenv("THREADS")) : 4;
+    mark = (int (*)(const char *))dlsym(RTLD_DEFAULT, "gmshim_mark");
+    pthread_t t[64];
+    for (long i = 0; i < threads && i < 64; i++)
+        pthread_create(&t[i], NULL, worker, (void *)i);
+    for (long i = 0; i < threads && i < 64; i++)
+        pthread_join(t[i], NULL);
+    void *big;
+    cudaError_t e = cudaMalloc(&big, (size_t)1 << 50);
+    CHECK(e == cudaErrorMemoryAllocation, "a 1 PiB request returned %d", (int)e);
+    cudaGetLastError();
+    printf("rss_file_kib %ld\n", peak_rss_file);
+    return 0;
+}
