@@ -520,7 +520,7 @@ static int open_exclusive(const char *tmpl_path)
             return fd;
         struct stat st;
         if (lstat(tmpl_path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-            errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+            errno = EINVAL;
             snprintf(L.path, sizeof L.path, "%s", tmpl_path);
             return -1;
         }

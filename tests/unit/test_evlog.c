@@ -1,0 +1,230 @@
+/* The log writer as a host sees it: programs under the preload on the fake runtime whose
+ * surroundings are hostile (closed descriptors, ignored signals, odd paths, little room) or
+ * whose logs outgrow GMSHIM_LOG_LIMIT. */
+#include "suites.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int run_mode(const char *prog, const char *mode, const char *const *env, char **out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", build_path(prog));
+    const char *argv[] = {path, mode, NULL};
+    return run_program(argv, env, 1, out);
+}
+
+static int cli(const char *cmd, const char *log, char **out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", build_path("gmshim"));
+    const char *argv[] = {path, cmd, log, NULL};
+    return run_program(argv, NULL, 0, out);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    buf[got] = 0;
+    *len = got;
+    return buf;
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+static int count_lines_with(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+START_TEST(test_a_host_with_stdio_closed_keeps_its_output_out_of_the_log)
+{
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/closed.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, "GMSHIM_VERBOSE=1", NULL};
+    char *out = NULL;
+    int rc = run_mode("tests/integration/host_hostile", "closed-stdio", env, &out);
+    ck_assert_msg(rc == 0, "host_hostile closed-stdio exited %d (3: the program's own open did not "
+                  "get descriptor 0):\n%s", rc, out);
+    free(out);
+    size_t len;
+    char *bytes = slurp(log, &len);
+    ck_assert_msg(bytes && len >= 8 && !memcmp(bytes, "GMSHIMLG", 8), "the log %s lost its header", log);
+    ck_assert_msg(!memmem(bytes, len, "host's own output", 17) && !memmem(bytes, len, "gmshim:", 7),
+                  "the host's output or gmshim's verbose lines went into the log");
+    free(bytes);
+    rc = cli("summary", log, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "closed at exit") && strstr(out, "2,000 allocs"),
+                  "summary of the log exited %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_an_ignored_fault_ends_the_host_as_without_gmshim)
+{
+    static const struct {
+        const char *mode;
+        int sig;
+    } cases[] = {{"ignore-segv", 11}, {"ignore-ill", 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char log[4200], env_log[4300];
+        snprintf(log, sizeof log, "%s/%s.gmlog", temp_dir(), cases[i].mode);
+        snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+        const char *env[] = {env_log, NULL};
+        char *out = NULL;
+        /* A spin would hang here until the test's timeout. */
+        int rc = run_mode("tests/integration/host_hostile", cases[i].mode, env, &out);
+        ck_assert_msg(rc == 128 + cases[i].sig, "%s: exit %d, expected signal %d:\n%s", cases[i].mode, rc,
+                      cases[i].sig, out);
+        free(out);
+        char want[64];
+        snprintf(want, sizeof want, "closed by signal %d", cases[i].sig);
+        rc = cli("summary", log, &out);
+        ck_assert_msg(rc == 0 && strstr(out, want), "%s: the log does not say '%s' (exit %d):\n%s",
+                      cases[i].mode, want, rc, out);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_an_ignored_signal_sent_by_kill_stays_ignored)
+{
+    const char *env[] = {"GMSHIM_LOG=off", NULL};
+    char *out = NULL;
+    int rc = run_mode("tests/integration/host_hostile", "sent-ignored", env, &out);
+    ck_assert_msg(rc == 0, "an ignored SIGSEGV sent by kill ended the program: exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_a_log_path_that_is_not_a_regular_file_is_refused_once)
+{
+    const char *dir = temp_dir();
+    char env_dir[4300], env_dev[] = "GMSHIM_LOG=/dev/full", dotted[4200];
+    snprintf(env_dir, sizeof env_dir, "GMSHIM_LOG=%s", dir);
+    const char *targets[] = {env_dev, env_dir};
+    for (int i = 0; i < 2; i++) {
+        const char *env[] = {targets[i], NULL};
+        char *out = NULL;
+        unlink("/dev/full.1");
+        int rc = run_mode("tests/integration/host_hostile", "sent-ignored", env, &out);
+        ck_assert_msg(rc == 0, "%s: exit %d:\n%s", targets[i], rc, out);
+        ck_assert_msg(count_lines_with(out, "gmshim[") == 1 && (strstr(out, "not a regular file") || strstr(out, "Is a directory")),
+                      "%s: expected one warning saying it is not a regular file:\n%s", targets[i], out);
+        free(out);
+    }
+    ck_assert_msg(access("/dev/full.1", F_OK) != 0, "a file /dev/full.1 was created");
+    snprintf(dotted, sizeof dotted, "%s.1", dir);
+    ck_assert_msg(access(dotted, F_OK) != 0, "%s was created beside the directory", dotted);
+}
+END_TEST
+
+START_TEST(test_a_rank_with_slashes_stays_in_the_log_directory)
+{
+    const char *dir = temp_dir();
+    char env_log[4300];
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s/r%%r.gmlog", dir);
+    const char *env[] = {env_log, "RANK=../../x", NULL};
+    char *out = NULL;
+    int rc = run_mode("tests/integration/host_hostile", "sent-ignored", env, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+    char want[4300];
+    snprintf(want, sizeof want, "%s/r.._.._x.gmlog", dir);
+    ck_assert_msg(file_size(want) > 0, "no log %s (the rank's '/' must become '_')", want);
+}
+END_TEST
+
+START_TEST(test_a_log_with_room_for_less_than_an_extent_records_what_fits)
+{
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/small.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, "PAIRS=200000", "THREADS=1", "LEAK_EVERY=1000000", NULL};
+    struct rlimit lim = {4u << 20, 4u << 20}; /* this test's process and its children only */
+    ck_assert(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    char *out = NULL;
+    int rc = run_mode("tests/integration/log_bounded", NULL, env, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(count_lines_with(out, "gmshim[") == 1 && strstr(out, "stopped"),
+                  "expected one warning that the log stopped:\n%s", out);
+    free(out);
+    ck_assert_msg(file_size(log) <= (4 << 20), "the log is %lld bytes, past the 4 MiB file limit", file_size(log));
+    rc = cli("summary", log, &out);
+    long allocs = 0;
+    const char *a = strstr(out, "allocations");
+    if (a) {
+        char digits[32] = {0};
+        size_t k = 0;
+        for (a += 11; *a == ' '; a++)
+            ;
+        for (; (*a >= '0' && *a <= '9') || *a == ','; a++)
+            if (*a != ',' && k < 30)
+                digits[k++] = *a;
+        allocs = atol(digits);
+    }
+    ck_assert_msg(allocs >= 20000, "the 4 MiB the file may take hold only %ld allocations (exit %d):\n%s",
+                  allocs, rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_a_bounded_log_keeps_its_size_and_memory_bounds)
+{
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/bounded.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, "GMSHIM_LOG_LIMIT=64M", "PAIRS=1000000", "THREADS=4", NULL};
+    char *out = NULL;
+    int rc = run_mode("tests/integration/log_bounded", NULL, env, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    long rss = -1;
+    const char *r = strstr(out, "rss_file_kib ");
+    if (r)
+        rss = atol(r + 13);
+    /* 8 M records (about 230 MB of log): kept in 64 MiB, with one extent of slack while a
+     * checkpoint is written; mapped: the extents being written (one per thread, the next). */
+    ck_assert_msg(file_size(log) <= (64 << 20) + (16 << 20) + (1 << 20), "the log is %lld bytes",
+                  file_size(log));
+    ck_assert_msg(rss >= 0 && rss < 100 * 1024, "the writer's resident file memory reached %ld KiB:\n%s",
+                  rss, out);
+    free(out);
+}
+END_TEST
+
+Suite *evlog_suite(void)
+{
+    Suite *s = suite_create("evlog");
+    TCase *tc = tcase_create("host");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_a_host_with_stdio_closed_keeps_its_output_out_of_the_log);
+    tcase_add_test(tc, test_an_ignored_fault_ends_the_host_as_without_gmshim);
+    tcase_add_test(tc, test_an_ignored_signal_sent_by_kill_stays_ignored);
+    tcase_add_test(tc, test_a_log_path_that_is_not_a_regular_file_is_refused_once);
+    tcase_add_test(tc, test_a_rank_with_slashes_stays_in_the_log_directory);
+    tcase_add_test(tc, test_a_log_with_room_for_less_than_an_extent_records_what_fits);
+    tcase_add_test(tc, test_a_bounded_log_keeps_its_size_and_memory_bounds);
+    suite_add_tcase(s, tc);
+    return s;
+}
