@@ -1,0 +1,264 @@
+/* Where the log's chunks go in the file. Extents of 16 MiB are reserved (posix_fallocate: a
+ * full disk is found then, not as a SIGBUS) and mapped as needed; the thread that opens one maps
+ * the next and faults its pages in; an extent is unmapped once every chunk of it was claimed and
+ * given up, so only the extents being written stay mapped. A bounded log (GMSHIM_LOG_LIMIT) is
+ * a ring of slots: at the limit, a new extent takes the slot of one whose records are all older
+ * than the newest complete checkpoint. Everything here runs under gm_log.lock, but the page work. */
+#include "logstate.h"
+#include "diag.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static off_t slot_offset(uint32_t slot)
+{
+    return (off_t)gm_log.header_size + (off_t)slot * (off_t)EXTENT_BYTES;
+}
+
+/* A file slot for a new extent: the next one at the end of the file while under the limit; at
+ * the limit, a slot whose extent is unmapped and all of whose records are older than the newest
+ * complete checkpoint (the oldest first). When none is (the checkpoint is still being written),
+ * one more at the end: the file outgrows its limit by that extent. gm_log.lock held. */
+static uint32_t pick_slot_locked(int *reused)
+{
+    *reused = 0;
+    if (gm_log.max_slots && gm_log.nslots >= gm_log.max_slots && gm_log.ckpt_done_at) {
+        for (uint32_t k = 0; k < gm_log.nslots; k++) {
+            uint32_t s = (gm_log.ring_cursor + k) % gm_log.nslots;
+            const extent_t *x = &gm_log.extents[gm_log.slot_owner[s]];
+            if (!x->addr && x->last_release < gm_log.ckpt_done_at) {
+                gm_log.ring_cursor = (s + 1) % gm_log.nslots;
+                *reused = 1;
+                return s;
+            }
+        }
+    }
+    if (gm_log.nslots == gm_log.slots_cap) {
+        uint32_t ncap = gm_log.slots_cap ? gm_log.slots_cap * 2 : 64;
+        uint32_t *n = realloc(gm_log.slot_owner, ncap * sizeof *n);
+        if (!n)
+            return NO_SLOT;
+        gm_log.slot_owner = n;
+        gm_log.slots_cap = ncap;
+    }
+    return gm_log.nslots++;
+}
+
+/* The old records of a reused slot read as unused chunks (zeros) before it is mapped again. */
+static int clear_slot(uint32_t slot)
+{
+#ifdef FALLOC_FL_PUNCH_HOLE
+    if (fallocate(gm_log.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, slot_offset(slot), (off_t)EXTENT_BYTES) == 0)
+        return 0;
+#endif
+    return -1;
+}
+
+/* Maps extent e (reserving its blocks first). gm_log.lock held. 0, or -1: the log stopped, or, for
+ * an extent mapped ahead, nothing happened (it is tried again when it is needed). With less room
+ * than a whole extent, an extent needed now takes the chunks that fit. */
+static int map_extent_locked(size_t e, int ahead)
+{
+    if (e >= gm_log.extents_cap) {
+        size_t ncap = gm_log.extents_cap ? gm_log.extents_cap * 2 : 64;
+        while (ncap <= e)
+            ncap *= 2;
+        extent_t *n = realloc(gm_log.extents, ncap * sizeof *n);
+        if (!n) {
+            if (!ahead)
+                evlog_stop_writing("out of host memory", ENOMEM);
+            return -1;
+        }
+        gm_log.extents = n;
+        gm_log.extents_cap = ncap;
+    }
+    int reused;
+    uint32_t slot = pick_slot_locked(&reused);
+    if (slot == NO_SLOT) {
+        if (!ahead)
+            evlog_stop_writing("out of host memory", ENOMEM);
+        return -1;
+    }
+    off_t off = slot_offset(slot);
+    int zeroed = !reused || clear_slot(slot) == 0;
+    uint32_t usable = EXTENT_CHUNKS;
+    int err = evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES);
+    while (err && !ahead && !reused && usable > 1) {
+        usable /= 2;
+        err = evlog_reserve(gm_log.fd, off, (off_t)usable * GMLOG_CHUNK_SIZE);
+    }
+    void *addr = err ? MAP_FAILED : mmap(NULL, EXTENT_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, gm_log.fd, off);
+    if (addr == MAP_FAILED) {
+        if (!reused)
+            gm_log.nslots--;
+        if (!ahead)
+            evlog_stop_writing(err ? "cannot extend the file" : "cannot map the file", err ? err : errno);
+        return -1;
+    }
+    if (!zeroed)
+        memset(addr, 0, EXTENT_BYTES);
+    if (reused && !gm_log.wrapped) {
+        gm_log.wrapped = 1;
+        __atomic_or_fetch(&gm_log.hdr->flags, GMLOG_F_WRAPPED, __ATOMIC_RELEASE);
+    }
+    gm_log.slot_owner[slot] = (uint32_t)e;
+    extent_t *x = &gm_log.extents[e];
+    memset(x, 0, sizeof *x);
+    x->addr = addr;
+    x->slot = slot;
+    x->usable = usable;
+    gm_log.nextents = e + 1;
+    return 0;
+}
+
+/* Extent e, once all its chunks were claimed and given up, is unmapped: only the extents being
+ * written stay mapped. Its pages are then pushed to the disk, and the previous one's dropped
+ * from memory, after the lock is released. gm_log.lock held. */
+static void maybe_unmap_locked(size_t e, after_unlock_t *after)
+{
+    extent_t *x = &gm_log.extents[e];
+    if (!x->addr || x->open || gm_log.next_chunk < (uint64_t)(e + 1) * EXTENT_CHUNKS)
+        return;
+    munmap(x->addr, EXTENT_BYTES);
+    x->addr = NULL;
+    after->writeback = 1;
+    after->writeback_off = slot_offset(x->slot);
+    if (gm_log.have_last_unmapped) {
+        after->drop = 1;
+        after->drop_off = gm_log.last_unmapped_off;
+    }
+    gm_log.last_unmapped_off = after->writeback_off;
+    gm_log.have_last_unmapped = 1;
+}
+
+/* This thread gives its chunk up (it claims another, or ends). gm_log.lock held. */
+void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
+{
+    if (!gm_log_tls.chunk || gm_log_tls.gen != gm_log.gen)
+        return;
+    size_t e = (size_t)(gm_log_tls.chunk_index / EXTENT_CHUNKS);
+    gm_log_tls.chunk = NULL;
+    if (e >= gm_log.nextents)
+        return;
+    extent_t *x = &gm_log.extents[e];
+    if (x->open)
+        x->open--;
+    if (rel > x->last_release)
+        x->last_release = rel;
+    maybe_unmap_locked(e, after);
+}
+
+/* Claims a fresh chunk for this thread. gm_log.lock held. The first chunk of an extent also maps the
+ * next one, whose pages the caller then faults in outside the lock: the writers find them
+ * present instead of each faulting its own, one page at a time. */
+static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
+{
+    if (gm_log.closed || !gm_log.enabled)
+        return NULL;
+    uint64_t idx = gm_log.next_chunk;
+    size_t e = (size_t)(idx / EXTENT_CHUNKS);
+    if (e >= gm_log.nextents && map_extent_locked(e, 0))
+        return NULL;
+    extent_t *x = &gm_log.extents[e];
+    if (idx % EXTENT_CHUNKS >= x->usable) {
+        evlog_stop_writing("cannot extend the file", ENOSPC);
+        return NULL;
+    }
+    if (idx % EXTENT_CHUNKS == 0) {
+        if (x->usable == EXTENT_CHUNKS && e + 1 >= gm_log.nextents && map_extent_locked(e + 1, 1) == 0)
+            after->populate = gm_log.extents[e + 1].addr;
+        if (e > 0)
+            maybe_unmap_locked(e - 1, after);
+        uint64_t every = gm_log.max_slots > 4 ? gm_log.max_slots / 2 - 1 : 1;
+        if (gm_log.max_slots && !gm_log.ckpt_busy && e >= gm_log.ckpt_extent + every) {
+            gm_log.ckpt_busy = 1;
+            gm_log.ckpt_extent = e;
+            after->checkpoint = 1;
+        }
+    }
+    gm_log.next_chunk++;
+    x = &gm_log.extents[e]; /* mapping ahead may have moved the table */
+    x->open++;
+    uint8_t *chunk = x->addr + (idx % EXTENT_CHUNKS) * GMLOG_CHUNK_SIZE;
+    if (!gm_log_tls.tid)
+        gm_log_tls.tid = (uint32_t)syscall(SYS_gettid);
+    gmlog_chunk_header_t *ch = (gmlog_chunk_header_t *)chunk;
+    ch->tid = gm_log_tls.tid;
+    ch->index = idx;
+    ch->base_ns = rel;
+    ch->thread_chunk = gm_log_tls.nchunks++;
+    __atomic_store_n(&ch->magic, GMLOG_CHUNK_MAGIC, __ATOMIC_RELEASE);
+    gm_log_tls.chunk_index = idx;
+    return chunk;
+}
+
+GM_NOINLINE int ring_switch_chunk(uint64_t rel)
+{
+    after_unlock_t after = {0};
+    pthread_mutex_lock(&gm_log.lock);
+    ring_release_chunk_locked(rel, &after);
+    uint8_t *chunk = claim_chunk_locked(rel, &after);
+    pthread_mutex_unlock(&gm_log.lock);
+    ring_after_unlock(&after);
+    if (!chunk) {
+        gm_log_tls.chunk = NULL;
+        return -1;
+    }
+    if (!gm_log_tls.exit_hooked || !pthread_getspecific(evlog_exit_key)) {
+        gm_log_tls.exit_hooked = 1;
+        pthread_setspecific(evlog_exit_key, (void *)1);
+    }
+    gm_log_tls.chunk = chunk;
+    gm_log_tls.used = sizeof(gmlog_chunk_header_t);
+    gm_log_tls.base = rel;
+    gm_log_tls.gen = gm_log.gen;
+    return 0;
+}
+
+/* A thread that ends gives up its chunk, so that its extent can be unmapped (and reused). */
+void ring_thread_exit(void *unused)
+{
+    (void)unused;
+    if (!gm_log_tls.chunk)
+        return;
+    after_unlock_t after = {0};
+    pthread_mutex_lock(&gm_log.lock);
+    ring_release_chunk_locked(gm_now_ns() - gm_log.start_mono, &after);
+    pthread_mutex_unlock(&gm_log.lock);
+    ring_after_unlock(&after);
+}
+
+void ring_after_unlock(const after_unlock_t *after)
+{
+#ifdef MADV_POPULATE_WRITE
+    /* Best effort: an old kernel refuses it, a log cut meanwhile makes it fail; nothing depends
+     * on it. */
+    if (after->populate)
+        madvise(after->populate, EXTENT_BYTES, MADV_POPULATE_WRITE);
+#endif
+    int fd = gm_log.fd;
+    if (after->writeback && fd >= 0)
+        sync_file_range(fd, after->writeback_off, (off_t)EXTENT_BYTES, SYNC_FILE_RANGE_WRITE);
+    if (after->drop && fd >= 0)
+        posix_fadvise(fd, after->drop_off, (off_t)EXTENT_BYTES, POSIX_FADV_DONTNEED);
+    if (after->checkpoint)
+        checkpoint_request();
+}
+
+void ring_forget(void)
+{
+    for (size_t i = 0; i < gm_log.nextents; i++)
+        if (gm_log.extents[i].addr)
+            munmap(gm_log.extents[i].addr, EXTENT_BYTES);
+    free(gm_log.extents);
+    free(gm_log.slot_owner);
+    gm_log.extents = NULL;
+    gm_log.slot_owner = NULL;
+    gm_log.nextents = gm_log.extents_cap = 0;
+    gm_log.nslots = gm_log.slots_cap = 0;
+}

@@ -1,0 +1,117 @@
+/* The log writer's state, shared by its three parts: evlog.c (open, close, the records),
+ * logring.c (where chunks go in the file: extents, the ring of a bounded log, what stays mapped)
+ * and checkpoint.c (what a bounded log repeats before it drops old records). Nothing outside
+ * them includes this. */
+#ifndef GM_LOGSTATE_H
+#define GM_LOGSTATE_H
+
+#include "common.h"
+#include "gmlog.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define EXTENT_CHUNKS 256u                    /* 16 MiB of chunks per mapping */
+#define EXTENT_BYTES ((size_t)EXTENT_CHUNKS * GMLOG_CHUNK_SIZE)
+#define NO_SLOT UINT32_MAX
+
+/* Extent e holds chunks e*256 .. e*256+255, in file slot `slot`. It stays mapped while any of
+ * its chunks may still be written: until every one was claimed and every claimant moved on. */
+typedef struct extent {
+    uint8_t *addr;                             /* NULL once unmapped */
+    uint32_t slot;                             /* where in the file: header_size + slot * 16 MiB */
+    uint32_t open;                             /* chunks claimed and not yet given up */
+    uint32_t usable;                           /* chunks backed by the file (< 256: disk full) */
+    uint32_t reserved;
+    uint64_t last_release;                     /* log time its last chunk was given up */
+} extent_t;
+
+/* What a thread does after unlocking: fault the next extent in, or push a finished one's pages
+ * out of memory (outside the lock: both can take milliseconds). */
+typedef struct after_unlock {
+    uint8_t *populate;
+    off_t writeback_off, drop_off;
+    int writeback, drop;
+    int checkpoint;
+} after_unlock_t;
+
+typedef struct evlog_state {
+    int enabled;                               /* records are being written */
+    int closed;                                /* no new chunk may be claimed */
+    int fd;
+    unsigned gen;                              /* bumped when threads must drop their chunk */
+    uint64_t start_mono;
+    unsigned keep;                             /* bounded: copy definitions for checkpoints */
+    /* Above: read with every record. Below: written when a chunk is claimed, on other lines. */
+    _Alignas(64) uint64_t next_chunk;
+    uint32_t header_size;
+    gmlog_file_header_t *hdr;
+    extent_t *extents;                         /* by extent number */
+    size_t nextents, extents_cap;
+    uint32_t *slot_owner;                      /* extent number in each file slot */
+    uint32_t nslots, slots_cap, max_slots;     /* max_slots 0: unbounded */
+    uint32_t ring_cursor;                      /* where the search for a reusable slot starts */
+    int wrapped;
+    uint64_t ckpt_done_at;                     /* log time of the newest complete checkpoint */
+    uint64_t ckpt_extent;                      /* extent number when the newest one was asked for */
+    int ckpt_busy;
+    off_t last_unmapped_off;                   /* an unmapped extent whose pages go next */
+    int have_last_unmapped;
+    uint32_t next_mark;
+    char path[PATH_MAX];
+    pthread_mutex_t lock;
+} evlog_state_t;
+
+
+typedef struct evlog_tls {
+    uint8_t *chunk;
+    uint32_t used;
+    unsigned gen;
+    uint64_t base;                             /* time base of the current chunk, ns since start */
+    uint64_t chunk_index;
+    uint32_t nchunks;
+    uint32_t tid;
+    int in_checkpoint;                         /* the checkpoint writer: its copies are not kept */
+    int exit_hooked;
+} evlog_tls_t;
+
+extern evlog_state_t gm_log;
+extern __thread evlog_tls_t gm_log_tls __attribute__((tls_model("initial-exec")));
+extern pthread_key_t evlog_exit_key;
+
+/* evlog.c */
+/* posix_fallocate, except past the file size limit (`ulimit -f`): EFBIG then. */
+int evlog_reserve(int fd, off_t off, off_t len);
+/* Header fields of a clean end; async-signal-safe. */
+void evlog_mark_closed(uint32_t reason);
+/* The log stops (disk full, out of memory) with its one warning. gm_log.lock held. */
+void evlog_stop_writing(const char *why, int err);
+
+/* logring.c */
+/* This thread's chunk is full (or gone stale): gives it up and claims the next. 0, or -1 when
+ * the log cannot take more. */
+int ring_switch_chunk(uint64_t rel);
+/* This thread gives its chunk up (it ends, or a checkpoint is done). gm_log.lock held. */
+void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after);
+/* What a thread does once gm_log.lock is released (pages in or out, a checkpoint to ask for). */
+void ring_after_unlock(const after_unlock_t *after);
+/* The thread-exit destructor of evlog_exit_key. */
+void ring_thread_exit(void *unused);
+/* Forgets every extent and slot (a fork child, which must not touch the parent's file). */
+void ring_forget(void);
+
+/* checkpoint.c */
+#define KEEP_MASK ((1u << GMLOG_SITE) | (1u << GMLOG_STRING) | (1u << GMLOG_MODULE) | \
+                   (1u << GMLOG_DEVICE) | (1u << GMLOG_LIMIT) | (1u << GMLOG_MARK) | (1u << GMLOG_OOM))
+/* A copy of a record a checkpoint repeats (a type in KEEP_MASK); rel is its log time. */
+void checkpoint_keep(const void *rec, size_t fixed, const void *tail, size_t tail_len, size_t len,
+                     uint64_t rel);
+/* The checkpoint thread: asked for a checkpoint (started the first time), told to stop. */
+void checkpoint_request(void);
+void checkpoint_stop(void);
+/* Forgets the copies and the thread (a fork child). */
+void checkpoint_forget(void);
+
+#endif
