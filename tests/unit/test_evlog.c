@@ -2,6 +2,14 @@
  * surroundings are hostile (closed descriptors, ignored signals, odd paths, little room) or
  * whose logs outgrow GMSHIM_LOG_LIMIT. */
 #include "suites.h"
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include <dirent.h>
 #include <stdio.h>
@@ -213,11 +221,119 @@ START_TEST(test_a_bounded_log_keeps_its_size_and_memory_bounds)
 }
 END_TEST
 
+/* One kill -9 trial: the target runs until thread 0 has reported `target` pairs done (0: kill
+ * at once, while it may still be starting), then after `delay_us` it is killed. Returns the pairs
+ * thread 0 reported done; *status the wait status. */
+static unsigned long kill_once(const char *log, unsigned long target, unsigned delay_us, const char *limit,
+                               int *status)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        char pre[8192];
+        const char *san = getenv("GMSHIM_TEST_PRELOAD");
+        snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "", build_path("libgmshim.so"));
+        setenv("LD_PRELOAD", pre, 1);
+        setenv("GMSHIM_LOG", log, 1);
+        setenv("GMSHIM_LOG_LIMIT", limit, 1);
+        setenv("FAKECUDA_MEM", "1G", 1);
+        setenv("THREADS", "3", 1);
+        const char *prog = build_path("tests/integration/kill_target");
+        execl(prog, prog, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    unsigned long done = 0;
+    char buf[4096];
+    size_t got = 0;
+    while (target && done < target) {
+        ssize_t n = read(pfd[0], buf + got, sizeof buf - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = 0;
+        char *line = buf, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            unsigned long v;
+            if (sscanf(line, "done %lu", &v) == 1)
+                done = v;
+            line = nl + 1;
+        }
+        got = strlen(line);
+        memmove(buf, line, got + 1);
+    }
+    if (delay_us)
+        usleep(delay_us);
+    kill(pid, SIGKILL);
+    close(pfd[0]);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+    return done;
+}
+
+/* kill -9 at random points (at once, mid-extent, past a wrap of a small bounded log): every log
+ * opens, none reads as damaged or closed, and every pair completed before the kill is in it.
+ * GMSHIM_KILL_TRIALS sets the count (CI: 24; `make kill-trials`: 1 000). */
+START_TEST(test_kill_9_at_any_point_loses_no_completed_pair)
+{
+    const char *n_env = getenv("GMSHIM_KILL_TRIALS");
+    int trials = n_env ? atoi(n_env) : 24;
+    unsigned seed = (unsigned)time(NULL);
+    const char *dir = temp_dir();
+    int unreadable = 0, lost = 0, early = 0;
+    for (int i = 0; i < trials; i++) {
+        char log[4200];
+        snprintf(log, sizeof log, "%s/k%d.gmlog", dir, i);
+        unsigned r = rand_r(&seed);
+        int bounded = i % 4 == 3;
+        unsigned long target = i % 8 == 0 ? 0 : bounded ? 150000 + r % 200000 : 1 + r % 20000;
+        int status = 0;
+        unsigned long done = kill_once(log, target, r % 3 ? r % 2000 : 0, bounded ? "64M" : "0", &status);
+        ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "trial %d: not killed (status 0x%x)",
+                      i, status);
+        struct stat st;
+        if (stat(log, &st) != 0) {
+            early++; /* killed before its first CUDA call: no log, as designed */
+            ck_assert_msg(done == 0, "trial %d: %lu pairs done and no log", i, done);
+            continue;
+        }
+        rd_log_t lf;
+        if (rd_open_path(&lf, log) != 0) {
+            unreadable++;
+            fprintf(stderr, "trial %d (%lu done, %lld bytes): %s\n", i, done, (long long)st.st_size,
+                    lf.ndiags ? lf.diags[0].msg : "?");
+            rd_close(&lf);
+            continue;
+        }
+        unsigned long allocs = 0;
+        rd_rec_t rec;
+        while (rd_next(&lf, &rec))
+            allocs += rec.type == GMLOG_ALLOC;
+        /* A wrapped log's summary holds the dropped allocations in its cuts; counting records
+         * alone is a lower bound there: only unwrapped logs are checked pair by pair. */
+        int wrapped = (lf.hdr.flags & GMLOG_F_WRAPPED) != 0;
+        if ((lf.partial || (!wrapped && allocs < done)) && lost++ < 5)
+            fprintf(stderr, "trial %d: %lu pairs done, %lu allocations read%s%s\n", i, done, allocs,
+                    lf.partial ? ", damaged: " : "", lf.partial && lf.ndiags ? lf.diags[0].msg : "");
+        ck_assert_msg(!(lf.hdr.flags & GMLOG_F_CLOSED), "trial %d: a killed log reads as closed", i);
+        rd_close(&lf);
+        unlink(log);
+    }
+    ck_assert_msg(!unreadable && !lost, "%d of %d killed logs did not open, %d lost completed pairs or read "
+                  "as damaged (%d killed before any log)", unreadable, trials, lost, early);
+}
+END_TEST
+
 Suite *evlog_suite(void)
 {
     Suite *s = suite_create("evlog");
     TCase *tc = tcase_create("host");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_a_host_with_stdio_closed_keeps_its_output_out_of_the_log);
     tcase_add_test(tc, test_an_ignored_fault_ends_the_host_as_without_gmshim);
     tcase_add_test(tc, test_an_ignored_signal_sent_by_kill_stays_ignored);
@@ -226,5 +342,10 @@ Suite *evlog_suite(void)
     tcase_add_test(tc, test_a_log_with_room_for_less_than_an_extent_records_what_fits);
     tcase_add_test(tc, test_a_bounded_log_keeps_its_size_and_memory_bounds);
     suite_add_tcase(s, tc);
+    /* Its own case, so that `make kill-trials` runs it alone (CK_RUN_CASE=kill). */
+    TCase *kill = tcase_create("kill");
+    tcase_set_timeout(kill, 7200);
+    tcase_add_test(kill, test_kill_9_at_any_point_loses_no_completed_pair);
+    suite_add_tcase(s, kill);
     return s;
 }
