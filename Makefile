@@ -154,6 +154,15 @@ test-tsan: deps
 demo: all
 	$(Q)sh scripts/demo
 
+# The long trials of docs/limits.md, on demand: 1 000 kill -9 trials; an hour of a bounded log.
+.PHONY: kill-trials soak
+KILL_TRIALS ?= 1000
+SOAK_SECONDS ?= 3600
+kill-trials: all $(RUNNER)
+	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_KILL_TRIALS=$(KILL_TRIALS) CK_RUN_SUITE=evlog CK_RUN_CASE=kill $(RUNNER)
+soak: all
+	$(Q)BUILD=$(BUILD) bash tests/stress/soak.sh $(SOAK_SECONDS)
+
 install: $(LIB) $(CLI)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libgmshim.so
