@@ -93,12 +93,13 @@ static int idmap_put(idmap_t *m, uint64_t key, uint32_t id)
 
 void stacks_init(void)
 {
-    native_depth = (int)options_get(GM_OPT_STACK_DEPTH);
-    py_depth = (int)options_get(GM_OPT_PYTHON_DEPTH);
-    if (native_depth > MAX_NATIVE)
-        native_depth = MAX_NATIVE;
-    if (py_depth > MAX_PY)
-        py_depth = MAX_PY;
+    /* The table bounds both depths; clamped again here, before the narrowing to int (2^31 once
+     * became a negative depth and a crash). */
+    _Static_assert(GM_OPT_DEPTH_MAX <= MAX_NATIVE && GM_OPT_DEPTH_MAX <= MAX_PY,
+                   "the options table accepts deeper stacks than are held here");
+    long long nd = options_get(GM_OPT_STACK_DEPTH), pd = options_get(GM_OPT_PYTHON_DEPTH);
+    native_depth = nd < 0 ? 0 : nd > MAX_NATIVE ? MAX_NATIVE : (int)nd;
+    py_depth = pd < 0 ? 0 : pd > MAX_PY ? MAX_PY : (int)pd;
     enabled = evlog_enabled() && (native_depth > 0 || py_depth > 0);
     if (!enabled)
         return;

@@ -1,13 +1,17 @@
 /* Integration tests: the programs in tests/integration/, built against the fake CUDA runtime,
  * run under LD_PRELOAD=build/libgmshim.so; each checks its own results and exits non-zero with a
  * message when something is wrong. */
+#include "options.h"
 #include "suites.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int run(const char *prog, const char *const *env, const char *arg, char **out)
@@ -239,6 +243,227 @@ START_TEST(test_bad_settings_warn_once_and_keep_defaults)
         ck_assert_msg(strstr(at + 1, want[i]) == NULL, "%s warned twice:\n%s", want[i], out);
     }
     free(out);
+}
+END_TEST
+
+/* GMSHIM_STACK_DEPTH of 2^31 once became a negative depth (a crash at the first cudaMalloc),
+ * and 2^32-1 a depth of -1 (a garbage record in the log): both are out of range now, warned
+ * about once, and the program runs with the default and writes a log that reads. */
+START_TEST(test_stack_depth_of_two_to_the_31_or_more_warns_and_the_log_reads)
+{
+    const char *values[] = {"2147483648", "4294967295"};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        const char *dir = temp_dir();
+        char log[512], logenv[600], depth[64], want[128];
+        snprintf(log, sizeof log, "%s/depth.gmlog", dir);
+        snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+        snprintf(depth, sizeof depth, "GMSHIM_STACK_DEPTH=%s", values[i]);
+        const char *env[] = {"FAKECUDA_MEM=1G", logenv, depth, NULL};
+        char *out = NULL;
+        int rc = run("tests/integration/pool_hits", env, NULL, &out);
+        ck_assert_msg(rc == 0, "GMSHIM_STACK_DEPTH=%s: exit %d:\n%s", values[i], rc, out);
+        snprintf(want, sizeof want, "GMSHIM_STACK_DEPTH='%s' is out of range (at most 64); using the default 16",
+                 values[i]);
+        const char *at = strstr(out, want);
+        ck_assert_msg(at && !strstr(at + 1, "GMSHIM_STACK_DEPTH"), "one warning '%s' in:\n%s", want, out);
+        free(out);
+        const char *dump[] = {build_path("gmshim"), "dump", log, NULL};
+        const char *none[] = {NULL};
+        rc = run_program(dump, none, 0, &out);
+        ck_assert_msg(rc == 0, "gmshim dump of the log (GMSHIM_STACK_DEPTH=%s) exited %d:\n%.3000s", values[i], rc,
+                      out);
+        ck_assert_msg(strstr(out, "GMSHIM_STACK_DEPTH=16\n") && strstr(out, " native=["),
+                      "GMSHIM_STACK_DEPTH=%s: no depth 16 or no site in the log:\n%.3000s", values[i], out);
+        ck_assert_msg(!strstr(out, " type_"), "GMSHIM_STACK_DEPTH=%s: a record of no known type:\n%.3000s",
+                      values[i], strstr(out, " type_"));
+        free(out);
+        unlink(log);
+        rmdir(dir);
+    }
+}
+END_TEST
+
+/* ---- the hostile-environment sweep ----------------------------------------------------------- */
+
+typedef struct sweep_job {
+    const char *name, *value;   /* the variable set (NULL: none, the baseline) */
+    pid_t pid;
+    int status;
+} sweep_job_t;
+
+/* Runs hostile_env with one variable set, in `dir` (a relative GMSHIM_LOG lands there), its stdout
+ * and stderr into dir/out.K and dir/err.K. */
+static pid_t sweep_spawn(const char *prog, const char *dir, const char *preload, int k, const sweep_job_t *j)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/out.%d", dir, k);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    snprintf(path, sizeof path, "%s/err.%d", dir, k);
+    int fe = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || fe < 0 || chdir(dir) != 0)
+        _exit(126);
+    dup2(fd, 1);
+    dup2(fe, 2);
+    extern char **environ;
+    for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "GMSHIM_", 7)) {
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+            unsetenv(name);
+            e = environ - 1;
+        }
+    setenv("FAKECUDA_MEM", "1G", 1);
+    /* A log costs a run three times as much (its pages are faulted in ahead): only where the
+     * variable is the log's or the call sites' that it records. */
+    snprintf(path, sizeof path, "%s/%%p.gmlog", dir);
+    setenv("GMSHIM_LOG", j->name && (strstr(j->name, "LOG") || strstr(j->name, "DEPTH")) ? path : "off", 1);
+    if (j->name)
+        setenv(j->name, j->value, 1);
+    setenv("LD_PRELOAD", preload, 1);
+    execl(prog, prog, (char *)NULL);
+    _exit(127);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    static char buf[1 << 16];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[8192];
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* For every GMSHIM_* variable of the table (and a per-device limit), values that are empty,
+ * spaced, signed, hex, huge, exponents, nan/inf, tiny fractions, paths, format directives,
+ * control bytes, non-ASCII and 10 KB long: the program ends as it does without the variable,
+ * by no signal, with at most one line (a gmshim warning) on stderr. */
+START_TEST(test_hostile_values_of_every_setting_neither_crash_nor_chatter)
+{
+    static char digits[10241], letters[10241];
+    memset(digits, '9', sizeof digits - 1);
+    memset(letters, 'A', sizeof letters - 1);
+    const char *values[] = {
+        "", " ", "  16", "16 ", "\t1", "+1", "-1", "-0", "0x10", "0X7fffffff", "010x", "1e3", "1e30", "1E-9",
+        "nan", "NaN", "inf", "-inf", "infinity", "2147483647", "2147483648", "4294967295", "4294967296",
+        "9223372036854775807", "9223372036854775808", "18446744073709551616", "99999999999999999999999999999",
+        "0.0000001", "0.00001%", "1..5", "1.5.5", ".", "..", "%", "%%", "%n%n%n", "%s%s%s%s%s", "/", "//", "\\",
+        "1 G", "8GiBB", "0.5G ", "5s ", "1\n2", "\x01", "\x7f", "\x1b[31m", "\xc3\xa9", "\xef\xbc\x91",
+        "1\xef\xbc\xa7", "\xf0\x9f\x92\xa5", "\xff\xfe", "100%", "101%", "-50%", "0%", "1.0000000001",
+        "'", "\"", "$(id)", ";", digits, letters};
+    enum { NV = sizeof values / sizeof *values };
+    const char *names[GM_OPT__COUNT + 1];
+    int nn = 0;
+    for (int i = 0; i < GM_OPT__COUNT; i++)
+        names[nn++] = options_name((gm_option_t)i);
+    names[nn++] = "GMSHIM_DEVICE_LIMIT_0";
+    int njobs = 1 + nn * NV;
+    sweep_job_t *jobs = calloc((size_t)njobs, sizeof *jobs);
+    for (int v = 0; v < nn; v++)
+        for (int k = 0; k < NV; k++) {
+            /* A log template of "/" once made gmshim create "/.1": try such paths below the
+             * run's own directory, so that a regression writes nothing outside it. */
+            const char *value = values[k];
+            if (!strcmp(names[v], "GMSHIM_LOG") && value[0] == '/')
+                value = value[1] ? "sub//" : "./";
+            jobs[1 + v * NV + k] = (sweep_job_t){.name = names[v], .value = value};
+        }
+    char preload[8192];
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    snprintf(preload, sizeof preload, "%s%s%s", san && *san ? san : "", san && *san ? " " : "",
+             build_path("libgmshim.so"));
+    char dir[256], prog[4096], base_err[512];
+    snprintf(dir, sizeof dir, "%s", temp_dir());
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/hostile_env"));
+    snprintf(base_err, sizeof base_err, "%s/err.0", dir);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int width = cpus < 2 ? 2 : cpus > 16 ? 16 : (int)cpus, running = 0, next = 1;
+    /* The baseline first, alone: its status is what every other run must end with. */
+    jobs[0].pid = sweep_spawn(prog, dir, preload, 0, &jobs[0]);
+    ck_assert_int_gt(jobs[0].pid, 0);
+    waitpid(jobs[0].pid, &jobs[0].status, 0);
+    ck_assert_msg(WIFEXITED(jobs[0].status) && WEXITSTATUS(jobs[0].status) == 0 && !*slurp(base_err),
+                  "baseline: status %#x, stderr:\n%s", jobs[0].status, slurp(base_err));
+    while (next < njobs || running) {
+        while (next < njobs && running < width) {
+            jobs[next].pid = sweep_spawn(prog, dir, preload, next, &jobs[next]);
+            ck_assert_int_gt(jobs[next].pid, 0);
+            next++;
+            running++;
+        }
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        ck_assert_int_gt(pid, 0);
+        for (int k = 1; k < next; k++)
+            if (jobs[k].pid == pid) {
+                jobs[k].status = status;
+                char log[512];
+                snprintf(log, sizeof log, "%s/%d.gmlog", dir, (int)pid);
+                unlink(log);
+            }
+        running--;
+    }
+    char report[16384];
+    size_t rl = 0;
+    int bad = 0;
+    for (int k = 1; k < njobs; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/err.%d", dir, k);
+        const char *err = slurp(path);
+        int lines = 0, foreign = 0;
+        for (const char *l = err; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+            lines++;
+            foreign += strncmp(l, "gmshim[", 7) != 0;
+        }
+        int st = jobs[k].status;
+        const char *why = WIFSIGNALED(st)                                      ? "killed by a signal"
+                          : !WIFEXITED(st) || WEXITSTATUS(st) != WEXITSTATUS(jobs[0].status) ? "another exit status"
+                          : lines > 1                                          ? "more than one line on stderr"
+                          : foreign                                            ? "stderr that is not a gmshim warning"
+                                                                               : NULL;
+        if (!why) {
+            snprintf(path, sizeof path, "%s/out.%d", dir, k);
+            if (!strstr(slurp(path), "ok ("))
+                why = "no 'ok' on stdout";
+        }
+        if (why && bad++ < 12) {
+            char shown[80];
+            snprintf(shown, sizeof shown, "%.60s", jobs[k].value);
+            for (char *c = shown; *c; c++)
+                if ((unsigned char)*c < 0x20)
+                    *c = '?';
+            snprintf(path, sizeof path, "%s/err.%d", dir, k);
+            rl += (size_t)snprintf(report + rl, sizeof report - rl, "%s='%s': %s (status %#x):\n%.400s\n",
+                                   jobs[k].name, shown, why, st, slurp(path));
+            if (rl >= sizeof report)
+                rl = sizeof report - 1;
+        }
+    }
+    remove_dir(dir);
+    free(jobs);
+    ck_assert_msg(!bad, "%d of %d hostile settings went wrong:\n%s", bad, njobs - 1, report);
 }
 END_TEST
 
@@ -512,6 +737,7 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_log_pages_are_faulted_in_ahead_and_cut_back_at_exit);
     tcase_add_test(tc, test_program_without_cuda_gets_no_file_and_no_thread);
     tcase_add_test(tc, test_bad_settings_warn_once_and_keep_defaults);
+    tcase_add_test(tc, test_stack_depth_of_two_to_the_31_or_more_warns_and_the_log_reads);
     tcase_add_test(tc, test_verbose_prints_the_effective_settings);
     tcase_add_test(tc, test_quiet_by_default);
     tcase_add_test(tc, test_pass_through_forwards_every_call_and_counts);
@@ -528,5 +754,10 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_runtime_loaded_rtld_local_is_found);
     tcase_add_test(tc, test_python_frames_name_the_python_lines);
     suite_add_tcase(s, tc);
+    /* A thousand short runs, as many at once as there are CPUs (up to 16). */
+    TCase *sweep = tcase_create("sweep");
+    tcase_set_timeout(sweep, 300);
+    tcase_add_test(sweep, test_hostile_values_of_every_setting_neither_crash_nor_chatter);
+    suite_add_tcase(s, sweep);
     return s;
 }
