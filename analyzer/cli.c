@@ -31,6 +31,10 @@ void cli_init(cli_ctx_t *c, FILE *out, FILE *err, const char *command)
 const char *cli_close_state(const rd_log_t *lf, const model_t *m, char *buf, size_t len)
 {
     const gmlog_file_header_t *h = &lf->hdr;
+    if (lf->no_header) {
+        snprintf(buf, len, "not closed: the process ended before writing its header");
+        return buf;
+    }
     if (!(h->flags & GMLOG_F_CLOSED)) {
         snprintf(buf, len, "not closed: the process was killed or is still running%s",
                  m && m->end_seen ? " (an end record was written)" : "");
@@ -49,7 +53,9 @@ const char *cli_close_state(const rd_log_t *lf, const model_t *m, char *buf, siz
 const char *cli_log_name(const rd_log_t *lf, const model_t *m, char *buf, size_t len)
 {
     int rank = m ? model_rank(m) : -1;
-    if (rank >= 0)
+    if (lf->no_header)
+        snprintf(buf, len, "pid unknown");
+    else if (rank >= 0)
         snprintf(buf, len, "rank %d (pid %u)", rank, lf->hdr.pid);
     else
         snprintf(buf, len, "pid %u", lf->hdr.pid);
@@ -100,8 +106,26 @@ static void log_header_json(cli_ctx_t *c, const rd_log_t *lf, const model_t *m)
     json_u64(j, "records", m->records);
     json_u64(j, "threads", lf->nstreams);
     json_u64(j, "marks", m->marks_total);
+    if (lf->no_header)
+        json_bool(j, "no_header", 1);
+    if (!m->records && !lf->partial)
+        json_str(j, "note", RD_NO_RECORDS);
+    if (lf->no_header)
+        json_bool(j, "no_header", 1);
+    if (!m->records && !lf->partial)
+        json_str(j, "note", RD_NO_RECORDS);
     if (lf->swapped)
         json_bool(j, "byte_swapped", 1);
+    json_bool(j, "wrapped", lf->wrapped);
+    if (lf->ckpt.seq) {
+        json_u64(j, "checkpoint", lf->ckpt.seq);
+        json_u64(j, "summarised_before_ns", lf->ckpt.at_ns);
+        json_u64(j, "detail_from_ns", lf->ckpt.detail_from_ns);
+        json_obj(j, "dropped");
+        json_u64(j, "allocs", lf->ckpt.allocs);
+        json_u64(j, "frees", lf->ckpt.frees);
+        json_obj_end(j);
+    }
 }
 
 static void log_header_text(cli_ctx_t *c, const rd_log_t *lf, const model_t *m)
@@ -118,9 +142,21 @@ static void log_header_text(cli_ctx_t *c, const rd_log_t *lf, const model_t *m)
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
     const char *host = rd_meta_get(lf, GMLOG_META_HOST);
     uint64_t dur = (lf->hdr.flags & GMLOG_F_CLOSED) && lf->hdr.end_ns ? lf->hdr.end_ns : m->last_t;
-    fprintf(f, "started %s%s%s, ran %s, %s; %" PRIu64 " records from %zu thread%s\n", when,
-            host ? " on " : "", host ? host : "", rep_time(dur, t), cli_close_state(lf, m, state, sizeof state),
-            m->records, lf->nstreams, lf->nstreams == 1 ? "" : "s");
+    if (lf->no_header)
+        fprintf(f, "%s\n", cli_close_state(lf, m, state, sizeof state));
+    else
+        fprintf(f, "started %s%s%s, ran %s, %s; %" PRIu64 " records from %zu thread%s\n", when,
+                host ? " on " : "", host ? host : "", rep_time(dur, t),
+                cli_close_state(lf, m, state, sizeof state), m->records, lf->nstreams, lf->nstreams == 1 ? "" : "s");
+    if (!m->records && !lf->partial)
+        fprintf(f, "%s\n", RD_NO_RECORDS);
+    if (lf->ckpt.seq) {
+        char a[32], b[32], t2[32];
+        fprintf(f, "%sthe log reached its size limit (GMSHIM_LOG_LIMIT): events before %s were summarised in a "
+                "checkpoint (%s allocations, %s frees); per-event detail starts at %s%s\n", rep_yellow(),
+                rep_time(lf->ckpt.at_ns, t), rep_count(lf->ckpt.allocs, a), rep_count(lf->ckpt.frees, b),
+                rep_time(lf->ckpt.detail_from_ns, t2), rep_reset());
+    }
 }
 
 static void one_log(cli_ctx_t *c, rd_log_t *lf, int opened, unsigned flags, cli_log_fn fn, void *arg, int *status)
@@ -259,8 +295,10 @@ int cli_run_mem(cli_ctx_t *c, const void *data, size_t size, unsigned flags, cli
     c->nlogs = 1;
     begin(c);
     rd_log_t *lf = calloc(1, sizeof *lf);
-    if (!lf)
+    if (!lf) {
+        fputs("gmshim: out of memory\n", c->err);
         return CLI_FAIL;
+    }
     int ok = rd_open_mem(lf, data, size, "<memory>") == 0;
     one_log(c, lf, ok, flags, fn, arg, &status);
     rd_close(lf);

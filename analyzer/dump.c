@@ -290,6 +290,40 @@ static void fields(out_t *o, const rd_rec_t *r)
     case GMLOG_LIMIT:
         f_u64(o, "bytes", ((const gmlog_limit_t *)p)->bytes);
         break;
+    case GMLOG_CHECKPOINT: {
+        const gmlog_checkpoint_t *x = (const gmlog_checkpoint_t *)p;
+        f_name(o, "event", r->flags == GMLOG_CKPT_BEGIN ? "begin" : r->flags == GMLOG_CKPT_END ? "end" : "?");
+        f_u64(o, "seq", x->seq);
+        f_u64(o, "at_ns", x->at_ns);
+        if (r->flags == GMLOG_CKPT_END) {
+            f_u64(o, "records", x->records);
+            f_u64(o, "dropped_before_ns", x->dropped_before_ns);
+        }
+        break;
+    }
+    case GMLOG_CUT: {
+        const gmlog_cut_t *x = (const gmlog_cut_t *)p;
+        f_u64(o, "cut_ns", x->cut_ns);
+        f_u64(o, "requested", x->requested);
+        f_u64(o, "allocated", x->allocated);
+        f_u64(o, "reserved", x->reserved);
+        f_u64(o, "cached", x->cached);
+        f_u64(o, "pending", x->pending);
+        f_u64(o, "peak_requested", x->peak_requested);
+        f_u64(o, "peak_allocated", x->peak_allocated);
+        f_u64(o, "peak_reserved", x->peak_reserved);
+        f_u64(o, "allocs", x->allocs);
+        f_u64(o, "frees", x->frees);
+        f_u64(o, "hits", x->hits);
+        f_u64(o, "misses", x->misses);
+        f_u64(o, "ooms", x->ooms);
+        f_u64(o, "segments", x->segments);
+        f_u64(o, "blocks", x->blocks);
+        break;
+    }
+    case GMLOG_AT:
+        f_u64(o, "at_ns", ((const gmlog_at_t *)p)->at_ns);
+        break;
     default:
         f_u64(o, "len", r->len);
         break;
@@ -307,6 +341,30 @@ static void header(cli_ctx_t *c, const rd_log_t *lf, out_t *o)
     } else {
         fprintf(o->f, "%s%s%s:", rep_bold(), lf->name, rep_reset());
     }
+    if (lf->no_header) { /* nothing else is known */
+        const char *st = cli_close_state(lf, NULL, state, sizeof state);
+        f_bool(o, "no_header", 1);
+        f_str(o, "state", st, strlen(st));
+        if (c->json) {
+            json_obj_end(o->j);
+            json_line_end(o->j);
+        } else {
+            fputc('\n', o->f);
+        }
+        return;
+    }
+    if (lf->no_header) {
+        f_bool(o, "no_header", 1);
+        static const char st[] = "not closed: the process ended before writing its header";
+        f_str(o, "state", st, sizeof st - 1);
+        if (c->json) {
+            json_obj_end(o->j);
+            json_line_end(o->j);
+        } else {
+            fputc('\n', o->f);
+        }
+        return;
+    }
     f_u64(o, "version", h->version);
     f_name(o, "byte_order", lf->swapped ? "swapped" : "native");
     f_u64(o, "header_size", h->header_size);
@@ -322,6 +380,12 @@ static void header(cli_ctx_t *c, const rd_log_t *lf, out_t *o)
     f_u64(o, "chunks", lf->nchunks);
     f_u64(o, "chunk_slots", lf->nslots);
     f_u64(o, "threads", lf->nstreams);
+    if (lf->wrapped) {
+        f_bool(o, "wrapped", 1);
+        f_u64(o, "checkpoint", lf->ckpt.seq); /* the one the reports read from; 0: none complete */
+        if (lf->ckpt.seq)
+            f_u64(o, "detail_from_ns", lf->ckpt.detail_from_ns);
+    }
     if (c->json) {
         json_obj_end(o->j);
         json_line_end(o->j);
@@ -353,8 +417,11 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
     out_t o = {c->out, c->json ? &c->j : NULL};
     header(c, lf, &o);
     rd_rec_t r;
+    lf->raw = 1; /* every record as it is: checkpoints' records marked, a wrapped log's old ones too */
     rd_rewind(lf);
+    uint64_t records = 0;
     while (rd_next(lf, &r)) {
+        records++;
         const char *name = rd_type_name(r.type);
         char unk[32];
         if (!name) {
@@ -377,6 +444,10 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
             else
                 fprintf(o.f, "     ");
         }
+        rd_check_tail(lf, &r); /* what the reports reject makes the dump partial too */
+        if (r.ckpt == RD_CKPT_SPAN)
+            f_bool(&o, "in_checkpoint", 1);
+        rd_check_tail(lf, &r); /* what the reports reject makes the dump partial too */
         fields(&o, &r);
         if (c->json) {
             json_obj_end(o.j);
@@ -385,6 +456,10 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
             fputc('\n', o.f);
         }
     }
+    if (!records && !lf->partial && !c->json)
+        fprintf(o.f, "%s\n", RD_NO_RECORDS);
+    if (!records && !lf->partial && !c->json)
+        fprintf(o.f, "%s\n", RD_NO_RECORDS);
     size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
     for (size_t i = 0; i < shown; i++)
         fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", lf->name, lf->diags[i].offset, lf->diags[i].msg);
@@ -415,8 +490,10 @@ int cmd_dump(int argc, char **argv)
     int status = CLI_OK;
     for (int i = optind; i < argc; i++) {
         rd_log_t *lf = calloc(1, sizeof *lf);
-        if (!lf)
+        if (!lf) {
+            fputs("gmshim: out of memory\n", stderr);
             return CLI_FAIL;
+        }
         if (rd_open_path(lf, argv[i]) != 0) {
             fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", argv[i], lf->diags[0].offset, lf->diags[0].msg);
             status = CLI_FAIL;

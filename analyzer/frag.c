@@ -51,8 +51,12 @@ void rep_frag_text(cli_ctx_t *c, const model_t *m, int over_time)
             fprintf(f, "%sdevice %d%s: the pool reserved nothing\n", rep_bold(), dev, rep_reset());
             continue;
         }
-        fprintf(f, "%sdevice %d%s: at the peak of reserved memory (%s)\n", rep_bold(), dev, rep_reset(),
-                rep_time(peak.t, t));
+        if (dv->peak_at_cut) /* a wrapped log's peak, in the part its checkpoint summarised */
+            fprintf(f, "%sdevice %d%s: reserved memory peaked before %s, in the part of the log its checkpoint "
+                    "summarised; the pool at the checkpoint instead\n", rep_bold(), dev, rep_reset(), rep_time(peak.t, t));
+        else
+            fprintf(f, "%sdevice %d%s: at the peak of reserved memory (%s)\n", rep_bold(), dev, rep_reset(),
+                    rep_time(peak.t, t));
         frag_line(f, &peak, "  ");
         if (dv->allocs_kind[GMLOG_KIND_PASS] && !dv->seg_allocs)
             fprintf(f, "  (the pool was off: every block is its own driver allocation, nothing to fragment)\n");

@@ -32,7 +32,8 @@ enum { EPOCH_MARKS = 0, EPOCH_TROUGHS = 1 };
 /* A live allocation, 32 bytes (two per cache line). Read it with the model_live_* helpers. */
 typedef struct model_live {
     uint64_t ptr;
-    uint64_t blk;                  /* 0..47 bytes it occupies; 48..55 device; 56..58 kind; 59 graph */
+    uint64_t blk;                  /* 0..47 bytes it occupies; 48..55 device; 56..58 kind; 59 graph;
+                                    * 60 live at a checkpoint's cut: allocated before its time */
     uint64_t req;                  /* 0..47 bytes requested; 48..63 bits 32..47 of (time >> 8) */
     uint32_t t_lo;                 /* bits 0..31 of (time >> 8) */
     uint32_t sidx;                 /* index of its (device, site) statistics, 0 = none */
@@ -43,6 +44,9 @@ static inline uint64_t model_live_block(const model_live_t *e) { return e->blk &
 static inline unsigned model_live_dev(const model_live_t *e) { return (unsigned)(e->blk >> 48) & 0xff; }
 static inline unsigned model_live_kind(const model_live_t *e) { return (unsigned)(e->blk >> 56) & 7; }
 static inline int model_live_graph(const model_live_t *e) { return (int)(e->blk >> 59) & 1; }
+#define MODEL_LIVE_CUT (1ull << 60)
+/* Live at a wrapped log's checkpoint: its time is the cut's, it was allocated before. */
+static inline int model_live_before_cut(const model_live_t *e) { return (int)(e->blk >> 60) & 1; }
 static inline uint64_t model_live_req(const model_live_t *e) { return e->req & MODEL_48; }
 /* Allocation time, ns (to 256 ns). */
 static inline uint64_t model_live_time(const model_live_t *e) { return ((e->req >> 48) << 32 | e->t_lo) << 8; }
@@ -133,6 +137,7 @@ typedef struct model_oom {
     uint64_t t, seq, off;
     uint8_t dev;
     int analysed;
+    int history;                   /* from a wrapped log's checkpoint: only the record is known */
     uint64_t limit;                /* GMSHIM_DEVICE_LIMIT in force, 0 = none */
     uint64_t device_total;         /* from the DEVICE record */
     uint64_t released_before;      /* bytes the OOM's own cache release gave back first */
@@ -196,6 +201,10 @@ typedef struct model_dev {
     uint64_t peak_seq, peak_seq_alloc;         /* where reserved peaked with the most allocated */
     uint64_t pending_release;                  /* bytes an OOM-reason empty cache just released */
     int limit_seen;
+    /* a wrapped log's checkpoint (CUT): what the figures started from */
+    int cut_seen;
+    int peak_at_cut;                           /* reserved peaked before the cut (its time unknown) */
+    uint64_t cut_ns, cut_allocs, cut_frees;
     model_map_t segmap;                        /* base -> size */
     /* epochs: [EPOCH_MARKS], [EPOCH_TROUGHS] */
     uint32_t epoch[2];

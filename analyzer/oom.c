@@ -172,6 +172,8 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     oom_classify(m, o, &v);
     fprintf(f, "%sOOM %u%s on device %u at %s: %s asked for (the pool asked the driver for %s)\n", rep_bold(), n,
             rep_reset(), o->dev, rep_time(o->t, t), rep_bytes(o->rec.request, a), rep_bytes(o->rec.segment, b));
+    if (o->history)
+        fprintf(f, "  (before the log's checkpoint: its record was kept, not the live blocks and sites of then)\n");
     fprintf(f, "  from     %s\n", site_label(m, o->rec.site, lbl, sizeof lbl));
     if (v.under_limit)
         fprintf(f, "  device   refused by GMSHIM_DEVICE_LIMIT: cap %s\n", rep_bytes(v.available, a));
@@ -245,6 +247,8 @@ void rep_oom_json(cli_ctx_t *c, const model_t *m)
         json_u64(j, "t", o->t);
         json_u64(j, "requested", o->rec.request);
         json_u64(j, "segment", o->rec.segment);
+        if (o->history)
+            json_bool(j, "before_checkpoint", 1);
         json_str(j, "cause", oom_cause_name(v.cause));
         json_str(j, "why", v.why);
         json_obj(j, "evidence");

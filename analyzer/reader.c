@@ -24,7 +24,8 @@ static const uint8_t min_len[GMLOG_TYPE_MAX + 1] = {
     [GMLOG_MARK] = 16,         [GMLOG_MODULE] = 40,    [GMLOG_SITE] = 16,
     [GMLOG_STRING] = 16,       [GMLOG_WARNING] = 24,   [GMLOG_DEVICE] = 32,
     [GMLOG_CLOCK] = 16,        [GMLOG_END] = 16,       [GMLOG_CAPTURE] = 32,
-    [GMLOG_RESET] = 24,        [GMLOG_LIMIT] = 16,
+    [GMLOG_RESET] = 24,        [GMLOG_LIMIT] = 16,     [GMLOG_CHECKPOINT] = 40,
+    [GMLOG_CUT] = 128,         [GMLOG_AT] = 16,
 };
 
 static const char *const type_names[GMLOG_TYPE_MAX + 1] = {
@@ -34,7 +35,8 @@ static const char *const type_names[GMLOG_TYPE_MAX + 1] = {
     [GMLOG_MARK] = "mark",       [GMLOG_MODULE] = "module",     [GMLOG_SITE] = "site",
     [GMLOG_STRING] = "string",   [GMLOG_WARNING] = "warning",   [GMLOG_DEVICE] = "device",
     [GMLOG_CLOCK] = "clock",     [GMLOG_END] = "end",           [GMLOG_CAPTURE] = "capture",
-    [GMLOG_RESET] = "reset",     [GMLOG_LIMIT] = "limit",
+    [GMLOG_RESET] = "reset",     [GMLOG_LIMIT] = "limit",       [GMLOG_CHECKPOINT] = "checkpoint",
+    [GMLOG_CUT] = "cut",         [GMLOG_AT] = "at",
 };
 
 unsigned rd_min_len(unsigned type)
@@ -152,6 +154,17 @@ static void swap_record(uint8_t *buf, unsigned len)
     case GMLOG_RESET:
         sw64(buf + 8), sw64(buf + 16);
         break;
+    case GMLOG_CHECKPOINT:
+        sw64(buf + 8), sw64(buf + 16), sw64(buf + 24), sw64(buf + 32);
+        break;
+    case GMLOG_CUT:
+        for (unsigned o = 8; o < 120; o += 8)
+            sw64(buf + o);
+        sw32(buf + 120), sw32(buf + 124);
+        break;
+    case GMLOG_AT:
+        sw64(buf + 8);
+        break;
     default:
         break;
     }
@@ -171,13 +184,20 @@ void rd_diag(rd_log_t *lf, uint64_t offset, int partial, const char *fmt, ...)
         pthread_mutex_unlock(&diag_lock); /* a later pass over records already reported */
         return;
     }
+    char msg[sizeof lf->diags[0].msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t kept = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
+    for (size_t i = 0; i < kept; i++)
+        if (lf->diags[i].offset == offset && !strcmp(lf->diags[i].msg, msg)) {
+            pthread_mutex_unlock(&diag_lock); /* met again (a pass stopped early, then another) */
+            return;
+        }
     if (lf->ndiags < RD_MAX_DIAGS) {
-        rd_diag_t *d = &lf->diags[lf->ndiags];
-        d->offset = offset;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(d->msg, sizeof d->msg, fmt, ap);
-        va_end(ap);
+        lf->diags[lf->ndiags].offset = offset;
+        memcpy(lf->diags[lf->ndiags].msg, msg, sizeof msg);
     }
     lf->ndiags++;
     pthread_mutex_unlock(&diag_lock);
@@ -187,16 +207,16 @@ static int fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...) __attribute
 static int fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...)
 {
     lf->fatal = 1;
-    if (lf->ndiags < RD_MAX_DIAGS) {
-        /* The fatal reason goes first so that callers can print diags[0]. */
-        memmove(&lf->diags[1], &lf->diags[0], lf->ndiags * sizeof lf->diags[0]);
-        rd_diag_t *d = &lf->diags[0];
-        d->offset = offset;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(d->msg, sizeof d->msg, fmt, ap);
-        va_end(ap);
-    }
+    /* The fatal reason goes first so that callers can print diags[0], even when the others
+     * filled every place (the last of them then goes, counted only). */
+    size_t kept = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS - 1;
+    memmove(&lf->diags[1], &lf->diags[0], kept * sizeof lf->diags[0]);
+    rd_diag_t *d = &lf->diags[0];
+    d->offset = offset;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_end(ap);
     lf->ndiags++;
     return -1;
 }
@@ -225,6 +245,29 @@ static size_t read_at(const rd_log_t *lf, void *buf, size_t len, uint64_t off)
 }
 
 /* ---- header and metadata ------------------------------------------------------------------- */
+
+/* Whether the file is what a writer leaves when it ends before its header is written: nothing,
+ * or the header's reserved pages still zero (perhaps with the magic stored first). */
+static int unwritten_header(const rd_log_t *lf)
+{
+    if (lf->size == 0)
+        return 1;
+    if (lf->size % GMLOG_HEADER_ALIGN || lf->size > MAX_HEADER)
+        return 0;
+    uint8_t buf[4096];
+    for (uint64_t off = 0; off < lf->size; off += sizeof buf) {
+        size_t n = read_at(lf, buf, sizeof buf, off);
+        if (n != sizeof buf)
+            return 0;
+        size_t from = 0;
+        if (off == 0 && !memcmp(buf, GMLOG_MAGIC, 8))
+            from = 8;
+        for (size_t i = from; i < n; i++)
+            if (buf[i])
+                return 0;
+    }
+    return 1;
+}
 
 static int parse_header(rd_log_t *lf)
 {
@@ -264,6 +307,7 @@ static int parse_header(rd_log_t *lf)
     h->end_ns = ld64(d + 48, s);
     h->close_reason = ld32(d + 56, s);
     h->meta_size = ld32(d + 60, s);
+    h->chunks_at_close = ld64(d + 64, s);
     if (h->version > GMLOG_VERSION)
         return fail(lf, 8, "log format version %u is newer than this gmshim reads (%u); upgrade gmshim",
                     h->version, GMLOG_VERSION);
@@ -370,6 +414,16 @@ static int index_chunks(rd_log_t *lf)
         rd_diag(lf, lf->size, 1, "the file ends inside chunk %zu (%llu of its %u bytes are there): the log "
                 "was cut short", lf->nslots - 1, (unsigned long long)(body % h->chunk_size), h->chunk_size);
     }
+    /* A writer of this field cuts the file to its chunks at a clean close: fewer slots mean
+     * chunks cut off after the close (a copy cut at a chunk boundary reads as whole otherwise). */
+    uint64_t at_close = (h->flags & GMLOG_F_CLOSED) ? h->chunks_at_close : 0;
+    if (at_close > lf->nslots) {
+        lf->truncated = 1;
+        uint64_t missing = at_close - lf->nslots;
+        rd_diag(lf, lf->size, 1, "the file holds %zu of the %llu chunks the log was closed with: %llu %s missing "
+                "at its end (the log was cut short)", lf->nslots, (unsigned long long)at_close,
+                (unsigned long long)missing, missing == 1 ? "chunk is" : "chunks are");
+    }
     lf->chunks = calloc(lf->nslots ? lf->nslots : 1, sizeof *lf->chunks);
     if (!lf->chunks)
         return fail(lf, h->header_size, "out of memory indexing %zu chunks", lf->nslots);
@@ -389,6 +443,9 @@ static int index_chunks(rd_log_t *lf)
             rd_diag(lf, off, 1, "chunk %zu: bad magic 0x%08x; its records are skipped", i, magic);
             continue;
         }
+        if (at_close && i >= at_close)
+            rd_diag(lf, off, 1, "chunk %zu lies past the %llu chunks the log was closed with (bytes added after "
+                    "the close?)", i, (unsigned long long)at_close);
         rd_chunk_t *ch = &lf->chunks[lf->nchunks++];
         ch->off = off;
         ch->tid = ld32(c + 4, s);
@@ -396,14 +453,17 @@ static int index_chunks(rd_log_t *lf)
         ch->base_ns = ld64(c + 16, s);
         ch->thread_chunk = ld32(c + 24, s);
         ch->avail = (uint32_t)avail;
-        if (ch->index != i) {
+        /* A wrapped log reuses the space of old chunks for new ones: indices go on growing. */
+        if (ch->index != i && !(h->flags & GMLOG_F_WRAPPED)) {
             rd_diag(lf, off + 8, 1, "chunk %zu says it is chunk %llu (corrupt chunk header)", i,
                     (unsigned long long)ch->index);
             ch->index = i;
         }
     }
     qsort(lf->chunks, lf->nchunks, sizeof *lf->chunks, chunk_order);
-    /* One stream per thread; a tid whose numbering restarts at 0 was reused by a new thread. */
+    /* One stream per thread; a tid whose numbering restarts at 0 was reused by a new thread. A
+     * wrapped log's gaps are looked at once its checkpoint is known (ckpt_scan). */
+    int gaps_later = (h->flags & GMLOG_F_WRAPPED) != 0;
     lf->streams = calloc(lf->nchunks ? lf->nchunks : 1, sizeof *lf->streams);
     lf->heap = calloc(lf->nchunks ? lf->nchunks : 1, sizeof *lf->heap);
     if (!lf->streams || !lf->heap)
@@ -417,10 +477,10 @@ static int index_chunks(rd_log_t *lf)
             cur->tid = c->tid;
             cur->first = (uint32_t)i;
             cur->stop_chunk = UINT32_MAX;
-            if (c->thread_chunk != 0)
+            if (c->thread_chunk != 0 && !gaps_later)
                 rd_diag(lf, c->off, 1, "thread %u: its chunks before chunk %u are missing", c->tid,
                         c->thread_chunk);
-        } else if (c->thread_chunk != prev->thread_chunk + 1) {
+        } else if (c->thread_chunk != prev->thread_chunk + 1 && !gaps_later) {
             rd_diag(lf, c->off, 1, "thread %u: chunk %u follows chunk %u; records in between are missing",
                     c->tid, c->thread_chunk, prev->thread_chunk);
         }
@@ -429,12 +489,25 @@ static int index_chunks(rd_log_t *lf)
     return 0;
 }
 
+/* Checkpoints (the section at the end of this file). */
+static int ckpt_skip(rd_log_t *lf, rd_stream_t *s, const uint8_t *p, uint32_t len);
+static int ckpt_scan(rd_log_t *lf);
+static void ckpt_first_time(rd_log_t *lf, int none);
+static int prologue_next(rd_log_t *lf, rd_rec_t *rec);
+static void prologue_rewind(rd_log_t *lf);
+static void prologue_free(rd_log_t *lf);
+
 /* Loads the stream's current chunk (a file's into the stream's buffer). */
 static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
 {
     rd_chunk_t *c = &lf->chunks[s->first + s->cur];
+    uint32_t avail = c->avail;
     s->chunk_off = c->off;
     s->base = c->base_ns;
+    if (s->scanned) { /* after a gap, or at a window's start: what the scan found */
+        s->in_span = (int)c->span_in;
+        s->span_seq = c->span_seq;
+    }
     if (lf->fd < 0) {
         s->buf = lf->data + c->off;
     } else {
@@ -449,15 +522,19 @@ static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
             *own = malloc(lf->hdr.chunk_size);
         size_t got = *own ? read_at(lf, *own, c->avail, c->off) : 0;
         if (got < c->avail) {
+            /* Said once, by a pass that records it: a quiet one leaves the chunk to the next. */
             if (!lf->shrank)
                 rd_diag(lf, c->off + got, 1, *own ? "the file got shorter while being read" : "out of memory");
-            lf->shrank = 1;
-            c->avail = (uint32_t)got;
+            if (!lf->quiet) {
+                lf->shrank = 1;
+                c->avail = (uint32_t)got;
+            }
         }
         s->buf = *own ? *own : (const uint8_t *)"";
+        avail = (uint32_t)got;
     }
-    s->p = s->buf + (c->avail >= CHUNK_HDR ? CHUNK_HDR : c->avail);
-    s->end = s->buf + c->avail;
+    s->p = s->buf + (avail >= CHUNK_HDR ? CHUNK_HDR : avail);
+    s->end = s->buf + avail;
 }
 
 /* Positions s at a record (the one at s->p, or in a later chunk); 0 when it has none. */
@@ -472,6 +549,14 @@ static int stream_load(rd_log_t *lf, rd_stream_t *s)
                     s->next_t = ld64(p + 8, lf->swapped);
                 else
                     s->next_t = s->base + ld32(p + 4, lf->swapped);
+                /* Checkpoints' records, and a wrapped log's records that its checkpoint holds. */
+                if (__builtin_expect(s->in_span || p[0] >= GMLOG_CHECKPOINT || s->next_t < lf->keep_from, 0) &&
+                    ckpt_skip(lf, s, p, len)) {
+                    if (p[0] == GMLOG_CLOCK && len >= 16)
+                        s->base = s->next_t;
+                    s->p = p + len;
+                    continue;
+                }
                 if (__builtin_expect(s->cur >= s->stop_chunk, 0) &&
                     (s->cur > s->stop_chunk || s->next_t >= lf->win_end)) {
                     s->done = 1; /* the end of the window */
@@ -583,7 +668,7 @@ static rd_stream_t *pick(rd_log_t *lf)
     return lf->current = cur;
 }
 
-/* Latest record time in a stream's last chunk. */
+/* Latest record time in a stream's last chunk; notes an END record there in lf->end_record. */
 static uint64_t last_time(rd_log_t *lf, const rd_stream_t *st, uint8_t *buf)
 {
     const rd_chunk_t *c = &lf->chunks[st->first + st->nchunks - 1];
@@ -598,6 +683,8 @@ static uint64_t last_time(rd_log_t *lf, const rd_stream_t *st, uint8_t *buf)
         uint64_t t = base + ld32(p + 4, lf->swapped);
         if (p[0] == GMLOG_CLOCK && len >= 16)
             t = base = ld64(p + 8, lf->swapped);
+        if (p[0] == GMLOG_END && len >= 16)
+            lf->end_record = 1;
         if (!have || t > last)
             last = t;
         have = 1;
@@ -654,6 +741,8 @@ int rd_clone(const rd_log_t *src, rd_log_t *dst)
 
 void rd_rewind(rd_log_t *lf)
 {
+    if (lf->read_through)
+        lf->quiet = 1;
     lf->nheap = 0;
     lf->nact = 0;
     lf->advance = NULL;
@@ -665,6 +754,7 @@ void rd_rewind(rd_log_t *lf)
         rd_stream_t *s = &lf->streams[i];
         s->cur = s->start_chunk;
         s->done = 0;
+        s->in_span = 0; /* a scanned stream's chunk says; another's window start cannot know */
         enter_chunk(lf, s);
         if (!stream_load(lf, s))
             continue;
@@ -681,15 +771,20 @@ void rd_rewind(rd_log_t *lf)
         }
     }
     lf->limit = 0; /* the first rd_next() picks */
+    prologue_rewind(lf);
 }
 
 static int finish_open(rd_log_t *lf)
 {
     lf->win_end = UINT64_MAX;
+    if (unwritten_header(lf)) {
+        lf->no_header = 1; /* no records, not closed: every pass reads nothing */
+        return 0;
+    }
     if (parse_header(lf))
         return -1;
     parse_meta(lf);
-    if (index_chunks(lf))
+    if (index_chunks(lf) || ckpt_scan(lf))
         return -1;
     /* Quiet first look at the starts and ends for the time range (diagnostics come later). */
     int partial = lf->partial;
@@ -709,10 +804,20 @@ static int finish_open(rd_log_t *lf)
             lf->t_last = last;
         first = 0;
     }
-    free(buf);
+    if (lf->pro)
+        ckpt_first_time(lf, first);
     if (lf->t_last < lf->t_first)
         lf->t_last = lf->t_first;
     lf->quiet = 0;
+    /* Every gmshim (they all write their version into the metadata) closing at exit writes END
+     * as the closing thread's last record, so it is in the last chunk of that thread: without
+     * one, chunks were lost (by writers before chunks_at_close, the only sign of a copy cut at
+     * a chunk boundary). Logs built by hand without metadata are taken as they are. */
+    if (buf && (lf->hdr.flags & GMLOG_F_CLOSED) && (lf->hdr.close_reason & 0xff) == GMLOG_CLOSE_EXIT &&
+        !lf->end_record && !lf->truncated && rd_meta_get(lf, GMLOG_META_VERSION))
+        rd_diag(lf, lf->size, 1, "the log was closed at exit but its end record is missing: chunks were lost at "
+                "its end (the log was cut short?)");
+    free(buf);
     rd_rewind(lf);
     return 0;
 }
@@ -805,6 +910,7 @@ void rd_close(rd_log_t *lf)
         free(lf->meta[i].value);
     for (size_t i = 0; i < lf->nstreams; i++)
         free(lf->streams[i].own[0]), free(lf->streams[i].own[1]);
+    prologue_free(lf);
     free(lf->meta);
     free(lf->chunks);
     free(lf->streams);
@@ -836,11 +942,18 @@ static inline void advance(rd_log_t *lf, rd_stream_t *s, uint32_t len)
 {
     const uint8_t *q = s->p + len;
     s->p = q;
-    if (__builtin_expect(q + 8 <= s->end && q[0] != GMLOG_END_OF_CHUNK && q[0] != GMLOG_CLOCK && q[1] &&
+    /* Checkpoint records (CHECKPOINT, CUT, AT) and the records a wrapped log's checkpoint
+     * holds take the slow path. */
+    if (__builtin_expect(q + 8 <= s->end && q[0] != GMLOG_END_OF_CHUNK && q[0] != GMLOG_CLOCK &&
+                         (uint8_t)(q[0] - GMLOG_CHECKPOINT) > GMLOG_AT - GMLOG_CHECKPOINT && q[1] &&
                          q + (size_t)q[1] * 8 <= s->end && !lf->swapped, 1)) {
         uint32_t dt;
         memcpy(&dt, q + 4, 4);
         s->next_t = s->base + dt;
+        if (__builtin_expect(s->next_t < lf->keep_from, 0)) {
+            stream_load(lf, s);
+            return;
+        }
         if (__builtin_expect(s->cur == s->stop_chunk, 0) && s->next_t >= lf->win_end)
             s->done = 1; /* the end of the window */
     } else {
@@ -850,6 +963,8 @@ static inline void advance(rd_log_t *lf, rd_stream_t *s, uint32_t len)
 
 int rd_next(rd_log_t *lf, rd_rec_t *rec)
 {
+    if (__builtin_expect(lf->pro_on, 0) && prologue_next(lf, rec))
+        return 1;
     for (;;) {
         if (lf->advance) {
             advance(lf, lf->advance, lf->advance_len);
@@ -859,7 +974,9 @@ int rd_next(rd_log_t *lf, rd_rec_t *rec)
         if (__builtin_expect(!s || s->done || s->next_t > lf->limit, 0)) {
             s = pick(lf);
             if (!s) {
-                lf->quiet = 1; /* the end: another pass would repeat the same diagnostics */
+                /* Another pass would repeat the same diagnostics: the next one is quiet. Not
+                 * this one: the caller may still report on the records it was handed. */
+                lf->read_through = 1;
                 return 0;
             }
         }
@@ -895,6 +1012,7 @@ int rd_next(rd_log_t *lf, rd_rec_t *rec)
         rec->type = type;
         rec->device = p[2];
         rec->flags = p[3];
+        rec->ckpt = (s->in_span || type == GMLOG_CHECKPOINT) ? RD_CKPT_SPAN : RD_EVENT; /* lf->raw only */
         return 1;
     }
 }
@@ -921,4 +1039,511 @@ int rd_tail_bytes(const rd_rec_t *rec, size_t fixed, size_t want, const char **b
         return -1;
     *bytes = (const char *)rec->p + fixed;
     return 0;
+}
+
+int rd_check_tail(rd_log_t *lf, const rd_rec_t *rec)
+{
+    const char *bytes;
+    switch (rec->type) {
+    case GMLOG_SITE: {
+        const gmlog_site_t *x = (const gmlog_site_t *)rec->p;
+        const uint64_t *native;
+        const gmlog_pyframe_t *py;
+        unsigned nn, np;
+        if (rd_site_frames(rec, &native, &nn, &py, &np) == 0)
+            return 0;
+        rd_diag(lf, rec->off, 1, "a site record's %u native and %u Python frames do not fit in its %u bytes",
+                x->native, x->python, rec->len);
+        return -1;
+    }
+    case GMLOG_STRING: {
+        const gmlog_string_t *x = (const gmlog_string_t *)rec->p;
+        if (rd_tail_bytes(rec, sizeof *x, x->len, &bytes) == 0)
+            return 0;
+        rd_diag(lf, rec->off, 1, "a string record of %u bytes does not fit in its %u bytes", x->len, rec->len);
+        return -1;
+    }
+    case GMLOG_MODULE: {
+        const gmlog_module_t *x = (const gmlog_module_t *)rec->p;
+        if (rd_tail_bytes(rec, sizeof *x, (size_t)x->build_id_len + x->path_len, &bytes) == 0)
+            return 0;
+        rd_diag(lf, rec->off, 1, "a module record's build id and path do not fit in its %u bytes", rec->len);
+        return -1;
+    }
+    case GMLOG_MARK: {
+        const gmlog_mark_t *x = (const gmlog_mark_t *)rec->p;
+        if (rd_tail_bytes(rec, sizeof *x, x->len, &bytes) == 0)
+            return 0;
+        rd_diag(lf, rec->off, 1, "a mark's label of %u bytes does not fit in its %u bytes", x->len, rec->len);
+        return -1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* ---- checkpoints -----------------------------------------------------------------------------
+ * A bounded log's checkpoint (gmlog.h) is a span of one thread's records, from CHECKPOINT BEGIN
+ * to the END of the same seq: state, never events. The streams that may hold one (every stream
+ * of a wrapped log; of another log, those that start with one, as the writer's checkpoint thread
+ * does) are scanned at open, so that each of their chunks knows whether it starts inside a span:
+ * a window may start there, a gap may fall inside one. Other streams find their spans as they
+ * are read; one that meets an END it did not see begin says so (a window of a parallel replay
+ * then gives way to the replay in order). A wrapped log is read from its newest complete
+ * checkpoint: its definitions, its history in time order and each device's cut first (the
+ * prologue), then the other records except those the checkpoint stands for. */
+
+enum { PRO_DONE, PRO_DEFS, PRO_HISTORY, PRO_CUTS };
+
+typedef struct pro_hist {
+    uint64_t t, off;
+    size_t at, order;          /* where its bytes are; its place in the checkpoint (ties keep it) */
+    uint32_t len;
+} pro_hist_t;
+
+typedef struct rd_prologue {
+    int phase;
+    uint32_t chunk, pos;       /* the walk through the span: chunk (from the stream's first), offset */
+    int loaded;                /* the chunk `cur` holds, or -1 */
+    const uint8_t *cur;
+    uint32_t avail;
+    uint8_t *buf[2];           /* a file's: two, as a stream's (records handed out stay valid) */
+    int which, handed;
+    int after_at, in_cut;      /* the walk is after an AT record, among a CUT's records */
+    uint64_t at_t, cut_t;
+    pro_hist_t *hist;          /* the history, in time order */
+    size_t nhist, next;
+    uint8_t *bytes;            /* its records, native order */
+} rd_prologue_t;
+
+static void pro_restart(rd_log_t *lf, rd_prologue_t *pr)
+{
+    pr->chunk = lf->ckpt.begin_chunk;
+    pr->pos = lf->ckpt.begin_pos;
+    pr->after_at = pr->in_cut = 0;
+}
+
+static int pro_load(rd_log_t *lf, rd_prologue_t *pr)
+{
+    if (pr->loaded == (int)pr->chunk)
+        return 1;
+    const rd_chunk_t *c = &lf->chunks[lf->streams[lf->ckpt.stream].first + pr->chunk];
+    if (lf->fd < 0) {
+        pr->cur = lf->data + c->off;
+        pr->avail = c->avail;
+    } else {
+        if (pr->handed) {
+            pr->which ^= 1;
+            lf->refills++;
+        }
+        pr->handed = 0;
+        if (!pr->buf[pr->which] && !(pr->buf[pr->which] = malloc(lf->hdr.chunk_size)))
+            return 0;
+        pr->cur = pr->buf[pr->which];
+        pr->avail = (uint32_t)read_at(lf, pr->buf[pr->which], c->avail, c->off);
+    }
+    pr->loaded = (int)pr->chunk;
+    return 1;
+}
+
+/* The span's next record (its length and file offset), or NULL at its end. */
+static const uint8_t *pro_step(rd_log_t *lf, rd_prologue_t *pr, uint32_t *lenp, uint64_t *offp)
+{
+    const rd_ckpt_t *k = &lf->ckpt;
+    while (pr->chunk <= k->end_chunk) {
+        if (!pro_load(lf, pr))
+            return NULL;
+        uint32_t stop = pr->chunk == k->end_chunk && k->end_pos < pr->avail ? k->end_pos : pr->avail;
+        if (pr->pos + 8 <= stop) {
+            const uint8_t *p = pr->cur + pr->pos;
+            uint32_t len = (uint32_t)p[1] * 8;
+            if (p[0] != GMLOG_END_OF_CHUNK && len && pr->pos + len <= stop) {
+                *lenp = len;
+                *offp = lf->chunks[lf->streams[k->stream].first + pr->chunk].off + pr->pos;
+                pr->pos += len;
+                return p;
+            }
+        }
+        pr->chunk++;
+        pr->pos = CHUNK_HDR;
+    }
+    return NULL;
+}
+
+/* What a record of the span is, the walk moved past it: RD_CKPT_*, with its time in *t, or
+ * RD_EVENT for what is not handed out (the markers, AT, CLOCK, types this reader does not know). */
+static int pro_class(const rd_log_t *lf, rd_prologue_t *pr, const uint8_t *p, uint32_t len, uint64_t *t)
+{
+    if (pr->after_at) {
+        pr->after_at = 0;
+        *t = pr->at_t;
+        return RD_CKPT_HISTORY;
+    }
+    switch (p[0]) {
+    case GMLOG_AT:
+        pr->in_cut = 0;
+        if (len >= 16) {
+            pr->after_at = 1;
+            pr->at_t = ld64(p + 8, lf->swapped);
+        }
+        return RD_EVENT;
+    case GMLOG_CUT:
+        if (len < sizeof(gmlog_cut_t))
+            return RD_EVENT;
+        pr->in_cut = 1;
+        *t = pr->cut_t = ld64(p + 8, lf->swapped);
+        return RD_CKPT_STATE;
+    case GMLOG_SEGMENT_ALLOC:
+    case GMLOG_ALLOC:
+        *t = pr->cut_t;
+        return pr->in_cut ? RD_CKPT_STATE : RD_EVENT;
+    case GMLOG_SITE:
+    case GMLOG_STRING:
+    case GMLOG_MODULE:
+    case GMLOG_DEVICE:
+    case GMLOG_LIMIT:
+        pr->in_cut = 0;
+        *t = lf->t_first;
+        return RD_CKPT_DEF;
+    case GMLOG_CLOCK:
+        return RD_EVENT;
+    default:
+        pr->in_cut = 0;
+        return RD_EVENT;
+    }
+}
+
+static int by_hist_time(const void *a, const void *b)
+{
+    const pro_hist_t *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The history's records, copied (in native order) and put in time order. */
+static int pro_collect(rd_log_t *lf, rd_prologue_t *pr)
+{
+    size_t cap = 0, bcap = 0, blen = 0;
+    const uint8_t *p;
+    uint32_t len;
+    uint64_t off, t;
+    pro_restart(lf, pr);
+    while ((p = pro_step(lf, pr, &len, &off))) {
+        if (pro_class(lf, pr, p, len, &t) != RD_CKPT_HISTORY)
+            continue;
+        if (p[0] >= 1 && p[0] <= GMLOG_TYPE_MAX && len < min_len[p[0]]) {
+            rd_diag(lf, off, 1, "a %s record of %u bytes is shorter than its layout (%u bytes); skipped",
+                    type_names[p[0]], len, min_len[p[0]]);
+            continue;
+        }
+        if (pr->nhist == cap) {
+            cap = cap ? cap * 2 : 64;
+            pro_hist_t *n = realloc(pr->hist, cap * sizeof *n);
+            if (!n)
+                return -1;
+            pr->hist = n;
+        }
+        if (blen + len > bcap) {
+            bcap = bcap ? bcap * 2 : 16384;
+            while (blen + len > bcap)
+                bcap *= 2;
+            uint8_t *n = realloc(pr->bytes, bcap);
+            if (!n)
+                return -1;
+            pr->bytes = n;
+        }
+        memcpy(pr->bytes + blen, p, len);
+        if (lf->swapped && p[0] <= GMLOG_TYPE_MAX)
+            swap_record(pr->bytes + blen, len);
+        pr->hist[pr->nhist] = (pro_hist_t){t, off, blen, pr->nhist, len};
+        pr->nhist++;
+        blen += len;
+    }
+    if (pr->nhist)
+        qsort(pr->hist, pr->nhist, sizeof *pr->hist, by_hist_time);
+    return 0;
+}
+
+static void prologue_rewind(rd_log_t *lf)
+{
+    rd_prologue_t *pr = lf->pro;
+    if (!pr)
+        return;
+    pr->phase = !lf->win_begin && !lf->raw ? PRO_DEFS : PRO_DONE;
+    pr->next = 0;
+    pro_restart(lf, pr);
+    lf->pro_on = pr->phase != PRO_DONE;
+}
+
+static void prologue_free(rd_log_t *lf)
+{
+    rd_prologue_t *pr = lf->pro;
+    if (!pr)
+        return;
+    free(pr->buf[0]), free(pr->buf[1]);
+    free(pr->hist);
+    free(pr->bytes);
+    free(pr);
+    lf->pro = NULL;
+    lf->pro_on = 0;
+}
+
+static int prologue_next(rd_log_t *lf, rd_rec_t *rec)
+{
+    rd_prologue_t *pr = lf->pro;
+    for (;;) {
+        if (pr->phase == PRO_HISTORY) {
+            if (pr->next < pr->nhist) {
+                const pro_hist_t *h = &pr->hist[pr->next++];
+                const uint8_t *p = pr->bytes + h->at;
+                *rec = (rd_rec_t){p, h->t, h->off, lf->seq++, h->len, lf->streams[lf->ckpt.stream].tid,
+                                  p[0], p[2], p[3], RD_CKPT_HISTORY};
+                return 1;
+            }
+            pr->phase = PRO_CUTS;
+            pro_restart(lf, pr);
+            continue;
+        }
+        if (pr->phase == PRO_DONE) {
+            lf->pro_on = 0;
+            return 0;
+        }
+        uint32_t len;
+        uint64_t off, t = 0;
+        const uint8_t *p = pro_step(lf, pr, &len, &off);
+        if (!p) {
+            pr->phase = pr->phase == PRO_DEFS ? PRO_HISTORY : PRO_DONE;
+            continue;
+        }
+        int cls = pro_class(lf, pr, p, len, &t);
+        if (cls != (pr->phase == PRO_DEFS ? RD_CKPT_DEF : RD_CKPT_STATE))
+            continue;
+        unsigned type = p[0];
+        if (len < min_len[type]) {
+            rd_diag(lf, off, 1, "a %s record of %u bytes is shorter than its layout (%u bytes); skipped",
+                    type_names[type], len, min_len[type]);
+            continue;
+        }
+        pr->handed = 1;
+        if (lf->swapped) {
+            memcpy(lf->swapbuf, p, len);
+            swap_record(lf->swapbuf, len);
+            p = lf->swapbuf;
+        }
+        *rec = (rd_rec_t){p, t, off, lf->seq++, len, lf->streams[lf->ckpt.stream].tid, (uint8_t)type, p[2], p[3],
+                          (uint8_t)cls};
+        return 1;
+    }
+}
+
+/* Whether a wrapped log's record is one its checkpoint stands for. Definitions always apply. */
+static int ckpt_drop(const rd_log_t *lf, const uint8_t *p, uint64_t t)
+{
+    switch (p[0]) {
+    case GMLOG_SITE:
+    case GMLOG_STRING:
+    case GMLOG_MODULE:
+    case GMLOG_DEVICE:
+        return 0;
+    default:
+        break;
+    }
+    if ((p[0] == GMLOG_OOM || p[2] == GMLOG_NO_DEVICE) && t <= lf->ckpt.at_ns)
+        return 1;
+    return p[2] != GMLOG_NO_DEVICE && t <= lf->cut_ns[p[2]];
+}
+
+/* The record at p (s->next_t its time): 1 when it is not handed out. Moves s into and out of
+ * checkpoint spans. */
+static int ckpt_skip(rd_log_t *lf, rd_stream_t *s, const uint8_t *p, uint32_t len)
+{
+    uint64_t off = s->chunk_off + (uint64_t)(p - s->buf);
+    if (p[0] == GMLOG_CHECKPOINT) {
+        if (len >= sizeof(gmlog_checkpoint_t)) {
+            uint64_t seq = ld64(p + 8, lf->swapped);
+            if (p[3] == GMLOG_CKPT_BEGIN) {
+                s->in_span = 1;
+                s->span_seq = seq;
+            } else if (p[3] == GMLOG_CKPT_END) {
+                if (!s->in_span || s->span_seq != seq)
+                    rd_diag(lf, off, 1, "thread %u: checkpoint %llu ends without its beginning: records before "
+                            "it may have been read as events", s->tid, (unsigned long long)seq);
+                s->in_span = 0;
+            }
+        }
+        return !lf->raw;
+    }
+    if (s->in_span || lf->raw)
+        return !lf->raw;
+    if (p[0] == GMLOG_CUT || p[0] == GMLOG_AT) {
+        rd_diag(lf, off, 1, "a %s record outside any checkpoint; skipped", type_names[p[0]]);
+        return 1;
+    }
+    return lf->ckpt.seq && s->next_t < lf->keep_from && ckpt_drop(lf, p, s->next_t);
+}
+
+typedef struct scan_gap {
+    uint64_t off, prev_last;
+    uint32_t tid, tc, prev_tc;
+} scan_gap_t;
+
+typedef struct scan {
+    rd_ckpt_t best;
+    uint64_t cut[256], tmp_cut[256];
+    uint8_t has[256], tmp_has[256];
+    uint64_t tmp_allocs, tmp_frees;
+    uint32_t tmp_cuts;
+    scan_gap_t *gaps;
+    size_t ngaps, capgaps;
+} scan_t;
+
+/* The writer's checkpoint thread starts with a checkpoint: such a stream is scanned. */
+static int starts_with_checkpoint(const rd_log_t *lf, const rd_stream_t *st)
+{
+    const rd_chunk_t *c = &lf->chunks[st->first];
+    uint8_t r[8];
+    return c->avail >= CHUNK_HDR + 8 && read_at(lf, r, 8, c->off + CHUNK_HDR) == 8 && r[0] == GMLOG_CHECKPOINT;
+}
+
+/* One stream's spans: each chunk's span_in, the complete checkpoints (the newest kept in sc),
+ * the gaps in its chunk numbering. A gap may fall inside a span: the chunks after it are inside
+ * one when an END comes before any BEGIN. */
+static void scan_stream(rd_log_t *lf, uint32_t si, uint8_t *buf, scan_t *sc)
+{
+    const rd_stream_t *st = &lf->streams[si];
+    int in = 0, pending = 0, sw = lf->swapped;
+    uint64_t seq = 0, b_at = 0, b_off = 0, prev_last = 0;
+    uint32_t pending_from = 0, b_chunk = 0, b_pos = 0, prev_tc = 0;
+    for (uint32_t k = 0; k < st->nchunks; k++) {
+        rd_chunk_t *c = &lf->chunks[st->first + k];
+        if (k ? c->thread_chunk != prev_tc + 1 : c->thread_chunk != 0) {
+            if (k && sc->ngaps < 100000) {
+                if (sc->ngaps == sc->capgaps) {
+                    size_t ncap = sc->capgaps ? sc->capgaps * 2 : 16;
+                    scan_gap_t *n = realloc(sc->gaps, ncap * sizeof *n);
+                    if (n)
+                        sc->gaps = n, sc->capgaps = ncap;
+                }
+                if (sc->ngaps < sc->capgaps)
+                    sc->gaps[sc->ngaps++] = (scan_gap_t){c->off, prev_last, c->tid, c->thread_chunk, prev_tc};
+            }
+            pending = 1;
+            pending_from = k;
+            in = 0;
+        }
+        c->span_in = (uint32_t)in;
+        c->span_seq = seq;
+        const uint8_t *b = buf ? buf : lf->data + c->off;
+        uint32_t avail = buf ? (uint32_t)read_at(lf, buf, c->avail, c->off) : c->avail;
+        uint64_t base = c->base_ns, last = c->base_ns;
+        for (uint32_t pos = CHUNK_HDR; pos + 8 <= avail;) {
+            const uint8_t *p = b + pos;
+            uint32_t len = (uint32_t)p[1] * 8;
+            if (p[0] == GMLOG_END_OF_CHUNK || !len || pos + len > avail)
+                break;
+            uint64_t t = base + ld32(p + 4, sw);
+            if (p[0] == GMLOG_CLOCK && len >= 16)
+                t = base = ld64(p + 8, sw);
+            if (t > last)
+                last = t;
+            if (p[0] == GMLOG_CHECKPOINT && len >= sizeof(gmlog_checkpoint_t)) {
+                uint64_t cseq = ld64(p + 8, sw);
+                if (p[3] == GMLOG_CKPT_BEGIN) {
+                    pending = 0; /* the chunks since the gap start outside any span */
+                    in = 1;
+                    seq = cseq;
+                    b_at = ld64(p + 16, sw);
+                    b_chunk = k, b_pos = pos, b_off = c->off + pos;
+                    memset(sc->tmp_has, 0, sizeof sc->tmp_has);
+                    sc->tmp_allocs = sc->tmp_frees = 0;
+                    sc->tmp_cuts = 0;
+                } else if (p[3] == GMLOG_CKPT_END) {
+                    if (pending) { /* the chunks since the gap are inside this span */
+                        for (uint32_t j = pending_from; j <= k; j++)
+                            lf->chunks[st->first + j].span_in = 1, lf->chunks[st->first + j].span_seq = cseq;
+                        pending = 0;
+                    } else if (in && seq == cseq && (cseq > sc->best.seq || (cseq == sc->best.seq && b_at > sc->best.at_ns))) {
+                        sc->best = (rd_ckpt_t){.seq = cseq, .at_ns = b_at, .allocs = sc->tmp_allocs,
+                                               .frees = sc->tmp_frees, .cuts = sc->tmp_cuts, .stream = si,
+                                               .begin_chunk = b_chunk, .end_chunk = k, .begin_pos = b_pos,
+                                               .end_pos = pos + len, .begin_off = b_off};
+                        memcpy(sc->cut, sc->tmp_cut, sizeof sc->cut);
+                        memcpy(sc->has, sc->tmp_has, sizeof sc->has);
+                    }
+                    in = 0;
+                }
+            } else if (p[0] == GMLOG_CUT && in && !pending && len >= sizeof(gmlog_cut_t)) {
+                sc->tmp_cut[p[2]] = ld64(p + 8, sw);
+                sc->tmp_cuts += !sc->tmp_has[p[2]];
+                sc->tmp_has[p[2]] = 1;
+                sc->tmp_allocs += ld64(p + offsetof(gmlog_cut_t, allocs), sw);
+                sc->tmp_frees += ld64(p + offsetof(gmlog_cut_t, frees), sw);
+            }
+            pos += len;
+        }
+        prev_tc = c->thread_chunk;
+        prev_last = last;
+    }
+}
+
+static int ckpt_scan(rd_log_t *lf)
+{
+    lf->wrapped = (lf->hdr.flags & GMLOG_F_WRAPPED) != 0;
+    int any = 0;
+    for (size_t i = 0; i < lf->nstreams; i++) {
+        rd_stream_t *st = &lf->streams[i];
+        st->scanned = lf->wrapped || starts_with_checkpoint(lf, st);
+        any |= st->scanned;
+    }
+    if (!any && !lf->wrapped)
+        return 0;
+    scan_t *sc = calloc(1, sizeof *sc);
+    uint8_t *buf = lf->fd >= 0 ? malloc(lf->hdr.chunk_size) : NULL;
+    if (!sc || (lf->fd >= 0 && !buf)) {
+        free(sc), free(buf);
+        return fail(lf, lf->hdr.header_size, "out of memory looking for the log's checkpoints");
+    }
+    for (size_t i = 0; i < lf->nstreams; i++)
+        if (lf->streams[i].scanned)
+            scan_stream(lf, (uint32_t)i, buf, sc);
+    free(buf);
+    int rc = 0;
+    if (lf->wrapped && !sc->best.seq) {
+        rd_diag(lf, offsetof(gmlog_file_header_t, flags), 1, "the log reached its size limit (GMSHIM_LOG_LIMIT) and "
+                "reused the space of its oldest records, but holds no complete checkpoint to read them from: the "
+                "reports cover only the records that remain");
+    } else if (lf->wrapped) {
+        lf->ckpt = sc->best;
+        uint64_t from = sc->best.at_ns;
+        for (int d = 0; d < 256; d++) {
+            lf->cut_ns[d] = sc->has[d] ? sc->cut[d] : sc->best.at_ns;
+            if (lf->cut_ns[d] > from)
+                from = lf->cut_ns[d];
+        }
+        lf->ckpt.detail_from_ns = from;
+        lf->keep_from = from + 1;
+        /* Gaps before the checkpoint are the space it let the writer reuse; after it, damage. */
+        for (size_t i = 0; i < sc->ngaps; i++)
+            if (sc->gaps[i].prev_last >= sc->best.at_ns)
+                rd_diag(lf, sc->gaps[i].off, 1, "thread %u: chunk %u follows chunk %u; records in between are "
+                        "missing", sc->gaps[i].tid, sc->gaps[i].tc, sc->gaps[i].prev_tc);
+        lf->pro = calloc(1, sizeof *lf->pro);
+        if (!lf->pro || (lf->pro->loaded = -1, pro_collect(lf, lf->pro)))
+            rc = fail(lf, sc->best.begin_off, "out of memory reading the log's checkpoint");
+    }
+    free(sc->gaps);
+    free(sc);
+    return rc;
+}
+
+static void ckpt_first_time(rd_log_t *lf, int none)
+{
+    uint64_t t = lf->ckpt.at_ns;
+    if (lf->pro->nhist && lf->pro->hist[0].t < t)
+        t = lf->pro->hist[0].t;
+    if (none || t < lf->t_first)
+        lf->t_first = t;
+    if (lf->ckpt.detail_from_ns > lf->t_last)
+        lf->t_last = lf->ckpt.detail_from_ns;
 }

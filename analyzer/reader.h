@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #define RD_MAX_DIAGS 64
+/* What the reports say of a sound log without records (a process killed as it started). */
+#define RD_NO_RECORDS "no records: the process ended before recording anything"
 
 /* One problem found in the file, with the byte offset where it was found. */
 typedef struct rd_diag {
@@ -34,7 +36,32 @@ typedef struct rd_rec {
     uint32_t len;              /* bytes (len8 * 8) */
     uint32_t tid;
     uint8_t type, device, flags;
+    uint8_t ckpt;              /* RD_EVENT, or where in a checkpoint it comes from (RD_CKPT_*) */
 } rd_rec_t;
+
+/* What a record handed out is (rd_rec_t.ckpt). A wrapped log's reader hands out its newest
+ * complete checkpoint first (definitions, history, each device's cut), then the events after
+ * it; a dump (lf->raw) gets every record as it is, those of checkpoints marked. */
+enum {
+    RD_EVENT = 0,
+    RD_CKPT_DEF = 1,           /* a SITE, STRING, MODULE, DEVICE or LIMIT the checkpoint repeats */
+    RD_CKPT_HISTORY = 2,       /* a MARK or OOM from before the checkpoint, at its own time */
+    RD_CKPT_STATE = 3,         /* a CUT, or a segment or block live at it, at the cut's time */
+    RD_CKPT_SPAN = 4,          /* lf->raw: a record between a checkpoint's BEGIN and END, or either */
+};
+
+/* The checkpoint a wrapped log is read from. */
+typedef struct rd_ckpt {
+    uint64_t seq;              /* 0: none (not wrapped, or no complete checkpoint) */
+    uint64_t at_ns;            /* records before it are summarised, not there one by one */
+    uint64_t detail_from_ns;   /* every record after it is there (the latest cut) */
+    uint64_t allocs, frees;    /* summed over its cuts: the allocations and frees it stands for */
+    uint32_t cuts;             /* devices it cuts */
+    uint32_t stream;           /* index in lf->streams */
+    uint32_t begin_chunk, end_chunk; /* in that stream, from its first chunk */
+    uint32_t begin_pos, end_pos;     /* byte offsets in those chunks: BEGIN, and just past END */
+    uint64_t begin_off;        /* file offset of BEGIN */
+} rd_ckpt_t;
 
 typedef struct rd_chunk {
     uint64_t off;              /* file offset of the chunk */
@@ -43,6 +70,8 @@ typedef struct rd_chunk {
     uint32_t tid;
     uint32_t thread_chunk;
     uint32_t avail;            /* bytes of the chunk present in the file */
+    uint32_t span_in;          /* its stream was scanned: 1 when it starts inside a checkpoint */
+    uint64_t span_seq;         /* ...whose seq this is */
 } rd_chunk_t;
 
 /* One thread's records: its chunks in order. */
@@ -63,6 +92,9 @@ typedef struct rd_stream {
     uint32_t start_chunk;      /* a window's first and last chunks (see rd_window) */
     uint32_t stop_chunk;
     int done;
+    int scanned;               /* its checkpoint spans were found at open (chunks' span_in) */
+    int in_span;               /* between a checkpoint's BEGIN and END */
+    uint64_t span_seq;
 } rd_stream_t;
 
 typedef struct rd_log {
@@ -76,8 +108,11 @@ typedef struct rd_log {
     int swapped;               /* written with the other byte order */
     int fatal;                 /* nothing could be read: diags[0] says why */
     int partial;               /* something was skipped: the reports are incomplete */
-    int truncated;             /* the file ends inside a chunk */
+    int truncated;             /* the file ends inside a chunk, or chunks are missing at its end */
+    int no_header;             /* empty, or its header never written: the writer ended at its start */
+    int end_record;            /* a thread's last chunk holds an END record (finish_open looks) */
     int quiet;                 /* diagnostics are not recorded (a repeated pass) */
+    int read_through;          /* an iteration reached the end: the next pass is quiet */
     rd_meta_t *meta;
     size_t nmeta;
     rd_chunk_t *chunks;
@@ -104,11 +139,21 @@ typedef struct rd_log {
     uint64_t seq;
     uint64_t chunks_done;      /* for progress */
     uint64_t unknown_records;  /* records of types this reader does not know, skipped */
-    uint8_t swapbuf[256 * 8];
+    /* checkpoints (gmlog.h, "checkpoints"): spans are state, never events */
+    int wrapped;               /* GMLOG_F_WRAPPED: read from the newest complete checkpoint */
+    int raw;                   /* hand out every record as it is, checkpoints marked (dump) */
+    rd_ckpt_t ckpt;            /* the checkpoint read from */
+    uint64_t keep_from;        /* records timed before this may be in the checkpoint */
+    uint64_t cut_ns[256];      /* per device: its records at or before this are in the checkpoint */
+    struct rd_prologue *pro;   /* the checkpoint's records, handed out before the others... */
+    int pro_on;                /* ...while this is set */
+    uint8_t swapbuf[256 * 8] __attribute__((aligned(8))); /* records handed out are 8-byte aligned */
 } rd_log_t;
 
 /* Opens a file and checks its header and chunks. Returns 0 when records can be read
- * (lf->partial may still be set), -1 when not (lf->diags[0] says why). rd_close() either way. */
+ * (lf->partial may still be set), -1 when not (lf->diags[0] says why). rd_close() either way.
+ * An empty file, or one whose header the writer never wrote (zeros), opens as a log without
+ * records that was not closed (lf->no_header): a process killed as it started. */
 int rd_open_path(rd_log_t *lf, const char *path);
 /* The same on bytes in memory (copied when not 8-byte aligned); `data` must outlive lf. */
 int rd_open_mem(rd_log_t *lf, const void *data, size_t size, const char *name);
@@ -118,20 +163,24 @@ void rd_close(rd_log_t *lf);
  * records that run past their chunk are reported as diagnostics and skipped. The record's
  * bytes stay valid until the next call; for a native-order log they stay valid longer, until
  * lf->refills has changed twice (each thread keeps its previous chunk), which lets a caller
- * batch records without copying them. */
+ * batch records without copying them. Checkpoints' records are never handed out as events: a
+ * wrapped log's newest complete checkpoint comes first (rec->ckpt says what each of its records
+ * is), then the records after it; lf->raw hands out every record, spans marked RD_CKPT_SPAN. */
 int rd_next(rd_log_t *lf, rd_rec_t *rec);
 /* Starts the iteration again from the first record (of the window). */
 void rd_rewind(rd_log_t *lf);
 /* Limits the iteration to a window of time: in each thread's records, from the first record
  * with t >= begin in the chunk where begin falls, to the first with t >= end in the chunk where
  * end falls. Windows [a, b) and [b, c) split every thread's records exactly, whatever order
- * their times are in. Takes effect at the next rd_rewind(). */
+ * their times are in; a wrapped log's checkpoint comes first in the window that starts at 0.
+ * Takes effect at the next rd_rewind(). */
 void rd_window(rd_log_t *lf, uint64_t begin, uint64_t end);
 /* A second, independent reader of the same log (a dup of the file, or the same memory), for
  * another thread; its diagnostics are not recorded. */
 int rd_clone(const rd_log_t *src, rd_log_t *dst);
 
-/* Adds a diagnostic; `partial` marks the log as incompletely read. */
+/* Adds a diagnostic; `partial` marks the log as incompletely read. The same message at the same
+ * offset is kept once (a second pass over the records meets the same problems). */
 void rd_diag(rd_log_t *lf, uint64_t offset, int partial, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -152,5 +201,8 @@ const char *rd_type_name(unsigned type);
 int rd_site_frames(const rd_rec_t *rec, const uint64_t **native, unsigned *nnative,
                    const gmlog_pyframe_t **py, unsigned *npy);
 int rd_tail_bytes(const rd_rec_t *rec, size_t fixed, size_t want, const char **bytes);
+/* The checks of a variable-length record's tail (SITE, STRING, MODULE, MARK) that the model
+ * applies, with the same diagnostic (partial): 0 when sound or of another type, -1 when not. */
+int rd_check_tail(rd_log_t *lf, const rd_rec_t *rec);
 
 #endif
