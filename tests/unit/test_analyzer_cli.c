@@ -1,13 +1,17 @@
 /* End-to-end tests of the gmshim CLI (analyzer/main.c and the reports): help and exit statuses,
  * the recorded demo fixture (tests/fixtures/demo.gmlog with the binary that wrote it), two logs
- * recorded on the H200, one log per rank, dump, timeline, run, colour, write errors, damaged
- * logs, and the fuzz target. */
+ * recorded on the H200, one log per rank, dump, timeline, run, colour, write errors, damaged,
+ * cut and empty logs (every command), and the fuzz target. */
+#include "gmlog.h"
 #include "suites.h"
+#include "testlog.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FIXTURE "tests/fixtures/demo.gmlog"
@@ -280,6 +284,155 @@ START_TEST(test_damaged_logs_exit_nonzero_with_the_offset)
 }
 END_TEST
 
+static char *dump_json(const char *log);
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += r;
+        if (n == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    ck_assert_msg(buf != NULL, "out of memory reading %s", path);
+    *len = n;
+    return buf;
+}
+
+static void spew(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f && fwrite(data, 1, len, f) == len && fclose(f) == 0, "cannot write %s", path);
+}
+
+/* The commands that read logs, each given the log after these words. */
+static const char *const reading[][3] = {
+    {"summary"}, {"--json", "summary"}, {"report"}, {"--json", "report"}, {"leaks"}, {"frag"}, {"oom"},
+    {"timeline", "--json"}, {"dump"}, {"--json", "dump"},
+};
+#define NREADING (sizeof reading / sizeof reading[0])
+
+static int gm_reading(size_t i, const char *log, char **out)
+{
+    const char *args[5] = {NULL};
+    int k = 0;
+    for (int w = 0; w < 3 && reading[i][w]; w++)
+        args[k++] = reading[i][w];
+    args[k] = log;
+    return gmv(out, args);
+}
+
+/* Cut copies: a new writer's log at a chunk boundary says how many chunks it lacks; an older
+ * writer's log closed at exit (the fixture) that lost its END record says so. Exit 2 from every
+ * command, never a clean-looking report. */
+START_TEST(test_logs_cut_at_a_chunk_boundary_exit_2_saying_what_is_missing)
+{
+    const char *dir = temp_dir();
+    char log[512], cut[520];
+    snprintf(log, sizeof log, "%s/rt.gmlog", dir);
+    snprintf(cut, sizeof cut, "%s/cut.gmlog", dir);
+    free(record("log_roundtrip", log, NULL));
+    size_t len, flen;
+    uint8_t *data = slurp(log, &len), *fix = slurp(FIXTURE, &flen);
+    const gmlog_file_header_t *h = (const gmlog_file_header_t *)data;
+    ck_assert_msg(h->chunks_at_close >= 2 && len == h->header_size + h->chunks_at_close * GMLOG_CHUNK_SIZE,
+                  "the writer's chunks_at_close %llu in %zu bytes", (unsigned long long)h->chunks_at_close, len);
+    char want[160];
+    snprintf(want, sizeof want, "byte %zu: the file holds 1 of the %llu chunks the log was closed with",
+             (size_t)h->header_size + GMLOG_CHUNK_SIZE, (unsigned long long)h->chunks_at_close);
+    spew(cut, data, h->header_size + GMLOG_CHUNK_SIZE);
+    for (size_t i = 0; i < NREADING; i++) {
+        char *out;
+        int rc = gm_reading(i, cut, &out);
+        ck_assert_msg(rc == 2 && strstr(out, want), "gmshim %s %s of a new log cut after a chunk: exit %d\n%.3000s",
+                      reading[i][0], reading[i][1] ? reading[i][1] : "", rc, out);
+        free(out);
+    }
+    spew(cut, fix, ((const gmlog_file_header_t *)fix)->header_size);
+    for (size_t i = 0; i < NREADING; i++) {
+        char *out;
+        int rc = gm_reading(i, cut, &out);
+        ck_assert_msg(rc == 2 && strstr(out, "byte 4096: the log was closed at exit but its end record is missing"),
+                      "gmshim %s %s of an old log cut to its header: exit %d\n%.3000s", reading[i][0],
+                      reading[i][1] ? reading[i][1] : "", rc, out);
+        free(out);
+    }
+    free(data);
+    free(fix);
+}
+END_TEST
+
+/* A kill in a process's first milliseconds leaves an empty file or a header without chunks:
+ * an unclosed run that recorded nothing, exit 0 like any unclosed log. */
+START_TEST(test_logs_of_a_process_killed_at_its_start_read_as_empty_runs)
+{
+    const char *dir = temp_dir();
+    char path[512];
+    size_t flen;
+    uint8_t *fix = slurp(FIXTURE, &flen);
+    gmlog_file_header_t *h = (gmlog_file_header_t *)fix;
+    h->flags = 0, h->end_ns = 0, h->close_reason = 0;
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s.gmlog", dir, k ? "header-only" : "empty");
+        spew(path, fix, k ? h->header_size : 0);
+        for (size_t i = 0; i < NREADING; i++) {
+            char *out;
+            int rc = gm_reading(i, path, &out);
+            /* dump --json has no line for it: its header record says the state */
+            int json_dump = reading[i][1] && !strcmp(reading[i][1], "dump");
+            const char *state = k ? "not closed: the process was killed" : "not closed: the process ended before "
+                                                                           "writing its header";
+            ck_assert_msg(rc == 0 && !strstr(out, "gmshim: ") && strstr(out, state) &&
+                          (json_dump || strstr(out, "no records: the process ended before recording anything")),
+                          "gmshim %s %s of %s: exit %d\n%.3000s", reading[i][0], reading[i][1] ? reading[i][1] : "",
+                          path, rc, out);
+            free(out);
+        }
+    }
+    free(fix);
+}
+END_TEST
+
+/* A damaged record among the last ones read: every command names it (the report used to exit 2
+ * with no word of why), and dump rejects what the reports reject while printing the rest. */
+START_TEST(test_a_damaged_record_at_the_end_is_named_by_every_command)
+{
+    const char *dir = temp_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad-mark.gmlog", dir);
+    char *dump = dump_json(FIXTURE);
+    const char *last = NULL;
+    for (const char *p = dump; (p = strstr(p, "\"type\":\"mark\"")); p++)
+        last = p;
+    unsigned long off = 0;
+    ck_assert_msg(last && strstr(last, "\"offset\":") && sscanf(strstr(last, "\"offset\":"), "\"offset\":%lu", &off) == 1,
+                  "no mark in the fixture's dump");
+    free(dump);
+    size_t flen;
+    uint8_t *fix = slurp(FIXTURE, &flen);
+    uint32_t huge = 0xffff;
+    memcpy(fix + off + 12, &huge, 4); /* gmlog_mark_t.len */
+    spew(path, fix, flen);
+    char want[128];
+    snprintf(want, sizeof want, "byte %lu: a mark's label of 65535 bytes does not fit in its", off);
+    for (size_t i = 0; i < NREADING; i++) {
+        char *out;
+        int rc = gm_reading(i, path, &out);
+        ck_assert_msg(rc == 2 && strstr(out, want), "gmshim %s %s of a log with a damaged last mark: exit %d\n%.3000s",
+                      reading[i][0], reading[i][1] ? reading[i][1] : "", rc, out);
+        if (!strcmp(reading[i][0], "dump"))
+            ck_assert_msg(strstr(out, "label=\"iteration 12\"") && strstr(out, "id=13 malformed"),
+                          "dump does not print what it could:\n%.3000s", out);
+        free(out);
+    }
+    free(fix);
+}
+END_TEST
+
 START_TEST(test_dump_writes_every_record_as_text_or_json_lines)
 {
     char *out;
@@ -419,6 +572,48 @@ START_TEST(test_run_preloads_the_shim_reports_and_keeps_the_exit_status)
 }
 END_TEST
 
+/* Only the logs the command wrote are reported: not one that was there before it started (an
+ * earlier run's, though its header claims a start in the future), nor one that appears during
+ * the run with a start time outside it. */
+START_TEST(test_run_reports_only_the_logs_its_command_wrote)
+{
+    const char *dir = temp_dir();
+    char tmpl[512], stale[520], copied[520], future[520];
+    snprintf(tmpl, sizeof tmpl, "%s/run-%%p.gmlog", dir);
+    snprintf(stale, sizeof stale, "%s/run-1.gmlog", dir);
+    snprintf(copied, sizeof copied, "%s/run-2.gmlog", dir);
+    snprintf(future, sizeof future, "%s/future.log", dir);
+    size_t flen;
+    uint8_t *fix = slurp(FIXTURE, &flen);
+    gmlog_file_header_t *h = (gmlog_file_header_t *)fix;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    h->start_realtime_ns = ((uint64_t)now.tv_sec + 3600) * 1000000000ull;
+    spew(stale, fix, flen);
+    spew(future, fix, flen);
+    free(fix);
+    char prog[600], script[2400];
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/oom_leak"));
+    snprintf(script, sizeof script, "cp '%s' '%s' && exec '%s'", future, copied, prog);
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    char pre[4200] = "";
+    if (san && *san)
+        snprintf(pre, sizeof pre, "LD_PRELOAD=%s", san);
+    const char *argv[] = {build_path("gmshim"), "--color=never", "run", "-o", tmpl, "--", "/bin/sh", "-c", script, NULL};
+    const char *env[] = {"FAKECUDA_MEM=1G", "ASAN_OPTIONS=verify_asan_link_order=0", pre[0] ? pre : NULL, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 0, &out);
+    char was_there[700], outside[700];
+    snprintf(was_there, sizeof was_there, "gmshim run: not reporting %s: it was there before the command started", stale);
+    snprintf(outside, sizeof outside, "gmshim run: not reporting %s: its start time is not within the command's run",
+             copied);
+    ck_assert_msg(rc == 0 && count(out, "gmshim run: log ") == 1 && !strstr(out, "combined") &&
+                  strstr(out, was_there) && strstr(out, outside) && strstr(out, "cause    leak"),
+                  "gmshim run beside a stale log and a copied one: exit %d\n%.4000s", rc, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_colour_only_when_asked_and_write_errors_fail)
 {
     char *out;
@@ -477,6 +672,112 @@ START_TEST(test_fuzz_target_survives_the_corpus)
 }
 END_TEST
 
+/* ---- bounded logs ----------------------------------------------------------------------------------- */
+
+/* The example wrapped log of testlog.h, written to a fresh file. */
+static const char *wrapped_file(int wrapped, int end_ckpt)
+{
+    static char path[8][512];
+    static int next;
+    char *p = path[next++ % 8];
+    snprintf(p, sizeof path[0], "%s/wrapped.gmlog", temp_dir());
+    tlog_t b;
+    tlog_wrapped_example(&b, wrapped, end_ckpt);
+    ck_assert_msg(tlog_write(&b, p) == 0, "cannot write %s", p);
+    tlog_free_buf(&b);
+    return p;
+}
+
+/* Early chunks gone: every report says from when it has per-event detail and what the checkpoint
+ * summarised; the totals, the peak and the leak by site still cover the whole run. */
+START_TEST(test_a_wrapped_log_says_what_its_checkpoint_summarised)
+{
+    const char *log = wrapped_file(1, 1);
+    static const char line[] = "the log reached its size limit (GMSHIM_LOG_LIMIT): events before 1.000 s were "
+                               "summarised in a checkpoint (15 allocations, 13 frees); per-event detail starts at "
+                               "1.001 s\n";
+    char *out;
+    int rc = gm(&out, "report", log);
+    ck_assert_msg(rc == 0 && strstr(out, line) && strstr(out, "17 allocs, 16 frees; 1 live at the end (1.00 MiB)") &&
+                  strstr(out, "allocated 81.5 MiB") && strstr(out, "1 x  0x1007") && !strstr(out, "x  0x1009"),
+                  "report: exit %d\n%s", rc, out);
+    ck_assert_msg(strstr(out, line) < strstr(out, "Summary"), "the checkpoint's line comes after the summary:\n%s", out);
+    free(out);
+    rc = gm(&out, "--json", "summary", log);
+    ck_assert_msg(rc == 0 && strstr(out, "\"wrapped\":true,\"checkpoint\":1,\"summarised_before_ns\":1000000000,"
+                                         "\"detail_from_ns\":1001000000,\"dropped\":{\"allocs\":15,\"frees\":13}") &&
+                  strstr(out, "\"allocs\":17,\"frees\":16") && strstr(out, "\"peak_allocated\":85458944") &&
+                  strstr(out, "\"marks\":2"), "summary --json: exit %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "summary", wrapped_file(0, 1));
+    ck_assert_msg(rc == 0 && strstr(out, "\"wrapped\":false") && !strstr(out, "dropped") &&
+                  strstr(out, "\"allocs\":17,\"frees\":16") && strstr(out, "\"records\":41"),
+                  "the same run unwrapped: exit %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_a_wrapped_log_without_a_complete_checkpoint_exits_2)
+{
+    const char *log = wrapped_file(1, 0);
+    char *out;
+    int rc = gm(&out, "summary", log);
+    ck_assert_msg(rc == 2 && count(out, "gmshim: ") == 1 &&
+                  strstr(out, "byte 44: the log reached its size limit (GMSHIM_LOG_LIMIT) and reused the space of its "
+                              "oldest records, but holds no complete checkpoint") && !strstr(out, "were summarised"),
+                  "exit %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_dump_shows_checkpoints_as_they_are)
+{
+    const char *log = wrapped_file(1, 1);
+    char *out;
+    int rc = gm(&out, "dump", log);
+    ck_assert_msg(rc == 0 && strstr(out, " wrapped checkpoint=1 detail_from_ns=1001000000") &&
+                  strstr(out, "checkpoint          in_checkpoint event=begin seq=1 at_ns=1000000000") &&
+                  strstr(out, "at                  in_checkpoint at_ns=400000000") &&
+                  strstr(out, "cut           dev=0 in_checkpoint cut_ns=1001000000 requested=1572864") &&
+                  strstr(out, "allocs=15 frees=13") && count(out, "in_checkpoint") == 12 &&
+                  count(out, " mark ") == 3, "dump: exit %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "dump", log);
+    ck_assert_msg(rc == 0 && count(out, "\"in_checkpoint\":true") == 12 && strstr(out, "\"type\":\"cut\"") &&
+                  strstr(out, "\"event\":\"end\""), "dump --json: exit %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* The writer's own bounded log, past its limit: read from its newest checkpoint, the run's totals
+ * and its leak by site are whole, and nothing reads as damage. */
+START_TEST(test_a_bounded_log_past_its_limit_reports_the_whole_run)
+{
+    char log[600], env_log[700];
+    snprintf(log, sizeof log, "%s/bounded.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    char path[600];
+    snprintf(path, sizeof path, "%s", build_path("tests/integration/log_bounded"));
+    const char *argv[] = {path, NULL};
+    const char *env[] = {env_log, "GMSHIM_LOG_LIMIT=64M", "PAIRS=600000", "THREADS=4", "LEAK_EVERY=50000",
+                         "FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "log_bounded exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "summary", log);
+    ck_assert_msg(rc == 0 && strstr(out, "\"wrapped\":true,\"checkpoint\":") && strstr(out, "\"partial\":false") &&
+                  strstr(out, "\"allocs\":2400012,\"frees\":2400000") && strstr(out, "\"marks\":6"),
+                  "summary --json of the bounded log: exit %d\n%.4000s", rc, out);
+    free(out);
+    rc = gm(&out, "leaks", log);
+    ck_assert_msg(rc == 0 && strstr(out, "were summarised in a checkpoint") &&
+                  strstr(out, "12 allocations (12.0 MiB) live at the end, from 1 call site") && strstr(out, "leak_one"),
+                  "leaks of the bounded log: exit %d\n%.4000s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_cli_suite(void)
 {
     Suite *s = suite_create("analyzer_cli");
@@ -491,14 +792,25 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_leaks_at_a_mark_stops_there);
     tcase_add_test(tc, test_one_log_per_rank_gives_sections_and_a_combined_line);
     tcase_add_test(tc, test_damaged_logs_exit_nonzero_with_the_offset);
+    tcase_add_test(tc, test_logs_cut_at_a_chunk_boundary_exit_2_saying_what_is_missing);
+    tcase_add_test(tc, test_logs_of_a_process_killed_at_its_start_read_as_empty_runs);
+    tcase_add_test(tc, test_a_damaged_record_at_the_end_is_named_by_every_command);
     tcase_add_test(tc, test_dump_writes_every_record_as_text_or_json_lines);
     tcase_add_test(tc, test_the_log_keeps_every_fence_and_few_stats_snapshots);
     tcase_add_test(tc, test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has);
     tcase_add_test(tc, test_timeline_is_a_self_contained_svg_or_html);
     tcase_add_test(tc, test_run_preloads_the_shim_reports_and_keeps_the_exit_status);
+    tcase_add_test(tc, test_run_reports_only_the_logs_its_command_wrote);
     tcase_add_test(tc, test_colour_only_when_asked_and_write_errors_fail);
     tcase_add_test(tc, test_a_uniquely_named_allocator_is_named_with_its_line);
     tcase_add_test(tc, test_fuzz_target_survives_the_corpus);
     suite_add_tcase(s, tc);
+    TCase *ck = tcase_create("checkpoints");
+    tcase_set_timeout(ck, 300);
+    tcase_add_test(ck, test_a_wrapped_log_says_what_its_checkpoint_summarised);
+    tcase_add_test(ck, test_a_wrapped_log_without_a_complete_checkpoint_exits_2);
+    tcase_add_test(ck, test_dump_shows_checkpoints_as_they_are);
+    tcase_add_test(ck, test_a_bounded_log_past_its_limit_reports_the_whole_run);
+    suite_add_tcase(s, ck);
     return s;
 }

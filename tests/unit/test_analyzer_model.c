@@ -4,6 +4,7 @@
 #include "model.h"
 #include "sites.h"
 #include "suites.h"
+#include "testlog.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -693,6 +694,142 @@ START_TEST(test_a_log_with_an_oom_goes_on_in_order_from_its_window)
 }
 END_TEST
 
+/* ---- bounded logs: a checkpoint's state (logs built by tests/unit/testlog.c) --------------------- */
+
+#define MS 1000000ull
+#define U(x) ((unsigned long long)(x))
+
+/* The figures of the example (testlog.h) both readings must give: the cut's counts plus the
+ * events after it, its peak where the events after it stay lower, its live block with its site. */
+static void assert_example_figures(const model_t *m, const char *what)
+{
+    const model_dev_t *d = m->dev[0];
+    ck_assert_msg(d != NULL, "%s: no device 0", what);
+    ck_assert_msg(d->allocs == 17 && d->frees == 16 && d->hits == 15 && d->misses == 2,
+                  "%s: %llu allocs, %llu frees, %llu hits, %llu misses (want 17, 16, 15, 2)", what, U(d->allocs),
+                  U(d->frees), U(d->hits), U(d->misses));
+    ck_assert_msg(d->peak_allocated == 81 * MiB + MiB / 2 && d->peak_requested == 81 * MiB + MiB / 2 &&
+                  d->peak_reserved == 72 * MiB, "%s: peaks allocated %llu, requested %llu, reserved %llu", what,
+                  U(d->peak_allocated), U(d->peak_requested), U(d->peak_reserved));
+    ck_assert_msg(d->allocated == MiB && d->requested == MiB && d->reserved == 72 * MiB && !d->unmatched_frees &&
+                  !d->replaced, "%s: at the end allocated %llu, requested %llu, reserved %llu, %llu unmatched frees, "
+                  "%llu replaced", what, U(d->allocated), U(d->requested), U(d->reserved), U(d->unmatched_frees),
+                  U(d->replaced));
+    ck_assert_msg(m->marks_total == 2 && m->nmarks == 2 && m->marks[0].id == 1 && m->marks[0].t == 400 * MS &&
+                  m->marks[1].id == 2, "%s: %llu marks, the first %u at %llu", what, U(m->marks_total),
+                  m->nmarks ? m->marks[0].id : 0, U(m->nmarks ? m->marks[0].t : 0));
+    model_top_t top[4];
+    unsigned n = model_top_sites(m, 0, top, 4);
+    ck_assert_msg(m->live.count == 1 && n == 1 && m->sst[top[0].sidx].site == 7 && top[0].bytes == MiB,
+                  "%s: %zu live, %u sites live, the first site %u with %llu bytes", what, m->live.count, n,
+                  n ? m->sst[top[0].sidx].site : 0, U(n ? top[0].bytes : 0));
+}
+
+START_TEST(test_a_wrapped_log_starts_from_its_checkpoint)
+{
+    tlog_t b;
+    tlog_wrapped_example(&b, 1, 1);
+    for (int k = 0; k < 2; k++) { /* in order, and with readers in parallel asked for */
+        setenv("GMSHIM_ANALYZER_THREADS", k ? "4" : "0", 1);
+        for (int f = 0; f < 2; f++) {
+            rd_log_t l;
+            model_t m;
+            ck_assert_int_eq(rd_open_mem(&l, b.buf, b.len, "wrapped"), 0);
+            memset(&m, 0, sizeof m);
+            model_build(&m, &l, f ? MODEL_SITES | MODEL_EPOCHS : MODEL_SITES);
+            assert_example_figures(&m, k ? "parallel asked" : "in order");
+            ck_assert_msg(m.records == 7 && m.by_type[GMLOG_ALLOC] == 2 && m.by_type[GMLOG_CUT] == 0 && !l.partial,
+                          "%llu records, %llu allocations read as events; partial %d", U(m.records),
+                          U(m.by_type[GMLOG_ALLOC]), l.partial);
+            const model_dev_t *d = m.dev[0];
+            ck_assert_msg(d->cut_seen && d->cut_ns == 1001 * MS && d->cut_allocs == 15 && d->cut_frees == 13,
+                          "cut: seen %d at %llu, %llu allocs, %llu frees", d->cut_seen, U(d->cut_ns), U(d->cut_allocs),
+                          U(d->cut_frees));
+            for (size_t i = 0; i < m.live.cap; i++) {
+                const model_live_t *e = &m.live.slots[i];
+                if (e->ptr)
+                    ck_assert_msg(e->ptr == TLOG_A && model_live_before_cut(e) &&
+                                  model_live_time(e) == (1001 * MS & ~255ull),
+                                  "live %llx: before the cut %d, time %llu", U(e->ptr), model_live_before_cut(e),
+                                  U(model_live_time(e)));
+            }
+            model_free(&m);
+            rd_close(&l);
+        }
+    }
+    unsetenv("GMSHIM_ANALYZER_THREADS");
+    tlog_free_buf(&b);
+}
+END_TEST
+
+/* The same run unwrapped, every chunk there: its checkpoint's copies (a mark, sites, a cut and
+ * its blocks) count for nothing, in order and in parallel; the figures are the wrapped log's. */
+START_TEST(test_checkpoint_records_count_for_nothing_in_a_log_that_did_not_wrap)
+{
+    tlog_t b;
+    tlog_wrapped_example(&b, 0, 1);
+    for (int k = 0; k < 2; k++) {
+        setenv("GMSHIM_ANALYZER_THREADS", k ? "4" : "0", 1);
+        for (int f = 0; f < 2; f++) {
+            rd_log_t l;
+            model_t m;
+            ck_assert_int_eq(rd_open_mem(&l, b.buf, b.len, "not wrapped"), 0);
+            memset(&m, 0, sizeof m);
+            model_build(&m, &l, f ? MODEL_SITES | MODEL_EPOCHS : 0);
+            if (f)
+                assert_example_figures(&m, k ? "not wrapped, in parallel" : "not wrapped");
+            ck_assert_msg(m.records == 41 && m.dev[0]->allocs == 17 && m.dev[0]->frees == 16 &&
+                          m.dev[0]->peak_allocated == 81 * MiB + MiB / 2 && !m.dev[0]->cut_seen && !l.partial &&
+                          !l.unknown_records, "%s, flags %d: %llu records, %llu allocs, %llu frees, peak %llu, cut %d, "
+                          "partial %d, %llu unknown", k ? "parallel" : "in order", f, U(m.records), U(m.dev[0]->allocs),
+                          U(m.dev[0]->frees), U(m.dev[0]->peak_allocated), m.dev[0]->cut_seen, l.partial,
+                          U(l.unknown_records));
+            model_free(&m);
+            rd_close(&l);
+        }
+    }
+    tlog_free_buf(&b);
+
+    /* A worker's checkpoint across its chunks, where a parallel window starts inside it: that
+     * replay gives way to the one in order (the cut's block is no allocation). */
+    tlog_begin(&b, 0);
+    tlog_chunk(&b, 7, 0, 0, 0);
+    tlog_alloc(&b, 10, TLOG_A, 4096, 0, 0);
+    tlog_checkpoint(&b, 20, GMLOG_CKPT_BEGIN, 3, 20);
+    gmlog_cut_t cut = {.cut_ns = 22, .requested = 8192, .allocated = 8192, .allocs = 2, .blocks = 2};
+    tlog_cut(&b, 22, &cut);
+    tlog_alloc(&b, 23, TLOG_A, 4096, 0, 0);
+    tlog_chunk(&b, 8, 1, 0, 50);
+    tlog_alloc(&b, 50, TLOG_D, 4096, 0, 0);
+    tlog_free(&b, 60, TLOG_D);
+    tlog_chunk(&b, 7, 2, 1, 100);
+    tlog_alloc(&b, 100, TLOG_D, 4096, 0, 0);
+    tlog_checkpoint(&b, 110, GMLOG_CKPT_END, 3, 20);
+    tlog_free(&b, 120, TLOG_A);
+    tlog_chunk(&b, 9, 3, 0, 150);
+    tlog_alloc(&b, 150, TLOG_SEG, 4096, 0, 0);
+    tlog_end_chunk(&b);
+    model_t m[2];
+    for (int k = 0; k < 2; k++) {
+        setenv("GMSHIM_ANALYZER_THREADS", k ? "4" : "0", 1);
+        rd_log_t l;
+        ck_assert_int_eq(rd_open_mem(&l, b.buf, b.len, "worker's checkpoint"), 0);
+        memset(&m[k], 0, sizeof m[k]);
+        model_build(&m[k], &l, k ? 0 : MODEL_SITES | MODEL_EPOCHS);
+        ck_assert_msg(m[k].dev[0]->allocs == 3 && m[k].dev[0]->frees == 2 && m[k].records == 5 &&
+                      m[k].dev[0]->allocated == 4096 && !l.partial && m[k].windows == 0,
+                      "%s: %llu allocs, %llu frees, %llu records, %llu allocated, partial %d, %u windows",
+                      k ? "parallel" : "in order", U(m[k].dev[0]->allocs), U(m[k].dev[0]->frees), U(m[k].records),
+                      U(m[k].dev[0]->allocated), l.partial, m[k].windows);
+        rd_close(&l);
+        m[k].lf = NULL;
+        model_free(&m[k]);
+    }
+    unsetenv("GMSHIM_ANALYZER_THREADS");
+    tlog_free_buf(&b);
+}
+END_TEST
+
 Suite *analyzer_model_suite(void)
 {
     Suite *s = suite_create("analyzer_model");
@@ -713,5 +850,10 @@ Suite *analyzer_model_suite(void)
     tcase_add_test(tc, test_a_log_with_an_oom_goes_on_in_order_from_its_window);
     tcase_add_test(tc, test_python_frames_come_first_with_their_file_and_line);
     suite_add_tcase(s, tc);
+    TCase *ck = tcase_create("checkpoints");
+    tcase_set_timeout(ck, 60);
+    tcase_add_test(ck, test_a_wrapped_log_starts_from_its_checkpoint);
+    tcase_add_test(ck, test_checkpoint_records_count_for_nothing_in_a_log_that_did_not_wrap);
+    suite_add_tcase(s, ck);
     return s;
 }

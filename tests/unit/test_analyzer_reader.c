@@ -1,9 +1,10 @@
 /* Unit tests of the analyzer's log reader (analyzer/reader.c): logs written by the shim under
  * the preload read back record by record, the GMSHIM_LOG path rules the writer must follow, a
- * log of a killed process, and damaged files built byte by byte (each a clear diagnostic with
- * its offset, never a crash). */
+ * log of a killed process (also one killed before it recorded anything), and damaged files
+ * built byte by byte (each a clear diagnostic with its offset, never a crash), cut ones too. */
 #include "reader.h"
 #include "suites.h"
+#include "testlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -280,9 +281,52 @@ START_TEST(test_foreign_and_empty_files_are_refused)
     ck_assert_msg(lf_damaged.fatal && strstr(lf_damaged.diags[0].msg, "not a gmshim log"), "foreign file: %s",
                   lf_damaged.diags[0].msg);
     rd_close(&lf_damaged);
-    ck_assert_int_eq(open_bytes(hello, 0), -1);
-    ck_assert_msg(strstr(lf_damaged.diags[0].msg, "empty"), "empty file: %s", lf_damaged.diags[0].msg);
+    /* zeros are no header, but a log's header pages are a multiple of 4096 bytes */
+    static uint8_t zeros[4097];
+    ck_assert_int_eq(open_bytes(zeros, sizeof zeros), -1);
+    ck_assert_msg(strstr(lf_damaged.diags[0].msg, "not a gmshim log"), "4097 zero bytes: %s", lf_damaged.diags[0].msg);
     rd_close(&lf_damaged);
+}
+END_TEST
+
+/* What a kill in a process's first milliseconds leaves: an empty file, the header's pages still
+ * zero (perhaps with the magic stored), or a header and no chunk (or only unused ones). */
+START_TEST(test_a_log_killed_at_its_start_reads_as_an_empty_unclosed_run)
+{
+    size_t len;
+    uint8_t *data = roundtrip_log(&len, NULL, 0);
+    uint32_t hs;
+    memcpy(&hs, data + 16, 4);
+    size_t n = hs + 2 * GMLOG_CHUNK_SIZE;
+    uint8_t *buf = calloc(1, n);
+    struct { const char *what; size_t len; int magic, header, no_header; } cases[] = {
+        {"an empty file", 0, 0, 0, 1},
+        {"a zeroed header", 4096, 0, 0, 1},
+        {"the magic, then zeros", 8192, 1, 0, 1},
+        {"a header and no chunk", hs, 1, 1, 0},
+        {"a header and two unused chunks", n, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(buf, 0, n);
+        if (cases[i].magic)
+            memcpy(buf, GMLOG_MAGIC, 8);
+        if (cases[i].header) {
+            memcpy(buf, data, hs);
+            gmlog_file_header_t *h = (gmlog_file_header_t *)buf;
+            h->flags = 0, h->end_ns = 0, h->close_reason = 0, h->chunks_at_close = 0;
+        }
+        int rc = open_bytes(buf, cases[i].len);
+        ck_assert_msg(rc == 0, "%s is refused: %s", cases[i].what, lf_damaged.diags[0].msg);
+        counts_t c = count_records(&lf_damaged);
+        ck_assert_msg(!lf_damaged.partial && lf_damaged.ndiags == 0 && c.records == 0,
+                      "%s: partial %d, %zu diags (%s), %u records", cases[i].what, lf_damaged.partial,
+                      lf_damaged.ndiags, lf_damaged.ndiags ? lf_damaged.diags[0].msg : "", c.records);
+        ck_assert_msg(!(lf_damaged.hdr.flags & GMLOG_F_CLOSED) && lf_damaged.no_header == cases[i].no_header,
+                      "%s: flags %u, no_header %d", cases[i].what, lf_damaged.hdr.flags, lf_damaged.no_header);
+        rd_close(&lf_damaged);
+    }
+    free(buf);
+    free(data);
 }
 END_TEST
 
@@ -357,6 +401,116 @@ START_TEST(test_truncated_chunk_reads_what_is_there_and_is_partial)
     ck_assert_msg(has_diag(&lf_damaged, "cut short", &off) && off == cut, "no diagnostic at byte %zu (got %llu)", cut,
                   (unsigned long long)off);
     ck_assert_msg(c.records > 0 && c.records < all.records, "read %u of %u records before the cut", c.records, all.records);
+    rd_close(&lf_damaged);
+    free(data);
+}
+END_TEST
+
+/* The writer records its chunk count at a clean close: a copy cut at a chunk boundary (it
+ * reads as a whole file otherwise) says how many chunks it lacks. */
+START_TEST(test_closed_log_cut_at_a_chunk_boundary_reads_as_truncated)
+{
+    size_t len;
+    uint8_t *data = roundtrip_log(&len, NULL, 0);
+    rd_log_t full;
+    ck_assert_int_eq(rd_open_mem(&full, data, len, "full"), 0);
+    uint32_t hs = full.hdr.header_size;
+    uint64_t at_close = full.hdr.chunks_at_close;
+    size_t slots = full.nslots;
+    ck_assert_msg(!full.partial && at_close == slots && slots >= 2, "the writer's chunks_at_close %llu, %zu chunks in "
+                  "the file (partial %d)", (unsigned long long)at_close, slots, full.partial);
+    rd_close(&full);
+    for (size_t k = 0; k < slots; k++) {
+        size_t cut = hs + k * GMLOG_CHUNK_SIZE;
+        char want[160];
+        snprintf(want, sizeof want, "holds %zu of the %zu chunks the log was closed with: %zu chunk%s", k, slots,
+                 slots - k, slots - k == 1 ? " is missing" : "s are missing");
+        ck_assert_int_eq(open_bytes(data, cut), 0);
+        count_records(&lf_damaged);
+        uint64_t off = 0;
+        ck_assert_msg(lf_damaged.partial && lf_damaged.truncated && has_diag(&lf_damaged, want, &off) && off == cut,
+                      "cut at %zu (%zu chunks): partial %d, truncated %d, '%s' at %llu", cut, k, lf_damaged.partial,
+                      lf_damaged.truncated, lf_damaged.ndiags ? lf_damaged.diags[0].msg : "",
+                      (unsigned long long)off);
+        rd_close(&lf_damaged);
+    }
+    free(data);
+}
+END_TEST
+
+/* Without chunks_at_close (writers before it), a log closed at exit whose END record is gone
+ * lost chunks at its end; one closed by a signal or not closed has none to lose. */
+START_TEST(test_old_log_closed_at_exit_without_its_end_record_is_partial)
+{
+    size_t len;
+    uint8_t *data = slurp("tests/fixtures/h200_torch_leak_oom.gmlog", &len);
+    ck_assert_msg(data && len > 4096 + 6 * GMLOG_CHUNK_SIZE, "no fixture (%zu bytes)", data ? len : 0);
+    gmlog_file_header_t *h = (gmlog_file_header_t *)data;
+    ck_assert_msg(h->chunks_at_close == 0 && (h->flags & GMLOG_F_CLOSED) && h->close_reason == GMLOG_CLOSE_EXIT,
+                  "the fixture is not an old log closed at exit");
+    ck_assert_int_eq(open_bytes(data, len), 0);
+    ck_assert_msg(!lf_damaged.partial, "the whole fixture reads as partial: %s", lf_damaged.diags[0].msg);
+    rd_close(&lf_damaged);
+    size_t cut = h->header_size + 5 * GMLOG_CHUNK_SIZE;
+    ck_assert_int_eq(open_bytes(data, cut), 0);
+    uint64_t off = 0;
+    ck_assert_msg(lf_damaged.partial && has_diag(&lf_damaged, "closed at exit but its end record is missing", &off) &&
+                  off == cut, "cut at %zu: partial %d, '%s' at %llu", cut, lf_damaged.partial,
+                  lf_damaged.ndiags ? lf_damaged.diags[0].msg : "", (unsigned long long)off);
+    rd_close(&lf_damaged);
+    h->close_reason = GMLOG_CLOSE_SIGNAL | 9u << 8;
+    ck_assert_int_eq(open_bytes(data, cut), 0);
+    ck_assert_msg(!lf_damaged.partial, "closed by a signal, no END: %s", lf_damaged.diags[0].msg);
+    rd_close(&lf_damaged);
+    h->flags = 0;
+    ck_assert_int_eq(open_bytes(data, cut), 0);
+    ck_assert_msg(!lf_damaged.partial, "not closed, no END: %s", lf_damaged.diags[0].msg);
+    rd_close(&lf_damaged);
+    free(data);
+}
+END_TEST
+
+/* A chunk beyond the count the writer closed with was not written by it. */
+START_TEST(test_chunk_past_the_close_is_reported)
+{
+    size_t len;
+    uint8_t *data = roundtrip_log(&len, NULL, 0);
+    uint8_t *d = realloc(data, len + GMLOG_CHUNK_SIZE);
+    ck_assert(d != NULL);
+    memcpy(d + len, d + len - GMLOG_CHUNK_SIZE, GMLOG_CHUNK_SIZE);
+    gmlog_chunk_header_t *ch = (gmlog_chunk_header_t *)(d + len);
+    uint32_t hs;
+    memcpy(&hs, d + 16, 4);
+    ch->index = (len - hs) / GMLOG_CHUNK_SIZE;
+    ch->thread_chunk++; /* the thread's numbering goes on: only the count tells */
+    ck_assert_int_eq(open_bytes(d, len + GMLOG_CHUNK_SIZE), 0);
+    uint64_t off = 0;
+    ck_assert_msg(lf_damaged.partial && has_diag(&lf_damaged, "lies past the", &off) && off == len,
+                  "an added chunk at %zu: partial %d, '%s'", len, lf_damaged.partial,
+                  lf_damaged.ndiags ? lf_damaged.diags[0].msg : "");
+    rd_close(&lf_damaged);
+    free(d);
+}
+END_TEST
+
+/* The model reports a record's problems after the reader handed it out, when the iteration may
+ * already have ended: those are kept; a second pass repeats none, nor does the same one twice. */
+START_TEST(test_diagnostics_after_the_last_record_are_kept_once)
+{
+    size_t len;
+    uint8_t *data = roundtrip_log(&len, NULL, 0);
+    ck_assert_int_eq(open_bytes(data, len), 0);
+    counts_t c = count_records(&lf_damaged);
+    ck_assert_msg(c.records > 0 && lf_damaged.ndiags == 0, "%u records, %zu diags", c.records, lf_damaged.ndiags);
+    rd_diag(&lf_damaged, 4200, 1, "a problem of the last record");
+    rd_diag(&lf_damaged, 4200, 1, "a problem of the last record");
+    ck_assert_msg(lf_damaged.partial && lf_damaged.ndiags == 1 && !strcmp(lf_damaged.diags[0].msg,
+                  "a problem of the last record"), "after the end: partial %d, %zu diags", lf_damaged.partial,
+                  lf_damaged.ndiags);
+    rd_rewind(&lf_damaged);
+    count_records(&lf_damaged);
+    rd_diag(&lf_damaged, 4200, 1, "a problem of the last record");
+    ck_assert_msg(lf_damaged.ndiags == 1, "a second pass added %zu diags", lf_damaged.ndiags - 1);
     rd_close(&lf_damaged);
     free(data);
 }
@@ -551,6 +705,190 @@ START_TEST(test_random_damage_never_crashes_the_reader)
 }
 END_TEST
 
+/* ---- bounded logs: checkpoints (logs built by tests/unit/testlog.c) ------------------------------ */
+
+#define MS 1000000ull
+
+typedef struct want {
+    uint8_t type, ckpt;
+    uint64_t t;                /* UINT64_MAX: any */
+} want_t;
+
+/* Reads lf to its end, checking the records against want[0..n); returns how many there were. */
+static unsigned read_expecting(rd_log_t *lf, const want_t *want, unsigned n, const char *what)
+{
+    rd_rec_t r;
+    unsigned i = 0;
+    while (rd_next(lf, &r)) {
+        ck_assert_msg(i < n, "%s: record %u (type %u at %llu ns, ckpt %u) is one too many", what, i, r.type,
+                      (unsigned long long)r.t, r.ckpt);
+        ck_assert_msg(r.type == want[i].type && r.ckpt == want[i].ckpt && (want[i].t == UINT64_MAX || r.t == want[i].t),
+                      "%s: record %u is type %u, ckpt %u at %llu ns; expected type %u, ckpt %u at %llu", what, i,
+                      r.type, r.ckpt, (unsigned long long)r.t, want[i].type, want[i].ckpt,
+                      (unsigned long long)want[i].t);
+        i++;
+    }
+    return i;
+}
+
+/* The example's records after the checkpoint (testlog.h), all events. */
+#define AFTER_CKPT                                                                                     \
+    {GMLOG_ALLOC, RD_EVENT, 2000 * MS}, {GMLOG_FREE, RD_EVENT, 2010 * MS},                              \
+    {GMLOG_SEGMENT_ALLOC, RD_EVENT, 2019 * MS}, {GMLOG_ALLOC, RD_EVENT, 2020 * MS},                      \
+    {GMLOG_FREE, RD_EVENT, 2030 * MS}, {GMLOG_MARK, RD_EVENT, 2040 * MS}, {GMLOG_FREE, RD_EVENT, 2050 * MS}
+
+/* Early chunks overwritten, a stale one left, gaps in the thread's numbering: the reader hands
+ * out the checkpoint's definitions, its history at its own time, the device's cut and its
+ * blocks at the cut's time, then only the events after the cut. */
+START_TEST(test_a_wrapped_log_is_read_from_its_checkpoint)
+{
+    tlog_t b;
+    tlog_wrapped_example(&b, 1, 1);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "wrapped"), 0);
+    ck_assert_msg(!lf.partial && lf.ndiags == 0, "a sound wrapped log reads as damaged: %s",
+                  lf.ndiags ? lf.diags[0].msg : "");
+    ck_assert_msg(lf.wrapped && lf.ckpt.seq == 1 && lf.ckpt.at_ns == 1000 * MS && lf.ckpt.detail_from_ns == 1001 * MS &&
+                  lf.ckpt.allocs == 15 && lf.ckpt.frees == 13 && lf.ckpt.cuts == 1,
+                  "checkpoint: wrapped %d seq %llu at %llu detail from %llu, %llu allocs %llu frees, %u cuts", lf.wrapped,
+                  (unsigned long long)lf.ckpt.seq, (unsigned long long)lf.ckpt.at_ns,
+                  (unsigned long long)lf.ckpt.detail_from_ns, (unsigned long long)lf.ckpt.allocs,
+                  (unsigned long long)lf.ckpt.frees, lf.ckpt.cuts);
+    static const want_t want[] = {
+        {GMLOG_DEVICE, RD_CKPT_DEF, UINT64_MAX}, {GMLOG_SITE, RD_CKPT_DEF, UINT64_MAX},
+        {GMLOG_SITE, RD_CKPT_DEF, UINT64_MAX}, {GMLOG_SITE, RD_CKPT_DEF, UINT64_MAX},
+        {GMLOG_MARK, RD_CKPT_HISTORY, 400 * MS}, {GMLOG_CUT, RD_CKPT_STATE, 1001 * MS},
+        {GMLOG_SEGMENT_ALLOC, RD_CKPT_STATE, 1001 * MS}, {GMLOG_ALLOC, RD_CKPT_STATE, 1001 * MS},
+        {GMLOG_ALLOC, RD_CKPT_STATE, 1001 * MS}, AFTER_CKPT};
+    unsigned n = sizeof want / sizeof want[0];
+    ck_assert_uint_eq(read_expecting(&lf, want, n, "first pass"), n);
+    rd_rewind(&lf);
+    ck_assert_uint_eq(read_expecting(&lf, want, n, "second pass"), n);
+    /* a window after the cut has no prologue; one from the start has */
+    rd_window(&lf, 2015 * MS, UINT64_MAX);
+    rd_rewind(&lf);
+    ck_assert_uint_eq(read_expecting(&lf, want + 11, n - 11, "window from 2.015 s"), n - 11);
+    rd_window(&lf, 0, 2015 * MS);
+    rd_rewind(&lf);
+    ck_assert_uint_eq(read_expecting(&lf, want, 11, "window to 2.015 s"), 11);
+    ck_assert_msg(!lf.partial, "reading windows made the log partial: %s", lf.ndiags ? lf.diags[0].msg : "");
+    rd_close(&lf);
+    /* written in the other byte order: the same records, the cut's figures in this order */
+    tlog_swap(&b);
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "wrapped, swapped"), 0);
+    ck_assert_msg(lf.swapped && !lf.partial && lf.ckpt.seq == 1 && lf.ckpt.allocs == 15 &&
+                  lf.ckpt.detail_from_ns == 1001 * MS, "swapped: partial %d (%s), seq %llu, %llu allocs", lf.partial,
+                  lf.ndiags ? lf.diags[0].msg : "", (unsigned long long)lf.ckpt.seq, (unsigned long long)lf.ckpt.allocs);
+    rd_rec_t r;
+    unsigned i = 0;
+    while (rd_next(&lf, &r)) {
+        ck_assert_msg(i < n && r.type == want[i].type && r.ckpt == want[i].ckpt &&
+                      (want[i].t == UINT64_MAX || r.t == want[i].t), "swapped: record %u is type %u, ckpt %u at %llu",
+                      i, r.type, r.ckpt, (unsigned long long)r.t);
+        if (r.type == GMLOG_CUT)
+            ck_assert_msg(((const gmlog_cut_t *)r.p)->peak_allocated == 81 * TLOG_MiB + TLOG_MiB / 2 &&
+                          ((const gmlog_cut_t *)r.p)->blocks == 2, "swapped: the cut's figures read wrong");
+        if (r.type == GMLOG_ALLOC && r.ckpt)
+            ck_assert_msg(((const gmlog_alloc_t *)r.p)->ptr == (i == 7 ? TLOG_A : TLOG_D), "swapped: a cut block's pointer");
+        i++;
+    }
+    ck_assert_uint_eq(i, n);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
+/* The same run with every chunk there and no wrap: the checkpoint's records are skipped, all of
+ * them, and the events are read as they are; a span inside a worker's records too, also when a
+ * window starts inside it (then the reader says so: a parallel replay gives way). */
+START_TEST(test_a_log_that_did_not_wrap_skips_its_checkpoints)
+{
+    tlog_t b;
+    tlog_wrapped_example(&b, 0, 1);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "not wrapped"), 0);
+    rd_rec_t r;
+    unsigned n = 0, allocs = 0, marks = 0, ckpt = 0;
+    while (rd_next(&lf, &r)) {
+        n++;
+        allocs += r.type == GMLOG_ALLOC;
+        marks += r.type == GMLOG_MARK;
+        ckpt += r.ckpt != RD_EVENT || r.type == GMLOG_CHECKPOINT || r.type == GMLOG_CUT || r.type == GMLOG_AT;
+    }
+    ck_assert_msg(n == 41 && allocs == 17 && marks == 2 && !ckpt && !lf.partial && !lf.wrapped && !lf.ckpt.seq,
+                  "%u records, %u allocs, %u marks, %u of the checkpoint; partial %d (%s)", n, allocs, marks, ckpt,
+                  lf.partial, lf.ndiags ? lf.diags[0].msg : "");
+    rd_close(&lf);
+    tlog_free_buf(&b);
+
+    /* a worker writes a checkpoint between its events, across two of its chunks */
+    tlog_begin(&b, 0);
+    tlog_chunk(&b, 7, 0, 0, 0);
+    tlog_alloc(&b, 10, TLOG_A, 4096, 0, 0);
+    tlog_checkpoint(&b, 20, GMLOG_CKPT_BEGIN, 3, 20);
+    tlog_site(&b, 21, 5);
+    gmlog_cut_t cut = {.cut_ns = 22, .requested = 4096, .allocated = 4096, .allocs = 1, .blocks = 1};
+    tlog_cut(&b, 22, &cut);
+    tlog_chunk(&b, 7, 1, 1, 100);
+    tlog_alloc(&b, 100, TLOG_A, 4096, 0, 0);
+    tlog_checkpoint(&b, 110, GMLOG_CKPT_END, 3, 20);
+    tlog_free(&b, 120, TLOG_A);
+    tlog_end_chunk(&b);
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "worker's checkpoint"), 0);
+    static const want_t want[] = {{GMLOG_ALLOC, RD_EVENT, 10}, {GMLOG_FREE, RD_EVENT, 120}};
+    ck_assert_uint_eq(read_expecting(&lf, want, 2, "in order"), 2);
+    ck_assert_msg(!lf.partial, "partial: %s", lf.ndiags ? lf.diags[0].msg : "");
+    rd_close(&lf);
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "worker's checkpoint"), 0);
+    rd_window(&lf, 100, UINT64_MAX);
+    rd_rewind(&lf);
+    while (rd_next(&lf, &r))
+        ;
+    ck_assert_msg(lf.partial && has_diag(&lf, "checkpoint 3 ends without its beginning", NULL),
+                  "a window starting inside a span was read as whole: partial %d", lf.partial);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
+/* Before the checkpoint, missing chunks are the space it let the writer reuse; after it, a
+ * chunk missing is damage as in any log. */
+START_TEST(test_gaps_after_a_wrapped_logs_checkpoint_are_damage)
+{
+    tlog_t b;
+    tlog_wrapped_example(&b, 1, 1);
+    tlog_chunk(&b, 1001, 6, 5, 3000 * MS); /* thread chunk 4 (from 2.05 s on) is missing */
+    tlog_alloc(&b, 3000 * MS, TLOG_SEG + 0x1000000, 4096, 0, 8);
+    tlog_end_chunk(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "gap"), 0);
+    ck_assert_msg(lf.partial && lf.ndiags == 1 && has_diag(&lf, "thread 1001: chunk 5 follows chunk 3", NULL),
+                  "%zu diagnostics, the first: %s", lf.ndiags, lf.ndiags ? lf.diags[0].msg : "");
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
+START_TEST(test_a_wrapped_log_without_a_complete_checkpoint_is_damaged)
+{
+    tlog_t b;
+    tlog_wrapped_example(&b, 1, 0); /* the checkpoint has no END */
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "no checkpoint"), 0);
+    uint64_t off = 0;
+    ck_assert_msg(lf.partial && lf.ndiags == 1 && has_diag(&lf, "holds no complete checkpoint", &off) && off == 44,
+                  "%zu diagnostics, the first at %llu: %s", lf.ndiags, (unsigned long long)off,
+                  lf.ndiags ? lf.diags[0].msg : "");
+    rd_rec_t r;
+    unsigned n = 0, ckpt = 0;
+    while (rd_next(&lf, &r))
+        n++, ckpt += r.ckpt != RD_EVENT;
+    ck_assert_msg(n == 12 && !ckpt, "%u records, %u of the checkpoint", n, ckpt);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
 Suite *analyzer_reader_suite(void)
 {
     Suite *s = suite_create("analyzer_reader");
@@ -565,6 +903,11 @@ Suite *analyzer_reader_suite(void)
     TCase *dmg = tcase_create("damaged");
     tcase_set_timeout(dmg, 120);
     tcase_add_test(dmg, test_foreign_and_empty_files_are_refused);
+    tcase_add_test(dmg, test_a_log_killed_at_its_start_reads_as_an_empty_unclosed_run);
+    tcase_add_test(dmg, test_closed_log_cut_at_a_chunk_boundary_reads_as_truncated);
+    tcase_add_test(dmg, test_old_log_closed_at_exit_without_its_end_record_is_partial);
+    tcase_add_test(dmg, test_chunk_past_the_close_is_reported);
+    tcase_add_test(dmg, test_diagnostics_after_the_last_record_are_kept_once);
     tcase_add_test(dmg, test_truncated_header_is_refused_with_its_offset);
     tcase_add_test(dmg, test_newer_format_version_is_refused);
     tcase_add_test(dmg, test_bad_byte_order_and_chunk_size_are_refused);
@@ -576,5 +919,11 @@ Suite *analyzer_reader_suite(void)
     tcase_add_test(dmg, test_byte_swapped_log_is_read_in_its_own_order);
     tcase_add_test(dmg, test_random_damage_never_crashes_the_reader);
     suite_add_tcase(s, dmg);
+    TCase *ck = tcase_create("checkpoints");
+    tcase_add_test(ck, test_a_wrapped_log_is_read_from_its_checkpoint);
+    tcase_add_test(ck, test_a_log_that_did_not_wrap_skips_its_checkpoints);
+    tcase_add_test(ck, test_gaps_after_a_wrapped_logs_checkpoint_are_damage);
+    tcase_add_test(ck, test_a_wrapped_log_without_a_complete_checkpoint_is_damaged);
+    suite_add_tcase(s, ck);
     return s;
 }
