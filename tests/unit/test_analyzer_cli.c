@@ -709,9 +709,14 @@ START_TEST(test_a_wrapped_log_says_what_its_checkpoint_summarised)
                   strstr(out, "\"allocs\":17,\"frees\":16") && strstr(out, "\"peak_allocated\":85458944") &&
                   strstr(out, "\"marks\":2"), "summary --json: exit %d\n%s", rc, out);
     free(out);
+    rc = gm(&out, "oom", log);
+    ck_assert_msg(rc == 0 && strstr(out, "OOM 1 on device 0 at 0.350 s: 1.00 GiB asked for") &&
+                  strstr(out, "(before the log's checkpoint: its record was kept, not the live blocks and sites of then)"),
+                  "oom: exit %d\n%s", rc, out);
+    free(out);
     rc = gm(&out, "--json", "summary", wrapped_file(0, 1));
     ck_assert_msg(rc == 0 && strstr(out, "\"wrapped\":false") && !strstr(out, "dropped") &&
-                  strstr(out, "\"allocs\":17,\"frees\":16") && strstr(out, "\"records\":41"),
+                  strstr(out, "\"allocs\":17,\"frees\":16") && strstr(out, "\"records\":42"),
                   "the same run unwrapped: exit %d\n%s", rc, out);
     free(out);
 }
@@ -739,11 +744,11 @@ START_TEST(test_dump_shows_checkpoints_as_they_are)
                   strstr(out, "checkpoint          in_checkpoint event=begin seq=1 at_ns=1000000000") &&
                   strstr(out, "at                  in_checkpoint at_ns=400000000") &&
                   strstr(out, "cut           dev=0 in_checkpoint cut_ns=1001000000 requested=1572864") &&
-                  strstr(out, "allocs=15 frees=13") && count(out, "in_checkpoint") == 12 &&
+                  strstr(out, "allocs=15 frees=13") && count(out, "in_checkpoint") == 14 &&
                   count(out, " mark ") == 3, "dump: exit %d\n%s", rc, out);
     free(out);
     rc = gm(&out, "--json", "dump", log);
-    ck_assert_msg(rc == 0 && count(out, "\"in_checkpoint\":true") == 12 && strstr(out, "\"type\":\"cut\"") &&
+    ck_assert_msg(rc == 0 && count(out, "\"in_checkpoint\":true") == 14 && strstr(out, "\"type\":\"cut\"") &&
                   strstr(out, "\"event\":\"end\""), "dump --json: exit %d\n%s", rc, out);
     free(out);
 }

@@ -715,6 +715,9 @@ static void assert_example_figures(const model_t *m, const char *what)
                   !d->replaced, "%s: at the end allocated %llu, requested %llu, reserved %llu, %llu unmatched frees, "
                   "%llu replaced", what, U(d->allocated), U(d->requested), U(d->reserved), U(d->unmatched_frees),
                   U(d->replaced));
+    ck_assert_msg(d->ooms == 1 && m->ooms_total == 1 && m->nooms == 1 && m->ooms[0].t == 350 * MS &&
+                  m->ooms[0].rec.request == 1024 * MiB, "%s: %llu OOMs on the device, %llu in all, %zu listed",
+                  what, U(d->ooms), U(m->ooms_total), m->nooms);
     ck_assert_msg(m->marks_total == 2 && m->nmarks == 2 && m->marks[0].id == 1 && m->marks[0].t == 400 * MS &&
                   m->marks[1].id == 2, "%s: %llu marks, the first %u at %llu", what, U(m->marks_total),
                   m->nmarks ? m->marks[0].id : 0, U(m->nmarks ? m->marks[0].t : 0));
@@ -738,6 +741,9 @@ START_TEST(test_a_wrapped_log_starts_from_its_checkpoint)
             memset(&m, 0, sizeof m);
             model_build(&m, &l, f ? MODEL_SITES | MODEL_EPOCHS : MODEL_SITES);
             assert_example_figures(&m, k ? "parallel asked" : "in order");
+            ck_assert_msg(m.ooms[0].history && m.ooms[0].persistent == MiB + MiB / 2,
+                          "the history's OOM: history %d, persistent %llu", m.ooms[0].history,
+                          U(m.ooms[0].persistent));
             ck_assert_msg(m.records == 7 && m.by_type[GMLOG_ALLOC] == 2 && m.by_type[GMLOG_CUT] == 0 && !l.partial,
                           "%llu records, %llu allocations read as events; partial %d", U(m.records),
                           U(m.by_type[GMLOG_ALLOC]), l.partial);
@@ -778,7 +784,7 @@ START_TEST(test_checkpoint_records_count_for_nothing_in_a_log_that_did_not_wrap)
             model_build(&m, &l, f ? MODEL_SITES | MODEL_EPOCHS : 0);
             if (f)
                 assert_example_figures(&m, k ? "not wrapped, in parallel" : "not wrapped");
-            ck_assert_msg(m.records == 41 && m.dev[0]->allocs == 17 && m.dev[0]->frees == 16 &&
+            ck_assert_msg(m.records == 42 && m.dev[0]->allocs == 17 && m.dev[0]->frees == 16 &&
                           m.dev[0]->peak_allocated == 81 * MiB + MiB / 2 && !m.dev[0]->cut_seen && !l.partial &&
                           !l.unknown_records, "%s, flags %d: %llu records, %llu allocs, %llu frees, peak %llu, cut %d, "
                           "partial %d, %llu unknown", k ? "parallel" : "in order", f, U(m.records), U(m.dev[0]->allocs),

@@ -757,7 +757,8 @@ START_TEST(test_a_wrapped_log_is_read_from_its_checkpoint)
     static const want_t want[] = {
         {GMLOG_DEVICE, RD_CKPT_DEF, UINT64_MAX}, {GMLOG_SITE, RD_CKPT_DEF, UINT64_MAX},
         {GMLOG_SITE, RD_CKPT_DEF, UINT64_MAX}, {GMLOG_SITE, RD_CKPT_DEF, UINT64_MAX},
-        {GMLOG_MARK, RD_CKPT_HISTORY, 400 * MS}, {GMLOG_CUT, RD_CKPT_STATE, 1001 * MS},
+        {GMLOG_OOM, RD_CKPT_HISTORY, 350 * MS}, {GMLOG_MARK, RD_CKPT_HISTORY, 400 * MS},
+        {GMLOG_CUT, RD_CKPT_STATE, 1001 * MS},
         {GMLOG_SEGMENT_ALLOC, RD_CKPT_STATE, 1001 * MS}, {GMLOG_ALLOC, RD_CKPT_STATE, 1001 * MS},
         {GMLOG_ALLOC, RD_CKPT_STATE, 1001 * MS}, AFTER_CKPT};
     unsigned n = sizeof want / sizeof want[0];
@@ -767,10 +768,10 @@ START_TEST(test_a_wrapped_log_is_read_from_its_checkpoint)
     /* a window after the cut has no prologue; one from the start has */
     rd_window(&lf, 2015 * MS, UINT64_MAX);
     rd_rewind(&lf);
-    ck_assert_uint_eq(read_expecting(&lf, want + 11, n - 11, "window from 2.015 s"), n - 11);
+    ck_assert_uint_eq(read_expecting(&lf, want + 12, n - 12, "window from 2.015 s"), n - 12);
     rd_window(&lf, 0, 2015 * MS);
     rd_rewind(&lf);
-    ck_assert_uint_eq(read_expecting(&lf, want, 11, "window to 2.015 s"), 11);
+    ck_assert_uint_eq(read_expecting(&lf, want, 12, "window to 2.015 s"), 12);
     ck_assert_msg(!lf.partial, "reading windows made the log partial: %s", lf.ndiags ? lf.diags[0].msg : "");
     rd_close(&lf);
     /* written in the other byte order: the same records, the cut's figures in this order */
@@ -789,7 +790,7 @@ START_TEST(test_a_wrapped_log_is_read_from_its_checkpoint)
             ck_assert_msg(((const gmlog_cut_t *)r.p)->peak_allocated == 81 * TLOG_MiB + TLOG_MiB / 2 &&
                           ((const gmlog_cut_t *)r.p)->blocks == 2, "swapped: the cut's figures read wrong");
         if (r.type == GMLOG_ALLOC && r.ckpt)
-            ck_assert_msg(((const gmlog_alloc_t *)r.p)->ptr == (i == 7 ? TLOG_A : TLOG_D), "swapped: a cut block's pointer");
+            ck_assert_msg(((const gmlog_alloc_t *)r.p)->ptr == (i == 8 ? TLOG_A : TLOG_D), "swapped: a cut block's pointer");
         i++;
     }
     ck_assert_uint_eq(i, n);
@@ -815,7 +816,7 @@ START_TEST(test_a_log_that_did_not_wrap_skips_its_checkpoints)
         marks += r.type == GMLOG_MARK;
         ckpt += r.ckpt != RD_EVENT || r.type == GMLOG_CHECKPOINT || r.type == GMLOG_CUT || r.type == GMLOG_AT;
     }
-    ck_assert_msg(n == 41 && allocs == 17 && marks == 2 && !ckpt && !lf.partial && !lf.wrapped && !lf.ckpt.seq,
+    ck_assert_msg(n == 42 && allocs == 17 && marks == 2 && !ckpt && !lf.partial && !lf.wrapped && !lf.ckpt.seq,
                   "%u records, %u allocs, %u marks, %u of the checkpoint; partial %d (%s)", n, allocs, marks, ckpt,
                   lf.partial, lf.ndiags ? lf.diags[0].msg : "");
     rd_close(&lf);
@@ -883,7 +884,7 @@ START_TEST(test_a_wrapped_log_without_a_complete_checkpoint_is_damaged)
     unsigned n = 0, ckpt = 0;
     while (rd_next(&lf, &r))
         n++, ckpt += r.ckpt != RD_EVENT;
-    ck_assert_msg(n == 12 && !ckpt, "%u records, %u of the checkpoint", n, ckpt);
+    ck_assert_msg(n == 13 && !ckpt, "%u records, %u of the checkpoint", n, ckpt);
     rd_close(&lf);
     tlog_free_buf(&b);
 }

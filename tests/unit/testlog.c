@@ -110,6 +110,16 @@ void tlog_site(tlog_t *b, uint64_t t, uint32_t id)
     tlog_rec(b, rec, sizeof rec, t);
 }
 
+void tlog_oom(tlog_t *b, uint64_t t, uint64_t request, uint64_t allocated, uint32_t site)
+{
+    gmlog_oom_t o = {.h = {GMLOG_OOM, 0, 0, GMLOG_OOM_RELEASED | GMLOG_OOM_RETRIED, 0}, .request = request,
+                     .segment = request, .driver_free = 512 * TLOG_MiB, .driver_total = 80 * 1024 * TLOG_MiB,
+                     .reserved = 64 * TLOG_MiB, .allocated = allocated, .requested = allocated,
+                     .cached = 64 * TLOG_MiB - allocated, .largest_free = 60 * TLOG_MiB, .free_blocks = 2,
+                     .site = site};
+    tlog_rec(b, &o, sizeof o, t);
+}
+
 void tlog_device(tlog_t *b, uint64_t t, const char *name, uint64_t total)
 {
     uint8_t rec[96] = {0};
@@ -257,6 +267,7 @@ static void worker1(tlog_t *b, uint64_t index)
     tlog_free(b, T(310), TLOG_SEG + 0x1000000);
     tlog_alloc(b, T(320), TLOG_SEG + 0x1000000, MiB, 0, 8);
     tlog_free(b, T(330), TLOG_SEG + 0x1000000);
+    tlog_oom(b, T(350), 1024 * MiB, MiB + MiB / 2, 8);
     tlog_mark(b, T(400), 1, "step 1");
 }
 
@@ -288,12 +299,14 @@ static void checkpoint(tlog_t *b, uint64_t index, int end_ckpt)
     tlog_site(b, T(1000), 7);
     tlog_site(b, T(1000), 8);
     tlog_site(b, T(1000), 9);
+    tlog_at(b, T(1000), T(350));
+    tlog_oom(b, T(1000), 1024 * MiB, MiB + MiB / 2, 8);
     tlog_at(b, T(1000), T(400));
     tlog_mark(b, T(1000), 1, "step 1");
     gmlog_cut_t cut = {.h = {GMLOG_CUT, 0, 0, 0, 0}, .cut_ns = T(1001), .requested = MiB + MiB / 2,
                        .allocated = MiB + MiB / 2, .reserved = 64 * MiB, .cached = 64 * MiB - MiB - MiB / 2,
                        .peak_requested = 81 * MiB + MiB / 2, .peak_allocated = 81 * MiB + MiB / 2,
-                       .peak_reserved = 64 * MiB, .allocs = 15, .frees = 13, .hits = 14, .misses = 1,
+                       .peak_reserved = 64 * MiB, .allocs = 15, .frees = 13, .hits = 14, .misses = 1, .ooms = 1,
                        .segments = 1, .blocks = 2};
     tlog_cut(b, T(1001), &cut);
     tlog_segment(b, T(1001), GMLOG_SEGMENT_ALLOC, TLOG_SEG, 64 * MiB);

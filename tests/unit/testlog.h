@@ -32,6 +32,8 @@ void tlog_free(tlog_t *b, uint64_t t, uint64_t ptr);
 void tlog_segment(tlog_t *b, uint64_t t, int type, uint64_t base, uint64_t size);
 void tlog_mark(tlog_t *b, uint64_t t, uint32_t id, const char *label);
 void tlog_site(tlog_t *b, uint64_t t, uint32_t id);
+/* A failed allocation of `request` bytes on device 0 (the pool's figures then: `allocated`). */
+void tlog_oom(tlog_t *b, uint64_t t, uint64_t request, uint64_t allocated, uint32_t site);
 void tlog_device(tlog_t *b, uint64_t t, const char *name, uint64_t total);
 void tlog_checkpoint(tlog_t *b, uint64_t t, unsigned flags, uint64_t seq, uint64_t at_ns);
 void tlog_cut(tlog_t *b, uint64_t t, const gmlog_cut_t *cut);
@@ -47,18 +49,19 @@ void tlog_free_buf(tlog_t *b);
  *   index 0  worker 0   t 0..200: DEVICE, SITEs 7 and 9, a 64 MiB segment, block A (1 MiB,
  *                        site 7) and D (512 KiB, site 9) kept, ten 8 MiB blocks allocated and
  *                        freed (allocated peaks at 81.5 MiB)                        — overwritten
- *   index 1  worker 1   t 300..500: two more allocated and freed, mark 1 "step 1" at 400
- *                        (all before the checkpoint: stale, still in the file)
+ *   index 1  worker 1   t 300..500: two more allocated and freed, a failed 1 GiB allocation
+ *                        (OOM, site 8) at 350, mark 1 "step 1" at 400 (all before the
+ *                        checkpoint: stale, still in the file)
  *   index 2  checkpoint seq 1, at 1000 (end_ckpt: END written; 0: the log is cut inside it):
- *                        DEVICE, SITEs 7 8 9, AT 400 + mark 1, CUT at 1001 (requested 1.5 MiB,
- *                        peak allocated 81.5 MiB, 12 allocs, 10 frees, 11 hits, 1 miss), the
- *                        segment, blocks A and D
+ *                        DEVICE, SITEs 7 8 9, AT 350 + the OOM, AT 400 + mark 1, CUT at 1001
+ *                        (requested 1.5 MiB, peak allocated 81.5 MiB, 15 allocs, 13 frees, 14
+ *                        hits, 1 miss, 1 OOM), the segment, blocks A and D
  *   index 3  worker 2   t 600..900: one allocated and freed                     — overwritten
  *   index 4  worker 3   t 2000..2050, in the slot of index 0: B (2 MiB, site 8) allocated and
  *                        freed, a new 8 MiB segment and C (4 MiB) allocated and freed, mark 2
  *                        "step 2", D freed
- * So: 14 allocs, 13 frees, A live at the end (site 7), peak allocated 81.5 MiB from the cut
- * (5.5 MiB after it), 2 marks, nothing counted twice. With wrapped 0 the header lacks
+ * So: 17 allocs, 16 frees, 15 hits, 2 misses, A live at the end (site 7), peak allocated
+ * 81.5 MiB from the cut (5.5 MiB after it), 2 marks, 1 OOM, nothing counted twice. With wrapped 0 the header lacks
  * GMLOG_F_WRAPPED and every chunk is there (indices 0..4 in order): the checkpoint's records
  * must then count for nothing. */
 void tlog_wrapped_example(tlog_t *b, int wrapped, int end_ckpt);
