@@ -1179,6 +1179,7 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     uintptr_t key = b->ptr;
     HASH_DEL(a->live, b);
     a->n.frees++;
+        b->site = site;
     /* Inside the lock, before the block can be reused: its free is logged before any realloc. */
     uint64_t now = evlog_enabled() ? gm_now_ns() : 0, t0 = now;
     *err = cudaSuccess;
@@ -1216,6 +1217,7 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
         }
     } else {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
+        b->site = site;
         uint64_t issued = issued_of(d);
         heap_defer_block(heap, b, issued + 1);
         if (issued != a->open_seen) {
