@@ -159,7 +159,7 @@ demo: all
 KILL_TRIALS ?= 1000
 SOAK_SECONDS ?= 3600
 kill-trials: all $(RUNNER)
-	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_KILL_TRIALS=$(KILL_TRIALS) CK_RUN_SUITE=evlog CK_RUN_CASE=kill $(RUNNER)
+	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) KILL_TRIALS=$(KILL_TRIALS) CK_RUN_SUITE=evlog CK_RUN_CASE=kill $(RUNNER)
 soak: all
 	$(Q)BUILD=$(BUILD) bash tests/stress/soak.sh $(SOAK_SECONDS)
 
