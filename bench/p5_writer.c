@@ -2,7 +2,8 @@
  * writer (shim/evlog.c, linked in), into a real log file. Prints events per second per thread and
  * bytes per event, the threads' CPU time in the program and in the kernel (the log's pages are
  * the kernel's to find and zero); the file it leaves is the input of the analyzer's throughput test
- * (gmshim summary). No CUDA needed.
+ * (gmshim summary). Also its peak and final resident file memory (the log's mapped pages). No CUDA
+ * needed.
  *   p5_writer --out LOG --threads 2 --events 100000000 */
 #include "common.h"
 #include "evlog.h"
@@ -38,6 +39,22 @@ static uint64_t clock_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The process's resident file-backed memory (the log's mapped pages, and the libraries'). */
+static long rss_file_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssFile: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static long rss_peak;
+
 static void *run(void *arg)
 {
     worker_t *w = arg;
@@ -52,6 +69,11 @@ static void *run(void *arg)
         size_t size = 512 + (i % 64) * 4096;
         evlog_alloc(0, 0, ptr, size, gm_round_up(size, 512), (uint32_t)(i % 100), now, now);
         evlog_free(0, 0x01, ptr, 0, now, now);
+        if (w->index == 0 && (i & ((1u << 20) - 1)) == 0) {
+            long r = rss_file_kib();
+            if (r > rss_peak)
+                rss_peak = r;
+        }
     }
     w->seconds = now_s() - t0;
     struct rusage ru;
@@ -99,13 +121,17 @@ int main(int argc, char **argv)
         user_s += w[i].user_s;
         sys_s += w[i].sys_s;
     }
+    long rss_end = rss_file_kib();
+    if (rss_end > rss_peak)
+        rss_peak = rss_end;
     evlog_close(GMLOG_CLOSE_EXIT);
     struct stat st;
     stat(evlog_path() ? evlog_path() : out, &st);
     printf("{\"bench\":\"p5_writer\",\"threads\":%d,\"events\":%llu,\"seconds\":%.3f,"
            "\"events_per_s_per_thread\":%.0f,\"fastest_thread_seconds\":%.3f,\"user_s\":%.3f,\"sys_s\":%.3f,"
-           "\"file_bytes\":%lld,\"bytes_per_event\":%.2f,\"log\":\"%s\"}\n",
+           "\"file_bytes\":%lld,\"bytes_per_event\":%.2f,\"rss_file_peak_kib\":%ld,\"rss_file_end_kib\":%ld,"
+           "\"log\":\"%s\"}\n",
            threads, total, slowest, total / (double)threads / slowest, fastest, user_s, sys_s, (long long)st.st_size,
-           (double)st.st_size / (double)total, evlog_path() ? evlog_path() : out);
+           (double)st.st_size / (double)total, rss_peak, rss_end, evlog_path() ? evlog_path() : out);
     return 0;
 }
