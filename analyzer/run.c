@@ -72,8 +72,19 @@ static void template_pattern(const char *name, char *out, size_t len)
     out[o] = 0;
 }
 
-/* Whether a file is a gmshim log that started at or after `since` (ns since the epoch). */
-static int log_since(const char *path, uint64_t since)
+/* What tells the job's logs from others matching the template: files that were not there
+ * before the command started, whose header says they started during its run. The pids of the
+ * job's descendants are not known (a parent reaps its own children), so they are not asked. */
+typedef struct job {
+    uint64_t since, until;      /* the command's run, CLOCK_REALTIME ns (until 0: not yet over) */
+    struct stat *before;        /* the matching files there before it started */
+    size_t nbefore, capbefore;
+    char **logs;                /* its logs */
+    int nlogs, caplogs;
+} job_t;
+
+/* A gmshim log's start time (CLOCK_REALTIME ns), or 0 when the file is not one. */
+static uint64_t log_start(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
@@ -81,7 +92,56 @@ static int log_since(const char *path, uint64_t since)
     gmlog_file_header_t h;
     ssize_t n = read(fd, &h, sizeof h);
     close(fd);
-    return n == (ssize_t)sizeof h && !memcmp(h.magic, GMLOG_MAGIC, 8) && h.start_realtime_ns >= since;
+    return n == (ssize_t)sizeof h && !memcmp(h.magic, GMLOG_MAGIC, 8) ? h.start_realtime_ns : 0;
+}
+
+static int was_there(const job_t *job, const struct stat *st)
+{
+    for (size_t i = 0; i < job->nbefore; i++)
+        if (job->before[i].st_dev == st->st_dev && job->before[i].st_ino == st->st_ino)
+            return 1;
+    return 0;
+}
+
+/* One file matching the template: before the run, noted; after it, kept if the job wrote it. */
+static void consider(job_t *job, const char *path, const char *shown, const struct stat *st)
+{
+    if (!job->until) {
+        if (job->nbefore == job->capbefore) {
+            size_t cap = job->capbefore ? job->capbefore * 2 : 16;
+            struct stat *n = realloc(job->before, cap * sizeof *n);
+            if (!n)
+                return;
+            job->before = n;
+            job->capbefore = cap;
+        }
+        job->before[job->nbefore++] = *st;
+        return;
+    }
+    uint64_t start = log_start(path);
+    if (!start)
+        return;
+    int old = was_there(job, st), during = start >= job->since && start <= job->until;
+    /* An old log of an earlier run goes quietly; an old one that claims a later start, or a new
+     * one whose start is not in the run, is worth a word. */
+    if (old && start >= job->since)
+        fprintf(stderr, "gmshim run: not reporting %s: it was there before the command started (though its "
+                        "start time says otherwise)\n", shown);
+    else if (!during && !old)
+        fprintf(stderr, "gmshim run: not reporting %s: its start time is not within the command's run\n", shown);
+    if (old || !during)
+        return;
+    if (job->nlogs == job->caplogs) {
+        int cap = job->caplogs ? job->caplogs * 2 : 8;
+        char **n = realloc(job->logs, (size_t)cap * sizeof *n);
+        if (!n)
+            return;
+        job->logs = n;
+        job->caplogs = cap;
+    }
+    job->logs[job->nlogs] = strdup(shown);
+    if (job->logs[job->nlogs])
+        job->nlogs++;
 }
 
 static int by_name(const void *a, const void *b)
@@ -89,8 +149,8 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The logs the run produced: names matching the template (or it plus ".N"), started since. */
-static int find_logs(const char *tmpl, uint64_t since, char ***out)
+/* The regular files matching the template (or it plus ".N"), each through consider(). */
+static void scan(const char *tmpl, job_t *job)
 {
     char dir[PATH_MAX], pat[PATH_MAX];
     const char *slash = strrchr(tmpl, '/');
@@ -106,9 +166,7 @@ static int find_logs(const char *tmpl, uint64_t since, char ***out)
     snprintf(pat_n, sizeof pat_n, "%s.[0-9]*", pat);
     DIR *d = opendir(dir);
     if (!d)
-        return 0;
-    char **list = NULL;
-    int n = 0, cap = 0;
+        return;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (fnmatch(pat, e->d_name, 0) != 0 && fnmatch(pat_n, e->d_name, 0) != 0)
@@ -116,24 +174,20 @@ static int find_logs(const char *tmpl, uint64_t since, char ***out)
         char path[PATH_MAX * 2];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (stat(path, &st) || !S_ISREG(st.st_mode) || !log_since(path, since))
+        if (stat(path, &st) || !S_ISREG(st.st_mode))
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            char **nl = realloc(list, (size_t)cap * sizeof *nl);
-            if (!nl)
-                break;
-            list = nl;
-        }
-        list[n] = strdup(!strcmp(dir, ".") ? e->d_name : path);
-        if (list[n])
-            n++;
+        consider(job, path, !strcmp(dir, ".") ? e->d_name : path, &st);
     }
     closedir(d);
-    if (n > 1)
-        qsort(list, (size_t)n, sizeof *list, by_name);
-    *out = list;
-    return n;
+    if (job->nlogs > 1)
+        qsort(job->logs, (size_t)job->nlogs, sizeof *job->logs, by_name);
+}
+
+static uint64_t now_realtime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static const char usage[] =
@@ -186,9 +240,9 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "gmshim run: %%-patterns are expanded in the file name only, not in directories: %s\n", tmpl);
         return CLI_FAIL;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t since = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    job_t job = {0};
+    scan(tmpl, &job); /* what is there already is not the job's */
+    job.since = now_realtime();
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -222,8 +276,10 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-    char **logs = NULL;
-    int n = find_logs(tmpl, since, &logs);
+    job.until = now_realtime();
+    scan(tmpl, &job);
+    char **logs = job.logs;
+    int n = job.nlogs;
     if (!n) {
         fprintf(stderr, "gmshim run: %s wrote no log matching %s (did it use the CUDA runtime? is libcudart "
                         "linked dynamically? nvcc needs -cudart shared)\n", argv[optind], tmpl);
@@ -247,5 +303,6 @@ int cmd_run(int argc, char **argv)
     for (int i = 0; i < n; i++)
         free(logs[i]);
     free(logs);
+    free(job.before);
     return rc;
 }
