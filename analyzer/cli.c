@@ -110,10 +110,6 @@ static void log_header_json(cli_ctx_t *c, const rd_log_t *lf, const model_t *m)
         json_bool(j, "no_header", 1);
     if (!m->records && !lf->partial)
         json_str(j, "note", RD_NO_RECORDS);
-    if (lf->no_header)
-        json_bool(j, "no_header", 1);
-    if (!m->records && !lf->partial)
-        json_str(j, "note", RD_NO_RECORDS);
     if (lf->swapped)
         json_bool(j, "byte_swapped", 1);
     json_bool(j, "wrapped", lf->wrapped);

@@ -353,18 +353,6 @@ static void header(cli_ctx_t *c, const rd_log_t *lf, out_t *o)
         }
         return;
     }
-    if (lf->no_header) {
-        f_bool(o, "no_header", 1);
-        static const char st[] = "not closed: the process ended before writing its header";
-        f_str(o, "state", st, sizeof st - 1);
-        if (c->json) {
-            json_obj_end(o->j);
-            json_line_end(o->j);
-        } else {
-            fputc('\n', o->f);
-        }
-        return;
-    }
     f_u64(o, "version", h->version);
     f_name(o, "byte_order", lf->swapped ? "swapped" : "native");
     f_u64(o, "header_size", h->header_size);
@@ -444,7 +432,6 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
             else
                 fprintf(o.f, "     ");
         }
-        rd_check_tail(lf, &r); /* what the reports reject makes the dump partial too */
         if (r.ckpt == RD_CKPT_SPAN)
             f_bool(&o, "in_checkpoint", 1);
         rd_check_tail(lf, &r); /* what the reports reject makes the dump partial too */
@@ -456,8 +443,6 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
             fputc('\n', o.f);
         }
     }
-    if (!records && !lf->partial && !c->json)
-        fprintf(o.f, "%s\n", RD_NO_RECORDS);
     if (!records && !lf->partial && !c->json)
         fprintf(o.f, "%s\n", RD_NO_RECORDS);
     size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
