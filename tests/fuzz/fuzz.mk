@@ -2,8 +2,11 @@
 # $(FUZZ_BIN) is built with clang's libFuzzer (+ASan/UBSan) when clang can link one, otherwise
 # with $(CC) and tests/fuzz/standalone.c (a small random mutator, with the sanitizers when $(CC)
 # has them). The probes run in the recipe, so other targets never pay for them.
-# `make fuzz` builds it, `make fuzz-run` fuzzes for about ten seconds. The seeds in
-# tests/fuzz/corpus are real logs named *.seed (the repository ignores *.gmlog files).
+# `make fuzz` builds it, `make fuzz-run` fuzzes for about ten seconds, `make fuzz-long` for an
+# hour (new finds in $(BUILD)/fuzz/long; merge the good ones into the corpus with -merge=1). The
+# seeds in tests/fuzz/corpus are real logs named *.seed (the repository ignores *.gmlog files),
+# and inputs libFuzzer found, kept by -merge=1 (named by their SHA-1).
+# `make corrupt-smoke` runs every command on damaged copies of the fixtures (corrupt-smoke.sh).
 
 FUZZ_DIR    := $(BUILD)/fuzz
 FUZZ_SRC    := tests/fuzz/fuzz_reader.c $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
@@ -21,7 +24,15 @@ $(GENLOG): tests/fuzz/genlog.c shim/gmlog.h
 	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< -o $@
 all gpu-build: $(GENLOG)
 
-.PHONY: fuzz fuzz-run
+# Damaged copies of a log, one per seed, for the corruption smoke test.
+CORRUPT := $(FUZZ_DIR)/corrupt
+$(CORRUPT): tests/fuzz/corrupt.c shim/gmlog.h
+	$(Q)mkdir -p $(dir $@)
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< -o $@
+all: $(CORRUPT)
+
+.PHONY: fuzz fuzz-run fuzz-long corrupt-smoke
 fuzz: $(FUZZ_BIN)
 
 ifneq ($(strip $(FUZZ_BIN)),)
@@ -43,3 +54,15 @@ endif
 fuzz-run: $(FUZZ_BIN)
 	$(Q)mkdir -p $(FUZZ_DIR)/corpus
 	$(Q)$(FUZZ_BIN) -max_total_time=10 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_CORPUS)
+
+# An hour of fuzzing; what it finds goes to a scratch directory, never into the seeds.
+fuzz-long: $(FUZZ_BIN)
+	$(Q)mkdir -p $(FUZZ_DIR)/long
+	$(Q)$(FUZZ_BIN) -max_total_time=3600 -artifact_prefix=$(FUZZ_DIR)/long- $(FUZZ_DIR)/long $(FUZZ_CORPUS)
+
+# CORRUPT_N damaged copies of each fixture through every command (about a minute either way: a
+# sanitizer build runs fewer); the first failures' logs stay in $(BUILD)/fuzz/corrupt-smoke/failed.
+CORRUPT_N ?= $(if $(strip $(GM_SAN)),40,150)
+corrupt-smoke: $(CLI) $(CORRUPT)
+	$(Q)sh tests/fuzz/corrupt-smoke.sh $(CLI) $(CORRUPT) $(FUZZ_DIR)/corrupt-smoke $(CORRUPT_N) \
+	    $(sort $(wildcard tests/fixtures/*.gmlog))
