@@ -8,6 +8,7 @@
 #include "init.h"
 #include "options.h"
 #include "real.h"
+#include "trim.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -764,6 +765,124 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
     return bytes;
 }
 
+/* GMSHIM_CACHE_LIMIT across the device: the whole free segments of every arena, newest first, are
+ * kept while they fit under the cap; the rest go back. Segments are told apart by base address
+ * (the arena lock is dropped between looking and releasing). */
+typedef struct cached_seg {
+    uint64_t free_since_ns;
+    uintptr_t base;
+    size_t size;
+} cached_seg_t;
+
+static int newer_first(const void *x, const void *y)
+{
+    const cached_seg_t *a = x, *b = y;
+    if (a->free_since_ns != b->free_since_ns)
+        return a->free_since_ns > b->free_since_ns ? -1 : 1;
+    return a->base > b->base ? -1 : a->base < b->base;
+}
+
+/* Whether segment key (t, base) is as old as the cutoff or older. */
+static int not_newer(uint64_t t, uintptr_t base, const cached_seg_t *cut)
+{
+    return t < cut->free_since_ns || (t == cut->free_since_ns && base <= cut->base);
+}
+
+unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
+{
+    size_t cap = d->cache_limit;
+    if (!cap)
+        return 0;
+    cached_seg_t *segs = NULL;
+    size_t n = 0, room = 0, whole = 0, pending = 0;
+    int n_arenas = narenas_of(d), capturing = 0, unfenced = -1;
+    /* First every arena: take in what completed fences released (queries only), and note its
+     * whole free segments and what still waits. */
+    for (int i = 0; i < n_arenas && !capturing; i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        capturing = captures_of(d);
+        if (!capturing) {
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            harvest(a, 1);
+            device_ctx_leave(&c);
+            const gm_heap_t *h = &a->general;
+            pending += h->pending_bytes[0] + h->pending_bytes[1];
+            if (unfenced < 0 && open_set_waiting(a))
+                unfenced = i;
+            for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next) {
+                if (!heap_segment_is_free(seg))
+                    continue;
+                if (n == room) {
+                    size_t nroom = room ? room * 2 : 64;
+                    cached_seg_t *m = realloc(segs, nroom * sizeof *m);
+                    if (!m)
+                        break; /* short of host memory: what is listed still counts */
+                    segs = m;
+                    room = nroom;
+                }
+                segs[n++] = (cached_seg_t){seg->free_since_ns, seg->base, seg->size};
+                whole += seg->size;
+            }
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    /* Frees no fence covers yet can only come in after one: record it (one covers every arena),
+     * only when they are what keeps the cache over its cap. */
+    if (!capturing && pending && whole + pending > cap && unfenced >= 0) {
+        gm_arena_t *a = d->arenas[unfenced];
+        pthread_mutex_lock(&a->lock);
+        if (open_set_waiting(a) && !captures_of(d)) {
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            fence_issue(a);
+            device_ctx_leave(&c);
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    if (capturing || (pending && whole + pending > cap))
+        *waiting = 1; /* poll again: after the capture, or once the GPU is done with them */
+    unsigned long long released = 0;
+    if (!capturing && whole > cap) {
+        qsort(segs, n, sizeof *segs, newer_first);
+        size_t kept = 0, k = 0;
+        while (k < n && kept + segs[k].size <= cap)
+            kept += segs[k++].size;
+        cached_seg_t cut = segs[k]; /* this one and everything older go */
+        for (int i = 0; i < n_arenas; i++) {
+            gm_arena_t *a = d->arenas[i];
+            pthread_mutex_lock(&a->lock);
+            if (captures_of(d)) {
+                pthread_mutex_unlock(&a->lock);
+                *waiting = 1;
+                break;
+            }
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            uint64_t t0 = gm_now_ns();
+            size_t bytes = 0;
+            unsigned nseg = 0;
+            for (gm_segment_t *seg = a->general.segments, *next; seg; seg = next) {
+                next = seg->next;
+                size_t size = seg->size;
+                if (heap_segment_is_free(seg) && not_newer(seg->free_since_ns, seg->base, &cut) &&
+                    segment_release(a, seg) == 0) {
+                    bytes += size;
+                    nseg++;
+                }
+            }
+            if (nseg)
+                log_empty(d, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
+            released += bytes;
+            device_ctx_leave(&c);
+            pthread_mutex_unlock(&a->lock);
+        }
+    }
+    free(segs);
+    return released;
+}
+
 /* Waits for every fence, then frees the arena's whole free segments. Arena lock held. */
 static size_t empty_cache_locked(gm_arena_t *a, int reason)
 {
@@ -1233,6 +1352,11 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
             !captures_of(d))
             fence_now(a);
     }
+    /* Over the cache cap: the trimmer sees it through once the GPU is done with the memory, even
+     * if no allocation comes to poll. */
+    if (unlikely(d->cache_limit) && heap == &a->general &&
+        __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED) > d->cache_limit)
+        trim_cache_kick();
     pthread_mutex_unlock(&a->lock);
     return GM_FREE_DONE;
 }

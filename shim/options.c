@@ -66,8 +66,8 @@ static option_row_t table[GM_OPT__COUNT] = {
         .doc = "never reserve more than this on a device (size, or fraction like 0.5 or 50%); 0 = no cap; "
         "GMSHIM_DEVICE_LIMIT_<n> sets device n", .max = SIZE_MAX_OPT},
     [GM_OPT_CACHE_LIMIT] = {.name = "GMSHIM_CACHE_LIMIT", .kind = GM_KIND_SIZE, .default_text = "0",
-        .doc = "most bytes of wholly free segments kept per device; beyond it the oldest go back; 0 = no cap",
-        .max = SIZE_MAX_OPT},
+        .doc = "most bytes of wholly free segments kept per device; beyond it the oldest go back (within "
+        "10 ms of the GPU finishing with freed memory); 0 = no cap", .max = SIZE_MAX_OPT},
     [GM_OPT_MAX_SPLIT] = {.name = "GMSHIM_MAX_SPLIT", .kind = GM_KIND_SIZE, .default_text = "0",
         .doc = "blocks of this size or more are never split (against fragmentation); 0 = no limit; "
         "else more than 20 MiB", .more_than = 20LL << 20, .max = SIZE_MAX_OPT},

@@ -1,6 +1,8 @@
 /* One thread that wakes every interval and, per device, returns whole free segments (all of
  * them, or those idle for GMSHIM_IDLE_RELEASE) to the driver under that device's lock, with
- * the device current and in relaxed capture mode. It makes no call while a capture runs there. */
+ * the device current and in relaxed capture mode; and, under GMSHIM_CACHE_LIMIT, that polls the
+ * fences of freed memory over the cap until the cap holds. It never waits for the GPU, and makes
+ * no call on a device while a capture runs there. */
 #include "trim.h"
 #include "common.h"
 #include "device.h"
@@ -13,10 +15,37 @@
 #include <time.h>
 
 static pthread_t thread;
-static int running;
+static int running;     /* read by trim_cache_kick from any thread (atomic) */
 static int stopping;
+static int cache_kicked; /* a free left the cache over its cap (atomic; set, then signalled) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake;
+
+static void add_ms(struct timespec *t, long long ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (ms % 1000) * 1000000;
+    if (t->tv_nsec >= 1000000000) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000;
+    }
+}
+
+static int before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Waits (lock held) until `until` (NULL: no deadline) or the stop, and if `on_kick` a kick. */
+static void sleep_until(const struct timespec *until, int on_kick)
+{
+    while (!stopping && !(on_kick && __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE))) {
+        if (!until)
+            pthread_cond_wait(&wake, &lock);
+        else if (pthread_cond_timedwait(&wake, &lock, until) == ETIMEDOUT)
+            return;
+    }
+}
 
 static void *trim_main(void *arg)
 {
@@ -24,27 +53,52 @@ static void *trim_main(void *arg)
     gm_depth = 1; /* the pool's own CUDA calls must not come back through the hooks */
     long long interval_ms = options_get(GM_OPT_EMPTY_CACHE_INTERVAL);
     long long idle_ms = options_get(GM_OPT_IDLE_RELEASE);
+    int periodic = interval_ms || idle_ms;
     if (!interval_ms)
         interval_ms = 1000;
+    int polling = 0; /* freed memory over the cache cap waits for its fences */
+    struct timespec next, last_cache = {0, 0};
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    add_ms(&next, interval_ms);
     pthread_mutex_lock(&lock);
     while (!stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += interval_ms / 1000;
-        until.tv_nsec += (interval_ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        while (!stopping && pthread_cond_timedwait(&wake, &lock, &until) != ETIMEDOUT)
-            ;
+        /* Cache passes come at most every GM_CACHE_POLL_MS, however often frees kick. */
+        int kicked = __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE);
+        struct timespec due = last_cache, now;
+        add_ms(&due, GM_CACHE_POLL_MS);
+        const struct timespec *until = polling || kicked ? &due : NULL;
+        if (periodic && (!until || before(&next, until)))
+            until = &next;
+        sleep_until(until, !polling && !kicked);
         if (stopping || gm_state != GM_POOLED)
             break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int trim = periodic && !before(&now, &next);
+        int cache = (polling || __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE)) && !before(&now, &due);
+        if (!trim && !cache)
+            continue; /* a kick: the deadline is worked out again */
+        if (cache) {
+            __atomic_store_n(&cache_kicked, 0, __ATOMIC_RELEASE);
+            last_cache = now;
+        }
         pthread_mutex_unlock(&lock);
-        for (int i = 0; i < device_created_count(); i++) {
-            gm_device_t *d = device_at(i);
-            if (d)
-                device_trim(d, (uint64_t)idle_ms * 1000000u);
+        if (trim) {
+            for (int i = 0; i < device_created_count(); i++) {
+                gm_device_t *d = device_at(i);
+                if (d)
+                    device_trim(d, (uint64_t)idle_ms * 1000000u);
+            }
+            next = now;
+            add_ms(&next, interval_ms);
+        }
+        if (cache) {
+            int waiting = 0;
+            for (int i = 0; i < device_created_count(); i++) {
+                gm_device_t *d = device_at(i);
+                if (d)
+                    device_cache_trim(d, &waiting);
+            }
+            polling = waiting;
         }
         pthread_mutex_lock(&lock);
     }
@@ -54,7 +108,8 @@ static void *trim_main(void *arg)
 
 void trim_start(void)
 {
-    if (!options_get(GM_OPT_EMPTY_CACHE_INTERVAL) && !options_get(GM_OPT_IDLE_RELEASE))
+    if (!options_get(GM_OPT_EMPTY_CACHE_INTERVAL) && !options_get(GM_OPT_IDLE_RELEASE) &&
+        !options_get(GM_OPT_CACHE_LIMIT))
         return;
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -63,26 +118,37 @@ void trim_start(void)
     pthread_condattr_destroy(&attr);
     if (pthread_create(&thread, NULL, trim_main, NULL) != 0) {
         diag_warn("cannot start the cache trimmer thread; GMSHIM_EMPTY_CACHE_INTERVAL and "
-                  "GMSHIM_IDLE_RELEASE are ignored");
+                  "GMSHIM_IDLE_RELEASE are ignored, and GMSHIM_CACHE_LIMIT applies only when memory "
+                  "is allocated");
         return;
     }
-    running = 1;
+    __atomic_store_n(&running, 1, __ATOMIC_RELEASE);
     diag_verbose("cache trimmer started");
 }
 
 void trim_stop(void)
 {
-    if (!running)
+    if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&lock);
     stopping = 1;
     pthread_cond_signal(&wake);
     pthread_mutex_unlock(&lock);
     pthread_join(thread, NULL);
-    running = 0;
+    __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
 }
 
 void trim_forget(void)
 {
-    running = 0;
+    __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
+}
+
+void trim_cache_kick(void)
+{
+    if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE) || __atomic_load_n(&cache_kicked, __ATOMIC_RELAXED) ||
+        __atomic_exchange_n(&cache_kicked, 1, __ATOMIC_ACQ_REL))
+        return;
+    pthread_mutex_lock(&lock);
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
 }

@@ -4,6 +4,7 @@
 #include "device.h"
 #include "options.h"
 #include "suites.h"
+#include "trim.h"
 
 #include "../fakecuda.h"
 
@@ -434,6 +435,117 @@ START_TEST(test_gpu_order_keeps_few_fences_outstanding)
 }
 END_TEST
 
+/* ---- GMSHIM_CACHE_LIMIT's trimmer pass ------------------------------------------------------ */
+
+#define CACHE_CAP (64u << 20)
+
+static void setup_cache_limit(void)
+{
+    setenv("GMSHIM_CACHE_LIMIT", "64M", 1);
+    setup();
+    ck_assert_uint_eq(d->cache_limit, CACHE_CAP);
+}
+
+/* Three 32 MiB blocks from arena `arena`, each its own segment, freed (pending: no allocation
+ * polls them). */
+static void free_three_in_arena(int arena)
+{
+    void *p[3];
+    for (int i = 0; i < 3; i++) {
+        job_t j = {.arena = arena, .size = 32u << 20};
+        run_in_arena(&j);
+        p[i] = j.out;
+    }
+    for (int i = 0; i < 3; i++) {
+        job_t j = {.arena = arena, .in = p[i]};
+        run_in_arena(&j);
+    }
+}
+
+/* Two arenas each cache 96 MiB, pending; each alone keeps to the cap, together they hold more.
+ * The pass brings the device under the cap once the GPU is done, with no allocation. */
+START_TEST(test_cache_pass_holds_the_cap_across_every_arena)
+{
+    ck_assert_int_eq(device_add_arena(d), 1);
+    free_three_in_arena(0);
+    free_three_in_arena(1);
+    /* Each arena holds at least the cap (it applies it to itself when it takes in completed
+     * fences), so the device twice that or more. */
+    ck_assert_uint_ge(stats().reserved.current, 2 * CACHE_CAP);
+    int waiting = 1;
+    for (int round = 0; round < 200 && waiting; round++) {
+        fakecuda_drain(); /* the GPU catches up with the fence the pass recorded */
+        waiting = 0;
+        device_cache_trim(d, &waiting);
+    }
+    gmshim_stats_t st = stats();
+    struct fakecuda_stats f;
+    fakecuda_get_stats(0, &f);
+    ck_assert_msg(!waiting && st.reserved.current <= CACHE_CAP && f.bytes_in_use <= CACHE_CAP,
+                  "after the passes: waiting %d, reserved %llu, driver %llu, cap %u", waiting, st.reserved.current,
+                  f.bytes_in_use, CACHE_CAP);
+    ck_assert_uint_eq(st.reserved.current, CACHE_CAP); /* the newest that fit stay cached */
+}
+END_TEST
+
+/* The pass only asks: while a kernel still uses the freed blocks it returns at once, says it
+ * must come again, and releases nothing. */
+START_TEST(test_cache_pass_never_waits_for_the_gpu)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = alloc_or_fail(32u << 20);
+    ck_assert_int_eq(fakecuda_launch(s, late_write, p[0], 400000), cudaSuccess);
+    for (int i = 0; i < 4; i++)
+        free_ok(p[i]);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int waiting = 0;
+    unsigned long long released = device_cache_trim(d, &waiting);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    ck_assert_msg(ms < 200 && waiting && !released, "the pass took %.0f ms, waiting %d, released %llu", ms,
+                  waiting, released);
+    ck_assert_uint_eq(stats().reserved.current, 128u << 20);
+    fakecuda_drain();
+    waiting = 0;
+    device_cache_trim(d, &waiting);
+    ck_assert_msg(stats().reserved.current == CACHE_CAP, "after the kernel: reserved %llu",
+                  stats().reserved.current);
+}
+END_TEST
+
+/* While a capture is under way on the device the pass makes no CUDA call at all. */
+START_TEST(test_cache_pass_makes_no_call_during_a_capture)
+{
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = alloc_or_fail(32u << 20);
+    for (int i = 0; i < 4; i++)
+        free_ok(p[i]);
+    fakecuda_drain();
+    device_set_captures(d, 1, NULL);
+    fakecuda_reset_stats();
+    int waiting = 0;
+    ck_assert_uint_eq(device_cache_trim(d, &waiting), 0);
+    struct fakecuda_stats f;
+    fakecuda_get_stats(0, &f);
+    ck_assert_msg(waiting && f.frees == 0 && f.event_records == 0 && f.event_queries == 0,
+                  "during a capture: waiting %d, frees %llu, records %llu, queries %llu", waiting, f.frees,
+                  f.event_records, f.event_queries);
+    device_set_captures(d, -1, NULL);
+    for (int round = 0; round < 200 && waiting; round++) {
+        fakecuda_drain();
+        waiting = 0;
+        device_cache_trim(d, &waiting);
+    }
+    ck_assert_uint_eq(stats().reserved.current, CACHE_CAP);
+}
+END_TEST
+
 Suite *device_suite(void)
 {
     Suite *s = suite_create("device");
@@ -460,6 +572,13 @@ Suite *device_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches);
     tcase_add_test(tc, test_gpu_order_keeps_few_fences_outstanding);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cache cap");
+    tcase_add_checked_fixture(tc, setup_cache_limit, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_cache_pass_holds_the_cap_across_every_arena);
+    tcase_add_test(tc, test_cache_pass_never_waits_for_the_gpu);
+    tcase_add_test(tc, test_cache_pass_makes_no_call_during_a_capture);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -542,6 +542,34 @@ START_TEST(test_cache_limit_is_never_exceeded)
 }
 END_TEST
 
+/* After the last free no allocation comes to poll the fences: the trimmer does, every 10 ms
+ * (docs/options.md), and fences the frees itself when they did not (GMSHIM_FENCE_FREES=0 and
+ * bytes far past what is freed). The bound is 25 poll periods, for loaded and sanitized runs. */
+START_TEST(test_cache_limit_holds_once_the_gpu_is_done_without_another_allocation)
+{
+    const char *fenced[] = {"FAKECUDA_MEM=2G", "GMSHIM_CACHE_LIMIT=64M", NULL};
+    const char *unfenced[] = {"FAKECUDA_MEM=2G", "GMSHIM_CACHE_LIMIT=64M", "GMSHIM_FENCE_FREES=0",
+                              "GMSHIM_FENCE_BYTES=16G", NULL};
+    const char *const *envs[] = {fenced, unfenced};
+    for (int i = 0; i < 2; i++) {
+        char *out = NULL;
+        int rc = run("tests/integration/cache_limit", envs[i], "idle", &out);
+        ck_assert_msg(rc == 0, "%s: exit %d:\n%s", i ? "frees without a fence" : "fenced frees", rc, out);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_cache_limit_waits_for_the_end_of_a_capture)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", "GMSHIM_CACHE_LIMIT=64M", NULL};
+    char *out = NULL;
+    int rc = run("tests/integration/cache_limit", env, "capture", &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_max_split_changes_which_blocks_split)
 {
     const char *env[] = {"FAKECUDA_MEM=2G", NULL};
@@ -745,6 +773,8 @@ Suite *integration_suite(void)
     tcase_add_test(tc, test_device_limit_caps_the_pool_and_memgetinfo);
     tcase_add_test(tc, test_unpooled_calls_are_forwarded_and_counted);
     tcase_add_test(tc, test_cache_limit_is_never_exceeded);
+    tcase_add_test(tc, test_cache_limit_holds_once_the_gpu_is_done_without_another_allocation);
+    tcase_add_test(tc, test_cache_limit_waits_for_the_end_of_a_capture);
     tcase_add_test(tc, test_max_split_changes_which_blocks_split);
     tcase_add_test(tc, test_idle_segments_go_back_after_the_interval_not_before);
     tcase_add_test(tc, test_trimmer_makes_no_driver_call_during_a_capture);
