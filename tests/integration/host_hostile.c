@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static void some_pairs(int n)
@@ -38,7 +39,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "ignore-segv")) {
         signal(SIGSEGV, SIG_IGN);
         some_pairs(10);
-        volatile int *volatile bad = NULL;
+        /* A page the program may not touch (not NULL: UBSan would stop a NULL store itself). */
+        volatile int *bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         *bad = 1;
         return 4;
     }
