@@ -1179,6 +1179,7 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
     }
     if (likely(b != NULL)) {
         HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
+        b->site = site;
         a->n.allocs++;
         if (flags & GMLOG_A_MISS)
             a->n.misses++;
@@ -1216,6 +1217,7 @@ static void track_external(gm_device_t *d, int kind, void *ptr, size_t size, uin
         b->size = b->requested = size;
         b->state = GM_BLOCK_LIVE;
         b->kind = (uint8_t)kind;
+        b->site = site;
         HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
         if (kind == GMLOG_KIND_PASS) {
             gm_stat_add(&a->bytes.requested, size);
@@ -1298,7 +1300,6 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     uintptr_t key = b->ptr;
     HASH_DEL(a->live, b);
     a->n.frees++;
-        b->site = site;
     /* Inside the lock, before the block can be reused: its free is logged before any realloc. */
     uint64_t now = evlog_enabled() ? gm_now_ns() : 0, t0 = now;
     *err = cudaSuccess;
@@ -1336,7 +1337,6 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
         }
     } else {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
-        b->site = site;
         uint64_t issued = issued_of(d);
         heap_defer_block(heap, b, issued + 1);
         if (issued != a->open_seen) {
