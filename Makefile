@@ -24,8 +24,9 @@ GM_CFLAGS  := -std=c11 $(GM_OPT) $(GM_WARN) -pthread -fno-omit-frame-pointer $(G
 ALL_CFLAGS  = $(GM_CPPFLAGS) $(GM_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = -pthread $(GM_SAN) $(LDFLAGS)
 
-CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
-CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+PKG_CONFIG   ?= pkg-config
+CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
 # ---- sources -------------------------------------------------------------------------------
 SHIM_SRC     := $(wildcard shim/*.c)
@@ -55,6 +56,16 @@ include tests/fake/fake.mk
 
 $(BUILD) $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:
 	$(Q)mkdir -p $@
+
+# Prerequisites, checked before the first compile (every object waits for its directory): one
+# line for each missing one instead of a compiler error. `+`: `make -n` checks them too.
+.PHONY: prereqs prereqs-test
+prereqs:
+	+$(Q)CC="$(CC)" CPPFLAGS="$(CPPFLAGS)" CFLAGS="$(CFLAGS)" CUDA_HOME="$(CUDA_HOME)" sh scripts/check-prereqs build
+prereqs-test:
+	+$(Q)PKG_CONFIG="$(PKG_CONFIG)" sh scripts/check-prereqs test
+$(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/integration $(BUILD)/bench $(BUILD)/fake $(BUILD)/gpu: | prereqs
+$(BUILD)/tests/unit: | prereqs prereqs-test
 
 $(BUILD)/shim/%.o: shim/%.c | $(BUILD)/shim
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
@@ -130,7 +141,9 @@ $(BUILD)/gpu/%: bench/%.c | $(BUILD)/gpu
 
 # `make test`: packages first (a separate make, so that pkg-config is asked after installing).
 test: deps
+	$(Q)$(MAKE) --no-print-directory prereqs prereqs-test
 	$(Q)$(MAKE) --no-print-directory test-run
+	$(Q)$(MAKE) --no-print-directory test-setup
 
 test-run: all $(RUNNER) $(FUZZ_BIN) corrupt-smoke
 	$(Q)[ -z "$(FUZZ_BIN)" ] || { mkdir -p $(BUILD)/fuzz/scratch && $(FUZZ_BIN) -max_total_time=5 $(BUILD)/fuzz/scratch tests/fuzz/corpus > $(BUILD)/fuzz/run.log 2>&1 || { tail -40 $(BUILD)/fuzz/run.log; exit 1; }; }
@@ -139,6 +152,16 @@ test-run: all $(RUNNER) $(FUZZ_BIN) corrupt-smoke
 
 deps:
 	$(Q)sh scripts/install-deps
+
+# The set-up as a user meets it: the prerequisite checks, and the wheel installed into a fresh
+# venv running the demo and the Python module (not part of test-run: the sanitizer builds'
+# library cannot be preloaded into Python without their runtime).
+.PHONY: test-setup test-prereqs test-wheel
+test-setup: test-prereqs test-wheel
+test-prereqs:
+	$(Q)sh tests/setup/prereqs.sh
+test-wheel: wheel $(CLI) $(INTEG_BIN)
+	$(Q)BUILD=$(BUILD) WHEEL_DIR=$(WHEEL_DIR) PYTHON=$(PYTHON) sh tests/setup/wheel.sh
 
 # Sanitizer builds go to their own directories; the preloaded library needs the sanitizer
 # runtime loaded first, hence TEST_PRELOAD.
@@ -162,6 +185,14 @@ kill-trials: all $(RUNNER)
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) KILL_TRIALS=$(KILL_TRIALS) CK_RUN_SUITE=evlog CK_RUN_CASE=kill $(RUNNER)
 soak: all
 	$(Q)BUILD=$(BUILD) bash tests/stress/soak.sh $(SOAK_SECONDS)
+
+# `make wheel`: a Python wheel (the gmshim module, the CLI and libgmshim.so inside it), written by
+# a standard-library script: nothing is downloaded. `pip install .` runs this target too.
+PYTHON    ?= python3
+WHEEL_DIR ?= $(BUILD)/dist
+.PHONY: wheel
+wheel: $(LIB) $(CLI)
+	$(Q)$(PYTHON) scripts/gmshim_wheel.py --build $(BUILD) --out $(WHEEL_DIR)
 
 install: $(LIB) $(CLI)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
