@@ -1,0 +1,134 @@
+"""Writes gmshim's wheel with nothing but the standard library, and is the PEP 517 build backend
+of pyproject.toml, so that `pip install .` and `make wheel` build offline (no setuptools, nothing
+downloaded). The wheel holds python/gmshim plus the built CLI and libgmshim.so in gmshim/_native/.
+
+  python3 scripts/gmshim_wheel.py --build build --out build/dist   (what `make wheel` runs)
+"""
+
+import argparse
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAME = "gmshim"
+SUMMARY = "GPU-memory tool for CUDA programs and PyTorch jobs: a preloaded caching pool, event log and reports"
+
+
+def version():
+    with open(os.path.join(ROOT, "shim", "common.h")) as f:
+        m = re.search(r'#define\s+GMSHIM_VERSION_STRING\s+"([^"]+)"', f.read())
+    if not m:
+        raise RuntimeError("GMSHIM_VERSION_STRING not found in shim/common.h")
+    return m.group(1)
+
+
+def platform_tag():
+    # The binaries are built for this machine's glibc: a plain linux_<arch> tag, not manylinux.
+    return re.sub(r"[^A-Za-z0-9]", "_", sysconfig.get_platform())
+
+
+def metadata(ver):
+    readme = ""
+    path = os.path.join(ROOT, "README.md")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            readme = f.read()
+    head = ["Metadata-Version: 2.1", "Name: " + NAME, "Version: " + ver, "Summary: " + SUMMARY,
+            "Requires-Python: >=3.8", "Platform: linux",
+            "Description-Content-Type: text/markdown"]
+    return "\n".join(head) + "\n\n" + readme
+
+
+def write_wheel(build, out, ver=None):
+    """Writes the wheel from `build` (a `make BUILD=...` directory); returns its file name."""
+    ver = ver or version()
+    tag = "py3-none-" + platform_tag()
+    dist = "%s-%s.dist-info" % (NAME, ver)
+    name = "%s-%s-%s.whl" % (NAME, ver, tag)
+    # Fixed times (SOURCE_DATE_EPOCH when set): the same tree gives the same wheel.
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "315532800"))
+    stamp = max(epoch, 315532800)
+    date = time.gmtime(stamp)[:6]
+
+    files = []  # (archive name, bytes, mode)
+    pkg = os.path.join(ROOT, "python", NAME)
+    for fn in sorted(os.listdir(pkg)):
+        if fn.endswith(".py"):
+            with open(os.path.join(pkg, fn), "rb") as f:
+                data = f.read()
+            if fn == "__init__.py":
+                data = re.sub(rb'__version__ = "[^"]*"', b'__version__ = "%s"' % ver.encode(), data, count=1)
+            files.append((NAME + "/" + fn, data, 0o644))
+    for src, dst, mode in (("gmshim", "gmshim", 0o755), ("libgmshim.so", "libgmshim.so", 0o755)):
+        path = os.path.join(build, src)
+        if not os.path.exists(path):
+            raise RuntimeError("%s is missing: build it first (make BUILD=%s)" % (path, build))
+        with open(path, "rb") as f:
+            files.append((NAME + "/_native/" + dst, f.read(), mode))
+    with open(os.path.join(ROOT, "shim", "gmshim.h"), "rb") as f:
+        files.append((NAME + "/_native/gmshim.h", f.read(), 0o644))
+    files.append((dist + "/METADATA", metadata(ver).encode("utf-8"), 0o644))
+    files.append((dist + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: gmshim scripts/gmshim_wheel.py\n"
+                                     "Root-Is-Purelib: false\nTag: %s\n" % tag).encode(), 0o644))
+    files.append((dist + "/entry_points.txt", b"[console_scripts]\ngmshim = gmshim.__main__:main\n", 0o644))
+    files.append((dist + "/top_level.txt", b"gmshim\n", 0o644))
+
+    record = io.StringIO()
+    w = csv.writer(record, lineterminator="\n")
+    for arc, data, _ in files:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        w.writerow([arc, "sha256=" + digest, len(data)])
+    w.writerow([dist + "/RECORD", "", ""])
+    files.append((dist + "/RECORD", record.getvalue().encode(), 0o644))
+
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, name + ".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for arc, data, mode in files:
+            info = zipfile.ZipInfo(arc, date)
+            info.external_attr = (0o100000 | mode) << 16  # pip keeps the executable bits
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    os.replace(tmp, os.path.join(out, name))
+    return name
+
+
+# ---- PEP 517 hooks (pyproject.toml: build-backend = "gmshim_wheel", backend-path = ["scripts"]) --
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    # make builds the library and the CLI (and checks their prerequisites) and calls write_wheel.
+    build = os.environ.get("GMSHIM_WHEEL_BUILD", "build/pip")
+    cmd = [os.environ.get("MAKE", "make"), "--no-print-directory", "-C", ROOT, "BUILD=" + build,
+           "wheel", "WHEEL_DIR=" + os.path.abspath(wheel_directory), "PYTHON=" + sys.executable]
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    names = [f for f in os.listdir(wheel_directory) if f.startswith(NAME + "-" + version() + "-")
+             and f.endswith(".whl")]
+    if len(names) != 1:
+        raise RuntimeError("make wheel left %d wheels in %s" % (len(names), wheel_directory))
+    return names[0]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="write gmshim's wheel from a build directory")
+    ap.add_argument("--build", required=True, help="the make BUILD directory holding gmshim and libgmshim.so")
+    ap.add_argument("--out", required=True, help="where the .whl goes")
+    args = ap.parse_args(argv)
+    print(os.path.join(args.out, write_wheel(args.build, args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
