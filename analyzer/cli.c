@@ -3,9 +3,9 @@
  * (a killed process) is normal input and says so in the report, not as an error. */
 #include "cli.h"
 
-#include <getopt.h>
 #include "commands.h"
 #include "output.h"
+#include "symbolize.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -349,47 +349,223 @@ int cli_parse_count(const char *command, const char *option, const char *text, u
     return 0;
 }
 
-int cli_need_logs(const cli_ctx_t *c, int argc, const char *usage)
+enum {
+    G_JSON = 'j',
+    G_HELP = 'h',
+    G_COLOR = 0x1001,
+    G_NO_SYMBOLS,
+    G_SYMBOL_PATH,
+};
+
+static const cli_opt_t global_opts[] = {
+    {"json", G_JSON, 0},
+    {"help", G_HELP, 0},
+    {"color", G_COLOR, 1},
+    {"colour", G_COLOR, 1},
+    {"no-symbols", G_NO_SYMBOLS, 0},
+    {"symbol-path", G_SYMBOL_PATH, 1},
+    {NULL, 0, 0},
+};
+
+int cli_set_color(const char *when)
 {
-    if (optind < argc)
+    if (!strcmp(when, "always")) {
+        rep_color = 1;
+    } else if (!strcmp(when, "never")) {
+        rep_color = 0;
+    } else if (!strcmp(when, "auto")) {
+        const char *term = getenv("TERM");
+        rep_color = isatty(1) && !getenv("NO_COLOR") && term && strcmp(term, "dumb") != 0;
+    } else {
+        fprintf(stderr, "gmshim: --color=%s: use auto, always or never\n", when);
         return -1;
-    fprintf(stderr, "gmshim %s: no log given\n%s", c->command, usage);
+    }
+    return 0;
+}
+
+static const char *cmd_name(const cli_ctx_t *c)
+{
+    return c->command && *c->command ? c->command : NULL;
+}
+
+static int usage_error(const cli_ctx_t *c, const char *fmt, const char *a, const char *b)
+{
+    const char *cmd = cmd_name(c);
+    fprintf(stderr, "gmshim%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "; 'gmshim %s%s--help' lists the options\n", cmd ? cmd : "", cmd ? " " : "");
     return CLI_FAIL;
+}
+
+/* The option named by a long name (or an unambiguous prefix of one) in the command's table
+ * (slots 0..63) or the global one (64..); its slot in *slot. NULL after saying why. */
+static const cli_opt_t *find_long(const cli_ctx_t *c, const cli_opt_t *opts, const char *arg, size_t *slot)
+{
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const cli_opt_t *tables[2] = {opts, global_opts}, *hit = NULL;
+    int hits = 0;
+    for (int t = 0; t < 2; t++)
+        for (const cli_opt_t *o = tables[t]; o && o->name; o++) {
+            if (!len || strncmp(o->name, name, len))
+                continue;
+            if (strlen(o->name) == len) {
+                *slot = (size_t)(o - tables[t]) + (t ? 64 : 0);
+                return o;
+            }
+            if (!hit || hit->key != o->key)
+                hits++;
+            hit = o;
+            *slot = (size_t)(o - tables[t]) + (t ? 64 : 0);
+        }
+    if (hits == 1)
+        return hit;
+    char shown[64];
+    snprintf(shown, sizeof shown, "%.*s", (int)(len < 48 ? len : 48), name);
+    usage_error(c, hits ? "--%s is ambiguous%s" : "unknown option '--%s'%s", shown, "");
+    return NULL;
+}
+
+static const cli_opt_t *find_short(const cli_opt_t *opts, int ch, size_t *slot)
+{
+    const cli_opt_t *tables[2] = {opts, global_opts};
+    for (int t = 0; t < 2; t++)
+        for (const cli_opt_t *o = tables[t]; o && o->name; o++)
+            if (o->key == ch && ch < 256) {
+                *slot = (size_t)(o - tables[t]) + (t ? 64 : 0);
+                return o;
+            }
+    return NULL;
+}
+
+/* One option found: a global one is handled here, a command's goes to fn. -1 to go on, else
+ * the exit status. */
+static int apply(cli_ctx_t *c, const cli_opt_t *o, size_t slot, const char *val, cli_opt_fn fn, void *st,
+                 const char *usage, unsigned char *seen)
+{
+    /* a value given twice is a mistake (which one was meant?), not a silent override */
+    if (o->arg && slot < 96) {
+        if (seen[slot])
+            return usage_error(c, "--%s is given twice%s", o->name, "");
+        seen[slot] = 1;
+    }
+    if (slot < 64) {
+        int rc = fn ? fn(c, st, o->key, val) : 0;
+        return rc ? rc : -1;
+    }
+    switch (o->key) {
+    case G_JSON: c->json = 1; cli_global.json = 1; rep_color = 0; return -1;
+    case G_HELP: fputs(usage, stdout); return cli_finish(c, CLI_OK);
+    case G_COLOR: return cli_set_color(val) ? CLI_FAIL : -1;
+    case G_NO_SYMBOLS: cli_global.no_symbols = 1; sym_set_enabled(0); return -1;
+    case G_SYMBOL_PATH: sym_set_search_path(val); return -1;
+    default: return -1;
+    }
+}
+
+int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, cli_opt_fn fn, void *st,
+                   const char *usage, unsigned flags)
+{
+    unsigned char seen[96] = {0};
+    int k = 0, i = 1, rc;
+    for (; i < argc; i++) {
+        char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1]) { /* an operand ("-" included) */
+            argv[1 + k++] = a;      /* in place: k + 1 <= i, already read */
+            if (flags & CLI_ARGS_STOP) {
+                i++;
+                break;
+            }
+            continue;
+        }
+        if (a[1] == '-') {
+            const char *eq = strchr(a + 2, '=');
+            size_t slot;
+            const cli_opt_t *o = find_long(c, opts, a, &slot);
+            if (!o)
+                return CLI_FAIL;
+            const char *val = NULL;
+            if (o->arg) {
+                if (eq)
+                    val = eq + 1;
+                else if (i + 1 < argc)
+                    val = argv[++i];
+                else
+                    return usage_error(c, "--%s needs a value%s", o->name, "");
+            } else if (eq) {
+                return usage_error(c, "--%s takes no value%s", o->name, "");
+            }
+            if ((rc = apply(c, o, slot, val, fn, st, usage, seen)) >= 0)
+                return rc;
+            continue;
+        }
+        for (const char *p = a + 1; *p; p++) { /* -jh, -n5, -n 5 */
+            size_t slot;
+            const cli_opt_t *o = find_short(opts, (unsigned char)*p, &slot);
+            if (!o) {
+                char opt[3] = {'-', *p, 0};
+                return usage_error(c, "unknown option '%s'%s", opt, "");
+            }
+            const char *val = NULL;
+            if (o->arg) {
+                if (p[1])
+                    val = p + 1;
+                else if (i + 1 < argc)
+                    val = argv[++i];
+                else
+                    return usage_error(c, "--%s needs a value%s", o->name, "");
+            }
+            if ((rc = apply(c, o, slot, val, fn, st, usage, seen)) >= 0)
+                return rc;
+            if (val)
+                break;
+        }
+    }
+    for (; i < argc; i++)
+        argv[1 + k++] = argv[i];
+    argv[1 + k] = NULL; /* execvp's list (run); argv[argc] is NULL already */
+    c->args = argv + 1;
+    c->nargs = k;
+    if (c->json)
+        rep_color = 0;
+    if ((flags & CLI_ARGS_LOGS) && !k) {
+        fprintf(stderr, "gmshim %s: no log given\n%s", c->command, usage);
+        return CLI_FAIL;
+    }
+    return -1;
+}
+
+static int common_opt(cli_ctx_t *c, void *st, int key, const char *val)
+{
+    (void)st;
+    switch (key) {
+    case 'n': return cli_parse_count(c->command, "--top", val, &c->top) ? CLI_FAIL : 0;
+    case 'd': return cli_parse_count(c->command, "--depth", val, &c->depth) ? CLI_FAIL : 0;
+    case 'F':
+        if (!strcmp(val, "all") || !strcmp(val, "folded")) {
+            c->frames_all = !strcmp(val, "all");
+            return 0;
+        }
+        fprintf(stderr, "gmshim %s: --frames %s: use all or folded\n", c->command, val);
+        return CLI_FAIL;
+    default: return 0;
+    }
 }
 
 int cli_parse_common(cli_ctx_t *c, int argc, char **argv, const char *usage, unsigned which)
 {
-    static const struct option opts[] = {
-        {"top", required_argument, NULL, 'n'},
-        {"depth", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    optind = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+n:d:jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'n':
-            if (!(which & CLI_OPT_TOP)) {
-                fputs(usage, stderr);
-                return CLI_FAIL;
-            }
-            if (cli_parse_count(c->command, "--top", optarg, &c->top))
-                return CLI_FAIL;
-            break;
-        case 'd':
-            if (!(which & CLI_OPT_DEPTH)) {
-                fputs(usage, stderr);
-                return CLI_FAIL;
-            }
-            if (cli_parse_count(c->command, "--depth", optarg, &c->depth))
-                return CLI_FAIL;
-            break;
-        case 'j': c->json = 1; break;
-        case 'h': fputs(usage, stdout); return cli_finish(c, CLI_OK);
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
-    }
-    return cli_need_logs(c, argc, usage);
+    cli_opt_t opts[4];
+    int n = 0;
+    if (which & CLI_OPT_TOP)
+        opts[n++] = (cli_opt_t){"top", 'n', 1};
+    if (which & CLI_OPT_DEPTH)
+        opts[n++] = (cli_opt_t){"depth", 'd', 1};
+    if (which & CLI_OPT_FRAMES)
+        opts[n++] = (cli_opt_t){"frames", 'F', 1};
+    opts[n] = (cli_opt_t){NULL, 0, 0};
+    return cli_parse_args(c, argc, argv, opts, common_opt, NULL, usage, CLI_ARGS_LOGS);
 }

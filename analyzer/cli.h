@@ -29,6 +29,10 @@ typedef struct cli_ctx {
     const char *command;
     int stop_mark_id;          /* replay only up to this mark (leaks --at) */
     const char *stop_mark_label;
+    char **args;               /* the operands after the options (logs; run: the command) */
+    int nargs;
+    int frames_all;            /* --frames all: no folding of library frames */
+    FILE *wrap;                /* the line-wrapping stream over stdout, when out is it */
     int nlogs;                 /* logs given */
     int index;                 /* the one being reported, from 0 */
     /* combined over the logs */
@@ -58,15 +62,41 @@ int cli_finish(cli_ctx_t *c, int status);
 
 /* A count option (--top N, --depth N): 0, or -1 after saying what is wrong. */
 int cli_parse_count(const char *command, const char *option, const char *text, unsigned *out);
-/* After a command's own options: -1 when logs follow (the first at argv[optind]), else the exit
- * status of "no log given". */
-int cli_need_logs(const cli_ctx_t *c, int argc, const char *usage);
 
-#define CLI_OPT_TOP 1u   /* the command takes --top N (into c->top) */
-#define CLI_OPT_DEPTH 2u /* the command takes --depth N (into c->depth) */
-/* The options of the commands that take no others: --json, --help and, as `which` says, --top
- * and --depth. Returns -1 to go on with the logs at argv[optind..], or an exit status to return
- * now (help shown, a usage error, no log). */
+/* One option of a command: its long name, its short letter (or a key above 255 when it has
+ * none), whether it takes a value. */
+typedef struct cli_opt {
+    const char *name;
+    int key;
+    int arg;
+} cli_opt_t;
+/* Called for each of a command's own options; 0 to go on, else the exit status (after saying
+ * what is wrong on stderr). */
+typedef int (*cli_opt_fn)(cli_ctx_t *c, void *st, int key, const char *val);
+
+#define CLI_ARGS_LOGS 1u        /* the operands are logs: at least one is needed */
+#define CLI_ARGS_STOP 2u        /* the first operand ends the options (run: the command follows) */
+/* The one option parser of every command (and of main's global options): GNU style, options
+ * and operands in any order, `--name=value`, `--name value`, `-xVALUE`, `-x value`, unambiguous
+ * prefixes of long names, `--` ends the options. Besides `opts`, every command takes the global
+ * options (--json, --color=WHEN, --no-symbols, --symbol-path DIRS, --help). An option with a
+ * value given twice is an error. The operands, in order, go to c->args / c->nargs (argv is
+ * reordered in place). Returns -1 to go on, or an exit status to return now (help shown, a
+ * usage error, no log). */
+int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, cli_opt_fn fn, void *st,
+                   const char *usage, unsigned flags);
+/* --color=WHEN: sets rep_color; -1 after a message when WHEN is not auto, always or never. */
+int cli_set_color(const char *when);
+
+#define CLI_OPT_TOP 1u    /* the command takes --top N (into c->top) */
+#define CLI_OPT_DEPTH 2u  /* the command takes --depth N (into c->depth) */
+#define CLI_OPT_FRAMES 4u /* the command takes --frames all|folded (into c->frames_all) */
+/* The options of the commands that take no others: the global ones and, as `which` says, --top,
+ * --depth and --frames. Returns -1 to go on with the logs in c->args, or an exit status to
+ * return now (help shown, a usage error, no log). */
 int cli_parse_common(cli_ctx_t *c, int argc, char **argv, const char *usage, unsigned which);
+
+/* The width text reports wrap at: the terminal's, or 100 columns when stdout is not one. */
+int cli_text_width(void);
 
 #endif

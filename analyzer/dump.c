@@ -4,7 +4,6 @@
 #include "commands.h"
 #include "output.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,14 +472,14 @@ int cmd_dump(int argc, char **argv)
     if (rc >= 0)
         return rc;
     int status = CLI_OK;
-    for (int i = optind; i < argc; i++) {
+    for (int i = 0; i < c.nargs; i++) {
         rd_log_t *lf = calloc(1, sizeof *lf);
         if (!lf) {
             fputs("gmshim: out of memory\n", stderr);
             return CLI_FAIL;
         }
-        if (rd_open_path(lf, argv[i]) != 0) {
-            fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", argv[i], lf->diags[0].offset, lf->diags[0].msg);
+        if (rd_open_path(lf, c.args[i]) != 0) {
+            fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", c.args[i], lf->diags[0].offset, lf->diags[0].msg);
             status = CLI_FAIL;
         } else {
             int drc = rep_dump(&c, lf);

@@ -5,7 +5,6 @@
 #include "commands.h"
 #include "output.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <unistd.h>
 
@@ -159,6 +158,6 @@ int cmd_frag(int argc, char **argv)
     int rc = cli_parse_common(&c, argc, argv, usage, 0);
     if (rc >= 0)
         return rc;
-    rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_FRAG | MODEL_EPOCHS | MODEL_SITES, frag_one, NULL);
+    rc = cli_run_logs(&c, c.nargs, c.args, MODEL_FRAG | MODEL_EPOCHS | MODEL_SITES, frag_one, NULL);
     return cli_finish(&c, rc);
 }

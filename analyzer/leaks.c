@@ -6,7 +6,6 @@
 #include "output.h"
 #include "sites.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,51 +237,47 @@ static const char usage[] =
     "  -j, --json      one JSON document\n"
     "  -h, --help      this text\n";
 
+static int leaks_opt(cli_ctx_t *c, void *st, int key, const char *val)
+{
+    leaks_opts_t *o = st;
+    char *end;
+    switch (key) {
+    case 'a': {
+        o->at_mark = 1;
+        o->at_label = val;
+        c->stop_mark_label = val;
+        long id = strtol(val, &end, 10);
+        if (!*end && id > 0 && id < INT32_MAX)
+            c->stop_mark_id = (int)id;
+        return 0;
+    }
+    case 'n': return cli_parse_count("leaks", "--top", val, &o->top) ? CLI_FAIL : 0;
+    case 'd': return cli_parse_count("leaks", "--depth", val, &c->depth) ? CLI_FAIL : 0;
+    case 'F':
+        if (!strcmp(val, "all") || !strcmp(val, "folded")) {
+            c->frames_all = !strcmp(val, "all");
+            return 0;
+        }
+        fprintf(stderr, "gmshim leaks: --frames %s: use all or folded\n", val);
+        return CLI_FAIL;
+    default: return 0;
+    }
+}
+
 int cmd_leaks(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"at", required_argument, NULL, 'a'},
-        {"top", required_argument, NULL, 'n'},
-        {"depth", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    static const cli_opt_t opts[] = {
+        {"at", 'a', 1}, {"top", 'n', 1}, {"depth", 'd', 1}, {"frames", 'F', 1}, {NULL, 0, 0},
     };
     cli_ctx_t c;
     cli_init(&c, stdout, stderr, "leaks");
     c.json = cli_global.json;
     c.progress = isatty(2);
     leaks_opts_t o = {0, NULL, 10};
-    optind = 0;
-    int opt;
-    char *end;
-    while ((opt = getopt_long(argc, argv, "+a:n:d:jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'a':
-            o.at_mark = 1;
-            o.at_label = optarg;
-            c.stop_mark_label = optarg;
-            long id = strtol(optarg, &end, 10);
-            if (!*end && id > 0 && id < INT32_MAX)
-                c.stop_mark_id = (int)id;
-            break;
-        case 'n':
-            if (cli_parse_count("leaks", "--top", optarg, &o.top))
-                return CLI_FAIL;
-            break;
-        case 'd':
-            if (cli_parse_count("leaks", "--depth", optarg, &c.depth))
-                return CLI_FAIL;
-            break;
-        case 'j': c.json = 1; break;
-        case 'h': fputs(usage, stdout); return cli_finish(&c, CLI_OK);
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
-    }
-    int rc = cli_need_logs(&c, argc, usage);
+    int rc = cli_parse_args(&c, argc, argv, opts, leaks_opt, &o, usage, CLI_ARGS_LOGS);
     if (rc >= 0)
         return rc;
     c.top = o.top;
-    rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, leaks_one, &o);
+    rc = cli_run_logs(&c, c.nargs, c.args, MODEL_SITES | MODEL_EPOCHS, leaks_one, &o);
     return cli_finish(&c, rc);
 }

@@ -1,11 +1,10 @@
 /* The gmshim command-line analyzer: one table of commands, one dispatcher, the global options
- * (--help, --version, --json, --color). Each command parses its own options. Only this file
+ * (--help, --version, --json, --color), parsed by cli_parse_args like every command's own. Only this file
  * has main(); it must stay free of report logic so that the tests and the fuzzer link the rest. */
 #include "commands.h"
 #include "output.h"
 #include "symbolize.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,15 +30,23 @@ static const command_t commands[] = {
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
-static void usage(FILE *f)
+static char usage_text[4096];
+
+static const char *usage(void)
 {
+    if (usage_text[0])
+        return usage_text;
+    FILE *f = fmemopen(usage_text, sizeof usage_text - 1, "w");
+    if (!f)
+        return "usage: gmshim [--json] [--color=WHEN] [--no-symbols] [--symbol-path DIRS] COMMAND [ARGS]\n";
     fprintf(f, "usage: gmshim [--json] [--color=WHEN] [--no-symbols] [--symbol-path DIRS] COMMAND [ARGS]\n"
-               "       gmshim --help | --version | help COMMAND\n\n"
+               "       gmshim --help | --version | help COMMAND | COMMAND --help\n\n"
                "Reads the event logs that libgmshim.so writes (GMSHIM_LOG) and reports on them.\n\n"
                "commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\nglobal options:\n"
+    fprintf(f, "\nglobal options (before or after the command; options and logs in any order, '--' ends\n"
+               "the options):\n"
                "  -j, --json            JSON output (every report)\n"
                "      --color=WHEN      colour the text: auto (a terminal, the default), always, never\n"
                "      --no-symbols      do not read the programs' files to name native frames\n"
@@ -50,10 +57,14 @@ static void usage(FILE *f)
                "  -h, --help            this text\n\n"
                "'gmshim help COMMAND' or 'gmshim COMMAND --help' describes a command; docs/cli.md has it all.\n"
                "Exit status: 0 success, 1 error (bad usage, an unreadable log), 2 a report from a damaged\n"
-               "(partial) log; 'gmshim run' exits with the command's status.\n"
+               "(partial) log, or a mark that is not in the log; 'gmshim run' exits with the command's\n"
+               "status (2 when it cannot start it: no writable log directory).\n"
+               "Text wraps at the terminal's width (100 columns when stdout is not a terminal).\n"
                "Environment: GMSHIM_ANALYZER_THREADS=N threads read a large log (64 MiB or more) in\n"
                "parallel, 0 = one thread in order (default: up to 8 for summary, 4 for report, leaks, oom,\n"
                "which also make their call-site figures in two more).\n");
+    fclose(f);
+    return usage_text;
 }
 
 static const command_t *find(const char *name)
@@ -73,64 +84,51 @@ static int finish(int rc)
     return rc;
 }
 
+static int main_opt(cli_ctx_t *c, void *st, int key, const char *val)
+{
+    (void)c, (void)val;
+    if (key == 'V')
+        *(int *)st = 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"color", required_argument, NULL, 'c'},
-        {"colour", required_argument, NULL, 'c'},
-        {"no-symbols", no_argument, NULL, 'S'},
-        {"symbol-path", required_argument, NULL, 'P'},
-        {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *color = "auto";
-    const char *symbol_path = getenv("GMSHIM_SYMBOL_PATH");
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+jVh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'j': cli_global.json = 1; break;
-        case 'c': color = optarg; break;
-        case 'S': cli_global.no_symbols = 1; break;
-        case 'P': symbol_path = optarg; break;
-        case 'V': printf("gmshim %s (log format %d)\n", GMSHIM_CLI_VERSION, GMLOG_VERSION); return finish(0);
-        case 'h': usage(stdout); return finish(0);
-        default: usage(stderr); return 1;
-        }
+    static const cli_opt_t opts[] = {{"version", 'V', 0}, {NULL, 0, 0}};
+    cli_ctx_t g;
+    cli_init(&g, stdout, stderr, NULL);
+    if (cli_set_color("auto"))
+        return 1;
+    sym_set_search_path(getenv("GMSHIM_SYMBOL_PATH"));
+    int version = 0;
+    int rc = cli_parse_args(&g, argc, argv, opts, main_opt, &version, usage(), CLI_ARGS_STOP);
+    if (rc >= 0)
+        return rc;
+    if (version) {
+        printf("gmshim %s (log format %d)\n", GMSHIM_CLI_VERSION, GMLOG_VERSION);
+        return finish(0);
     }
-    if (!strcmp(color, "always")) {
-        rep_color = 1;
-    } else if (!strcmp(color, "never")) {
-        rep_color = 0;
-    } else if (!strcmp(color, "auto")) {
-        const char *term = getenv("TERM");
-        rep_color = isatty(1) && !getenv("NO_COLOR") && term && strcmp(term, "dumb") != 0;
-    } else {
-        fprintf(stderr, "gmshim: --color=%s: use auto, always or never\n", color);
+    if (!g.nargs) {
+        fputs(usage(), stderr);
         return 1;
     }
-    if (cli_global.json)
-        rep_color = 0;
-    sym_set_enabled(!cli_global.no_symbols);
-    sym_set_search_path(symbol_path);
-    if (optind >= argc) {
-        usage(stderr);
-        return 1;
-    }
-    const char *name = argv[optind];
+    /* the command's own arguments: its name, then everything after it */
+    int cargc = g.nargs;
+    char **cargv = g.args;
+    const char *name = cargv[0];
     if (!strcmp(name, "help")) {
-        if (optind + 1 >= argc) {
-            usage(stdout);
+        /* `help`, `help help`, `help --help`, `help CMD` */
+        const char *what = NULL;
+        for (int i = 1; i < cargc && !what; i++)
+            if (strcmp(cargv[i], "--help") && strcmp(cargv[i], "-h") && strcmp(cargv[i], "--"))
+                what = cargv[i];
+        const command_t *c = what ? find(what) : NULL;
+        if (!what || (c && !c->fn)) {
+            fputs(usage(), stdout);
             return finish(0);
         }
-        const command_t *c = find(argv[optind + 1]);
-        if (!c || !c->fn) {
-            if (c) {
-                usage(stdout);
-                return finish(0);
-            }
-            fprintf(stderr, "gmshim: no command '%s'; 'gmshim --help' lists them\n", argv[optind + 1]);
+        if (!c) {
+            fprintf(stderr, "gmshim: no command '%s'; 'gmshim --help' lists them\n", what);
             return 1;
         }
         char *hargv[] = {(char *)c->name, "--help", NULL};
@@ -141,7 +139,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gmshim: no command '%s'; 'gmshim --help' lists them\n", name);
         return 1;
     }
-    int rc = c->fn(argc - optind, argv + optind);
+    rc = c->fn(cargc, cargv);
     sym_reset();
     sym_set_search_path(NULL);
     return finish(rc);

@@ -6,7 +6,6 @@
 #include "output.h"
 #include "sites.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,9 +364,9 @@ int cmd_oom(int argc, char **argv)
     cli_init(&c, stdout, stderr, "oom");
     c.json = cli_global.json;
     c.progress = isatty(2);
-    int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_DEPTH);
+    int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_DEPTH | CLI_OPT_FRAMES);
     if (rc >= 0)
         return rc;
-    rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, oom_one, NULL);
+    rc = cli_run_logs(&c, c.nargs, c.args, MODEL_SITES | MODEL_EPOCHS, oom_one, NULL);
     return cli_finish(&c, rc);
 }

@@ -4,7 +4,6 @@
 #include "commands.h"
 #include "output.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -59,10 +58,10 @@ int cmd_report(int argc, char **argv)
     c.depth = 8;
     report_opts_t o = {{0, NULL, 5}};
     c.top = o.leaks.top;
-    int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_TOP | CLI_OPT_DEPTH);
+    int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_TOP | CLI_OPT_DEPTH | CLI_OPT_FRAMES);
     if (rc >= 0)
         return rc;
     o.leaks.top = c.top;
-    rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
+    rc = cli_run_logs(&c, c.nargs, c.args, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
     return cli_finish(&c, rc);
 }

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -190,46 +189,81 @@ static uint64_t now_realtime(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether a log can be created in the template's directory: by creating (and removing) a file
+ * there, which also catches a read-only file system and holds for root. 0, or an errno. */
+static int dir_writable(const char *tmpl, char *dir, size_t len)
+{
+    const char *slash = strrchr(tmpl, '/');
+    if (slash)
+        snprintf(dir, len, "%.*s", (int)(slash - tmpl) ? (int)(slash - tmpl) : 1, tmpl);
+    else
+        snprintf(dir, len, ".");
+    struct stat st;
+    if (stat(dir, &st))
+        return errno;
+    if (!S_ISDIR(st.st_mode))
+        return ENOTDIR;
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/.gmshim-run-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
 static const char usage[] =
-    "usage: gmshim run [-o LOG] [--json] [--no-report] -- COMMAND [ARGS...]\n"
+    "usage: gmshim run [-o LOG] [--json] [--no-report] [--] COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND with libgmshim.so preloaded (the one beside this gmshim, or in ../lib;\n"
     "GMSHIM_LIBRARY overrides) and GMSHIM_LOG set, waits for it, then prints `gmshim report` of\n"
-    "the logs it wrote (one per process that used CUDA). The exit status is COMMAND's (128+N when\n"
-    "a signal N ended it).\n"
+    "the logs it wrote (one per process that used CUDA). The options end at COMMAND (or at '--'):\n"
+    "what follows is COMMAND's. The exit status is COMMAND's (128+N when a signal N ended it);\n"
+    "2 when it is not started because the log's directory is missing or cannot be written.\n"
     "\n"
     "  -o, --output LOG  the log path template (GMSHIM_LOG syntax: %p pid, %r rank, %n program,\n"
     "                    %h host, %t start time); default " DEFAULT_LOG " in this directory\n"
     "      --no-report   only run and say which logs were written\n"
-    "  -j, --json        the report as JSON\n"
+    "  -j, --json        the report as one JSON document on stdout; COMMAND's own stdout then goes\n"
+    "                    to stderr, so that stdout holds nothing else\n"
     "  -h, --help        this text\n";
+
+enum { RUN_NO_REPORT = 0x200 };
+
+typedef struct run_opts {
+    const char *tmpl;
+    int report;
+} run_opts_t;
+
+static int run_opt(cli_ctx_t *c, void *st, int key, const char *val)
+{
+    (void)c;
+    run_opts_t *o = st;
+    if (key == 'o')
+        o->tmpl = val;
+    else if (key == RUN_NO_REPORT)
+        o->report = 0;
+    return 0;
+}
 
 int cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"no-report", no_argument, NULL, 'R'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *tmpl = DEFAULT_LOG;
-    int json = cli_global.json, report = 1;
-    optind = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+o:jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'o': tmpl = optarg; break;
-        case 'R': report = 0; break;
-        case 'j': json = 1; break;
-        case 'h': fputs(usage, stdout); return CLI_OK;
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
-    }
-    if (optind >= argc) {
+    static const cli_opt_t opts[] = {{"output", 'o', 1}, {"no-report", RUN_NO_REPORT, 0}, {NULL, 0, 0}};
+    run_opts_t o = {DEFAULT_LOG, 1};
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "run");
+    c.json = cli_global.json;
+    int prc = cli_parse_args(&c, argc, argv, opts, run_opt, &o, usage, CLI_ARGS_STOP);
+    if (prc >= 0)
+        return prc;
+    const char *tmpl = o.tmpl;
+    int json = c.json, report = o.report;
+    if (!c.nargs) {
         fprintf(stderr, "gmshim run: no command given\n%s", usage);
         return CLI_FAIL;
     }
+    char **job_argv = c.args;
     char lib[PATH_MAX];
     if (find_library(lib, sizeof lib)) {
         fprintf(stderr, "gmshim run: libgmshim.so is neither beside this gmshim nor in ../lib; "
@@ -239,6 +273,13 @@ int cmd_run(int argc, char **argv)
     if (strchr(tmpl, '/') && strchr(tmpl, '%') && strchr(tmpl, '%') < strrchr(tmpl, '/')) {
         fprintf(stderr, "gmshim run: %%-patterns are expanded in the file name only, not in directories: %s\n", tmpl);
         return CLI_FAIL;
+    }
+    char dir[PATH_MAX];
+    int werr = dir_writable(tmpl, dir, sizeof dir);
+    if (werr) {
+        fprintf(stderr, "gmshim run: not starting %s: the log's directory %s cannot be written: %s\n", job_argv[0],
+                dir, strerror(werr));
+        return CLI_PARTIAL;
     }
     job_t job = {0};
     scan(tmpl, &job); /* what is there already is not the job's */
@@ -259,8 +300,11 @@ int cmd_run(int argc, char **argv)
         snprintf(pre, len, "%s%s%s", lib, old && *old ? " " : "", old ? old : "");
         setenv("LD_PRELOAD", pre, 1);
         setenv("GMSHIM_LOG", tmpl, 1);
-        execvp(argv[optind], argv + optind);
-        fprintf(stderr, "gmshim run: cannot run %s: %s\n", argv[optind], strerror(errno));
+        /* the JSON document has stdout to itself: the command's output goes to stderr */
+        if (json && dup2(2, 1) < 0)
+            _exit(126);
+        execvp(job_argv[0], job_argv);
+        fprintf(stderr, "gmshim run: cannot run %s: %s\n", job_argv[0], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
     /* Like system(): a Ctrl-C goes to the command; we stay to report on what it left. */
@@ -282,7 +326,13 @@ int cmd_run(int argc, char **argv)
     int n = job.nlogs;
     if (!n) {
         fprintf(stderr, "gmshim run: %s wrote no log matching %s (did it use the CUDA runtime? is libcudart "
-                        "linked dynamically? nvcc needs -cudart shared)\n", argv[optind], tmpl);
+                        "linked dynamically? nvcc needs -cudart shared)\n", job_argv[0], tmpl);
+        if (json && report) { /* still one document on stdout: no logs */
+            cli_ctx_t e;
+            cli_init(&e, stdout, stderr, "report");
+            e.json = 1;
+            cli_finish(&e, cli_run_logs(&e, 0, NULL, 0, NULL, NULL));
+        }
     } else if (!report) {
         for (int i = 0; i < n; i++)
             fprintf(stderr, "gmshim run: wrote %s\n", logs[i]);

@@ -5,7 +5,6 @@
 #include "commands.h"
 #include "output.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <string.h>
 #include <unistd.h>
@@ -294,6 +293,6 @@ int cmd_summary(int argc, char **argv)
     int rc = cli_parse_common(&c, argc, argv, usage, 0);
     if (rc >= 0)
         return rc;
-    rc = cli_run_logs(&c, argc - optind, argv + optind, 0, summary_one, NULL);
+    rc = cli_run_logs(&c, c.nargs, c.args, 0, summary_one, NULL);
     return cli_finish(&c, rc);
 }

@@ -6,7 +6,6 @@
 #include "output.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,39 +383,51 @@ static const char usage[] =
     "  -j, --json       the series as JSON on stdout\n"
     "  -h, --help       this text\n";
 
+typedef struct tl_opts {
+    const char *file;
+    int html;       /* -1: no file output */
+} tl_opts_t;
+
+static int timeline_opt(cli_ctx_t *c, void *st, int key, const char *val)
+{
+    (void)c;
+    tl_opts_t *o = st;
+    if (o->file && (key == 's' || key == 'H')) {
+        fprintf(stderr, "gmshim timeline: --%s %s and --%s %s: one output at a time (run it twice for both)\n",
+                o->html ? "html" : "svg", o->file, key == 'H' ? "html" : "svg", val);
+        return CLI_FAIL;
+    }
+    o->file = val;
+    o->html = key == 'H';
+    return 0;
+}
+
 int cmd_timeline(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"svg", required_argument, NULL, 's'},
-        {"html", required_argument, NULL, 'H'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *file = NULL;
-    int html = -1, json = cli_global.json;
-    optind = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+s:H:jh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 's': file = optarg; html = 0; break;
-        case 'H': file = optarg; html = 1; break;
-        case 'j': json = 1; break;
-        case 'h': fputs(usage, stdout); return CLI_OK;
-        default: fputs(usage, stderr); return CLI_FAIL;
-        }
+    static const cli_opt_t opts[] = {{"svg", 's', 1}, {"html", 'H', 1}, {NULL, 0, 0}};
+    tl_opts_t o = {NULL, -1};
+    cli_ctx_t c0;
+    cli_init(&c0, stdout, stderr, "timeline");
+    c0.json = cli_global.json;
+    int rc = cli_parse_args(&c0, argc, argv, opts, timeline_opt, &o, usage, CLI_ARGS_LOGS);
+    if (rc >= 0)
+        return rc;
+    const char *file = o.file;
+    int html = o.html;
+    if (c0.json && file) {
+        fprintf(stderr, "gmshim timeline: --json and --%s %s: one output at a time\n", html ? "html" : "svg", file);
+        return CLI_FAIL;
     }
-    if (json && !file && optind < argc) {
+    if (c0.json) {
         cli_ctx_t c;
         cli_init(&c, stdout, stderr, "timeline");
         c.json = 1;
         c.progress = isatty(2);
-        int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_EPOCHS | MODEL_SITES | MODEL_TIMELINE, timeline_json_one, NULL);
+        rc = cli_run_logs(&c, c0.nargs, c0.args, MODEL_EPOCHS | MODEL_SITES | MODEL_TIMELINE, timeline_json_one, NULL);
         return cli_finish(&c, rc);
     }
-    if (!file || optind >= argc) {
-        fprintf(stderr, "gmshim timeline: %s\n%s", optind >= argc ? "no log given" : "--svg FILE, --html FILE or --json is needed",
-                usage);
+    if (!file) {
+        fprintf(stderr, "gmshim timeline: --svg FILE, --html FILE or --json is needed\n%s", usage);
         return CLI_FAIL;
     }
     FILE *devnull = fopen("/dev/null", "w");
@@ -434,7 +445,7 @@ int cmd_timeline(int argc, char **argv)
     cli_ctx_t c;
     cli_init(&c, devnull, stderr, "timeline");
     c.progress = isatty(2);
-    int rc = cli_run_logs(&c, argc - optind, argv + optind, MODEL_EPOCHS | MODEL_SITES | MODEL_TIMELINE, timeline_one, &st);
+    rc = cli_run_logs(&c, c0.nargs, c0.args, MODEL_EPOCHS | MODEL_SITES | MODEL_TIMELINE, timeline_one, &st);
     fclose(devnull);
     fclose(st.panels);
     fclose(st.data);
@@ -459,9 +470,9 @@ int cmd_timeline(int argc, char **argv)
                    "<style>body{font-family:sans-serif;margin:20px}#tip{position:absolute;display:none;background:#fff;"
                    "border:1px solid #999;padding:3px 6px;font-size:12px;pointer-events:none}</style></head><body>\n"
                    "<h1>gmshim timeline</h1><p>");
-        for (int i = optind; i < argc; i++) {
-            xml(f, argv[i]);
-            fputs(i + 1 < argc ? ", " : "", f);
+        for (int i = 0; i < c0.nargs; i++) {
+            xml(f, c0.args[i]);
+            fputs(i + 1 < c0.nargs ? ", " : "", f);
         }
         fputs("</p>\n", f);
     }
