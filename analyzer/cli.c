@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 cli_global_t cli_global;
@@ -232,7 +233,7 @@ static void begin(cli_ctx_t *c)
 
 static void end(cli_ctx_t *c)
 {
-    char a[32], b[32], d[32], e[32];
+    char a[32], b[32], d[32], e[32], r[32];
     if (c->json) {
         json_arr_end(&c->j);
         if (c->nlogs > 1) {
@@ -259,7 +260,7 @@ static void end(cli_ctx_t *c)
             fprintf(c->out, " (+%" PRIu64 " unreadable)", c->c_failed);
         fprintf(c->out, ", %s allocs, %s frees, peaks summed over ranks: requested %s, allocated %s, "
                 "reserved %s, %" PRIu64 " OOMs\n", rep_count(c->c_allocs, a), rep_count(c->c_frees, b),
-                rep_bytes(c->c_peak_req, d), rep_bytes(c->c_peak_alloc, e), rep_bytes(c->c_peak_res, a),
+                rep_bytes(c->c_peak_req, d), rep_bytes(c->c_peak_alloc, e), rep_bytes(c->c_peak_res, r),
                 c->c_ooms);
     }
 }
@@ -328,8 +329,28 @@ int cli_parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+int cli_text_width(void)
+{
+    struct winsize ws;
+    if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+        return ws.ws_col;
+    return 100;
+}
+
 int cli_finish(cli_ctx_t *c, int status)
 {
+    if (c->wrap) {
+        int bad = ferror(c->wrap) != 0;
+        bad |= fclose(c->wrap) != 0;
+        c->wrap = NULL;
+        c->out = stdout;
+        if (bad && !ferror(stdout))
+            errno = EIO;
+        if (bad) {
+            fprintf(c->err, "gmshim: error writing the output: %s\n", strerror(errno ? errno : EIO));
+            return CLI_FAIL;
+        }
+    }
     if (fflush(c->out) != 0 || ferror(c->out)) {
         fprintf(c->err, "gmshim: error writing the output: %s\n", strerror(errno ? errno : EIO));
         return CLI_FAIL;
@@ -536,6 +557,11 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
         fprintf(stderr, "gmshim %s: no log given\n%s", c->command, usage);
         return CLI_FAIL;
     }
+    if ((flags & CLI_ARGS_WRAP) && !c->json && c->out == stdout && !c->wrap) {
+        c->wrap = rep_wrap_open(stdout, cli_text_width());
+        if (c->wrap)
+            c->out = c->wrap;
+    }
     return -1;
 }
 
@@ -567,5 +593,7 @@ int cli_parse_common(cli_ctx_t *c, int argc, char **argv, const char *usage, uns
     if (which & CLI_OPT_FRAMES)
         opts[n++] = (cli_opt_t){"frames", 'F', 1};
     opts[n] = (cli_opt_t){NULL, 0, 0};
-    return cli_parse_args(c, argc, argv, opts, common_opt, NULL, usage, CLI_ARGS_LOGS);
+    /* dump's lines are records, one a line: never wrapped */
+    unsigned flags = CLI_ARGS_LOGS | (strcmp(c->command, "dump") ? CLI_ARGS_WRAP : 0);
+    return cli_parse_args(c, argc, argv, opts, common_opt, NULL, usage, flags);
 }

@@ -1,6 +1,6 @@
 /* `gmshim frag`: fragmentation of each device's pool over time, at the peak and at each OOM:
- * reserved against allocated, free bytes split into internal (rounding: block - requested) and
- * external (free gaps inside segments, from the segment records and the live blocks), the
+ * reserved against allocated, free bytes split into internal (rounding: block - requested),
+ * external (free gaps inside segments that hold live blocks) and cached (wholly free segments), the
  * largest free block and the number of segments. Figures only: causes are `gmshim oom`'s. */
 #include "commands.h"
 #include "output.h"
@@ -14,9 +14,13 @@ static void frag_line(FILE *f, const model_frag_t *x, const char *indent)
     uint64_t free_b = x->reserved > x->allocated ? x->reserved - x->allocated : 0;
     fprintf(f, "%sreserved %s, allocated %s (requested %s); free in the pool %s\n", indent,
             rep_bytes(x->reserved, a), rep_bytes(x->allocated, b), rep_bytes(x->requested, c), rep_bytes(free_b, d));
-    fprintf(f, "%sinternal %s (rounding), external %s in %" PRIu64 " gaps, largest free block %s, %" PRIu64
-               " segment%s\n", indent, rep_bytes(x->internal, e), rep_bytes(x->external, g), x->free_gaps,
-            rep_bytes(x->largest_free, a), x->segments, x->segments == 1 ? "" : "s");
+    fprintf(f, "%sinternal %s (rounding); external %s in %" PRIu64 " gap%s inside segments that hold live blocks",
+            indent, rep_bytes(x->internal, e), rep_bytes(x->external, g), x->free_gaps, x->free_gaps == 1 ? "" : "s");
+    if (x->cached_segments)
+        fprintf(f, "; cached %s in %" PRIu64 " wholly free segment%s (not fragmentation)",
+                rep_bytes(x->cached_whole, c), x->cached_segments, x->cached_segments == 1 ? "" : "s");
+    fprintf(f, "; largest free block %s; %" PRIu64 " segment%s\n", rep_bytes(x->largest_free, a), x->segments,
+            x->segments == 1 ? "" : "s");
 }
 
 static void frag_json(json_t *j, const char *key, const model_frag_t *x)
@@ -29,6 +33,8 @@ static void frag_json(json_t *j, const char *key, const model_frag_t *x)
     json_u64(j, "free", x->reserved > x->allocated ? x->reserved - x->allocated : 0);
     json_u64(j, "internal", x->internal);
     json_u64(j, "external", x->external);
+    json_u64(j, "cached_whole", x->cached_whole);
+    json_u64(j, "cached_segments", x->cached_segments);
     json_u64(j, "largest_free", x->largest_free);
     json_u64(j, "free_gaps", x->free_gaps);
     json_u64(j, "segments", x->segments);
@@ -60,15 +66,17 @@ void rep_frag_text(cli_ctx_t *c, const model_t *m, int over_time)
         if (dv->allocs_kind[GMLOG_KIND_PASS] && !dv->seg_allocs)
             fprintf(f, "  (the pool was off: every block is its own driver allocation, nothing to fragment)\n");
         if (over_time) {
-            fprintf(f, "  %10s %10s %10s %10s %10s %10s %8s\n", "time", "reserved", "allocated", "internal",
-                    "external", "largest", "segments");
+            fprintf(f, "  %10s %10s %10s %10s %10s %10s %10s %8s\n", "time", "reserved", "allocated", "internal",
+                    "external", "cached", "largest", "segments");
             for (size_t i = 0; i < m->nfsnap; i++) {
                 const model_frag_t *x = &m->fsnap[i];
                 if (x->dev != dev)
                     continue;
-                fprintf(f, "  %10s %10s %10s %10s %10s %10s %8" PRIu64 "\n", rep_time(x->t, t),
+                char ch[32];
+                fprintf(f, "  %10s %10s %10s %10s %10s %10s %10s %8" PRIu64 "\n", rep_time(x->t, t),
                         rep_bytes(x->reserved, a), rep_bytes(x->allocated, b), rep_bytes(x->internal, d),
-                        rep_bytes(x->external, e), rep_bytes(x->largest_free, g), x->segments);
+                        rep_bytes(x->external, e), rep_bytes(x->cached_whole, ch), rep_bytes(x->largest_free, g),
+                        x->segments);
             }
         }
         unsigned k = 0;

@@ -274,7 +274,7 @@ int cmd_leaks(int argc, char **argv)
     c.json = cli_global.json;
     c.progress = isatty(2);
     leaks_opts_t o = {0, NULL, 10};
-    int rc = cli_parse_args(&c, argc, argv, opts, leaks_opt, &o, usage, CLI_ARGS_LOGS);
+    int rc = cli_parse_args(&c, argc, argv, opts, leaks_opt, &o, usage, CLI_ARGS_LOGS | CLI_ARGS_WRAP);
     if (rc >= 0)
         return rc;
     c.top = o.top;

@@ -976,6 +976,13 @@ void model_frag_now(const model_t *m, int dev, model_frag_t *out)
             out->stray_blocks++;
             bi++;
         }
+        if (bi >= nb || blks[bi].start >= end) { /* wholly free: cached, not fragmented */
+            out->cached_whole += end - at;
+            out->cached_segments++;
+            if (end - at > out->largest_free)
+                out->largest_free = end - at;
+            continue;
+        }
         while (bi < nb && blks[bi].start < end) {
             if (blks[bi].start > at) {
                 uint64_t gap = blks[bi].start - at;

@@ -116,7 +116,9 @@ typedef struct model_frag {
     uint64_t t;
     uint64_t reserved, allocated, requested;
     uint64_t internal;             /* block - requested, over live pool blocks */
-    uint64_t external;             /* free gaps inside segments */
+    uint64_t external;             /* free gaps inside segments that hold live blocks */
+    uint64_t cached_whole;         /* segments without a live block (the cache), in bytes */
+    uint64_t cached_segments;      /* and their number */
     uint64_t largest_free;         /* largest gap */
     uint64_t free_gaps, segments;
     uint64_t stray_blocks;         /* live pool blocks outside every known segment */

@@ -3,6 +3,9 @@
 #include "output.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
 
 int rep_color;
 
@@ -86,4 +89,161 @@ void rep_heading(FILE *f, const char *fmt, ...)
     va_end(ap);
     fputs(rep_reset(), f);
     fputc('\n', f);
+}
+
+/* ---- line wrapping ---------------------------------------------------------------------------- */
+
+typedef struct wrap {
+    FILE *under;
+    int width;
+    char *line;
+    size_t len, cap;
+    int failed;
+} wrap_t;
+
+/* The byte after the character (or colour escape) at s[i]; *cols: the columns it takes. */
+static size_t next_char(const char *s, size_t i, size_t n, int *cols)
+{
+    if (s[i] == '\033' && i + 1 < n && s[i + 1] == '[') {
+        i += 2;
+        while (i < n && !((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z')))
+            i++;
+        *cols = 0;
+        return i < n ? i + 1 : n;
+    }
+    *cols = 1;
+    i++;
+    while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80) /* UTF-8 continuation bytes */
+        i++;
+    return i;
+}
+
+/* Where the continuation lines start: under the text after a label ("  cause    leak: ...",
+ * "  driver calls  23 ..."), after a list mark ("    - ..."), else two past the indentation. */
+static int wrap_indent(const char *s, size_t n, int width)
+{
+    size_t lead = 0;
+    while (lead < n && s[lead] == ' ')
+        lead++;
+    if (lead + 1 < n && s[lead] == '-' && s[lead + 1] == ' ')
+        return (int)lead + 2;
+    for (size_t i = lead; i + 2 < n && i < lead + 24; i++)
+        if (s[i] != ' ' && s[i + 1] == ' ' && s[i + 2] == ' ') {
+            size_t j = i + 1;
+            while (j < n && s[j] == ' ')
+                j++;
+            if (j < n && (int)j <= width / 2) {
+                int col = 0, w;
+                for (size_t k = 0; k < j; col += w)
+                    k = next_char(s, k, j, &w);
+                return col;
+            }
+            break;
+        }
+    return (int)lead + 2 <= width / 2 ? (int)lead + 2 : 2;
+}
+
+static void wrap_emit(wrap_t *w, const char *s, size_t n)
+{
+    if (n && fwrite(s, 1, n, w->under) != n)
+        w->failed = 1;
+}
+
+/* One line (without its newline), wrapped. */
+static void wrap_line(wrap_t *w, const char *s, size_t n)
+{
+    int ind = -1;
+    size_t pos = 0;
+    for (int first = 1;; first = 0) {
+        int limit = first ? w->width : w->width - ind, col = 0, text = 0, cols;
+        size_t i = pos, brk = (size_t)-1;
+        while (i < n) {
+            /* never between a number and its unit ("1.90 GiB", "5 %") */
+            int glued = i > pos && s[i - 1] >= '0' && s[i - 1] <= '9' && i + 1 < n &&
+                        ((s[i + 1] >= 'A' && s[i + 1] <= 'Z') || (s[i + 1] >= 'a' && s[i + 1] <= 'z') ||
+                         s[i + 1] == '%');
+            if (s[i] == ' ' && text && !glued) {
+                if (col <= limit)
+                    brk = i;
+                else if (brk == (size_t)-1)
+                    brk = i; /* a word longer than the line: break after it */
+                if (col > limit)
+                    break;
+            }
+            if (s[i] != ' ')
+                text = 1;
+            i = next_char(s, i, n, &cols);
+            col += cols;
+            if (col > limit && brk != (size_t)-1)
+                break;
+        }
+        if (i >= n && (col <= limit || brk == (size_t)-1)) {
+            wrap_emit(w, s + pos, n - pos);
+            break;
+        }
+        if (ind < 0)
+            ind = wrap_indent(s, n, w->width);
+        wrap_emit(w, s + pos, brk - pos);
+        wrap_emit(w, "\n", 1);
+        for (int k = 0; k < ind; k++)
+            wrap_emit(w, " ", 1);
+        pos = brk;
+        while (pos < n && s[pos] == ' ')
+            pos++;
+        if (pos >= n)
+            break;
+    }
+    wrap_emit(w, "\n", 1);
+}
+
+static ssize_t wrap_write(void *cookie, const char *buf, size_t size)
+{
+    wrap_t *w = cookie;
+    for (size_t i = 0; i < size; i++) {
+        if (buf[i] == '\n') {
+            wrap_line(w, w->line, w->len);
+            w->len = 0;
+            continue;
+        }
+        if (w->len == w->cap) {
+            size_t cap = w->cap ? w->cap * 2 : 256;
+            char *l = realloc(w->line, cap);
+            if (!l)
+                return -1;
+            w->line = l;
+            w->cap = cap;
+        }
+        w->line[w->len++] = buf[i];
+    }
+    if (w->failed || fflush(w->under) != 0)
+        return -1;
+    return (ssize_t)size;
+}
+
+static int wrap_close(void *cookie)
+{
+    wrap_t *w = cookie;
+    if (w->len) { /* a last line without its newline */
+        size_t n = w->len;
+        w->len = 0;
+        wrap_line(w, w->line, n);
+    }
+    int bad = w->failed || fflush(w->under) != 0;
+    free(w->line);
+    free(w);
+    return bad ? -1 : 0;
+}
+
+FILE *rep_wrap_open(FILE *under, int width)
+{
+    wrap_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->under = under;
+    w->width = width < 40 ? 40 : width;
+    cookie_io_functions_t io = {NULL, wrap_write, NULL, wrap_close};
+    FILE *f = fopencookie(w, "w", io);
+    if (!f)
+        free(w);
+    return f;
 }

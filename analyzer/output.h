@@ -28,6 +28,12 @@ const char *rep_green(void);
 const char *rep_dim(void);
 const char *rep_reset(void);
 
+/* A stream over `under` that wraps each text line longer than `width` columns at a space;
+ * the continuation lines are indented under the line's text column (after a label such as
+ * "  cause    ", or a "- " list mark). Colour escapes take no columns. Closing it writes what
+ * is left; a write error on `under` is an error of this stream. */
+FILE *rep_wrap_open(FILE *under, int width);
+
 /* A section heading: bold text, then a newline. */
 void rep_heading(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -14,6 +14,12 @@ static const char *const kind_names[8] = {"pool", "pass_through", "managed", "pi
 static const char *const warn_names[8] = {"other", "foreign_free", "double_free", "interior_free",
                                           "ipc_subblock", "fell_back_to_pass_through", "sticky_error", "other"};
 
+/* The time-saved estimate needs this many driver allocations to measure their cost on. */
+#define EST_MIN_SEGMENT_ALLOCS 8
+/* The GMSHIM_GPU_ORDER hint: fence waits of at least 1/GPU_ORDER_HINT_PART of the run (1 %),
+ * in a process that used one device (the mode covers only that case). */
+#define GPU_ORDER_HINT_PART 100
+
 /* Driver-call figures of a device, shared by the text and JSON forms. */
 typedef struct calls {
     uint64_t pool_allocs, pool_frees;
@@ -41,7 +47,7 @@ static void driver_calls(const model_dev_t *d, calls_t *k)
         k->mean_pool_alloc = d->pool_alloc_ns / k->pool_allocs;
     if (k->pool_frees)
         k->mean_pool_free = d->pool_free_ns / k->pool_frees;
-    if (d->seg_allocs && k->pool_allocs) {
+    if (d->seg_allocs >= EST_MIN_SEGMENT_ALLOCS && k->pool_allocs) {
         /* Unpooled, each allocation would have paid a driver cudaMalloc (and each free a
          * cudaFree) of the mean cost the pool's own driver calls had here. */
         double would = (double)k->pool_allocs * (double)k->mean_driver_alloc +
@@ -50,6 +56,28 @@ static void driver_calls(const model_dev_t *d, calls_t *k)
         k->saved_ns = (int64_t)(would - did);
         k->have_estimate = 1;
     }
+}
+
+static uint64_t run_ns(const model_t *m)
+{
+    const gmlog_file_header_t *h = &m->lf->hdr;
+    return (h->flags & GMLOG_F_CLOSED) && h->end_ns ? h->end_ns : m->last_t;
+}
+
+static int devices_used(const model_t *m)
+{
+    int n = 0;
+    for (int i = 0; i < m->ndev; i++)
+        n += m->dev[i] && m->dev[i]->allocs;
+    return n;
+}
+
+/* Whether the fence waits were worth GMSHIM_GPU_ORDER=1 (see the thresholds above). */
+static int gpu_order_hint(const model_t *m, const model_dev_t *d)
+{
+    uint64_t run = run_ns(m);
+    return d->fence_waits && devices_used(m) <= 1 && run &&
+           (double)d->fence_wait_ns * GPU_ORDER_HINT_PART >= (double)run;
 }
 
 static uint64_t live_bytes(const model_dev_t *d, uint64_t *count)
@@ -65,7 +93,6 @@ static uint64_t live_bytes(const model_dev_t *d, uint64_t *count)
 
 void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
 {
-    (void)m;
     calls_t k;
     driver_calls(d, &k);
     uint64_t live_n, live_b = live_bytes(d, &live_n);
@@ -106,9 +133,11 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
         json_i64(j, "est_time_saved_ns", k.saved_ns);
     else
         json_null(j, "est_time_saved_ns");
+    json_u64(j, "est_based_on_segment_allocs", d->seg_allocs);
     json_u64(j, "fences", d->fences);
     json_u64(j, "fence_waits", d->fence_waits);
     json_u64(j, "fence_wait_ns", d->fence_wait_ns);
+    json_bool(j, "gpu_order_hint", gpu_order_hint(m, d));
     json_u64(j, "empty_caches", d->empty_caches);
     json_u64(j, "empty_cache_bytes", d->empty_bytes);
     json_u64(j, "ooms", d->ooms);
@@ -148,9 +177,8 @@ void rep_summary_json(cli_ctx_t *c, const model_t *m)
 
 static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
 {
-    (void)m;
     FILE *f = c->out;
-    char a[32], b[32], e[32], g[32], h[32];
+    char a[32], b[32], e[32], g[32], h[32], t2[32];
     calls_t k;
     driver_calls(d, &k);
     fprintf(f, "%sdevice %d%s: %s", rep_bold(), d->id, rep_reset(), d->name[0] ? d->name : "(no device record)");
@@ -197,24 +225,31 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
             fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k.saved_ns, a), rep_reset());
         else
             fprintf(f, "no time saved (est. %s lost)", rep_dur((uint64_t)-k.saved_ns, a));
-        fprintf(f, ": a driver cudaMalloc took %s on average here, gmshim's cudaMalloc %s", rep_dur(k.mean_driver_alloc, b),
-                rep_dur(k.mean_pool_alloc, e));
+        fprintf(f, ": %s allocations and %s frees at the driver's mean cost here (cudaMalloc %s, measured on "
+                "%s segment allocations), less gmshim's own (cudaMalloc %s", rep_count(k.pool_allocs, b),
+                rep_count(k.pool_frees, e), rep_dur(k.mean_driver_alloc, g), rep_count(d->seg_allocs, h),
+                rep_dur(k.mean_pool_alloc, t2));
         if (k.mean_pool_free)
-            fprintf(f, " and cudaFree %s", rep_dur(k.mean_pool_free, g));
-        fputc('\n', f);
-    } else if (d->allocs_kind[GMLOG_KIND_PASS]) {
+            fprintf(f, ", cudaFree %s", rep_dur(k.mean_pool_free, g));
+        fprintf(f, ")\n");
+    } else if (d->allocs_kind[GMLOG_KIND_PASS] && !d->seg_allocs) {
         fprintf(f, "  time          the pool was off (GMSHIM_POOL=0): every allocation went to the driver\n");
+    } else if (k.pool_allocs) {
+        fprintf(f, "  time          not estimated: %s segment allocation%s too few to measure the driver's cost "
+                "(%d needed)\n", rep_count(d->seg_allocs, a), d->seg_allocs == 1 ? " is" : "s are",
+                EST_MIN_SEGMENT_ALLOCS);
     }
     if (d->fences || d->fence_waits) {
         fprintf(f, "  fences        %s recorded, %s wait%s", rep_count(d->fences, a), rep_count(d->fence_waits, b),
                 d->fence_waits == 1 ? "" : "s");
         if (d->fence_waits)
-            fprintf(f, " (%s in all)", rep_dur(d->fence_wait_ns, e));
+            fprintf(f, " (%s in all, %s of the run)", rep_dur(d->fence_wait_ns, e),
+                    rep_pct(d->fence_wait_ns, run_ns(m), h));
         fputc('\n', f);
-        if (d->fence_waits)
-            fprintf(f, "                allocations waited for the GPU to finish with freed blocks; with one "
-                       "device in use\n                per process, GMSHIM_GPU_ORDER=1 makes the streams wait on "
-                       "the GPU instead (docs/options.md)\n");
+        if (gpu_order_hint(m, d))
+            fprintf(f, "  hint          allocations waited for the GPU to finish with freed blocks for 1 %% of the "
+                       "run or more: with one device in use per process, GMSHIM_GPU_ORDER=1 makes the streams "
+                       "wait on the GPU instead (docs/options.md)\n");
     }
     if (d->empty_caches)
         fprintf(f, "  cache release %s time%s, %s back to the driver\n", rep_count(d->empty_caches, a),

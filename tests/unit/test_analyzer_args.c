@@ -1,7 +1,9 @@
 /* The gmshim CLI as people type it: options and logs in any order, `--`, every --help, mistakes
  * told rather than swallowed, `gmshim run`'s log directory and JSON, units and folded frames in
  * the reports, and every command line the README shows run as written (on the demo log). */
+#include "output.h"
 #include "suites.h"
+#include "testlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,35 @@ static size_t count(const char *hay, const char *needle)
     for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
         n++;
     return n;
+}
+
+/* The text with every run of spaces and newlines made one space: what a wrapped line says. */
+static char *flat(const char *s)
+{
+    char *o = malloc(strlen(s) + 1), *p = o;
+    ck_assert_msg(o != NULL, "out of memory");
+    for (; *s; s++) {
+        if (*s == ' ' || *s == '\n') {
+            if (p == o || p[-1] != ' ')
+                *p++ = ' ';
+        } else {
+            *p++ = *s;
+        }
+    }
+    *p = 0;
+    return o;
+}
+
+/* An unsigned JSON member after `after` in doc. */
+static unsigned long long json_num(const char *doc, const char *after, const char *key)
+{
+    const char *p = strstr(doc, after);
+    ck_assert_msg(p != NULL, "no %s in\n%.2000s", after, doc);
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    p = strstr(p, k);
+    ck_assert_msg(p != NULL, "no %s after %s in\n%.2000s", key, after, doc);
+    return strtoull(p + strlen(k), NULL, 10);
 }
 
 /* ---- point 1: options and files in any order ------------------------------------------------ */
@@ -169,6 +200,183 @@ START_TEST(test_run_json_has_stdout_to_itself_and_keeps_the_exit_status)
 }
 END_TEST
 
+/* ---- point 3: units, fragmentation, hints, estimates, width ---------------------------------- */
+
+START_TEST(test_the_combined_line_gives_bytes_in_bytes)
+{
+    static const char *const sets[][3] = {{DEMO, DEMO, NULL}, {DEMO, TORCH, DEMO}, {TORCH, DEMO, NULL}};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        char *text, *json;
+        int rt = gm(&text, "summary", sets[i][0], sets[i][1], sets[i][2]);
+        int rj = gm(&json, "--json", "summary", sets[i][0], sets[i][1], sets[i][2]);
+        ck_assert_msg(rt == 0 && rj == 0, "summary of set %zu: exit %d and %d", i, rt, rj);
+        char *f = flat(text);
+        static const char *const keys[] = {"peak_requested", "peak_allocated", "peak_reserved"};
+        static const char *const words[] = {"requested", "allocated", "reserved"};
+        const char *combined = strstr(f, "combined: ");
+        ck_assert_msg(combined != NULL, "no combined line:\n%s", text);
+        for (int k = 0; k < 3; k++) {
+            char b[32], want[64];
+            snprintf(want, sizeof want, " %s %s,", words[k], rep_bytes(json_num(json, "\"combined\":", keys[k]), b));
+            ck_assert_msg(strstr(combined, want), "set %zu: the combined line lacks '%s':\n%s", i, want, combined);
+        }
+        free(f);
+        free(text);
+        free(json);
+    }
+}
+END_TEST
+
+/* A healthy run frees everything at its end: the pool keeps its segments as a cache, which is
+ * not fragmentation. */
+START_TEST(test_frag_tells_cached_segments_from_fragmentation)
+{
+    char *json, *text;
+    int rc = gm(&json, "--json", "frag", DEMO);
+    ck_assert_msg(rc == 0, "frag --json: exit %d", rc);
+    const char *last = NULL;
+    for (const char *p = json; (p = strstr(p, "{\"t\":")); p++)
+        if (p < strstr(json, "\"ooms\":"))
+            last = p;
+    ck_assert_msg(last != NULL, "no samples:\n%.2000s", json);
+    unsigned long long reserved = json_num(last, "{", "reserved"), allocated = json_num(last, "{", "allocated");
+    unsigned long long external = json_num(last, "{", "external"), cached = json_num(last, "{", "cached_whole");
+    ck_assert_msg(allocated == 0 && reserved > 0 && external == 0 && cached == reserved,
+                  "the last sample: reserved %llu, allocated %llu, external %llu, cached %llu",
+                  reserved, allocated, external, cached);
+    /* at the peak, the gaps inside used segments are still external */
+    unsigned long long peak_ext = json_num(json, "\"peak\":", "external");
+    ck_assert_msg(peak_ext > 0, "external at the peak: %llu", peak_ext);
+    free(json);
+    rc = gm(&text, "frag", DEMO);
+    char *f = flat(text);
+    ck_assert_msg(rc == 0 && strstr(f, "external 41.2 MiB in 15 gaps inside segments that hold live blocks") &&
+                  strstr(f, "0.104 s 1016 MiB 0 B 0 B 0 B 1016 MiB"), "frag:\n%s", text);
+    free(f);
+    free(text);
+}
+END_TEST
+
+/* A run of 100 ms on one device (or two), with `segs` 2 MiB segments and a fence wait of wait_ns. */
+static const char *hint_log(int two_devices, uint32_t wait_ns, unsigned segs)
+{
+    static char path[8][512];
+    static int next;
+    char *p = path[next++ % 8];
+    snprintf(p, sizeof path[0], "%s/hint.gmlog", temp_dir());
+    tlog_t b;
+    tlog_begin(&b, 0);
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 1000, "Fake", 1024 * TLOG_MiB);
+    for (unsigned i = 0; i < segs; i++) {
+        uint64_t at = TLOG_SEG + i * 2 * TLOG_MiB, t = 1000000 + i * 1000;
+        tlog_segment(&b, t, GMLOG_SEGMENT_ALLOC, at, 2 * TLOG_MiB);
+        tlog_alloc(&b, t + 10, at, TLOG_MiB, GMLOG_A_MISS, 0);
+        tlog_free(&b, t + 20, at);
+        tlog_alloc(&b, t + 30, at, TLOG_MiB, 0, 0);
+        tlog_free(&b, t + 40, at);
+    }
+    if (two_devices) {
+        gmlog_alloc_t a = {{GMLOG_ALLOC, 0, 1, 0, 0}, 0x9000000000ull, TLOG_MiB, 0, 100, 0};
+        tlog_rec(&b, &a, 32, 40000000);
+    }
+    gmlog_fence_wait_t w = {{GMLOG_FENCE_WAIT, 0, 0, 0, 0}, 1, wait_ns, 0};
+    tlog_rec(&b, &w, sizeof w, 50000000);
+    gmlog_end_t e = {{GMLOG_END, 0, GMLOG_NO_DEVICE, 0, 0}, GMLOG_CLOSE_EXIT, 0};
+    tlog_rec(&b, &e, sizeof e, 100000000);
+    tlog_end_chunk(&b);
+    ck_assert_msg(tlog_write(&b, p) == 0, "cannot write %s", p);
+    tlog_free_buf(&b);
+    return p;
+}
+
+START_TEST(test_the_gpu_order_hint_only_when_waits_are_1_percent_on_one_device)
+{
+    static const struct {
+        int two;
+        uint32_t wait_ns;
+        int hint;
+    } cases[] = {{0, 500000, 0}, {0, 5000000, 1}, {1, 5000000, 0}, {0, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *log = hint_log(cases[i].two, cases[i].wait_ns, 10);
+        char *out, *json;
+        int rc = gm(&out, "summary", log);
+        int rj = gm(&json, "--json", "summary", log);
+        int has = strstr(out, "GMSHIM_GPU_ORDER=1") != NULL;
+        ck_assert_msg(rc == 0 && rj == 0 && has == cases[i].hint &&
+                      strstr(json, cases[i].hint ? "\"gpu_order_hint\":true" : "\"gpu_order_hint\":false"),
+                      "%s device%s, a wait of %u ns in 100 ms: the hint %s (exit %d)\n%s", cases[i].two ? "two" : "one",
+                      cases[i].two ? "s" : "", cases[i].wait_ns, has ? "shown" : "not shown", rc, out);
+        free(out);
+        free(json);
+    }
+}
+END_TEST
+
+START_TEST(test_the_time_estimate_says_what_it_rests_on_or_is_left_out)
+{
+    char *out, *json;
+    int rc = gm(&out, "summary", hint_log(0, 0, 2));
+    int rj = gm(&json, "--json", "summary", hint_log(0, 0, 2));
+    char *f = flat(out);
+    ck_assert_msg(rc == 0 && rj == 0 && !strstr(f, "saved") &&
+                  strstr(f, "not estimated: 2 segment allocations are too few to measure the driver's cost (8 needed)") &&
+                  strstr(json, "\"est_time_saved_ns\":null"), "2 segment allocations: exit %d\n%s", rc, out);
+    free(f);
+    free(out);
+    free(json);
+    rc = gm(&out, "summary", DEMO);
+    f = flat(out);
+    ck_assert_msg(rc == 0 && strstr(f, "est. 6.7 ms saved: 107 allocations and 107 frees at the driver's mean cost "
+                                       "here (cudaMalloc 35.4 us, measured on 23 segment allocations)"),
+                  "the demo's estimate:\n%s", out);
+    free(f);
+    free(out);
+}
+END_TEST
+
+/* Visible columns of a line: colour escapes take none, UTF-8 characters one. */
+static size_t columns(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\033') {
+            while (i < n && !((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z')))
+                i++;
+            continue;
+        }
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    }
+    return c;
+}
+
+START_TEST(test_text_reports_wrap_at_100_columns_off_a_terminal)
+{
+    static const char *const cmds[] = {"report", "summary", "leaks", "frag", "oom"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *out;
+        int rc = gm(&out, "--color=always", cmds[i], TORCH, DEMO);
+        ck_assert_msg(rc == 0, "%s: exit %d", cmds[i], rc);
+        for (char *line = out; *line;) {
+            char *nl = strchr(line, '\n');
+            size_t len = nl ? (size_t)(nl - line) : strlen(line);
+            size_t cols = columns(line, len);
+            int one_word = 1;
+            for (size_t k = 0; k < len && one_word; k++) /* a path or name longer than a line stays whole */
+                one_word = line[k] == ' ' || !memchr(line + k, ' ', len - k);
+            ck_assert_msg(cols <= 100 || one_word, "gmshim %s: a line of %zu columns:\n%.*s", cmds[i], cols, (int)len,
+                          line);
+            line += len + (nl != NULL);
+        }
+        if (!strcmp(cmds[i], "oom") || !strcmp(cmds[i], "report"))
+            ck_assert_msg(strstr(out, "(128 MiB per mark, up at 1104 of 1104 steps)") &&
+                          strstr(out, "\n           (128 MiB per mark"),
+                          "gmshim %s: the cause does not continue under its text:\n%s", cmds[i], out);
+        free(out);
+    }
+}
+END_TEST
+
 /* ---- point 5: mistakes told ------------------------------------------------------------------- */
 
 START_TEST(test_two_outputs_or_an_option_given_twice_are_errors)
@@ -246,6 +454,11 @@ Suite *analyzer_args_suite(void)
     tcase_add_test(tc, test_run_refuses_a_log_directory_it_cannot_write);
     tcase_add_test(tc, test_run_json_has_stdout_to_itself_and_keeps_the_exit_status);
     tcase_add_test(tc, test_two_outputs_or_an_option_given_twice_are_errors);
+    tcase_add_test(tc, test_the_combined_line_gives_bytes_in_bytes);
+    tcase_add_test(tc, test_frag_tells_cached_segments_from_fragmentation);
+    tcase_add_test(tc, test_the_gpu_order_hint_only_when_waits_are_1_percent_on_one_device);
+    tcase_add_test(tc, test_the_time_estimate_says_what_it_rests_on_or_is_left_out);
+    tcase_add_test(tc, test_text_reports_wrap_at_100_columns_off_a_terminal);
     tcase_add_test(tc, test_every_form_of_help_works);
     suite_add_tcase(s, tc);
     return s;
