@@ -29,6 +29,7 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d);
 
 typedef struct leaks_opts {
     int at_mark;              /* the report is at a mark, not at the end */
+    int missing;              /* logs that lack the mark asked for (exit 2) */
     const char *at_label;
     unsigned top;
 } leaks_opts_t;

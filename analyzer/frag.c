@@ -150,9 +150,10 @@ static const char usage[] =
     "\n"
     "Fragmentation of each device's pool: at the peak of reserved memory, at evenly spaced times\n"
     "over the run, and at each OOM. Free bytes are split into internal (the rounding of each block\n"
-    "above what was requested) and external (free gaps inside the segments, computed from the\n"
-    "segment records and the live blocks); the largest free block says what could still be served\n"
-    "without a new segment.\n"
+    "above what was requested), external (free gaps inside segments that hold live blocks, from the\n"
+    "segment records and the live blocks) and cached (segments with no live block: the pool's cache,\n"
+    "not fragmentation); the largest free block says what could still be served without a new\n"
+    "segment.\n"
     "\n"
     "  -j, --json     one JSON document\n"
     "  -h, --help     this text\n";

@@ -70,24 +70,101 @@ static const char *epoch_word(int sys)
     return sys == EPOCH_MARKS ? "mark" : "iteration (low-water trough)";
 }
 
-static void stop_note(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
+/* Edit distance of two labels (their first 64 bytes), for the nearest marks to a missing one. */
+static unsigned distance(const char *a, const char *b)
+{
+    size_t n = strlen(a) < 64 ? strlen(a) : 64, k = strlen(b) < 64 ? strlen(b) : 64;
+    unsigned row[65];
+    for (size_t j = 0; j <= k; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= n; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= k; j++) {
+            unsigned up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[k];
+}
+
+#define NEAREST 3
+
+/* The marks nearest to the one asked for: by number when it is one, else by label; in log order. */
+static size_t nearest_marks(const model_t *m, const char *asked, size_t out[NEAREST])
+{
+    char *end;
+    long id = strtol(asked, &end, 10);
+    int numeric = !*end && *asked;
+    size_t n = 0;
+    uint64_t key[NEAREST];
+    for (size_t i = 0; i < m->nmarks; i++) {
+        const model_mark_t *k = &m->marks[i];
+        uint64_t d = numeric ? (uint64_t)(k->id > id ? k->id - id : id - k->id)
+                             : distance(asked, k->label ? k->label : "");
+        size_t at = n;
+        while (at > 0 && key[at - 1] > d)
+            at--;
+        if (at >= NEAREST)
+            continue;
+        if (n < NEAREST)
+            n++;
+        for (size_t j = n - 1; j > at; j--)
+            key[j] = key[j - 1], out[j] = out[j - 1];
+        key[at] = d, out[at] = i;
+    }
+    for (size_t i = 1; i < n; i++) /* log order */
+        for (size_t j = i; j > 0 && out[j] < out[j - 1]; j--) {
+            size_t t = out[j];
+            out[j] = out[j - 1], out[j - 1] = t;
+        }
+    return n;
+}
+
+/* "the nearest: 12 "iteration 12", 13 "iteration 13"", or "the log has no marks". */
+static void nearest_text(const model_t *m, const char *asked, char *buf, size_t len)
+{
+    size_t near[NEAREST], n = nearest_marks(m, asked, near), o = 0;
+    buf[0] = 0;
+    if (!n) {
+        snprintf(buf, len, "the log has no marks");
+        return;
+    }
+    o += (size_t)snprintf(buf + o, len - o, "the nearest: ");
+    for (size_t i = 0; i < n && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%u \"%.64s\"", i ? ", " : "", m->marks[near[i]].id,
+                              m->marks[near[i]].label ? m->marks[near[i]].label : "");
+}
+
+/* Whether the mark asked for was reached; when not, says so (stderr and the report). */
+static int stop_note(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
 {
     if (!o->at_mark)
-        return;
+        return 1;
     char t[32];
-    if (m->stopped && m->nmarks)
+    if (m->stopped && m->nmarks) {
         fprintf(c->out, "at mark %u \"%s\" (%s)\n", m->marks[m->nmarks - 1].id, m->marks[m->nmarks - 1].label,
                 rep_time(m->marks[m->nmarks - 1].t, t));
-    else
-        fprintf(c->out, "%smark \"%s\" is not in this log: live allocations at the end instead%s\n", rep_yellow(),
-                o->at_label, rep_reset());
+        return 1;
+    }
+    char near[512];
+    nearest_text(m, o->at_label, near, sizeof near);
+    fprintf(c->out, "%smark \"%s\" is not in this log (%" PRIu64 " marks; %s)%s\n", rep_yellow(), o->at_label,
+            m->marks_total, near, rep_reset());
+    return 0;
 }
 
 void rep_leaks_text(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
 {
     FILE *f = c->out;
     char a[32], b[32], lbl[512];
-    stop_note(c, m, o);
+    if (!stop_note(c, m, o))
+        return;
     int any = 0;
     for (int dev = 0; dev < m->ndev; dev++) {
         if (!m->dev[dev])
@@ -107,7 +184,7 @@ void rep_leaks_text(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
                 const model_sstat_t *s = &m->sst[r[i].sidx];
                 fprintf(f, "  %10s %6s x  %s\n", rep_bytes(s->live_req, a), rep_count(s->live_count, b),
                         site_label(m, s->site, lbl, sizeof lbl));
-                site_print(f, m, s->site, "               ", c->depth);
+                site_print(f, m, s->site, "               ", c->depth, !c->frames_all);
             }
             if (shown < n)
                 fprintf(f, "  ... %zu more sites (--top 0 lists all)\n", n - shown);
@@ -130,7 +207,7 @@ void rep_leaks_text(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
                         site_label(m, s->site, lbl, sizeof lbl));
                 fprintf(f, "      %s at the first %s, %s at the last; rose at %u of %u steps\n",
                         rep_bytes(ser.first, a), epoch_word(sys), rep_bytes(ser.last, b), ser.ups, ser.n - 1);
-                site_print(f, m, s->site, "        ", c->depth);
+                site_print(f, m, s->site, "        ", c->depth, !c->frames_all);
             }
         } else if (sys >= 0 && d->epoch[sys] >= 3) {
             fprintf(f, "  no site grows from %s to %s (%u %ss)\n", epoch_word(sys), epoch_word(sys), d->epoch[sys],
@@ -162,8 +239,24 @@ void rep_leaks_json(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
             json_u64(j, "mark", m->marks[m->nmarks - 1].id);
             json_str(j, "label", m->marks[m->nmarks - 1].label);
             json_u64(j, "t", m->marks[m->nmarks - 1].t);
+        } else {
+            size_t near[NEAREST], n = nearest_marks(m, o->at_label, near);
+            json_arr(j, "nearest");
+            for (size_t i = 0; i < n; i++) {
+                json_obj(j, NULL);
+                json_u64(j, "mark", m->marks[near[i]].id);
+                json_str(j, "label", m->marks[near[i]].label);
+                json_u64(j, "t", m->marks[near[i]].t);
+                json_obj_end(j);
+            }
+            json_arr_end(j);
         }
         json_obj_end(j);
+        if (!m->stopped) { /* nothing is reported at a mark that is not there */
+            json_arr(j, "leaks");
+            json_arr_end(j);
+            return;
+        }
     }
     json_arr(j, "leaks");
     for (int dev = 0; dev < m->ndev; dev++) {
@@ -216,7 +309,14 @@ void rep_leaks_json(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
 
 static void leaks_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
-    (void)lf;
+    leaks_opts_t *o = arg;
+    if (o->at_mark && !m->stopped) {
+        char near[512];
+        nearest_text(m, o->at_label, near, sizeof near);
+        fprintf(c->err, "gmshim leaks: %s: no mark \"%s\" (%" PRIu64 " marks%s%s)\n", lf->name, o->at_label,
+                m->marks_total, m->nmarks ? "; " : "", m->nmarks ? near : "");
+        o->missing++;
+    }
     if (c->json)
         rep_leaks_json(c, m, arg);
     else
@@ -224,16 +324,19 @@ static void leaks_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 }
 
 static const char usage[] =
-    "usage: gmshim leaks [--at MARK] [--top N] [--depth N] [--json] LOG...\n"
+    "usage: gmshim leaks [--at MARK] [--top N] [--depth N] [--frames all] [--json] LOG...\n"
     "\n"
     "Allocations still live at the end of the log, grouped by call site, largest first, with the\n"
     "count, the bytes requested and the stack (Python frames first, then native, symbolized from\n"
     "the programs' files); then the sites whose live bytes grow from mark to mark (or, without\n"
     "marks, from one low-water trough of allocated memory to the next).\n"
     "\n"
-    "  -a, --at MARK   stop at a mark: its number (1, 2, ...) or its label\n"
+    "  -a, --at MARK   stop at a mark: its number (1, 2, ...) or its label; a mark that is not in\n"
+    "                  the log is exit 2, with the nearest marks named\n"
     "  -n, --top N     sites listed per device (default 10; 0: all)\n"
-    "  -d, --depth N   frames shown per site (default 12; 0: all)\n"
+    "  -d, --depth N   lines of frames shown per site (default 12; 0: all)\n"
+    "      --frames all  under a Python line, show each frame inside PyTorch and CUDA libraries\n"
+    "                  (default folded: one line per run of them)\n"
     "  -j, --json      one JSON document\n"
     "  -h, --help      this text\n";
 
@@ -273,11 +376,13 @@ int cmd_leaks(int argc, char **argv)
     cli_init(&c, stdout, stderr, "leaks");
     c.json = cli_global.json;
     c.progress = isatty(2);
-    leaks_opts_t o = {0, NULL, 10};
+    leaks_opts_t o = {0, 0, NULL, 10};
     int rc = cli_parse_args(&c, argc, argv, opts, leaks_opt, &o, usage, CLI_ARGS_LOGS | CLI_ARGS_WRAP);
     if (rc >= 0)
         return rc;
     c.top = o.top;
     rc = cli_run_logs(&c, c.nargs, c.args, MODEL_SITES | MODEL_EPOCHS, leaks_one, &o);
+    if (o.missing && rc == CLI_OK)
+        rc = CLI_PARTIAL; /* a mark that is not there is a mistake, not the end's report */
     return cli_finish(&c, rc);
 }

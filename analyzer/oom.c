@@ -194,7 +194,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
             model_series_grows(&o->grow[i].ser, &per);
             fprintf(f, "    +%s per %s: %s\n", rep_bytes(per, a), o->epoch_system == EPOCH_MARKS ? "mark" : "iteration",
                     site_label(m, s->site, lbl, sizeof lbl));
-            site_print(f, m, s->site, "        ", c->depth);
+            site_print(f, m, s->site, "        ", c->depth, !c->frames_all);
         }
     }
     if (o->ntop) {
@@ -204,7 +204,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
             fprintf(f, "    %10s %6s x  %s\n", rep_bytes(o->top[i].bytes, a), rep_count(o->top[i].count, b),
                     site_label(m, s->site, lbl, sizeof lbl));
             if (i < 3)
-                site_print(f, m, s->site, "                     ", c->depth < 4 && c->depth ? c->depth : 4);
+                site_print(f, m, s->site, "                     ", c->depth < 4 && c->depth ? c->depth : 4, !c->frames_all);
         }
     }
     fprintf(f, "  %sremedies%s:\n", rep_green(), rep_reset());
@@ -339,7 +339,7 @@ static void oom_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 }
 
 static const char usage[] =
-    "usage: gmshim oom [--depth N] [--json] LOG...\n"
+    "usage: gmshim oom [--depth N] [--frames all] [--json] LOG...\n"
     "\n"
     "Each allocation that failed with out of memory: what was asked, what the device and the pool\n"
     "had, one cause with its evidence, the top live call sites at that moment and remedies.\n"
@@ -354,7 +354,9 @@ static const char usage[] =
     "  transient      otherwise: the current iteration's own memory overflowed\n"
     "Allocations that failed and then succeeded after the cache was released are listed as retries.\n"
     "\n"
-    "  -d, --depth N  frames shown per site (default 12; 0: all)\n"
+    "  -d, --depth N  lines of frames shown per site (default 12; 0: all)\n"
+    "      --frames all  under a Python line, show each frame inside PyTorch and CUDA libraries\n"
+    "                 (default folded: one line per run of them)\n"
     "  -j, --json     one JSON document\n"
     "  -h, --help     this text\n";
 

@@ -38,14 +38,16 @@ static void report_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 }
 
 static const char usage[] =
-    "usage: gmshim report [--top N] [--depth N] [--json] LOG...\n"
+    "usage: gmshim report [--top N] [--depth N] [--frames all] [--json] LOG...\n"
     "\n"
     "Everything on one page, per log: the summary, the call sites still live at the end and those\n"
     "that grow, fragmentation at the peak, and every OOM with its cause and remedies. Several logs\n"
     "(one per rank) give a section each and a combined line.\n"
     "\n"
     "  -n, --top N     sites listed per device (default 5; 0: all)\n"
-    "  -d, --depth N   frames shown per site (default 8; 0: all)\n"
+    "  -d, --depth N   lines of frames shown per site (default 8; 0: all)\n"
+    "      --frames all  under a Python line, show each frame inside PyTorch and CUDA libraries\n"
+    "                  (default folded: one line per run of them)\n"
     "  -j, --json      one JSON document (the summary, leaks, fragmentation and oom fields)\n"
     "  -h, --help      this text\n";
 
@@ -56,7 +58,7 @@ int cmd_report(int argc, char **argv)
     c.json = cli_global.json;
     c.progress = isatty(2);
     c.depth = 8;
-    report_opts_t o = {{0, NULL, 5}};
+    report_opts_t o = {{0, 0, NULL, 5}};
     c.top = o.leaks.top;
     int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_TOP | CLI_OPT_DEPTH | CLI_OPT_FRAMES);
     if (rc >= 0)

@@ -90,7 +90,26 @@ const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len
     return buf;
 }
 
-void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent, unsigned depth)
+/* Libraries of the framework and the CUDA stack: under a Python line their frames are the
+ * machinery between the user's line and the allocation, nothing the user can change. */
+static int framework_module(const char *path)
+{
+    static const char *const prefixes[] = {"libtorch", "libc10", "libcuda", "libcudart", "libcublas", "libcudnn",
+                                           "libnccl", "libcusparse", "libcufft", "libcurand", "libcusolver",
+                                           "libnvrtc", "libnvJitLink", "libcupti", "libgmshim", "libtriton"};
+    const char *b = base_name(path);
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(b, prefixes[i], strlen(prefixes[i])))
+            return 1;
+    return 0;
+}
+
+static int unsymbolised(const site_frame_t *x)
+{
+    return !x->python && x->module && x->function == x->buf;
+}
+
+void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent, unsigned depth, int fold)
 {
     site_frame_t fr[SITE_MAX_FRAMES];
     size_t n = site_frames(m, site_id, fr, SITE_MAX_FRAMES);
@@ -99,12 +118,49 @@ void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent,
                 site_id ? "site not defined in the log" : "set GMSHIM_STACK_DEPTH", rep_reset());
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (depth && i >= depth) {
+    int python = 0;
+    for (size_t i = 0; i < n; i++)
+        python |= fr[i].python;
+    unsigned lines = 0;
+    for (size_t i = 0; i < n; lines++) {
+        if (depth && lines >= depth) {
             fprintf(f, "%s%s... %zu more frames%s\n", indent, rep_dim(), n - i, rep_reset());
             break;
         }
         const site_frame_t *x = &fr[i];
+        if (fold && python && !x->python && x->module && framework_module(x->module)) {
+            /* one line for the run of framework frames, naming its libraries */
+            size_t j = i;
+            const char *libs[3] = {NULL};
+            int nlibs = 0, more = 0;
+            for (; j < n && !fr[j].python && fr[j].module && framework_module(fr[j].module); j++) {
+                const char *b = base_name(fr[j].module);
+                int known = 0;
+                for (int k = 0; k < nlibs; k++)
+                    known |= !strcmp(libs[k], b);
+                if (!known && nlibs < 3)
+                    libs[nlibs++] = b;
+                else if (!known)
+                    more = 1;
+            }
+            fprintf(f, "%s    %s… %zu frame%s in %s%s%s%s%s%s%s\n", indent, rep_dim(), j - i, j - i == 1 ? "" : "s",
+                    libs[0], nlibs > 1 ? ", " : "", nlibs > 1 ? libs[1] : "", nlibs > 2 ? ", " : "",
+                    nlibs > 2 ? libs[2] : "", more ? ", ..." : "", rep_reset());
+            i = j;
+            continue;
+        }
+        if (unsymbolised(x)) {
+            /* frames without a name in one library: the library once, then the offsets */
+            fprintf(f, "%s    %s", indent, base_name(x->module));
+            size_t j = i;
+            for (; j < n && unsymbolised(&fr[j]) && !strcmp(fr[j].module, x->module); j++)
+                fprintf(f, " +0x%llx", (unsigned long long)fr[j].offset);
+            if (x->build_id_differs)
+                fprintf(f, " %s[build id differs: the file changed since the run]%s", rep_yellow(), rep_reset());
+            fputc('\n', f);
+            i = j;
+            continue;
+        }
         /* C++ names with their templates run to thousands of characters: the text shows the
          * start, the JSON the whole name. */
         size_t len = strlen(x->function);
@@ -118,6 +174,7 @@ void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent,
         if (x->build_id_differs)
             fprintf(f, " %s[build id differs: the file changed since the run]%s", rep_yellow(), rep_reset());
         fputc('\n', f);
+        i++;
         /* Below a C program's main there is only the C library's start-up. */
         if (depth && !x->python && !strcmp(x->function, "main"))
             break;

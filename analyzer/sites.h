@@ -30,8 +30,12 @@ size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t
 /* A short name for a site: its first Python frame, else the first native frame outside the
  * CUDA runtime and gmshim. */
 const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len);
-/* The stack, one frame a line, at most `depth` frames (0: all). */
-void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent, unsigned depth);
+/* The stack, one frame a line, at most `depth` lines (0: all). With `fold`, at a site that has
+ * a Python frame, each run of frames inside PyTorch and CUDA libraries (libtorch*, libc10*,
+ * libcuda*, libcudart*, libcublas*, libcudnn*, libnccl*, ...) is one line: "… 7 frames in
+ * libtorch_cuda.so". Consecutive frames without a name in one library are one line, the library
+ * named once: "libfoo.so +0x1a2b +0x3c4d". */
+void site_print(FILE *f, const model_t *m, uint32_t site_id, const char *indent, unsigned depth, int fold);
 /* "frames": [...] */
 void site_json(json_t *j, const model_t *m, uint32_t site_id);
 

@@ -377,6 +377,32 @@ START_TEST(test_text_reports_wrap_at_100_columns_off_a_terminal)
 }
 END_TEST
 
+/* ---- point 4: frames a user cannot act on ----------------------------------------------------- */
+
+START_TEST(test_library_frames_under_a_python_line_fold_into_one)
+{
+    char *out;
+    int rc = gm(&out, "leaks", TORCH);
+    ck_assert_msg(rc == 0 && strstr(out, "py  <module> /work/main/tests/gpu/torch_leak_oom.py:21\n") &&
+                  strstr(out, "… 16 frames in libc10_cuda.so, libtorch_cpu.so, libtorch_cuda.so\n") &&
+                  !strstr(out, "libtorch_cuda.so+0x") && !strstr(out, "more frames"),
+                  "leaks of the PyTorch log: exit %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "leaks", TORCH, "--frames", "all", "--depth", "0");
+    ck_assert_msg(rc == 0 && !strstr(out, "… ") && strstr(out, "libtorch_cuda.so +0xcd035f +0xcd056e +0xcd0697") &&
+                  count(out, "libc10_cuda.so +0x44bec") == 1, "leaks --frames all: exit %d\n%s", rc, out);
+    free(out);
+    /* without a Python line nothing folds; unnamed frames name their library once */
+    rc = gm(&out, "leaks", "tests/fixtures/h200_cupti_static_inject.gmlog");
+    ck_assert_msg(rc == 0 && !strstr(out, "… ") && strstr(out, "libcupti.so.13 +0x7d163 +0x1215bd") &&
+                  !strstr(out, "libcupti.so.13+0x"), "leaks of the CUPTI log: exit %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "oom", TORCH, "--frames", "sometimes");
+    ck_assert_msg(rc == 1 && strstr(out, "use all or folded"), "--frames sometimes: exit %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 /* ---- point 5: mistakes told ------------------------------------------------------------------- */
 
 START_TEST(test_two_outputs_or_an_option_given_twice_are_errors)
@@ -404,6 +430,27 @@ START_TEST(test_two_outputs_or_an_option_given_twice_are_errors)
     ck_assert_msg(rc == 1 && strstr(out, "--output is given twice"), "run -o a -o b: exit %d\n%.2000s", rc, out);
     free(out);
     rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_a_mark_not_in_the_log_is_exit_2_with_the_nearest)
+{
+    char *out;
+    int rc = gm(&out, "leaks", "--at", "99", DEMO);
+    ck_assert_msg(rc == 2 && strstr(out, "gmshim leaks: tests/fixtures/demo.gmlog: no mark \"99\" (13 marks; the nearest: "
+                                         "11 \"iteration 11\", 12 \"iteration 12\", 13 \"iteration 13\")\n") &&
+                  !strstr(out, "live at the end"), "leaks --at 99: exit %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "leaks", "--at", "iteraton 4", DEMO);
+    ck_assert_msg(rc == 2 && strstr(out, "4 \"iteration 4\""), "leaks --at 'iteraton 4': exit %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "leaks", "--at", "99", DEMO);
+    ck_assert_msg(rc == 2 && strstr(out, "\"found\":false,\"nearest\":[{\"mark\":11,") && strstr(out, "\"leaks\":[]"),
+                  "leaks --json --at 99: exit %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "leaks", "--at", "13", DEMO);
+    ck_assert_msg(rc == 0 && strstr(out, "at mark 13"), "leaks --at 13: exit %d\n%s", rc, out);
+    free(out);
 }
 END_TEST
 
@@ -459,6 +506,8 @@ Suite *analyzer_args_suite(void)
     tcase_add_test(tc, test_the_gpu_order_hint_only_when_waits_are_1_percent_on_one_device);
     tcase_add_test(tc, test_the_time_estimate_says_what_it_rests_on_or_is_left_out);
     tcase_add_test(tc, test_text_reports_wrap_at_100_columns_off_a_terminal);
+    tcase_add_test(tc, test_library_frames_under_a_python_line_fold_into_one);
+    tcase_add_test(tc, test_a_mark_not_in_the_log_is_exit_2_with_the_nearest);
     tcase_add_test(tc, test_every_form_of_help_works);
     suite_add_tcase(s, tc);
     return s;

@@ -221,7 +221,7 @@ START_TEST(test_leaks_at_a_mark_stops_there)
     ck_assert_msg(rc == 0 && strstr(out, "at mark 5"), "--at 'iteration 5': %d\n%s", rc, out);
     free(out);
     rc = gm(&out, "leaks", "--at", "no such mark", FIXTURE, NULL, NULL);
-    ck_assert_msg(rc == 0 && strstr(out, "is not in this log"), "--at a missing mark: %d\n%s", rc, out);
+    ck_assert_msg(rc == 2 && strstr(out, "is not in this log"), "--at a missing mark: %d\n%s", rc, out);
     free(out);
 }
 END_TEST
