@@ -491,6 +491,74 @@ START_TEST(test_every_form_of_help_works)
 }
 END_TEST
 
+/* ---- point 8: the README's command lines run as written --------------------------------------- */
+
+/* Replaces each whole-word `from` in line (len bytes of room) with `to`. */
+static void subst(char *line, size_t len, const char *from, const char *to)
+{
+    char out[8192];
+    size_t o = 0, fl = strlen(from);
+    for (const char *p = line; *p && o + strlen(to) + 2 < sizeof out;) {
+        int word = !strncmp(p, from, fl) && (p == line || p[-1] == ' ') && (!p[fl] || p[fl] == ' ');
+        if (word) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%s", to);
+            p += fl;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+    snprintf(line, len, "%s", out);
+}
+
+START_TEST(test_every_gmshim_command_line_of_the_readme_exits_0)
+{
+    FILE *f = fopen("README.md", "r");
+    ck_assert_msg(f != NULL, "no README.md");
+    char line[8192], log[4200], gmshim[4096], prog[4096], cwd[4096];
+    snprintf(log, sizeof log, "%s/" DEMO, getcwd(cwd, sizeof cwd) ? cwd : ".");
+    snprintf(gmshim, sizeof gmshim, "%s", build_path("gmshim"));
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/oom_leak"));
+    const char *dir = temp_dir();
+    int in_sh = 0, ran = 0, timeline = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "```", 3)) {
+            in_sh = !in_sh && !strcmp(line, "```sh");
+            continue;
+        }
+        if (!in_sh)
+            continue;
+        char *hash = strstr(line, "  #");
+        if (hash)
+            *hash = 0;
+        for (size_t n = strlen(line); n && line[n - 1] == ' ';)
+            line[--n] = 0;
+        if (strncmp(line, "gmshim ", 7) && strncmp(line, "build/gmshim ", 13))
+            continue;
+        char shown[8192], cmd[16384];
+        snprintf(shown, sizeof shown, "%s", line);
+        subst(line, sizeof line, line[0] == 'b' ? "build/gmshim" : "gmshim", gmshim);
+        subst(line, sizeof line, "LOG", log);
+        subst(line, sizeof line, "gmshim-*.gmlog", log);
+        subst(line, sizeof line, "gmshim-train-12345.gmlog", log);
+        subst(line, sizeof line, "./my_cuda_program", prog);
+        subst(line, sizeof line, "python train.py", prog);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s", dir, line);
+        char *out;
+        int rc = sh(&out, cmd);
+        ck_assert_msg(rc == 0, "the README's `%s` (run as `%s`) exited %d:\n%.3000s", shown, line, rc, out);
+        free(out);
+        ran++;
+        timeline += strstr(shown, "timeline") != NULL;
+    }
+    fclose(f);
+    ck_assert_msg(ran >= 8 && timeline, "%d gmshim command lines in the README's sh blocks", ran);
+    snprintf(line, sizeof line, "rm -rf '%s'", dir);
+    ck_assert_msg(system(line) == 0, "cannot remove %s", dir);
+}
+END_TEST
+
 Suite *analyzer_args_suite(void)
 {
     Suite *s = suite_create("analyzer_args");
@@ -509,6 +577,7 @@ Suite *analyzer_args_suite(void)
     tcase_add_test(tc, test_library_frames_under_a_python_line_fold_into_one);
     tcase_add_test(tc, test_a_mark_not_in_the_log_is_exit_2_with_the_nearest);
     tcase_add_test(tc, test_every_form_of_help_works);
+    tcase_add_test(tc, test_every_gmshim_command_line_of_the_readme_exits_0);
     suite_add_tcase(s, tc);
     return s;
 }
