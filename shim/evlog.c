@@ -324,7 +324,6 @@ void evlog_open(void)
     gm_log.wrapped = 0;
     gm_log.ckpt_done_at = gm_log.ckpt_extent = 0;
     gm_log.ckpt_busy = 0;
-    gm_log.have_last_unmapped = 0;
     uint64_t limit = (uint64_t)options_get(GM_OPT_LOG_LIMIT);
     gm_log.max_slots = limit ? (uint32_t)(limit / EXTENT_BYTES) : 0;
     if (gm_log.max_slots && gm_log.max_slots < 4)

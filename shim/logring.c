@@ -3,7 +3,8 @@
  * the next and faults its pages in; an extent is unmapped once every chunk of it was claimed and
  * given up, so only the extents being written stay mapped. A bounded log (GMSHIM_LOG_LIMIT) is
  * a ring of slots: at the limit, a new extent takes the slot of one whose records are all older
- * than the newest complete checkpoint. Everything here runs under gm_log.lock, but the page work. */
+ * than the newest complete checkpoint, each chunk zeroed as it is claimed. Everything here runs
+ * under gm_log.lock, but the page work. */
 #include "logstate.h"
 #include "diag.h"
 
@@ -49,16 +50,6 @@ static uint32_t pick_slot_locked(int *reused)
     return gm_log.nslots++;
 }
 
-/* The old records of a reused slot read as unused chunks (zeros) before it is mapped again. */
-static int clear_slot(uint32_t slot)
-{
-#ifdef FALLOC_FL_PUNCH_HOLE
-    if (fallocate(gm_log.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, slot_offset(slot), (off_t)EXTENT_BYTES) == 0)
-        return 0;
-#endif
-    return -1;
-}
-
 /* Maps extent e (reserving its blocks first). gm_log.lock held. 0, or -1: the log stopped, or, for
  * an extent mapped ahead, nothing happened (it is tried again when it is needed). With less room
  * than a whole extent, an extent needed now takes the chunks that fit. */
@@ -85,9 +76,9 @@ static int map_extent_locked(size_t e, int ahead)
         return -1;
     }
     off_t off = slot_offset(slot);
-    int zeroed = !reused || clear_slot(slot) == 0;
     uint32_t usable = EXTENT_CHUNKS;
-    int err = evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES);
+    /* A reused slot's blocks are the file's already; its pages are likely still cached. */
+    int err = reused ? 0 : evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES);
     while (err && !ahead && !reused && usable > 1) {
         usable /= 2;
         err = evlog_reserve(gm_log.fd, off, (off_t)usable * GMLOG_CHUNK_SIZE);
@@ -100,8 +91,6 @@ static int map_extent_locked(size_t e, int ahead)
             evlog_stop_writing(err ? "cannot extend the file" : "cannot map the file", err ? err : errno);
         return -1;
     }
-    if (!zeroed)
-        memset(addr, 0, EXTENT_BYTES);
     if (reused && !gm_log.wrapped) {
         gm_log.wrapped = 1;
         __atomic_or_fetch(&gm_log.hdr->flags, GMLOG_F_WRAPPED, __ATOMIC_RELEASE);
@@ -112,28 +101,22 @@ static int map_extent_locked(size_t e, int ahead)
     x->addr = addr;
     x->slot = slot;
     x->usable = usable;
+    x->reused = reused;
     gm_log.nextents = e + 1;
     return 0;
 }
 
 /* Extent e, once all its chunks were claimed and given up, is unmapped: only the extents being
- * written stay mapped. Its pages are then pushed to the disk, and the previous one's dropped
- * from memory, after the lock is released. gm_log.lock held. */
-static void maybe_unmap_locked(size_t e, after_unlock_t *after)
+ * written stay mapped. Its pages stay in the page cache, the kernel's to write back and reclaim
+ * (pushing them out early, or dropping them, cost the writer a fifth to a half of its speed on the
+ * H200 machine: docs/performance.md). gm_log.lock held. */
+static void maybe_unmap_locked(size_t e)
 {
     extent_t *x = &gm_log.extents[e];
     if (!x->addr || x->open || gm_log.next_chunk < (uint64_t)(e + 1) * EXTENT_CHUNKS)
         return;
     munmap(x->addr, EXTENT_BYTES);
     x->addr = NULL;
-    after->writeback = 1;
-    after->writeback_off = slot_offset(x->slot);
-    if (gm_log.have_last_unmapped) {
-        after->drop = 1;
-        after->drop_off = gm_log.last_unmapped_off;
-    }
-    gm_log.last_unmapped_off = after->writeback_off;
-    gm_log.have_last_unmapped = 1;
 }
 
 /* This thread gives its chunk up (it claims another, or ends). gm_log.lock held. */
@@ -150,7 +133,7 @@ void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
         x->open--;
     if (rel > x->last_release)
         x->last_release = rel;
-    maybe_unmap_locked(e, after);
+    maybe_unmap_locked(e);
 }
 
 /* Claims a fresh chunk for this thread. gm_log.lock held. The first chunk of an extent also maps the
@@ -173,7 +156,7 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
         if (x->usable == EXTENT_CHUNKS && e + 1 >= gm_log.nextents && map_extent_locked(e + 1, 1) == 0)
             after->populate = gm_log.extents[e + 1].addr;
         if (e > 0)
-            maybe_unmap_locked(e - 1, after);
+            maybe_unmap_locked(e - 1);
         uint64_t every = gm_log.max_slots > 4 ? gm_log.max_slots / 2 - 1 : 1;
         if (gm_log.max_slots && !gm_log.ckpt_busy && e >= gm_log.ckpt_extent + every) {
             gm_log.ckpt_busy = 1;
@@ -185,9 +168,14 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
     x = &gm_log.extents[e]; /* mapping ahead may have moved the table */
     x->open++;
     uint8_t *chunk = x->addr + (idx % EXTENT_CHUNKS) * GMLOG_CHUNK_SIZE;
+    gmlog_chunk_header_t *ch = (gmlog_chunk_header_t *)chunk;
+    if (x->reused) {
+        /* An older chunk's records: gone before this one is used (its magic first). */
+        __atomic_store_n(&ch->magic, 0, __ATOMIC_RELEASE);
+        memset(chunk + sizeof ch->magic, 0, GMLOG_CHUNK_SIZE - sizeof ch->magic);
+    }
     if (!gm_log_tls.tid)
         gm_log_tls.tid = (uint32_t)syscall(SYS_gettid);
-    gmlog_chunk_header_t *ch = (gmlog_chunk_header_t *)chunk;
     ch->tid = gm_log_tls.tid;
     ch->index = idx;
     ch->base_ns = rel;
@@ -241,11 +229,6 @@ void ring_after_unlock(const after_unlock_t *after)
     if (after->populate)
         madvise(after->populate, EXTENT_BYTES, MADV_POPULATE_WRITE);
 #endif
-    int fd = gm_log.fd;
-    if (after->writeback && fd >= 0)
-        sync_file_range(fd, after->writeback_off, (off_t)EXTENT_BYTES, SYNC_FILE_RANGE_WRITE);
-    if (after->drop && fd >= 0)
-        posix_fadvise(fd, after->drop_off, (off_t)EXTENT_BYTES, POSIX_FADV_DONTNEED);
     if (after->checkpoint)
         checkpoint_request();
 }

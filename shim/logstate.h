@@ -24,16 +24,14 @@ typedef struct extent {
     uint32_t slot;                             /* where in the file: header_size + slot * 16 MiB */
     uint32_t open;                             /* chunks claimed and not yet given up */
     uint32_t usable;                           /* chunks backed by the file (< 256: disk full) */
-    uint32_t reserved;
+    uint32_t reused;                           /* its slot held older chunks: zero each at claim */
     uint64_t last_release;                     /* log time its last chunk was given up */
 } extent_t;
 
-/* What a thread does after unlocking: fault the next extent in, or push a finished one's pages
- * out of memory (outside the lock: both can take milliseconds). */
+/* What a thread does after unlocking: fault the next extent in (milliseconds), ask for a
+ * checkpoint. */
 typedef struct after_unlock {
     uint8_t *populate;
-    off_t writeback_off, drop_off;
-    int writeback, drop;
     int checkpoint;
 } after_unlock_t;
 
@@ -57,8 +55,6 @@ typedef struct evlog_state {
     uint64_t ckpt_done_at;                     /* log time of the newest complete checkpoint */
     uint64_t ckpt_extent;                      /* extent number when the newest one was asked for */
     int ckpt_busy;
-    off_t last_unmapped_off;                   /* an unmapped extent whose pages go next */
-    int have_last_unmapped;
     uint32_t next_mark;
     char path[PATH_MAX];
     pthread_mutex_t lock;
