@@ -140,10 +140,11 @@ $(BUILD)/gpu/%: bench/%.c | $(BUILD)/gpu
 	    -Wl,-rpath,/usr/local/cuda/lib64
 
 # `make test`: packages first (a separate make, so that pkg-config is asked after installing).
+# The unit runner goes last: its Check summary is the closing line of `make test`.
 test: deps
 	$(Q)$(MAKE) --no-print-directory prereqs prereqs-test
-	$(Q)$(MAKE) --no-print-directory test-run
 	$(Q)$(MAKE) --no-print-directory test-setup
+	$(Q)$(MAKE) --no-print-directory test-run
 
 test-run: all $(RUNNER) $(FUZZ_BIN) corrupt-smoke
 	$(Q)[ -z "$(FUZZ_BIN)" ] || { mkdir -p $(BUILD)/fuzz/scratch && $(FUZZ_BIN) -max_total_time=5 $(BUILD)/fuzz/scratch tests/fuzz/corpus > $(BUILD)/fuzz/run.log 2>&1 || { tail -40 $(BUILD)/fuzz/run.log; exit 1; }; }
