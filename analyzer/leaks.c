@@ -313,8 +313,9 @@ static void leaks_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     if (o->at_mark && !m->stopped) {
         char near[512];
         nearest_text(m, o->at_label, near, sizeof near);
-        fprintf(c->err, "gmshim leaks: %s: no mark \"%s\" (%" PRIu64 " marks%s%s)\n", lf->name, o->at_label,
-                m->marks_total, m->nmarks ? "; " : "", m->nmarks ? near : "");
+        /* in the form of every exit-2 message: the file, and the offset where reading ended */
+        fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": no mark \"%s\" up to the log's end (%" PRIu64 " marks%s%s)\n",
+                lf->name, (uint64_t)lf->size, o->at_label, m->marks_total, m->nmarks ? "; " : "", m->nmarks ? near : "");
         o->missing++;
     }
     if (c->json)
