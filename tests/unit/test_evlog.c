@@ -285,7 +285,7 @@ START_TEST(test_kill_9_at_any_point_loses_no_completed_pair)
     int trials = n_env ? atoi(n_env) : 24;
     unsigned seed = (unsigned)time(NULL);
     const char *dir = temp_dir();
-    int unreadable = 0, lost = 0, early = 0;
+    int unreadable = 0, lost = 0, early = 0, wrapped = 0;
     for (int i = 0; i < trials; i++) {
         char log[4200];
         snprintf(log, sizeof log, "%s/k%d.gmlog", dir, i);
@@ -320,9 +320,12 @@ START_TEST(test_kill_9_at_any_point_loses_no_completed_pair)
             fprintf(stderr, "trial %d: %lu pairs done, %lu allocations read%s%s\n", i, done, allocs,
                     lf.partial ? ", damaged: " : "", lf.partial && lf.ndiags ? lf.diags[0].msg : "");
         ck_assert_msg(!(lf.hdr.flags & GMLOG_F_CLOSED), "trial %d: a killed log reads as closed", i);
+        wrapped += (lf.hdr.flags & GMLOG_F_WRAPPED) != 0;
         rd_close(&lf);
         unlink(log);
     }
+    fprintf(stderr, "kill trials: %d, %d killed before any log, %d of the logs wrapped; %d did not open, %d lost "
+            "completed pairs or read as damaged\n", trials, early, wrapped, unreadable, lost);
     ck_assert_msg(!unreadable && !lost, "%d of %d killed logs did not open, %d lost completed pairs or read "
                   "as damaged (%d killed before any log)", unreadable, trials, lost, early);
 }
