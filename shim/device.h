@@ -112,6 +112,12 @@ size_t device_empty_cache(gm_device_t *d, int reason);
 /* The trimmer's pass: returns whole free segments idle for at least idle_ns (0: all of them);
  * nothing while a capture is under way on the device. */
 size_t device_trim(gm_device_t *d, uint64_t idle_ns);
+/* The trimmer's pass for GMSHIM_CACHE_LIMIT: fences the device's uncovered frees, takes in what
+ * completed fences released (non-blocking queries), and returns the oldest whole free segments of
+ * all its arenas beyond the cap. Nothing while a capture is under way there. Sets *waiting when
+ * freed memory over the cap still waits for the GPU (or a capture), so that the trimmer polls
+ * again. Returns the bytes released. */
+unsigned long long device_cache_trim(gm_device_t *d, int *waiting);
 /* cudaDeviceReset: forgets every segment and block of the device without driver calls. */
 void device_forget(gm_device_t *d);
 /* A stream created or destroyed through the hooks. */

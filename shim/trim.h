@@ -7,8 +7,6 @@
 /* How often the trimmer polls fences while freed memory over the cache cap waits for them. */
 #define GM_CACHE_POLL_MS 10
 
-typedef struct gm_device gm_device_t;
-
 void trim_start(void);
 /* Stops and joins the thread (exit path). */
 void trim_stop(void);
@@ -19,11 +17,5 @@ void trim_forget(void);
  * when already asked (one atomic load); never blocks on the GPU. */
 void trim_cache_kick(void);
 
-/* The trimmer's pass for GMSHIM_CACHE_LIMIT (device.c, where the pool's locks are): fences the
- * device's uncovered frees, takes in what completed fences released (non-blocking queries), and
- * returns the oldest whole free segments of all its arenas beyond the cap. Nothing while a capture
- * is under way there. Sets *waiting when freed memory over the cap still waits for the GPU (or a
- * capture), so that the trimmer polls again. Returns the bytes released. */
-unsigned long long device_cache_trim(gm_device_t *d, int *waiting);
 
 #endif
