@@ -25,16 +25,36 @@ static int gmv(char **out, const char *const *args)
 }
 #define gm(out, ...) gmv(out, (const char *const[]){__VA_ARGS__, NULL})
 
+/* The environment of a job gmshim run starts: the fake GPU, and a sanitizer's runtime first. */
+static const char *const *job_env(void)
+{
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    static char pre[4200];
+    static const char *env[4];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", san ? san : "");
+    env[0] = "FAKECUDA_MEM=1G";
+    env[1] = "ASAN_OPTIONS=verify_asan_link_order=0";
+    env[2] = san && *san ? pre : NULL;
+    env[3] = NULL;
+    return env;
+}
+
 /* A shell command line; stdout and stderr in *out. */
 static int sh(char **out, const char *cmd)
 {
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    const char *san = getenv("GMSHIM_TEST_PRELOAD");
-    static char pre[4200];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", san ? san : "");
-    const char *env[] = {"FAKECUDA_MEM=1G", "ASAN_OPTIONS=verify_asan_link_order=0", san && *san ? pre : NULL, NULL};
-    return run_program(argv, env, 0, out);
+    return run_program(argv, job_env(), 0, out);
 }
+
+/* gmshim run ...: as gm(), in job_env(). */
+static int gmrunv(char **out, const char *const *args)
+{
+    const char *argv[24] = {build_path("gmshim")};
+    for (int i = 0; args[i] && i < 22; i++)
+        argv[i + 1] = args[i];
+    return run_program(argv, job_env(), 0, out);
+}
+#define gmrun(out, ...) gmrunv(out, (const char *const[]){__VA_ARGS__, NULL})
 
 static int exists(const char *path)
 {
@@ -138,10 +158,10 @@ START_TEST(test_run_leaves_the_commands_options_to_it)
     char tmpl[512];
     snprintf(tmpl, sizeof tmpl, "%s/r-%%p.gmlog", dir);
     char *out;
-    int rc = gm(&out, "run", "--no-report", "-o", tmpl, "/bin/echo", "--json", "-o", "x");
+    int rc = gmrun(&out, "run", "--no-report", "-o", tmpl, "/bin/echo", "--json", "-o", "x");
     ck_assert_msg(rc == 0 && strstr(out, "--json -o x\n"), "run CMD --json -o x: exit %d\n%.2000s", rc, out);
     free(out);
-    rc = gm(&out, "run", "-o", tmpl, "--", "/bin/sh", "-c", "exit 7");
+    rc = gmrun(&out, "run", "-o", tmpl, "--", "/bin/sh", "-c", "exit 7");
     ck_assert_msg(rc == 7, "run -- sh -c 'exit 7': exit %d\n%.2000s", rc, out);
     free(out);
     rmdir(dir);
@@ -158,7 +178,7 @@ START_TEST(test_run_refuses_a_log_directory_it_cannot_write)
     snprintf(tmpl, sizeof tmpl, "%s/missing/x-%%p.gmlog", dir);
     snprintf(script, sizeof script, "touch '%s'", marker);
     char *out;
-    int rc = gm(&out, "run", "-o", tmpl, "--", "/bin/sh", "-c", script);
+    int rc = gmrun(&out, "run", "-o", tmpl, "--", "/bin/sh", "-c", script);
     ck_assert_msg(rc == 2 && count(out, "\n") == 1 && strstr(out, "gmshim run: not starting /bin/sh: the log's directory") &&
                   strstr(out, "No such file or directory") && !exists(marker),
                   "run -o MISSING_DIR/x.gmlog: exit %d, the job %s\n%.2000s", rc, exists(marker) ? "ran" : "did not run",
@@ -168,7 +188,7 @@ START_TEST(test_run_refuses_a_log_directory_it_cannot_write)
     snprintf(tmpl, sizeof tmpl, "%s/ran/x.gmlog", dir);
     FILE *f = fopen(marker, "w");
     ck_assert_msg(f && fclose(f) == 0, "cannot create %s", marker);
-    rc = gm(&out, "run", "-o", tmpl, "--", "/bin/true");
+    rc = gmrun(&out, "run", "-o", tmpl, "--", "/bin/true");
     ck_assert_msg(rc == 2 && strstr(out, "Not a directory"), "run -o FILE/x.gmlog: exit %d\n%.2000s", rc, out);
     free(out);
     unlink(marker);
@@ -426,7 +446,7 @@ START_TEST(test_two_outputs_or_an_option_given_twice_are_errors)
     rc = gm(&out, "leaks", "--top", "3", DEMO, "--top", "5");
     ck_assert_msg(rc == 1 && strstr(out, "--top is given twice"), "leaks --top 3 --top 5: exit %d\n%.2000s", rc, out);
     free(out);
-    rc = gm(&out, "run", "-o", a, "-o", b, "--", "/bin/true");
+    rc = gmrun(&out, "run", "-o", a, "-o", b, "--", "/bin/true");
     ck_assert_msg(rc == 1 && strstr(out, "--output is given twice"), "run -o a -o b: exit %d\n%.2000s", rc, out);
     free(out);
     rmdir(dir);
