@@ -1349,9 +1349,11 @@ static int ckpt_drop(const rd_log_t *lf, const uint8_t *p, uint64_t t)
     default:
         break;
     }
-    if ((p[0] == GMLOG_OOM || p[2] == GMLOG_NO_DEVICE) && t <= lf->ckpt.at_ns)
-        return 1;
-    return p[2] != GMLOG_NO_DEVICE && t <= lf->cut_ns[p[2]];
+    /* OOMs and limits are copied into the checkpoint up to its at_ns (the writer times any
+     * written after that copy later than at_ns): that instant decides, not the device's cut. */
+    if (p[0] == GMLOG_OOM || p[0] == GMLOG_LIMIT || p[2] == GMLOG_NO_DEVICE)
+        return t <= lf->ckpt.at_ns;
+    return t <= lf->cut_ns[p[2]];
 }
 
 /* The record at p (s->next_t its time): 1 when it is not handed out. Moves s into and out of

@@ -29,15 +29,18 @@ static struct {
     int defs_full;
     kept_t *history[KEEP_HISTORY];             /* a ring: marks and OOMs */
     uint64_t nhistory;
+    uint64_t history_at;                       /* the newest checkpoint that copied the history */
 } K = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void checkpoint_keep(const void *rec, size_t fixed, const void *tail, size_t tail_len, size_t len,
-                        uint64_t rel)
+uint64_t checkpoint_keep(const void *rec, size_t fixed, const void *tail, size_t tail_len, size_t len,
+                         uint64_t rel)
 {
     uint8_t type = ((const gmlog_rec_t *)rec)->type;
     size_t need = gm_round_up(sizeof(kept_t) + len, 8);
     pthread_mutex_lock(&K.lock);
     kept_t *k = NULL;
+    if ((type == GMLOG_MARK || type == GMLOG_OOM || type == GMLOG_LIMIT) && K.history_at && rel <= K.history_at)
+        rel = K.history_at + 1;
     if (type == GMLOG_MARK || type == GMLOG_OOM) {
         k = malloc(need);
         if (k) {
@@ -72,6 +75,7 @@ void checkpoint_keep(const void *rec, size_t fixed, const void *tail, size_t tai
         memset(k->bytes + fixed + tail_len, 0, len - fixed - tail_len);
     }
     pthread_mutex_unlock(&K.lock);
+    return rel;
 }
 
 static void keep_forget(void)
@@ -84,6 +88,7 @@ static void keep_forget(void)
         K.history[i] = NULL;
     }
     K.nhistory = 0;
+    K.history_at = 0;
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------- */
@@ -138,6 +143,7 @@ static void write_checkpoint(void)
         evlog_append(&a, sizeof a, now);
         n += 1 + append_copy(k, now);
     }
+    K.history_at = at;
     pthread_mutex_unlock(&K.lock);
     if (C.cut)
         n += C.cut(gm_log.start_mono);
@@ -193,6 +199,7 @@ static void start_checkpoint_thread(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!C.started) {
         C.failed = 1;
+        gm_log.keep = 0; /* no checkpoint will repeat them */
         diag_warn("cannot start the log's checkpoint thread; the log grows past GMSHIM_LOG_LIMIT");
     }
 }

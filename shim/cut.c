@@ -1,5 +1,5 @@
 /* A device's state at one instant, for a bounded log's checkpoint. It holds every arena lock of
- * the device (in index order, as every multi-arena path does) while it writes, so that each of
+ * the device (create_lock first, so that no arena is added meanwhile) while it writes, so that each of
  * the device's records is either before the cut and in it, or after and not: allocations, frees
  * and segment changes are all logged under their arena's lock. It makes no CUDA call. */
 #include "cut.h"
@@ -69,9 +69,7 @@ static uint32_t device_blocks(gm_device_t *d, int narenas, int write, uint64_t n
 
 static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
 {
-    int narenas = __atomic_load_n(&d->narenas, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < narenas; i++)
-        pthread_mutex_lock(&d->arenas[i]->lock);
+    int narenas = device_lock_arenas(d);
     uint64_t now = gm_now_ns();
     gmlog_cut_t c;
     memset(&c, 0, sizeof c);
@@ -80,7 +78,7 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     for (int i = 0; i < narenas; i++)
         add_stats(&c, d->arenas[i]);
     c.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
-    c.peak_reserved = d->reserved_peak;
+    c.peak_reserved = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
     c.segments = device_segments(d, narenas, 0, now);
     c.blocks = device_blocks(d, narenas, 0, now);
     evlog_append(&c, sizeof c, now);
@@ -89,8 +87,7 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     /* Records after the cut must be timed after it. */
     while (gm_now_ns() <= now)
         ;
-    for (int i = narenas - 1; i >= 0; i--)
-        pthread_mutex_unlock(&d->arenas[i]->lock);
+    device_unlock_arenas(d, narenas);
     return 1 + (uint64_t)c.segments + c.blocks;
 }
 

@@ -355,6 +355,22 @@ int device_add_arena(gm_device_t *d)
     return index;
 }
 
+int device_lock_arenas(gm_device_t *d)
+{
+    pthread_mutex_lock(&create_lock); /* no arena is added meanwhile */
+    int n = d->narenas;
+    for (int i = 0; i < n; i++)
+        pthread_mutex_lock(&d->arenas[i]->lock);
+    return n;
+}
+
+void device_unlock_arenas(gm_device_t *d, int n)
+{
+    for (int i = n - 1; i >= 0; i--)
+        pthread_mutex_unlock(&d->arenas[i]->lock);
+    pthread_mutex_unlock(&create_lock);
+}
+
 int device_move_arena(gm_device_t *d, int current)
 {
     int n = device_add_arena(d);

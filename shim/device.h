@@ -150,6 +150,10 @@ void device_ctx_leave(gm_ctx_t *c);
  * allocates from (arena_lock_for_alloc moves a contending thread by itself; tests pin one). */
 int device_add_arena(gm_device_t *d);
 void device_use_arena(int index);
+/* Every arena of the device locked, in the lock order (no arena can be added until unlocked):
+ * returns how many. For a consistent view of the device (a log checkpoint). */
+int device_lock_arenas(gm_device_t *d);
+void device_unlock_arenas(gm_device_t *d, int narenas);
 /* Where a thread that keeps contending for arena `current` goes: a new arena while fewer than
  * max_arenas exist, then another existing one (round robin); `current` if there is no other. */
 int device_move_arena(gm_device_t *d, int current);

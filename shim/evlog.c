@@ -329,10 +329,9 @@ void evlog_open(void)
     if (gm_log.max_slots && gm_log.max_slots < 4)
         gm_log.max_slots = 4;
     gm_log.keep = gm_log.max_slots != 0;
-    static int key_made;
-    if (!key_made)
-        key_made = pthread_key_create(&evlog_exit_key, ring_thread_exit) == 0;
-    gm_log.gen++;
+    if (!gm_log.exit_key_made)
+        gm_log.exit_key_made = pthread_key_create(&evlog_exit_key, ring_thread_exit) == 0;
+    __atomic_add_fetch(&gm_log.gen, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&gm_log.enabled, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&gm_log.lock);
     install_signal_handlers();
@@ -350,7 +349,8 @@ void evlog_mark_closed(uint32_t reason)
     uint64_t now = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
     h->end_ns = now - gm_log.start_mono;
     h->close_reason = reason;
-    __atomic_store_n(&h->flags, h->flags | GMLOG_F_CLOSED, __ATOMIC_RELEASE);
+    /* One atomic or: a thread setting GMLOG_F_WRAPPED meanwhile keeps its bit. */
+    __atomic_or_fetch(&h->flags, GMLOG_F_CLOSED, __ATOMIC_RELEASE);
 }
 
 void evlog_close(uint32_t reason)
@@ -384,7 +384,7 @@ void evlog_close(uint32_t reason)
 void evlog_abandon(void)
 {
     __atomic_store_n(&gm_log.enabled, 0, __ATOMIC_RELEASE);
-    gm_log.gen++;
+    __atomic_add_fetch(&gm_log.gen, 1, __ATOMIC_RELEASE);
     gm_log.closed = 1;
     gm_log.keep = 0;
     ring_forget();
@@ -431,7 +431,7 @@ void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, u
     ((gmlog_rec_t *)rec)->len8 = (uint8_t)(len / 8);
     uint64_t rel = now > gm_log.start_mono ? now - gm_log.start_mono : 0;
     if (unlikely(gm_log.keep) && (KEEP_MASK >> ((gmlog_rec_t *)rec)->type & 1) && !gm_log_tls.in_checkpoint)
-        checkpoint_keep(rec, fixed, tail, tail_len, len, rel);
+        rel = checkpoint_keep(rec, fixed, tail, tail_len, len, rel);
     if (unlikely(!gm_log_tls.chunk || gm_log_tls.gen != __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED) || gm_log_tls.used + len + sizeof(gmlog_clock_t) > GMLOG_CHUNK_SIZE)) {
         if (ring_switch_chunk(rel))
             return;

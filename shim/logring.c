@@ -22,17 +22,21 @@ static off_t slot_offset(uint32_t slot)
 }
 
 /* A file slot for a new extent: the next one at the end of the file while under the limit; at
- * the limit, a slot whose extent is unmapped and all of whose records are older than the newest
- * complete checkpoint (the oldest first). When none is (the checkpoint is still being written),
- * one more at the end: the file outgrows its limit by that extent. gm_log.lock held. */
+ * the limit, a slot whose extent's chunks were all claimed and all of whose given-up chunks hold
+ * records older than the newest complete checkpoint (the oldest first); chunks still held there
+ * (by a thread that has gone idle) are kept and skipped. When no slot qualifies (the checkpoint is
+ * still being written), one more at the end: the file outgrows its limit by that extent.
+ * gm_log.lock held. */
 static uint32_t pick_slot_locked(int *reused)
 {
     *reused = 0;
     if (gm_log.max_slots && gm_log.nslots >= gm_log.max_slots && gm_log.ckpt_done_at) {
         for (uint32_t k = 0; k < gm_log.nslots; k++) {
             uint32_t s = (gm_log.ring_cursor + k) % gm_log.nslots;
-            const extent_t *x = &gm_log.extents[gm_log.slot_owner[s]];
-            if (!x->addr && x->last_release < gm_log.ckpt_done_at) {
+            uint32_t owner = gm_log.slot_owner[s];
+            const extent_t *x = &gm_log.extents[owner];
+            if (gm_log.next_chunk >= (uint64_t)(owner + 1) * EXTENT_CHUNKS &&
+                x->last_release < gm_log.ckpt_done_at) {
                 gm_log.ring_cursor = (s + 1) % gm_log.nslots;
                 *reused = 1;
                 return s;
@@ -45,8 +49,13 @@ static uint32_t pick_slot_locked(int *reused)
         if (!n)
             return NO_SLOT;
         gm_log.slot_owner = n;
+        void *h = realloc(gm_log.slot_held, ncap * sizeof *gm_log.slot_held);
+        if (!h)
+            return NO_SLOT;
+        gm_log.slot_held = h;
         gm_log.slots_cap = ncap;
     }
+    memset(gm_log.slot_held[gm_log.nslots], 0, sizeof *gm_log.slot_held);
     return gm_log.nslots++;
 }
 
@@ -77,8 +86,9 @@ static int map_extent_locked(size_t e, int ahead)
     }
     off_t off = slot_offset(slot);
     uint32_t usable = EXTENT_CHUNKS;
-    /* A reused slot's blocks are the file's already; its pages are likely still cached. */
-    int err = reused ? 0 : evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES);
+    /* A reused slot's blocks are the file's already (cheap to reserve again); a copy-on-write
+     * file system may still need new ones, found here rather than as a SIGBUS. */
+    int err = evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES);
     while (err && !ahead && !reused && usable > 1) {
         usable /= 2;
         err = evlog_reserve(gm_log.fd, off, (off_t)usable * GMLOG_CHUNK_SIZE);
@@ -102,6 +112,8 @@ static int map_extent_locked(size_t e, int ahead)
     x->slot = slot;
     x->usable = usable;
     x->reused = reused;
+    if (reused)
+        memcpy(x->skip, gm_log.slot_held[slot], sizeof x->skip);
     gm_log.nextents = e + 1;
     return 0;
 }
@@ -119,20 +131,28 @@ static void maybe_unmap_locked(size_t e)
     x->addr = NULL;
 }
 
-/* This thread gives its chunk up (it claims another, or ends). gm_log.lock held. */
+/* This thread gives its chunk up (it claims another, or ends). Its release is timed now, or at
+ * `rel` if later: never before a record the chunk holds (a caller may log records timed after
+ * the one it is about to write). gm_log.lock held. */
 void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
 {
-    if (!gm_log_tls.chunk || gm_log_tls.gen != gm_log.gen)
+    (void)after;
+    if (!gm_log_tls.chunk || gm_log_tls.gen != __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED))
         return;
     size_t e = (size_t)(gm_log_tls.chunk_index / EXTENT_CHUNKS);
+    unsigned pos = (unsigned)(gm_log_tls.chunk_index % EXTENT_CHUNKS);
     gm_log_tls.chunk = NULL;
     if (e >= gm_log.nextents)
         return;
+    uint64_t now = gm_now_ns() - gm_log.start_mono;
+    if (now > rel)
+        rel = now;
     extent_t *x = &gm_log.extents[e];
     if (x->open)
         x->open--;
     if (rel > x->last_release)
         x->last_release = rel;
+    gm_log.slot_held[x->slot][pos / 64] &= ~(1ull << (pos % 64));
     maybe_unmap_locked(e);
 }
 
@@ -143,36 +163,49 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
 {
     if (gm_log.closed || !gm_log.enabled)
         return NULL;
-    uint64_t idx = gm_log.next_chunk;
-    size_t e = (size_t)(idx / EXTENT_CHUNKS);
-    if (e >= gm_log.nextents && map_extent_locked(e, 0))
-        return NULL;
-    extent_t *x = &gm_log.extents[e];
-    if (idx % EXTENT_CHUNKS >= x->usable) {
-        evlog_stop_writing("cannot extend the file", ENOSPC);
-        return NULL;
-    }
-    if (idx % EXTENT_CHUNKS == 0) {
-        if (x->usable == EXTENT_CHUNKS && e + 1 >= gm_log.nextents && map_extent_locked(e + 1, 1) == 0)
-            after->populate = gm_log.extents[e + 1].addr;
-        if (e > 0)
-            maybe_unmap_locked(e - 1);
-        uint64_t every = gm_log.max_slots > 4 ? gm_log.max_slots / 2 - 1 : 1;
-        if (gm_log.max_slots && !gm_log.ckpt_busy && e >= gm_log.ckpt_extent + every) {
-            gm_log.ckpt_busy = 1;
-            gm_log.ckpt_extent = e;
-            after->checkpoint = 1;
+    uint64_t idx;
+    size_t e;
+    extent_t *x;
+    unsigned pos;
+    for (;;) {
+        idx = gm_log.next_chunk;
+        e = (size_t)(idx / EXTENT_CHUNKS);
+        pos = (unsigned)(idx % EXTENT_CHUNKS);
+        if (e >= gm_log.nextents && map_extent_locked(e, 0))
+            return NULL;
+        x = &gm_log.extents[e];
+        if (pos >= x->usable) {
+            evlog_stop_writing("cannot extend the file", ENOSPC);
+            return NULL;
         }
+        if (pos == 0) {
+            if (x->usable == EXTENT_CHUNKS && e + 1 >= gm_log.nextents && map_extent_locked(e + 1, 1) == 0)
+                after->populate = gm_log.extents[e + 1].addr;
+            if (e > 0)
+                maybe_unmap_locked(e - 1);
+            uint64_t every = gm_log.max_slots > 4 ? gm_log.max_slots / 2 - 1 : 1;
+            if (gm_log.max_slots && !gm_log.ckpt_busy && e >= gm_log.ckpt_extent + every) {
+                gm_log.ckpt_busy = 1;
+                gm_log.ckpt_extent = e;
+                after->checkpoint = 1;
+            }
+            x = &gm_log.extents[e]; /* mapping ahead may have moved the table */
+        }
+        gm_log.next_chunk++;
+        if (!(x->skip[pos / 64] >> (pos % 64) & 1))
+            break;
+        /* an idle thread's chunk of an older extent: its records stay */
     }
-    gm_log.next_chunk++;
-    x = &gm_log.extents[e]; /* mapping ahead may have moved the table */
     x->open++;
-    uint8_t *chunk = x->addr + (idx % EXTENT_CHUNKS) * GMLOG_CHUNK_SIZE;
+    gm_log.slot_held[x->slot][pos / 64] |= 1ull << (pos % 64);
+    uint8_t *chunk = x->addr + (size_t)pos * GMLOG_CHUNK_SIZE;
     gmlog_chunk_header_t *ch = (gmlog_chunk_header_t *)chunk;
     if (x->reused) {
         /* An older chunk's records: gone before this one is used (its magic first). */
         __atomic_store_n(&ch->magic, 0, __ATOMIC_RELEASE);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
         memset(chunk + sizeof ch->magic, 0, GMLOG_CHUNK_SIZE - sizeof ch->magic);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
     }
     if (!gm_log_tls.tid)
         gm_log_tls.tid = (uint32_t)syscall(SYS_gettid);
@@ -197,14 +230,14 @@ GM_NOINLINE int ring_switch_chunk(uint64_t rel)
         gm_log_tls.chunk = NULL;
         return -1;
     }
-    if (!gm_log_tls.exit_hooked || !pthread_getspecific(evlog_exit_key)) {
+    if (gm_log.exit_key_made && (!gm_log_tls.exit_hooked || !pthread_getspecific(evlog_exit_key))) {
         gm_log_tls.exit_hooked = 1;
         pthread_setspecific(evlog_exit_key, (void *)1);
     }
     gm_log_tls.chunk = chunk;
     gm_log_tls.used = sizeof(gmlog_chunk_header_t);
     gm_log_tls.base = rel;
-    gm_log_tls.gen = gm_log.gen;
+    gm_log_tls.gen = __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -240,8 +273,10 @@ void ring_forget(void)
             munmap(gm_log.extents[i].addr, EXTENT_BYTES);
     free(gm_log.extents);
     free(gm_log.slot_owner);
+    free(gm_log.slot_held);
     gm_log.extents = NULL;
     gm_log.slot_owner = NULL;
+    gm_log.slot_held = NULL;
     gm_log.nextents = gm_log.extents_cap = 0;
     gm_log.nslots = gm_log.slots_cap = 0;
 }

@@ -26,6 +26,8 @@ typedef struct extent {
     uint32_t usable;                           /* chunks backed by the file (< 256: disk full) */
     uint32_t reused;                           /* its slot held older chunks: zero each at claim */
     uint64_t last_release;                     /* log time its last chunk was given up */
+    uint64_t skip[EXTENT_CHUNKS / 64];         /* chunks of its slot still held by older extents'
+                                                * threads (idle ones keep theirs): never claimed */
 } extent_t;
 
 /* What a thread does after unlocking: fault the next extent in (milliseconds), ask for a
@@ -49,9 +51,11 @@ typedef struct evlog_state {
     extent_t *extents;                         /* by extent number */
     size_t nextents, extents_cap;
     uint32_t *slot_owner;                      /* extent number in each file slot */
+    uint64_t (*slot_held)[EXTENT_CHUNKS / 64]; /* per slot: its chunks claimed, not given up */
     uint32_t nslots, slots_cap, max_slots;     /* max_slots 0: unbounded */
     uint32_t ring_cursor;                      /* where the search for a reusable slot starts */
     int wrapped;
+    int exit_key_made;                         /* evlog_exit_key exists */
     uint64_t ckpt_done_at;                     /* log time of the newest complete checkpoint */
     uint64_t ckpt_extent;                      /* extent number when the newest one was asked for */
     int ckpt_busy;
@@ -101,9 +105,11 @@ void ring_forget(void);
 /* checkpoint.c */
 #define KEEP_MASK ((1u << GMLOG_SITE) | (1u << GMLOG_STRING) | (1u << GMLOG_MODULE) | \
                    (1u << GMLOG_DEVICE) | (1u << GMLOG_LIMIT) | (1u << GMLOG_MARK) | (1u << GMLOG_OOM))
-/* A copy of a record a checkpoint repeats (a type in KEEP_MASK); rel is its log time. */
-void checkpoint_keep(const void *rec, size_t fixed, const void *tail, size_t tail_len, size_t len,
-                     uint64_t rel);
+/* A copy of a record a checkpoint repeats (a type in KEEP_MASK); rel is its log time. Returns
+ * the time to write it at: a MARK, OOM or LIMIT timed at or before a checkpoint that has already
+ * made its copies without it is moved just after that checkpoint (else it would be in neither). */
+uint64_t checkpoint_keep(const void *rec, size_t fixed, const void *tail, size_t tail_len, size_t len,
+                         uint64_t rel);
 /* The checkpoint thread: asked for a checkpoint (started the first time), told to stop. */
 void checkpoint_request(void);
 void checkpoint_stop(void);

@@ -1,5 +1,6 @@
 /* A long-running job for the bounded log: THREADS threads allocate and free in a loop for SECONDS
- * (or PAIRS pairs each), marking every 100 000 pairs; one site leaks a 1 MiB block every
+ * (or PAIRS pairs each), marking every 100 000 pairs, beside IDLE_THREADS threads that log once and
+ * wait; one site leaks a 1 MiB block every
  * LEAK_EVERY pairs of thread 0; at the end, with everything else freed, an allocation of the
  * whole device fails (a recorded OOM). Prints the writer's peak resident file memory
  * (VmRSS's file part, from /proc/self/status) in KiB, as "rss_file_kib N". */
@@ -41,6 +42,25 @@ static void __attribute__((noinline)) leak_one(void)
     CUDA_OK(cudaMalloc(&p, 1u << 20));
 }
 
+/* A thread that logs one pair (the i-th 100 ms after the start) and then waits for the end,
+ * keeping its chunk (PyTorch's threads go idle like this). */
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_end = PTHREAD_COND_INITIALIZER;
+static int ending;
+
+static void *idler(void *arg)
+{
+    usleep((useconds_t)(long)arg * 100000); /* one after another, in different extents */
+    void *p;
+    CUDA_OK(cudaMalloc(&p, 4096));
+    CUDA_OK(cudaFree(p));
+    pthread_mutex_lock(&idle_lock);
+    while (!ending)
+        pthread_cond_wait(&idle_end, &idle_lock);
+    pthread_mutex_unlock(&idle_lock);
+    return NULL;
+}
+
 static void *worker(void *arg)
 {
     long id = (long)arg;
@@ -77,11 +97,20 @@ int main(void)
         leak_every = strtoul(s, NULL, 10);
     int threads = getenv("THREADS") ? atoi(getenv("THREADS")) : 4;
     mark = (int (*)(const char *))dlsym(RTLD_DEFAULT, "gmshim_mark");
-    pthread_t t[64];
+    int idle = getenv("IDLE_THREADS") ? atoi(getenv("IDLE_THREADS")) : 0;
+    pthread_t t[64], it[64];
+    for (long i = 0; i < idle && i < 64; i++)
+        pthread_create(&it[i], NULL, idler, (void *)i);
     for (long i = 0; i < threads && i < 64; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
     for (long i = 0; i < threads && i < 64; i++)
         pthread_join(t[i], NULL);
+    pthread_mutex_lock(&idle_lock);
+    ending = 1;
+    pthread_cond_broadcast(&idle_end);
+    pthread_mutex_unlock(&idle_lock);
+    for (long i = 0; i < idle && i < 64; i++)
+        pthread_join(it[i], NULL);
     size_t free_b = 0, total_b = 0;
     CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
     void *big;

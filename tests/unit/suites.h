@@ -10,6 +10,7 @@ Suite *device_suite(void);
 Suite *integration_suite(void);
 Suite *cupti_suite(void);
 Suite *evlog_suite(void);
+Suite *cut_suite(void);
 Suite *analyzer_reader_suite(void);
 Suite *analyzer_model_suite(void);
 Suite *analyzer_symbolize_suite(void);

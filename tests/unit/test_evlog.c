@@ -203,7 +203,7 @@ START_TEST(test_a_bounded_log_keeps_its_size_and_memory_bounds)
     char log[4200], env_log[4300];
     snprintf(log, sizeof log, "%s/bounded.gmlog", temp_dir());
     snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
-    const char *env[] = {env_log, "GMSHIM_LOG_LIMIT=64M", "PAIRS=1000000", "THREADS=4", NULL};
+    const char *env[] = {env_log, "GMSHIM_LOG_LIMIT=64M", "PAIRS=1000000", "THREADS=4", "IDLE_THREADS=8", NULL};
     char *out = NULL;
     int rc = run_mode("tests/integration/log_bounded", NULL, env, &out);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
@@ -212,10 +212,11 @@ START_TEST(test_a_bounded_log_keeps_its_size_and_memory_bounds)
     if (r)
         rss = atol(r + 13);
     /* 8 M records (about 230 MB of log): kept in 64 MiB, with one extent of slack while a
-     * checkpoint is written; mapped: the extents being written (one per thread, the next). */
+     * checkpoint is written, although 8 idle threads each keep a chunk in an early extent;
+     * mapped: the extents being written (one per thread, the next) and the idle threads'. */
     ck_assert_msg(file_size(log) <= (64 << 20) + (16 << 20) + (1 << 20), "the log is %lld bytes",
                   file_size(log));
-    ck_assert_msg(rss >= 0 && rss < 100 * 1024, "the writer's resident file memory reached %ld KiB:\n%s",
+    ck_assert_msg(rss >= 0 && rss < 200 * 1024, "the writer's resident file memory reached %ld KiB:\n%s",
                   rss, out);
     free(out);
 }

@@ -1,0 +1,93 @@
+/* Unit tests of a device's cut for a bounded log's checkpoint (shim/cut.c) in this process,
+ * against the fake CUDA runtime: every segment and live block with its site, and a consistent
+ * instant even while threads contend for the arenas. */
+#include "cut.h"
+#include "device.h"
+#include "options.h"
+#include "suites.h"
+
+#include "../fakecuda.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static gm_device_t *d;
+
+static void setup(void)
+{
+    setenv("FAKECUDA_MEM", "512M", 1);
+    unsetenv("GMSHIM_LOG");
+    options_reset();
+    d = device_get(0);
+    ck_assert_ptr_nonnull(d);
+    device_use_arena(0);
+}
+
+START_TEST(test_a_cut_counts_every_segment_and_live_block)
+{
+    void *p[5];
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(device_alloc(d, (size_t)(1 + i) << 20, 7, &p[i]), cudaSuccess);
+    cudaError_t err;
+    ck_assert_int_eq(device_free(d, p[0], 0, &err), GM_FREE_DONE);
+    /* 1 CUT, the segments (one per large request here), 4 live blocks. */
+    uint64_t n = cut_all_devices(0);
+    ck_assert_msg(n >= 1 + 1 + 4 && n <= 1 + 5 + 4, "the cut wrote %llu records", (unsigned long long)n);
+}
+END_TEST
+
+static uint64_t added_ns;
+static pthread_mutex_t *arena0;
+
+static void *cutter(void *arg)
+{
+    (void)arg;
+    cut_all_devices(0);
+    return NULL;
+}
+
+static void *adder(void *arg)
+{
+    (void)arg;
+    int n = device_add_arena(d); /* a thread that contended moves to a new arena */
+    added_ns = gm_now_ns();
+    if (n > 0) {
+        device_use_arena(n);
+        void *p;
+        device_alloc(d, 1 << 20, 0, &p);
+    }
+    return NULL;
+}
+
+/* A cut waiting for a busy arena must not miss an arena added meanwhile: the new arena (and the
+ * allocation in it, timed before the cut's instant) would be in neither the cut nor after it. */
+START_TEST(test_a_cut_sees_an_arena_added_while_it_waits)
+{
+    arena0 = &d->arenas[0]->lock;
+    pthread_mutex_lock(arena0); /* a thread inside a call on arena 0 */
+    pthread_t c, a;
+    pthread_create(&c, NULL, cutter, NULL);
+    usleep(50000); /* the cut now waits for arena 0 */
+    pthread_create(&a, NULL, adder, NULL);
+    usleep(50000);
+    uint64_t released_ns = gm_now_ns();
+    pthread_mutex_unlock(arena0);
+    pthread_join(c, NULL);
+    pthread_join(a, NULL);
+    /* Until arena 0 is free the cut is under way: an arena added before then is one it missed. */
+    ck_assert_msg(added_ns > released_ns, "an arena was added %lld ns before the cut could go on (it cannot see it)",
+                  (long long)(released_ns - added_ns));
+}
+END_TEST
+
+Suite *cut_suite(void)
+{
+    Suite *s = suite_create("cut");
+    TCase *tc = tcase_create("cut");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_a_cut_counts_every_segment_and_live_block);
+    tcase_add_test(tc, test_a_cut_sees_an_arena_added_while_it_waits);
+    suite_add_tcase(s, tc);
+    return s;
+}
