@@ -152,6 +152,12 @@ static void wrap_emit(wrap_t *w, const char *s, size_t n)
 /* One line (without its newline), wrapped. */
 static void wrap_line(wrap_t *w, const char *s, size_t n)
 {
+    if (n >= 3 && !memcmp(s, "== ", 3)) {
+        /* a section's heading (a log's path, its program) stays one line */
+        wrap_emit(w, s, n);
+        wrap_emit(w, "\n", 1);
+        return;
+    }
     int ind = -1;
     size_t pos = 0;
     for (int first = 1;; first = 0) {
