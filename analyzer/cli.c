@@ -227,8 +227,11 @@ static void begin(cli_ctx_t *c)
         json_obj(&c->j, NULL);
         json_str(&c->j, "command", c->command);
         json_str(&c->j, "version", GMSHIM_CLI_VERSION);
-        json_arr(&c->j, "logs");
     }
+    if (c->prologue)
+        c->prologue(c, c->prologue_arg);
+    if (c->json)
+        json_arr(&c->j, "logs");
 }
 
 static void end(cli_ctx_t *c)

@@ -38,6 +38,10 @@ typedef struct cli_ctx {
     /* combined over the logs */
     uint64_t c_logs, c_allocs, c_frees, c_peak_req, c_peak_alloc, c_peak_res, c_hits, c_misses;
     uint64_t c_ooms, c_live_bytes, c_partial, c_failed;
+    /* what opens the output, before the first log (report's cross-rank verdict); JSON: members
+     * of the top object before "logs" */
+    void (*prologue)(struct cli_ctx *c, void *arg);
+    void *prologue_arg;
 } cli_ctx_t;
 
 typedef void (*cli_log_fn)(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg);

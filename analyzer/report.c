@@ -3,6 +3,7 @@
  * no figures of its own, so it cannot disagree with them. */
 #include "commands.h"
 #include "output.h"
+#include "ranks.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -10,6 +11,17 @@
 typedef struct report_opts {
     leaks_opts_t leaks;
 } report_opts_t;
+
+typedef struct verdict {
+    ranks_log_t *r;
+    int n;
+} verdict_t;
+
+static void report_verdict(cli_ctx_t *c, void *arg)
+{
+    verdict_t *v = arg;
+    ranks_report(c, v->r, v->n);
+}
 
 static void report_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
@@ -44,6 +56,12 @@ static const char usage[] =
     "that grow, fragmentation at the peak, and every OOM with its cause and remedies. Several logs\n"
     "(one per rank) give a section each and a combined line.\n"
     "\n"
+    "The logs of a job (several logs, a directory given for its *.gmlog files, or a log with a rank)\n"
+    "open with a verdict: the first failure in wall-clock order (rank, host, device, time; an OOM\n"
+    "with its cause and site, a fatal signal, or a log never closed), how each other rank ended and\n"
+    "how long after, the ranks of WORLD_SIZE without a log, and a table of peaks per rank with the\n"
+    "outlier named. Across hosts, clocks are assumed NTP-synchronised (within 100 ms).\n"
+    "\n"
     "  -n, --top N     sites listed per device (default 5; 0: all)\n"
     "  -d, --depth N   lines of frames shown per site (default 8; 0: all)\n"
     "      --frames all  under a Python line, show each frame inside PyTorch and CUDA libraries\n"
@@ -64,6 +82,18 @@ int cmd_report(int argc, char **argv)
     if (rc >= 0)
         return rc;
     o.leaks.top = c.top;
-    rc = cli_run_logs(&c, c.nargs, c.args, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
+    char **logs;
+    int nlogs;
+    if (ranks_expand_args(c.nargs, c.args, &logs, &nlogs))
+        return cli_finish(&c, CLI_FAIL);
+    verdict_t v = {NULL, nlogs};
+    if (ranks_wanted(nlogs, logs) && (v.r = calloc((size_t)nlogs, sizeof *v.r))) {
+        ranks_collect(nlogs, logs, v.r);
+        c.prologue = report_verdict;
+        c.prologue_arg = &v;
+    }
+    rc = cli_run_logs(&c, nlogs, logs, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
+    free(v.r);
+    ranks_args_free(logs, nlogs);
     return cli_finish(&c, rc);
 }

@@ -1,0 +1,181 @@
+/* Unit tests of the cross-rank verdict (analyzer/ranks.c): jobs of several processes of
+ * tests/integration/rank_job on the fake runtime, run at once, each with its own log (one OOMs,
+ * the others abort later, one keeps more), then `gmshim report` on their directory. */
+#include "suites.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct proc {
+    const char *mode;          /* "oom", or the abort delay in ms */
+    const char *leak_mib;      /* abort: MiB kept beyond the others, NULL none */
+    const char *env[4];        /* the rank variables */
+} proc_t;
+
+/* Runs the processes at once, each under the preload with GMSHIM_LOG=dir/gm-rank%r-%p.gmlog. */
+static void run_job(const char *dir, const proc_t *p, int n)
+{
+    static char logenv[600];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/gm-rank%%r-%%p.gmlog", dir);
+    pid_t pids[16];
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        ck_assert_msg(pids[i] >= 0, "fork: %s", strerror(errno));
+        if (pids[i] == 0) {
+            const char *prog = build_path("tests/integration/rank_job");
+            int oom = !strcmp(p[i].mode, "oom");
+            const char *argv[] = {prog, oom ? "oom" : "abort", oom ? NULL : p[i].mode, p[i].leak_mib, NULL};
+            const char *env[8] = {logenv, "FAKECUDA_MEM=1G"};
+            for (int k = 0; k < 4 && p[i].env[k]; k++)
+                env[2 + k] = p[i].env[k];
+            char *out = NULL;
+            int rc = run_program(argv, env, 1, &out);
+            /* the OOM rank exits 1, the others die of SIGABRT */
+            int want = oom ? 1 : 128 + 6;
+            if (rc != want)
+                fprintf(stderr, "rank_job %s exited %d, not %d:\n%s\n", p[i].mode, rc, want, out);
+            _exit(rc == want ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int st;
+        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+            ;
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "process %d of the job did not end as planned", i);
+    }
+}
+
+static char *report(const char *dir, int json)
+{
+    const char *argv[] = {build_path("gmshim"), json ? "--json" : "--color=never", "report", dir, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, NULL, 0, &out);
+    ck_assert_msg(rc == 0, "gmshim report %s exited %d:\n%s", dir, rc, out);
+    return out;
+}
+
+/* torchrun's variables; rank 1 OOMs first, 0 and 2 abort later, 2 keeps 256 MiB more, 3 of 4 is
+ * never started. */
+static const char *torchrun_job(void)
+{
+    const char *dir = temp_dir();
+    const proc_t p[] = {
+        {"oom", NULL, {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=4", NULL}},
+        {"700", NULL, {"RANK=0", "LOCAL_RANK=0", "WORLD_SIZE=4", NULL}},
+        {"800", "256", {"RANK=2", "LOCAL_RANK=2", "WORLD_SIZE=4", NULL}},
+    };
+    run_job(dir, p, 3);
+    return dir;
+}
+
+/* The text before the first log's own section. */
+static char *verdict_of(char *out)
+{
+    char *end = strstr(out, "\n== rank");
+    ck_assert_msg(end != NULL, "no per-log section after the verdict:\n%s", out);
+    *end = 0;
+    return out;
+}
+
+START_TEST(test_torchrun_job_names_the_oom_rank_first_with_its_cause_and_site)
+{
+    char *out = report(torchrun_job(), 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(!strncmp(v, "== Job: 3 logs, 1 host ==", 25), "the report does not open with the verdict:\n%s", v);
+    const char *first = strstr(v, "first failure  rank 1 on host ");
+    ck_assert_msg(first && strstr(first, "device 0") && strstr(first, "out of memory, cause capacity") &&
+                  strstr(first, "forward_pass") && strstr(first, "it ended: exit"),
+                  "the first failure is not rank 1's OOM (capacity, from forward_pass):\n%s", v);
+    ck_assert_msg(strstr(v, "the others     ranks 0, 2: SIGABRT ") && strstr(v, " s later, the pattern of a collective timeout"),
+                  "ranks 0 and 2 are not said to have aborted later:\n%s", v);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_torchrun_job_imbalance_names_the_rank_that_keeps_more)
+{
+    char *out = report(torchrun_job(), 0);
+    const char *v = verdict_of(out);
+    const char *table = strstr(v, "Imbalance\n");
+    ck_assert_msg(table && strstr(table, "<- outlier"), "no imbalance table with an outlier:\n%s", v);
+    const char *row = strstr(table, "\n  2 ");
+    ck_assert_msg(row && strstr(row, "272 MiB") && strstr(row, "<- outlier") < strchr(row + 1, '\n'),
+                  "rank 2's row (272 MiB peak live) is not the outlier:\n%s", table);
+    const char *o = strstr(table, "outlier        rank 2: peak live 272 MiB, 256 MiB over the median (16.0 MiB)");
+    ck_assert_msg(o && strstr(o, "256 MiB") && strstr(o, "keep_history"),
+                  "the outlier's excess and top site (keep_history) are not named:\n%s", table);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_torchrun_job_verdict_in_json)
+{
+    char *out = report(torchrun_job(), 1);
+    const char *r = strstr(out, "\"ranks\":{");
+    ck_assert_msg(r && r < strstr(out, "\"logs\":["), "no \"ranks\" object before \"logs\":\n%s", out);
+    const char *ff = strstr(r, "\"first_failure\":{\"rank\":1,");
+    ck_assert_msg(ff && strstr(ff, "\"kind\":\"oom\"") && strstr(ff, "\"cause\":\"capacity\"") &&
+                  strstr(ff, "\"site\":\"forward_pass") && strstr(ff, "\"device\":0") && strstr(ff, "\"ended\":\"exit\""),
+                  "first_failure is not rank 1's OOM:\n%s", r);
+    ck_assert_msg(strstr(r, "\"rank\":0,\"local_rank\":0,") && strstr(r, "\"signal_name\":\"SIGABRT\"") &&
+                  strstr(r, "\"pattern\":\"collective_timeout_after_peer_failure\""),
+                  "the others' SIGABRT and the pattern are missing:\n%s", r);
+    const char *ol = strstr(r, "\"outlier\":{\"rank\":2,");
+    ck_assert_msg(ol && strstr(ol, "\"excess\":268435456") && strstr(ol, "\"site\":\"keep_history"),
+                  "the outlier is not rank 2 with 256 MiB more at keep_history:\n%s", r);
+    ck_assert_msg(strstr(r, "\"missing\":[3]") && strstr(r, "\"world_size\":4"), "rank 3 is not missing:\n%s", r);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_a_rank_of_world_size_without_a_log_is_named)
+{
+    char *out = report(torchrun_job(), 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "ranks          3 of WORLD_SIZE 4 have a log") &&
+                  strstr(v, "missing        rank 3: no log (WORLD_SIZE 4)"), "rank 3 is not named missing:\n%s", v);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_slurm_job_orders_by_procid_and_names_the_first_failure)
+{
+    const char *dir = temp_dir();
+    const proc_t p[] = {
+        {"600", NULL, {"SLURM_PROCID=0", NULL}},
+        {"700", "128", {"SLURM_PROCID=1", NULL}},
+        {"oom", NULL, {"SLURM_PROCID=2", NULL}},
+    };
+    run_job(dir, p, 3);
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "first failure  rank 2 on host ") && strstr(v, "cause capacity") && strstr(v, "forward_pass") &&
+                  strstr(v, "the others     ranks 0, 1: SIGABRT "),
+                  "under SLURM_PROCID, rank 2's OOM is not first with 0, 1 aborting later:\n%s", v);
+    ck_assert_msg(strstr(v, "outlier        rank 1: peak live 144 MiB") && !strstr(v, "missing"),
+                  "rank 1 (128 MiB more) is not the outlier, or a rank is said missing:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    ck_assert_msg(strstr(out, "\"first_failure\":{\"rank\":2,") && strstr(out, "\"outlier\":{\"rank\":1,") &&
+                  strstr(out, "\"world_size\":null"), "SLURM job, JSON:\n%s", out);
+    free(out);
+}
+END_TEST
+
+Suite *analyzer_ranks_suite(void)
+{
+    Suite *s = suite_create("analyzer_ranks");
+    TCase *tc = tcase_create("job");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_torchrun_job_names_the_oom_rank_first_with_its_cause_and_site);
+    tcase_add_test(tc, test_torchrun_job_imbalance_names_the_rank_that_keeps_more);
+    tcase_add_test(tc, test_torchrun_job_verdict_in_json);
+    tcase_add_test(tc, test_a_rank_of_world_size_without_a_log_is_named);
+    tcase_add_test(tc, test_slurm_job_orders_by_procid_and_names_the_first_failure);
+    suite_add_tcase(s, tc);
+    return s;
+}
