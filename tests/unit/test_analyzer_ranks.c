@@ -1,6 +1,7 @@
 /* Unit tests of the cross-rank verdict (analyzer/ranks.c): jobs of several processes of
  * tests/integration/rank_job on the fake runtime, run at once, each with its own log (one OOMs,
  * the others abort later, one keeps more), then `gmshim report` on their directory. */
+#include "ranks.h"
 #include "suites.h"
 
 #include <errno.h>
@@ -166,6 +167,71 @@ START_TEST(test_slurm_job_orders_by_procid_and_names_the_first_failure)
 }
 END_TEST
 
+/* Two hosts: failures 50 ms apart are closer than the skew assumed between their clocks. */
+static void two_hosts(ranks_log_t *r, uint64_t gap_ns)
+{
+    memset(r, 0, 2 * sizeof *r);
+    for (int i = 0; i < 2; i++) {
+        r[i].path = i ? "b.gmlog" : "a.gmlog";
+        r[i].opened = 1;
+        r[i].rank = i;
+        r[i].local_rank = 0;
+        r[i].world_size = 2;
+        snprintf(r[i].host, sizeof r[i].host, "node%d", i);
+        r[i].pid = 100 + (uint32_t)i;
+        r[i].closed = 1;
+        r[i].reason = GMLOG_CLOSE_SIGNAL;
+        r[i].fail_dev = -1;
+        r[i].fail = RANKS_FAIL_SIGNAL;
+    }
+    r[0].sig = 11;
+    r[1].sig = 6;
+    /* rank 1's host started its log 2 s later; rank 0 failed first by its wall clock */
+    r[0].start_ns = 1700000000000000000ull;
+    r[1].start_ns = r[0].start_ns + 2000000000ull;
+    r[0].end_t = r[0].fail_t = 5000000000ull;
+    r[1].end_t = r[1].fail_t = 3000000000ull + gap_ns;
+}
+
+static char *verdict_text(const ranks_log_t *r, int n, int json)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cli_ctx_t c;
+    cli_init(&c, f, stderr, "report");
+    c.json = json;
+    if (json)
+        json_obj(&c.j, NULL);
+    ranks_report(&c, r, n);
+    if (json)
+        json_obj_end(&c.j);
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_hosts_closer_than_the_assumed_skew_are_uncertain)
+{
+    ranks_log_t r[2];
+    two_hosts(r, 50000000ull);
+    char *out = verdict_text(r, 2, 0);
+    ck_assert_msg(strstr(out, "first failure  rank 0 on host node0") && strstr(out, "killed by SIGSEGV") &&
+                  strstr(out, "uncertain    rank 1 on node1 failed 0.05 s later") &&
+                  strstr(out, "assumed NTP-synchronised, within 100 ms"),
+                  "a 50 ms gap across hosts is not marked uncertain:\n%s", out);
+    free(out);
+    out = verdict_text(r, 2, 1);
+    ck_assert_msg(strstr(out, "\"uncertain\":true") && strstr(out, "\"clock_skew_assumed_ns\":100000000"),
+                  "JSON: %s", out);
+    free(out);
+    two_hosts(r, 400000000ull);
+    out = verdict_text(r, 2, 0);
+    ck_assert_msg(strstr(out, "first failure  rank 0") && !strstr(out, "uncertain    rank") &&
+                  strstr(out, "rank 1: SIGABRT 0.40 s later"), "a 400 ms gap is certain:\n%s", out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_ranks_suite(void)
 {
     Suite *s = suite_create("analyzer_ranks");
@@ -177,5 +243,8 @@ Suite *analyzer_ranks_suite(void)
     tcase_add_test(tc, test_a_rank_of_world_size_without_a_log_is_named);
     tcase_add_test(tc, test_slurm_job_orders_by_procid_and_names_the_first_failure);
     suite_add_tcase(s, tc);
+    TCase *clocks = tcase_create("clocks");
+    tcase_add_test(clocks, test_hosts_closer_than_the_assumed_skew_are_uncertain);
+    suite_add_tcase(s, clocks);
     return s;
 }
