@@ -60,8 +60,11 @@ size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t
 static int boring_module(const char *path)
 {
     const char *b = base_name(path);
+    /* the sanitizers' runtimes: under ASan or TSan their interceptor of backtrace() is innermost */
     return !strncmp(b, "libcudart", 9) || !strncmp(b, "libgmshim", 9) || !strncmp(b, "libc.so", 7) ||
-           !strncmp(b, "libc-", 5) || !strncmp(b, "libcuda.so", 10) || !strncmp(b, "libcupti", 8);
+           !strncmp(b, "libc-", 5) || !strncmp(b, "libcuda.so", 10) || !strncmp(b, "libcupti", 8) ||
+           !strncmp(b, "libasan", 7) || !strncmp(b, "libtsan", 7) || !strncmp(b, "libubsan", 8) ||
+           !strncmp(b, "liblsan", 7) || !strncmp(b, "libclang_rt", 11);
 }
 
 const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len)
