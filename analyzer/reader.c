@@ -2,6 +2,7 @@
  * by time (k-way). Files are read with pread, one chunk per thread at a time: memory stays
  * bounded and a file cut short under us is no crash. It never trusts a length, offset or count. */
 #include "reader.h"
+#include "reader_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHUNK_HDR ((uint32_t)sizeof(gmlog_chunk_header_t))
 #define MAX_META 4096
 #define MAX_HEADER (64u << 20)
 
@@ -51,19 +51,7 @@ const char *rd_type_name(unsigned type)
 
 /* ---- byte order ---------------------------------------------------------------------------- */
 
-static inline uint32_t ld32(const uint8_t *p, int swap)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return swap ? __builtin_bswap32(v) : v;
-}
 
-static inline uint64_t ld64(const uint8_t *p, int swap)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return swap ? __builtin_bswap64(v) : v;
-}
 
 static void sw16(uint8_t *p)
 {
@@ -90,7 +78,7 @@ static void sw64(uint8_t *p)
 }
 
 /* Swaps the fields of a record copied into buf (len bytes, at least its minimum length). */
-static void swap_record(uint8_t *buf, unsigned len)
+void rd_swap_record(uint8_t *buf, unsigned len)
 {
     unsigned type = buf[0];
     sw32(buf + 4);
@@ -203,8 +191,7 @@ void rd_diag(rd_log_t *lf, uint64_t offset, int partial, const char *fmt, ...)
     pthread_mutex_unlock(&diag_lock);
 }
 
-static int fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...)
+int rd_fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...)
 {
     lf->fatal = 1;
     /* The fatal reason goes first so that callers can print diags[0], even when the others
@@ -222,7 +209,7 @@ static int fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...)
 }
 
 /* Reads up to len bytes at off; returns how many there were. */
-static size_t read_at(const rd_log_t *lf, void *buf, size_t len, uint64_t off)
+size_t rd_read_at(const rd_log_t *lf, void *buf, size_t len, uint64_t off)
 {
     if (off >= lf->size)
         return 0;
@@ -256,7 +243,7 @@ static int unwritten_header(const rd_log_t *lf)
         return 0;
     uint8_t buf[4096];
     for (uint64_t off = 0; off < lf->size; off += sizeof buf) {
-        size_t n = read_at(lf, buf, sizeof buf, off);
+        size_t n = rd_read_at(lf, buf, sizeof buf, off);
         if (n != sizeof buf)
             return 0;
         size_t from = 0;
@@ -273,16 +260,16 @@ static int parse_header(rd_log_t *lf)
 {
     uint8_t d[sizeof(gmlog_file_header_t)];
     size_t size = lf->size;
-    size_t have = read_at(lf, d, sizeof d, 0);
+    size_t have = rd_read_at(lf, d, sizeof d, 0);
     if (have < sizeof d && have < size)
-        return fail(lf, have, "read error in the header");
+        return rd_fail(lf, have, "read error in the header");
     if (size == 0)
-        return fail(lf, 0, "empty file: not a gmshim log");
+        return rd_fail(lf, 0, "empty file: not a gmshim log");
     size_t m = size < 8 ? size : 8;
     if (memcmp(d, GMLOG_MAGIC, m) != 0)
-        return fail(lf, 0, "not a gmshim log (the file does not start with \"%s\")", GMLOG_MAGIC);
+        return rd_fail(lf, 0, "not a gmshim log (the file does not start with \"%s\")", GMLOG_MAGIC);
     if (size < sizeof(gmlog_file_header_t))
-        return fail(lf, size, "truncated header: the file has %zu bytes, a header needs %zu", size,
+        return rd_fail(lf, size, "truncated header: the file has %zu bytes, a header needs %zu", size,
                     sizeof(gmlog_file_header_t));
     uint32_t bo;
     memcpy(&bo, d + 12, 4);
@@ -291,7 +278,7 @@ static int parse_header(rd_log_t *lf)
     else if (bo == __builtin_bswap32(GMLOG_BYTE_ORDER))
         lf->swapped = 1;
     else
-        return fail(lf, 12, "corrupt header: byte-order mark 0x%08x is neither 0x%08x nor its swap", bo,
+        return rd_fail(lf, 12, "corrupt header: byte-order mark 0x%08x is neither 0x%08x nor its swap", bo,
                     GMLOG_BYTE_ORDER);
     int s = lf->swapped;
     gmlog_file_header_t *h = &lf->hdr;
@@ -309,21 +296,21 @@ static int parse_header(rd_log_t *lf)
     h->meta_size = ld32(d + 60, s);
     h->chunks_at_close = ld64(d + 64, s);
     if (h->version > GMLOG_VERSION)
-        return fail(lf, 8, "log format version %u is newer than this gmshim reads (%u); upgrade gmshim",
+        return rd_fail(lf, 8, "log format version %u is newer than this gmshim reads (%u); upgrade gmshim",
                     h->version, GMLOG_VERSION);
     if (h->version == 0)
-        return fail(lf, 8, "corrupt header: format version 0");
+        return rd_fail(lf, 8, "corrupt header: format version 0");
     if (h->chunk_size < 4096 || h->chunk_size > (64u << 20) || h->chunk_size % 8)
-        return fail(lf, 20, "corrupt header: chunk size %u (expected %u)", h->chunk_size, GMLOG_CHUNK_SIZE);
+        return rd_fail(lf, 20, "corrupt header: chunk size %u (expected %u)", h->chunk_size, GMLOG_CHUNK_SIZE);
     if (h->header_size < sizeof *h || h->header_size % 8 || h->header_size > MAX_HEADER)
-        return fail(lf, 16, "corrupt header: header size %u", h->header_size);
+        return rd_fail(lf, 16, "corrupt header: header size %u", h->header_size);
     if (h->header_size > size)
-        return fail(lf, size, "truncated header: it is %u bytes long, the file has %zu", h->header_size, size);
+        return rd_fail(lf, size, "truncated header: it is %u bytes long, the file has %zu", h->header_size, size);
     lf->header = malloc(h->header_size);
     if (!lf->header)
-        return fail(lf, 0, "out of memory for a %u-byte header", h->header_size);
-    if (read_at(lf, lf->header, h->header_size, 0) != h->header_size)
-        return fail(lf, 0, "read error in the header");
+        return rd_fail(lf, 0, "out of memory for a %u-byte header", h->header_size);
+    if (rd_read_at(lf, lf->header, h->header_size, 0) != h->header_size)
+        return rd_fail(lf, 0, "read error in the header");
     return 0;
 }
 
@@ -426,7 +413,7 @@ static int index_chunks(rd_log_t *lf)
     }
     lf->chunks = calloc(lf->nslots ? lf->nslots : 1, sizeof *lf->chunks);
     if (!lf->chunks)
-        return fail(lf, h->header_size, "out of memory indexing %zu chunks", lf->nslots);
+        return rd_fail(lf, h->header_size, "out of memory indexing %zu chunks", lf->nslots);
     int s = lf->swapped;
     for (size_t i = 0; i < lf->nslots; i++) {
         uint64_t off = h->header_size + (uint64_t)i * h->chunk_size;
@@ -434,7 +421,7 @@ static int index_chunks(rd_log_t *lf)
         if (avail < CHUNK_HDR)
             continue;
         uint8_t c[CHUNK_HDR];
-        if (read_at(lf, c, CHUNK_HDR, off) != CHUNK_HDR)
+        if (rd_read_at(lf, c, CHUNK_HDR, off) != CHUNK_HDR)
             continue;
         uint32_t magic = ld32(c, s);
         if (magic == 0)
@@ -467,7 +454,7 @@ static int index_chunks(rd_log_t *lf)
     lf->streams = calloc(lf->nchunks ? lf->nchunks : 1, sizeof *lf->streams);
     lf->heap = calloc(lf->nchunks ? lf->nchunks : 1, sizeof *lf->heap);
     if (!lf->streams || !lf->heap)
-        return fail(lf, h->header_size, "out of memory indexing %zu chunks", lf->nchunks);
+        return rd_fail(lf, h->header_size, "out of memory indexing %zu chunks", lf->nchunks);
     for (size_t i = 0; i < lf->nchunks; i++) {
         const rd_chunk_t *c = &lf->chunks[i];
         rd_stream_t *cur = lf->nstreams ? &lf->streams[lf->nstreams - 1] : NULL;
@@ -489,13 +476,6 @@ static int index_chunks(rd_log_t *lf)
     return 0;
 }
 
-/* Checkpoints (the section at the end of this file). */
-static int ckpt_skip(rd_log_t *lf, rd_stream_t *s, const uint8_t *p, uint32_t len);
-static int ckpt_scan(rd_log_t *lf);
-static void ckpt_first_time(rd_log_t *lf, int none);
-static int prologue_next(rd_log_t *lf, rd_rec_t *rec);
-static void prologue_rewind(rd_log_t *lf);
-static void prologue_free(rd_log_t *lf);
 
 /* Loads the stream's current chunk (a file's into the stream's buffer). */
 static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
@@ -520,7 +500,7 @@ static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
         uint8_t **own = &s->own[s->which];
         if (!*own)
             *own = malloc(lf->hdr.chunk_size);
-        size_t got = *own ? read_at(lf, *own, c->avail, c->off) : 0;
+        size_t got = *own ? rd_read_at(lf, *own, c->avail, c->off) : 0;
         if (got < c->avail) {
             /* Said once, by a pass that records it: a quiet one leaves the chunk to the next. */
             if (!lf->shrank)
@@ -551,7 +531,7 @@ static int stream_load(rd_log_t *lf, rd_stream_t *s)
                     s->next_t = s->base + ld32(p + 4, lf->swapped);
                 /* Checkpoints' records, and a wrapped log's records that its checkpoint holds. */
                 if (__builtin_expect(s->in_span || p[0] >= GMLOG_CHECKPOINT || s->next_t < lf->keep_from, 0) &&
-                    ckpt_skip(lf, s, p, len)) {
+                    rd_ckpt_skip(lf, s, p, len)) {
                     if (p[0] == GMLOG_CLOCK && len >= 16)
                         s->base = s->next_t;
                     s->p = p + len;
@@ -672,7 +652,7 @@ static rd_stream_t *pick(rd_log_t *lf)
 static uint64_t last_time(rd_log_t *lf, const rd_stream_t *st, uint8_t *buf)
 {
     const rd_chunk_t *c = &lf->chunks[st->first + st->nchunks - 1];
-    uint32_t avail = (uint32_t)read_at(lf, buf, c->avail, c->off);
+    uint32_t avail = (uint32_t)rd_read_at(lf, buf, c->avail, c->off);
     uint64_t base = c->base_ns, last = 0;
     int have = 0;
     for (uint32_t pos = CHUNK_HDR; pos + 8 <= avail;) {
@@ -771,7 +751,7 @@ void rd_rewind(rd_log_t *lf)
         }
     }
     lf->limit = 0; /* the first rd_next() picks */
-    prologue_rewind(lf);
+    rd_prologue_rewind(lf);
 }
 
 static int finish_open(rd_log_t *lf)
@@ -784,7 +764,7 @@ static int finish_open(rd_log_t *lf)
     if (parse_header(lf))
         return -1;
     parse_meta(lf);
-    if (index_chunks(lf) || ckpt_scan(lf))
+    if (index_chunks(lf) || rd_ckpt_scan(lf))
         return -1;
     /* Quiet first look at the starts and ends for the time range (diagnostics come later). */
     int partial = lf->partial;
@@ -805,7 +785,7 @@ static int finish_open(rd_log_t *lf)
         first = 0;
     }
     if (lf->pro)
-        ckpt_first_time(lf, first);
+        rd_ckpt_first_time(lf, first);
     if (lf->t_last < lf->t_first)
         lf->t_last = lf->t_first;
     lf->quiet = 0;
@@ -830,7 +810,7 @@ int rd_open_mem(rd_log_t *lf, const void *data, size_t size, const char *name)
     if ((uintptr_t)data % 8) {
         lf->owned = malloc(size ? size : 1);
         if (!lf->owned)
-            return fail(lf, 0, "out of memory");
+            return rd_fail(lf, 0, "out of memory");
         memcpy(lf->owned, data, size);
         data = lf->owned;
     }
@@ -846,16 +826,16 @@ int rd_open_path(rd_log_t *lf, const char *path)
     lf->fd = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(lf, 0, "cannot open: %s", strerror(errno));
+        return rd_fail(lf, 0, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return fail(lf, 0, "cannot stat: %s", strerror(e));
+        return rd_fail(lf, 0, "cannot stat: %s", strerror(e));
     }
     if (S_ISDIR(st.st_mode)) {
         close(fd);
-        return fail(lf, 0, "is a directory, not a log");
+        return rd_fail(lf, 0, "is a directory, not a log");
     }
     if (S_ISREG(st.st_mode)) {
         lf->fd = fd;
@@ -869,7 +849,7 @@ int rd_open_path(rd_log_t *lf, const char *path)
     for (;;) {
         if (!buf) {
             close(fd);
-            return fail(lf, len, "out of memory reading the input");
+            return rd_fail(lf, len, "out of memory reading the input");
         }
         if (len == cap) {
             uint8_t *n = cap < ((size_t)1 << 40) ? realloc(buf, cap * 2) : NULL;
@@ -886,7 +866,7 @@ int rd_open_path(rd_log_t *lf, const char *path)
             int e = errno;
             free(buf);
             close(fd);
-            return fail(lf, len, "read error: %s", strerror(e));
+            return rd_fail(lf, len, "read error: %s", strerror(e));
         }
         if (r == 0)
             break;
@@ -910,7 +890,7 @@ void rd_close(rd_log_t *lf)
         free(lf->meta[i].value);
     for (size_t i = 0; i < lf->nstreams; i++)
         free(lf->streams[i].own[0]), free(lf->streams[i].own[1]);
-    prologue_free(lf);
+    rd_prologue_free(lf);
     free(lf->meta);
     free(lf->chunks);
     free(lf->streams);
@@ -963,7 +943,7 @@ static inline void advance(rd_log_t *lf, rd_stream_t *s, uint32_t len)
 
 int rd_next(rd_log_t *lf, rd_rec_t *rec)
 {
-    if (__builtin_expect(lf->pro_on, 0) && prologue_next(lf, rec))
+    if (__builtin_expect(lf->pro_on, 0) && rd_prologue_next(lf, rec))
         return 1;
     for (;;) {
         if (lf->advance) {
@@ -1000,7 +980,7 @@ int rd_next(rd_log_t *lf, rd_rec_t *rec)
         if (__builtin_expect(lf->swapped, 0)) {
             memcpy(lf->swapbuf, p, len);
             if (type <= GMLOG_TYPE_MAX)
-                swap_record(lf->swapbuf, len);
+                rd_swap_record(lf->swapbuf, len);
             p = lf->swapbuf;
         }
         rec->p = p;
@@ -1080,472 +1060,4 @@ int rd_check_tail(rd_log_t *lf, const rd_rec_t *rec)
     default:
         return 0;
     }
-}
-
-/* ---- checkpoints -----------------------------------------------------------------------------
- * A bounded log's checkpoint (gmlog.h) is a span of one thread's records, from CHECKPOINT BEGIN
- * to the END of the same seq: state, never events. The streams that may hold one (every stream
- * of a wrapped log; of another log, those that start with one, as the writer's checkpoint thread
- * does) are scanned at open, so that each of their chunks knows whether it starts inside a span:
- * a window may start there, a gap may fall inside one. Other streams find their spans as they
- * are read; one that meets an END it did not see begin says so (a window of a parallel replay
- * then gives way to the replay in order). A wrapped log is read from its newest complete
- * checkpoint: its definitions, its history in time order and each device's cut first (the
- * prologue), then the other records except those the checkpoint stands for. */
-
-enum { PRO_DONE, PRO_DEFS, PRO_HISTORY, PRO_CUTS };
-
-typedef struct pro_hist {
-    uint64_t t, off;
-    size_t at, order;          /* where its bytes are; its place in the checkpoint (ties keep it) */
-    uint32_t len;
-} pro_hist_t;
-
-typedef struct rd_prologue {
-    int phase;
-    uint32_t chunk, pos;       /* the walk through the span: chunk (from the stream's first), offset */
-    int loaded;                /* the chunk `cur` holds, or -1 */
-    const uint8_t *cur;
-    uint32_t avail;
-    uint8_t *buf[2];           /* a file's: two, as a stream's (records handed out stay valid) */
-    int which, handed;
-    int after_at, in_cut;      /* the walk is after an AT record, among a CUT's records */
-    uint64_t at_t, cut_t;
-    pro_hist_t *hist;          /* the history, in time order */
-    size_t nhist, next;
-    uint8_t *bytes;            /* its records, native order */
-} rd_prologue_t;
-
-static void pro_restart(rd_log_t *lf, rd_prologue_t *pr)
-{
-    pr->chunk = lf->ckpt.begin_chunk;
-    pr->pos = lf->ckpt.begin_pos;
-    pr->after_at = pr->in_cut = 0;
-}
-
-static int pro_load(rd_log_t *lf, rd_prologue_t *pr)
-{
-    if (pr->loaded == (int)pr->chunk)
-        return 1;
-    const rd_chunk_t *c = &lf->chunks[lf->streams[lf->ckpt.stream].first + pr->chunk];
-    if (lf->fd < 0) {
-        pr->cur = lf->data + c->off;
-        pr->avail = c->avail;
-    } else {
-        if (pr->handed) {
-            pr->which ^= 1;
-            lf->refills++;
-        }
-        pr->handed = 0;
-        if (!pr->buf[pr->which] && !(pr->buf[pr->which] = malloc(lf->hdr.chunk_size)))
-            return 0;
-        pr->cur = pr->buf[pr->which];
-        pr->avail = (uint32_t)read_at(lf, pr->buf[pr->which], c->avail, c->off);
-    }
-    pr->loaded = (int)pr->chunk;
-    return 1;
-}
-
-/* The span's next record (its length and file offset), or NULL at its end. */
-static const uint8_t *pro_step(rd_log_t *lf, rd_prologue_t *pr, uint32_t *lenp, uint64_t *offp)
-{
-    const rd_ckpt_t *k = &lf->ckpt;
-    while (pr->chunk <= k->end_chunk) {
-        if (!pro_load(lf, pr))
-            return NULL;
-        uint32_t stop = pr->chunk == k->end_chunk && k->end_pos < pr->avail ? k->end_pos : pr->avail;
-        if (pr->pos + 8 <= stop) {
-            const uint8_t *p = pr->cur + pr->pos;
-            uint32_t len = (uint32_t)p[1] * 8;
-            if (p[0] != GMLOG_END_OF_CHUNK && len && pr->pos + len <= stop) {
-                *lenp = len;
-                *offp = lf->chunks[lf->streams[k->stream].first + pr->chunk].off + pr->pos;
-                pr->pos += len;
-                return p;
-            }
-        }
-        pr->chunk++;
-        pr->pos = CHUNK_HDR;
-    }
-    return NULL;
-}
-
-/* What a record of the span is, the walk moved past it: RD_CKPT_*, with its time in *t, or
- * RD_EVENT for what is not handed out (the markers, AT, CLOCK, types this reader does not know). */
-static int pro_class(const rd_log_t *lf, rd_prologue_t *pr, const uint8_t *p, uint32_t len, uint64_t *t)
-{
-    if (pr->after_at) {
-        pr->after_at = 0;
-        *t = pr->at_t;
-        return RD_CKPT_HISTORY;
-    }
-    switch (p[0]) {
-    case GMLOG_AT:
-        pr->in_cut = 0;
-        if (len >= 16) {
-            pr->after_at = 1;
-            pr->at_t = ld64(p + 8, lf->swapped);
-        }
-        return RD_EVENT;
-    case GMLOG_CUT:
-        if (len < sizeof(gmlog_cut_t))
-            return RD_EVENT;
-        pr->in_cut = 1;
-        *t = pr->cut_t = ld64(p + 8, lf->swapped);
-        return RD_CKPT_STATE;
-    case GMLOG_SEGMENT_ALLOC:
-    case GMLOG_ALLOC:
-        *t = pr->cut_t;
-        return pr->in_cut ? RD_CKPT_STATE : RD_EVENT;
-    case GMLOG_SITE:
-    case GMLOG_STRING:
-    case GMLOG_MODULE:
-    case GMLOG_DEVICE:
-    case GMLOG_LIMIT:
-        pr->in_cut = 0;
-        *t = lf->t_first;
-        return RD_CKPT_DEF;
-    case GMLOG_CLOCK:
-        return RD_EVENT;
-    default:
-        pr->in_cut = 0;
-        return RD_EVENT;
-    }
-}
-
-static int by_hist_time(const void *a, const void *b)
-{
-    const pro_hist_t *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
-}
-
-/* The history's records, copied (in native order) and put in time order. */
-static int pro_collect(rd_log_t *lf, rd_prologue_t *pr)
-{
-    size_t cap = 0, bcap = 0, blen = 0;
-    const uint8_t *p;
-    uint32_t len;
-    uint64_t off, t;
-    pro_restart(lf, pr);
-    while ((p = pro_step(lf, pr, &len, &off))) {
-        if (pro_class(lf, pr, p, len, &t) != RD_CKPT_HISTORY)
-            continue;
-        if (p[0] >= 1 && p[0] <= GMLOG_TYPE_MAX && len < min_len[p[0]]) {
-            rd_diag(lf, off, 1, "a %s record of %u bytes is shorter than its layout (%u bytes); skipped",
-                    type_names[p[0]], len, min_len[p[0]]);
-            continue;
-        }
-        if (pr->nhist == cap) {
-            cap = cap ? cap * 2 : 64;
-            pro_hist_t *n = realloc(pr->hist, cap * sizeof *n);
-            if (!n)
-                return -1;
-            pr->hist = n;
-        }
-        if (blen + len > bcap) {
-            bcap = bcap ? bcap * 2 : 16384;
-            while (blen + len > bcap)
-                bcap *= 2;
-            uint8_t *n = realloc(pr->bytes, bcap);
-            if (!n)
-                return -1;
-            pr->bytes = n;
-        }
-        memcpy(pr->bytes + blen, p, len);
-        if (lf->swapped && p[0] <= GMLOG_TYPE_MAX)
-            swap_record(pr->bytes + blen, len);
-        pr->hist[pr->nhist] = (pro_hist_t){t, off, blen, pr->nhist, len};
-        pr->nhist++;
-        blen += len;
-    }
-    if (pr->nhist)
-        qsort(pr->hist, pr->nhist, sizeof *pr->hist, by_hist_time);
-    return 0;
-}
-
-static void prologue_rewind(rd_log_t *lf)
-{
-    rd_prologue_t *pr = lf->pro;
-    if (!pr)
-        return;
-    pr->phase = !lf->win_begin && !lf->raw ? PRO_DEFS : PRO_DONE;
-    pr->next = 0;
-    pro_restart(lf, pr);
-    lf->pro_on = pr->phase != PRO_DONE;
-}
-
-static void prologue_free(rd_log_t *lf)
-{
-    rd_prologue_t *pr = lf->pro;
-    if (!pr)
-        return;
-    free(pr->buf[0]), free(pr->buf[1]);
-    free(pr->hist);
-    free(pr->bytes);
-    free(pr);
-    lf->pro = NULL;
-    lf->pro_on = 0;
-}
-
-static int prologue_next(rd_log_t *lf, rd_rec_t *rec)
-{
-    rd_prologue_t *pr = lf->pro;
-    for (;;) {
-        if (pr->phase == PRO_HISTORY) {
-            if (pr->next < pr->nhist) {
-                const pro_hist_t *h = &pr->hist[pr->next++];
-                const uint8_t *p = pr->bytes + h->at;
-                *rec = (rd_rec_t){p, h->t, h->off, lf->seq++, h->len, lf->streams[lf->ckpt.stream].tid,
-                                  p[0], p[2], p[3], RD_CKPT_HISTORY};
-                return 1;
-            }
-            pr->phase = PRO_CUTS;
-            pro_restart(lf, pr);
-            continue;
-        }
-        if (pr->phase == PRO_DONE) {
-            lf->pro_on = 0;
-            return 0;
-        }
-        uint32_t len;
-        uint64_t off, t = 0;
-        const uint8_t *p = pro_step(lf, pr, &len, &off);
-        if (!p) {
-            pr->phase = pr->phase == PRO_DEFS ? PRO_HISTORY : PRO_DONE;
-            continue;
-        }
-        int cls = pro_class(lf, pr, p, len, &t);
-        if (cls != (pr->phase == PRO_DEFS ? RD_CKPT_DEF : RD_CKPT_STATE))
-            continue;
-        unsigned type = p[0];
-        if (len < min_len[type]) {
-            rd_diag(lf, off, 1, "a %s record of %u bytes is shorter than its layout (%u bytes); skipped",
-                    type_names[type], len, min_len[type]);
-            continue;
-        }
-        pr->handed = 1;
-        if (lf->swapped) {
-            memcpy(lf->swapbuf, p, len);
-            swap_record(lf->swapbuf, len);
-            p = lf->swapbuf;
-        }
-        *rec = (rd_rec_t){p, t, off, lf->seq++, len, lf->streams[lf->ckpt.stream].tid, (uint8_t)type, p[2], p[3],
-                          (uint8_t)cls};
-        return 1;
-    }
-}
-
-/* Whether a wrapped log's record is one its checkpoint stands for. Definitions always apply. */
-static int ckpt_drop(const rd_log_t *lf, const uint8_t *p, uint64_t t)
-{
-    switch (p[0]) {
-    case GMLOG_SITE:
-    case GMLOG_STRING:
-    case GMLOG_MODULE:
-    case GMLOG_DEVICE:
-        return 0;
-    default:
-        break;
-    }
-    /* OOMs and limits are copied into the checkpoint up to its at_ns (the writer times any
-     * written after that copy later than at_ns): that instant decides, not the device's cut. */
-    if (p[0] == GMLOG_OOM || p[0] == GMLOG_LIMIT || p[2] == GMLOG_NO_DEVICE)
-        return t <= lf->ckpt.at_ns;
-    return t <= lf->cut_ns[p[2]];
-}
-
-/* The record at p (s->next_t its time): 1 when it is not handed out. Moves s into and out of
- * checkpoint spans. */
-static int ckpt_skip(rd_log_t *lf, rd_stream_t *s, const uint8_t *p, uint32_t len)
-{
-    uint64_t off = s->chunk_off + (uint64_t)(p - s->buf);
-    if (p[0] == GMLOG_CHECKPOINT) {
-        if (len >= sizeof(gmlog_checkpoint_t)) {
-            uint64_t seq = ld64(p + 8, lf->swapped);
-            if (p[3] == GMLOG_CKPT_BEGIN) {
-                s->in_span = 1;
-                s->span_seq = seq;
-            } else if (p[3] == GMLOG_CKPT_END) {
-                if (!s->in_span || s->span_seq != seq)
-                    rd_diag(lf, off, 1, "thread %u: checkpoint %llu ends without its beginning: records before "
-                            "it may have been read as events", s->tid, (unsigned long long)seq);
-                s->in_span = 0;
-            }
-        }
-        return !lf->raw;
-    }
-    if (s->in_span || lf->raw)
-        return !lf->raw;
-    if (p[0] == GMLOG_CUT || p[0] == GMLOG_AT) {
-        rd_diag(lf, off, 1, "a %s record outside any checkpoint; skipped", type_names[p[0]]);
-        return 1;
-    }
-    return lf->ckpt.seq && s->next_t < lf->keep_from && ckpt_drop(lf, p, s->next_t);
-}
-
-typedef struct scan_gap {
-    uint64_t off, prev_last;
-    uint32_t tid, tc, prev_tc;
-} scan_gap_t;
-
-typedef struct scan {
-    rd_ckpt_t best;
-    uint64_t cut[256], tmp_cut[256];
-    uint8_t has[256], tmp_has[256];
-    uint64_t tmp_allocs, tmp_frees;
-    uint32_t tmp_cuts;
-    scan_gap_t *gaps;
-    size_t ngaps, capgaps;
-} scan_t;
-
-/* The writer's checkpoint thread starts with a checkpoint: such a stream is scanned. */
-static int starts_with_checkpoint(const rd_log_t *lf, const rd_stream_t *st)
-{
-    const rd_chunk_t *c = &lf->chunks[st->first];
-    uint8_t r[8];
-    return c->avail >= CHUNK_HDR + 8 && read_at(lf, r, 8, c->off + CHUNK_HDR) == 8 && r[0] == GMLOG_CHECKPOINT;
-}
-
-/* One stream's spans: each chunk's span_in, the complete checkpoints (the newest kept in sc),
- * the gaps in its chunk numbering. A gap may fall inside a span: the chunks after it are inside
- * one when an END comes before any BEGIN. */
-static void scan_stream(rd_log_t *lf, uint32_t si, uint8_t *buf, scan_t *sc)
-{
-    const rd_stream_t *st = &lf->streams[si];
-    int in = 0, pending = 0, sw = lf->swapped;
-    uint64_t seq = 0, b_at = 0, b_off = 0, prev_last = 0;
-    uint32_t pending_from = 0, b_chunk = 0, b_pos = 0, prev_tc = 0;
-    for (uint32_t k = 0; k < st->nchunks; k++) {
-        rd_chunk_t *c = &lf->chunks[st->first + k];
-        if (k ? c->thread_chunk != prev_tc + 1 : c->thread_chunk != 0) {
-            if (k && sc->ngaps < 100000) {
-                if (sc->ngaps == sc->capgaps) {
-                    size_t ncap = sc->capgaps ? sc->capgaps * 2 : 16;
-                    scan_gap_t *n = realloc(sc->gaps, ncap * sizeof *n);
-                    if (n)
-                        sc->gaps = n, sc->capgaps = ncap;
-                }
-                if (sc->ngaps < sc->capgaps)
-                    sc->gaps[sc->ngaps++] = (scan_gap_t){c->off, prev_last, c->tid, c->thread_chunk, prev_tc};
-            }
-            pending = 1;
-            pending_from = k;
-            in = 0;
-        }
-        c->span_in = (uint32_t)in;
-        c->span_seq = seq;
-        const uint8_t *b = buf ? buf : lf->data + c->off;
-        uint32_t avail = buf ? (uint32_t)read_at(lf, buf, c->avail, c->off) : c->avail;
-        uint64_t base = c->base_ns, last = c->base_ns;
-        for (uint32_t pos = CHUNK_HDR; pos + 8 <= avail;) {
-            const uint8_t *p = b + pos;
-            uint32_t len = (uint32_t)p[1] * 8;
-            if (p[0] == GMLOG_END_OF_CHUNK || !len || pos + len > avail)
-                break;
-            uint64_t t = base + ld32(p + 4, sw);
-            if (p[0] == GMLOG_CLOCK && len >= 16)
-                t = base = ld64(p + 8, sw);
-            if (t > last)
-                last = t;
-            if (p[0] == GMLOG_CHECKPOINT && len >= sizeof(gmlog_checkpoint_t)) {
-                uint64_t cseq = ld64(p + 8, sw);
-                if (p[3] == GMLOG_CKPT_BEGIN) {
-                    pending = 0; /* the chunks since the gap start outside any span */
-                    in = 1;
-                    seq = cseq;
-                    b_at = ld64(p + 16, sw);
-                    b_chunk = k, b_pos = pos, b_off = c->off + pos;
-                    memset(sc->tmp_has, 0, sizeof sc->tmp_has);
-                    sc->tmp_allocs = sc->tmp_frees = 0;
-                    sc->tmp_cuts = 0;
-                } else if (p[3] == GMLOG_CKPT_END) {
-                    if (pending) { /* the chunks since the gap are inside this span */
-                        for (uint32_t j = pending_from; j <= k; j++)
-                            lf->chunks[st->first + j].span_in = 1, lf->chunks[st->first + j].span_seq = cseq;
-                        pending = 0;
-                    } else if (in && seq == cseq && (cseq > sc->best.seq || (cseq == sc->best.seq && b_at > sc->best.at_ns))) {
-                        sc->best = (rd_ckpt_t){.seq = cseq, .at_ns = b_at, .allocs = sc->tmp_allocs,
-                                               .frees = sc->tmp_frees, .cuts = sc->tmp_cuts, .stream = si,
-                                               .begin_chunk = b_chunk, .end_chunk = k, .begin_pos = b_pos,
-                                               .end_pos = pos + len, .begin_off = b_off};
-                        memcpy(sc->cut, sc->tmp_cut, sizeof sc->cut);
-                        memcpy(sc->has, sc->tmp_has, sizeof sc->has);
-                    }
-                    in = 0;
-                }
-            } else if (p[0] == GMLOG_CUT && in && !pending && len >= sizeof(gmlog_cut_t)) {
-                sc->tmp_cut[p[2]] = ld64(p + 8, sw);
-                sc->tmp_cuts += !sc->tmp_has[p[2]];
-                sc->tmp_has[p[2]] = 1;
-                sc->tmp_allocs += ld64(p + offsetof(gmlog_cut_t, allocs), sw);
-                sc->tmp_frees += ld64(p + offsetof(gmlog_cut_t, frees), sw);
-            }
-            pos += len;
-        }
-        prev_tc = c->thread_chunk;
-        prev_last = last;
-    }
-}
-
-static int ckpt_scan(rd_log_t *lf)
-{
-    lf->wrapped = (lf->hdr.flags & GMLOG_F_WRAPPED) != 0;
-    int any = 0;
-    for (size_t i = 0; i < lf->nstreams; i++) {
-        rd_stream_t *st = &lf->streams[i];
-        st->scanned = lf->wrapped || starts_with_checkpoint(lf, st);
-        any |= st->scanned;
-    }
-    if (!any && !lf->wrapped)
-        return 0;
-    scan_t *sc = calloc(1, sizeof *sc);
-    uint8_t *buf = lf->fd >= 0 ? malloc(lf->hdr.chunk_size) : NULL;
-    if (!sc || (lf->fd >= 0 && !buf)) {
-        free(sc), free(buf);
-        return fail(lf, lf->hdr.header_size, "out of memory looking for the log's checkpoints");
-    }
-    for (size_t i = 0; i < lf->nstreams; i++)
-        if (lf->streams[i].scanned)
-            scan_stream(lf, (uint32_t)i, buf, sc);
-    free(buf);
-    int rc = 0;
-    if (lf->wrapped && !sc->best.seq) {
-        rd_diag(lf, offsetof(gmlog_file_header_t, flags), 1, "the log reached its size limit (GMSHIM_LOG_LIMIT) and "
-                "reused the space of its oldest records, but holds no complete checkpoint to read them from: the "
-                "reports cover only the records that remain");
-    } else if (lf->wrapped) {
-        lf->ckpt = sc->best;
-        uint64_t from = sc->best.at_ns;
-        for (int d = 0; d < 256; d++) {
-            lf->cut_ns[d] = sc->has[d] ? sc->cut[d] : sc->best.at_ns;
-            if (lf->cut_ns[d] > from)
-                from = lf->cut_ns[d];
-        }
-        lf->ckpt.detail_from_ns = from;
-        lf->keep_from = from + 1;
-        /* Gaps before the checkpoint are the space it let the writer reuse; after it, damage. */
-        for (size_t i = 0; i < sc->ngaps; i++)
-            if (sc->gaps[i].prev_last >= sc->best.at_ns)
-                rd_diag(lf, sc->gaps[i].off, 1, "thread %u: chunk %u follows chunk %u; records in between are "
-                        "missing", sc->gaps[i].tid, sc->gaps[i].tc, sc->gaps[i].prev_tc);
-        lf->pro = calloc(1, sizeof *lf->pro);
-        if (!lf->pro || (lf->pro->loaded = -1, pro_collect(lf, lf->pro)))
-            rc = fail(lf, sc->best.begin_off, "out of memory reading the log's checkpoint");
-    }
-    free(sc->gaps);
-    free(sc);
-    return rc;
-}
-
-static void ckpt_first_time(rd_log_t *lf, int none)
-{
-    uint64_t t = lf->ckpt.at_ns;
-    if (lf->pro->nhist && lf->pro->hist[0].t < t)
-        t = lf->pro->hist[0].t;
-    if (none || t < lf->t_first)
-        lf->t_first = t;
-    if (lf->ckpt.detail_from_ns > lf->t_last)
-        lf->t_last = lf->ckpt.detail_from_ns;
 }

@@ -16,7 +16,7 @@ static FILE *sink;
 static void each_report(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
     (void)arg;
-    static const leaks_opts_t lo = {0, NULL, 5};
+    static const leaks_opts_t lo = {.top = 5};
     if (c->json) {
         rep_summary_json(c, m);
         rep_leaks_json(c, m, &lo);
