@@ -110,3 +110,32 @@ int run_program(const char *const *argv, const char *const *env, int preload, ch
         return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
 }
+
+int spawn_preloaded(const char *prog, const char *const *env, int *out_fd)
+{
+    int pfd[2];
+    if (pipe(pfd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        char pre[8192];
+        const char *san = getenv("GMSHIM_TEST_PRELOAD");
+        snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "", build_path("libgmshim.so"));
+        setenv("LD_PRELOAD", pre, 1);
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        const char *path = build_path(prog);
+        execl(path, path, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        return -1;
+    }
+    *out_fd = pfd[0];
+    return pid;
+}

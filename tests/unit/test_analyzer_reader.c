@@ -197,25 +197,12 @@ START_TEST(test_killed_process_leaves_a_readable_unclosed_log)
     const char *dir = temp_dir();
     char log[512];
     snprintf(log, sizeof log, "%s/killed.gmlog", dir);
-    int pfd[2];
-    ck_assert_int_eq(pipe(pfd), 0);
-    pid_t pid = fork();
-    ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char pre[8192];
-        const char *san = getenv("GMSHIM_TEST_PRELOAD");
-        snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "", build_path("libgmshim.so"));
-        setenv("LD_PRELOAD", pre, 1);
-        setenv("GMSHIM_LOG", log, 1);
-        setenv("FAKECUDA_MEM", "1G", 1);
-        const char *prog = build_path("tests/integration/alloc_until_killed");
-        execl(prog, prog, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
+    char env_log[600];
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, "FAKECUDA_MEM=1G", NULL};
+    int pfd[1];
+    pid_t pid = spawn_preloaded("tests/integration/alloc_until_killed", env, &pfd[0]);
+    ck_assert_msg(pid > 0, "cannot start the program: %s", strerror(errno));
     char buf[256] = "";
     size_t got = 0;
     while (got < sizeof buf - 1 && !strchr(buf, '\n')) {

@@ -228,27 +228,13 @@ END_TEST
 static unsigned long kill_once(const char *log, unsigned long target, unsigned delay_us, const char *limit,
                                int *status)
 {
-    int pfd[2];
-    ck_assert_int_eq(pipe(pfd), 0);
-    pid_t pid = fork();
-    ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char pre[8192];
-        const char *san = getenv("GMSHIM_TEST_PRELOAD");
-        snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "", build_path("libgmshim.so"));
-        setenv("LD_PRELOAD", pre, 1);
-        setenv("GMSHIM_LOG", log, 1);
-        setenv("GMSHIM_LOG_LIMIT", limit, 1);
-        setenv("FAKECUDA_MEM", "1G", 1);
-        setenv("THREADS", "3", 1);
-        const char *prog = build_path("tests/integration/kill_target");
-        execl(prog, prog, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
+    char env_log[4300], env_limit[64];
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    snprintf(env_limit, sizeof env_limit, "GMSHIM_LOG_LIMIT=%s", limit);
+    const char *env[] = {env_log, env_limit, "FAKECUDA_MEM=1G", "THREADS=3", NULL};
+    int pfd[1];
+    pid_t pid = spawn_preloaded("tests/integration/kill_target", env, &pfd[0]);
+    ck_assert_msg(pid > 0, "cannot start the target: %s", strerror(errno));
     unsigned long done = 0;
     char buf[4096];
     size_t got = 0;
