@@ -19,7 +19,9 @@ endif
 GM_WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 GM_OPT     ?= -O2 -g
 GM_SAN     ?=
-GM_CPPFLAGS := -D_GNU_SOURCE -I$(CUDA_HOME)/include -Ishim
+# The shim and the analyzer share only common/ (the log format, the pool's policy code, the
+# version): the analyzer is built without -Ishim.
+GM_CPPFLAGS := -D_GNU_SOURCE -I$(CUDA_HOME)/include -Icommon
 GM_CFLAGS  := -std=c11 $(GM_OPT) $(GM_WARN) -pthread -fno-omit-frame-pointer $(GM_SAN)
 ALL_CFLAGS  = $(GM_CPPFLAGS) $(GM_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = -pthread $(GM_SAN) $(LDFLAGS)
@@ -29,6 +31,8 @@ CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
 # ---- sources -------------------------------------------------------------------------------
+COMMON_SRC   := $(wildcard common/*.c)
+COMMON_OBJ   := $(COMMON_SRC:%.c=$(BUILD)/%.o)
 SHIM_SRC     := $(wildcard shim/*.c)
 SHIM_OBJ     := $(SHIM_SRC:%.c=$(BUILD)/%.o)
 # Unit tests link every shim module except the exported hooks (they would interpose the test).
@@ -54,7 +58,7 @@ include tests/fake/fake.mk
 -include tests/fuzz/fuzz.mk
 -include tests/fake_cupti/fake_cupti.mk
 
-$(BUILD) $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:
+$(BUILD) $(BUILD)/common $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:
 	$(Q)mkdir -p $@
 
 # Prerequisites, checked before the first compile (every object waits for its directory): one
@@ -64,14 +68,19 @@ prereqs:
 	+$(Q)CC="$(CC)" CPPFLAGS="$(CPPFLAGS)" CFLAGS="$(CFLAGS)" CUDA_HOME="$(CUDA_HOME)" sh scripts/check-prereqs build
 prereqs-test:
 	+$(Q)PKG_CONFIG="$(PKG_CONFIG)" sh scripts/check-prereqs test
-$(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/integration $(BUILD)/bench $(BUILD)/fake $(BUILD)/gpu: | prereqs
+$(BUILD)/common $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/integration $(BUILD)/bench $(BUILD)/fake $(BUILD)/gpu: | prereqs
 $(BUILD)/tests/unit: | prereqs prereqs-test
 
 $(BUILD)/shim/%.o: shim/%.c | $(BUILD)/shim
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+# common/: one object, linked into the library, the CLI and the unit runner alike.
+$(BUILD)/common/%.o: common/%.c | $(BUILD)/common
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
 
-$(LIB): $(SHIM_OBJ)
+$(LIB): $(SHIM_OBJ) $(COMMON_OBJ)
 	@[ "$(V)" != 0 ] || echo "  LD      $@"
 	$(Q)$(CC) -shared -Wl,-soname,libgmshim.so -Wl,--no-undefined -Wl,-z,now $^ -o $@ $(ALL_LDFLAGS) -ldl
 
@@ -79,35 +88,35 @@ $(BUILD)/analyzer/%.o: analyzer/%.c | $(BUILD)/analyzer
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Ianalyzer -MMD -MP -c $< -o $@
 
-$(CLI): $(ANALYZER_OBJ)
+$(CLI): $(ANALYZER_OBJ) $(COMMON_OBJ)
 	@[ "$(V)" != 0 ] || echo "  LD      $@"
 	$(Q)$(CC) $^ -o $@ $(ALL_LDFLAGS) -lm
 
 # ---- tests ---------------------------------------------------------------------------------
 $(BUILD)/tests/unit/%.o: tests/unit/%.c | $(BUILD)/tests/unit
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Ianalyzer -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Ishim -Ianalyzer -MMD -MP -c $< -o $@
 
-$(RUNNER): $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) $(FAKE_LIB)
+$(RUNNER): $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) $(COMMON_OBJ) $(FAKE_LIB)
 	@[ "$(V)" != 0 ] || echo "  LD      $@"
-	$(Q)$(CC) $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) -o $@ $(ALL_LDFLAGS) \
+	$(Q)$(CC) $(UNIT_OBJ) $(SHIM_LIB_OBJ) $(ANALYZER_LIB_OBJ) $(COMMON_OBJ) -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart $(CHECK_LIBS) -ldl -lm
 
 $(BUILD)/tests/integration/%: tests/integration/%.c tests/integration/itest.h shim/gmshim.h \
                                tests/fakecuda.h $(FAKE_LIB) | $(BUILD)/tests/integration
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim -Itests $< -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -Wl,--as-needed -lcudart -Wl,--no-as-needed -ldl
 
 $(BUILD)/bench/%: bench/%.c shim/gmshim.h $(FAKE_LIB) | $(BUILD)/bench
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests $< -o $@ $(ALL_LDFLAGS) \
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim -Itests $< -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart -ldl -lm
 
 # The writer benchmark links the shim's modules directly (no CUDA needed).
-$(BUILD)/bench/p5_writer: bench/p5_writer.c $(SHIM_LIB_OBJ) | $(BUILD)/bench
+$(BUILD)/bench/p5_writer: bench/p5_writer.c $(SHIM_LIB_OBJ) $(COMMON_OBJ) | $(BUILD)/bench
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $< $(SHIM_LIB_OBJ) -o $@ $(ALL_LDFLAGS) -ldl -lm
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< $(SHIM_LIB_OBJ) $(COMMON_OBJ) -o $@ $(ALL_LDFLAGS) -ldl -lm
 
 # ---- programs for the GPU machine (built here, carried there with build/) ------------------
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -136,7 +145,7 @@ $(BUILD)/gpu/gpu_devices: tests/gpu/gpu_devices.cu tests/gpu/gpu_common.h | $(BU
 
 $(BUILD)/gpu/%: bench/%.c | $(BUILD)/gpu
 	@[ "$(V)" != 0 ] || echo "  CC      $@ (real libcudart)"
-	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(ALL_LDFLAGS) -L$(CUDA_HOME)/lib64 -lcudart -ldl -lm \
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< -o $@ $(ALL_LDFLAGS) -L$(CUDA_HOME)/lib64 -lcudart -ldl -lm \
 	    -Wl,-rpath,/usr/local/cuda/lib64
 
 # `make test`: packages first (a separate make, so that pkg-config is asked after installing).

@@ -226,7 +226,7 @@ static void begin(cli_ctx_t *c)
     if (c->json) {
         json_obj(&c->j, NULL);
         json_str(&c->j, "command", c->command);
-        json_str(&c->j, "version", GMSHIM_CLI_VERSION);
+        json_str(&c->j, "version", GMSHIM_VERSION_STRING);
     }
     if (c->prologue)
         c->prologue(c, c->prologue_arg);

@@ -7,10 +7,10 @@
 #include "json.h"
 #include "model.h"
 #include "reader.h"
+#include "version.h"
 
 #include <stdio.h>
 
-#define GMSHIM_CLI_VERSION "0.1.0"
 
 enum {
     CLI_OK = 0,

@@ -105,7 +105,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (version) {
-        printf("gmshim %s (log format %d)\n", GMSHIM_CLI_VERSION, GMLOG_VERSION);
+        printf("gmshim %s (log format %d)\n", GMSHIM_VERSION_STRING, GMLOG_VERSION);
         return finish(0);
     }
     if (!g.nargs) {

@@ -24,10 +24,10 @@ SUMMARY = "GPU-memory tool for CUDA programs and PyTorch jobs: a preloaded cachi
 
 
 def version():
-    with open(os.path.join(ROOT, "shim", "common.h")) as f:
+    with open(os.path.join(ROOT, "common", "version.h")) as f:
         m = re.search(r'#define\s+GMSHIM_VERSION_STRING\s+"([^"]+)"', f.read())
     if not m:
-        raise RuntimeError("GMSHIM_VERSION_STRING not found in shim/common.h")
+        raise RuntimeError("GMSHIM_VERSION_STRING not found in common/version.h")
     return m.group(1)
 
 

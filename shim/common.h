@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "gmbase.h"
+#include "version.h"
 #include "gmshim.h"
 
 #define GM_EXPORT __attribute__((visibility("default")))
@@ -22,27 +24,10 @@
 #define gm_assert(x) ((void)0)
 #endif
 
-#define GMSHIM_VERSION_STRING "0.1.0"
 #define GM_MAX_DEVICES 64
 #define GM_KiB ((size_t)1 << 10)
 #define GM_MiB ((size_t)1 << 20)
 #define GM_GiB ((size_t)1 << 30)
-
-/* A statistic as PyTorch and RMM keep them: now, the most ever, the sum of all ever added. */
-typedef gmshim_stat_t gm_stat_t;
-
-static inline void gm_stat_add(gm_stat_t *s, uint64_t n)
-{
-    s->current += n;
-    s->total += n;
-    if (s->current > s->peak)
-        s->peak = s->current;
-}
-
-static inline void gm_stat_sub(gm_stat_t *s, uint64_t n)
-{
-    s->current = n > s->current ? 0 : s->current - n;
-}
 
 /* CLOCK_MONOTONIC in ns (vDSO, no system call). */
 static inline uint64_t gm_now_ns(void)
@@ -50,11 +35,6 @@ static inline uint64_t gm_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline size_t gm_round_up(size_t n, size_t to)
-{
-    return (n + to - 1) / to * to;
 }
 
 #endif

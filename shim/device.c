@@ -179,7 +179,7 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
     a->dev = d;
     a->index = index;
     mutex_init_plain(&a->lock);
-    heap_init(&a->general, &a->bytes, NULL);
+    pool_init(&a->general, &a->bytes, NULL);
     a->general.max_split = (size_t)options_get(GM_OPT_MAX_SPLIT);
     HASH_ADD(hh, a->live, ptr, sizeof a->sentinel.ptr, &a->sentinel);
     return a;
@@ -474,7 +474,7 @@ static size_t release_done(gm_arena_t *a)
     const gm_block_t *head = a->general.pending_head;
     if (!head || head->fence_seq > done)
         return 0; /* nothing to release: no clock read */
-    size_t bytes = heap_release_pending(&a->general, done, gm_now_ns());
+    size_t bytes = pool_release_pending(&a->general, done, gm_now_ns());
     if (bytes && a->dev->cache_limit)
         enforce_cache_limit(a);
     return bytes;
@@ -667,7 +667,7 @@ static cudaError_t driver_segment(gm_arena_t *a, gm_heap_t *heap, size_t size, s
     cudaError_t err = REAL_CALL(cudaMalloc, &p, size);
     if (err != cudaSuccess)
         return err;
-    gm_segment_t *seg = heap_add_segment(heap, (uintptr_t)p, size, pool_is_small(rounded), gm_now_ns());
+    gm_segment_t *seg = pool_add_segment(heap, (uintptr_t)p, size, pool_is_small(rounded), gm_now_ns());
     if (!seg) {
         REAL_CALL(cudaFree, p);
         gm_fall_back("out of host memory for the pool's bookkeeping");
@@ -676,7 +676,7 @@ static cudaError_t driver_segment(gm_arena_t *a, gm_heap_t *heap, size_t size, s
     reserved_add(a->dev, size);
     a->n.driver_mallocs++;
     log_segment(a->dev, GMLOG_SEGMENT_ALLOC, seg, t0);
-    *bp = heap_alloc_fresh(heap, seg, rounded, requested);
+    *bp = pool_alloc_fresh(heap, seg, rounded, requested);
     return cudaSuccess;
 }
 
@@ -691,7 +691,7 @@ static int segment_release(gm_arena_t *a, gm_segment_t *seg)
     }
     reserved_sub(a->dev, seg->size);
     a->n.driver_frees++;
-    heap_remove_segment(&a->general, seg);
+    pool_remove_segment(&a->general, seg);
     return 0;
 }
 
@@ -704,7 +704,7 @@ static size_t release_free_segments(gm_arena_t *a, uint64_t idle_ns, uint64_t no
     while (seg) {
         gm_segment_t *next = seg->next;
         size_t size = seg->size;
-        if (heap_segment_is_free(seg) && (!idle_ns || now - seg->free_since_ns >= idle_ns) &&
+        if (pool_segment_is_free(seg) && (!idle_ns || now - seg->free_since_ns >= idle_ns) &&
             segment_release(a, seg) == 0) {
             bytes += size;
             (*nseg)++;
@@ -723,7 +723,7 @@ static void enforce_cache_limit(gm_arena_t *a)
         return;
     size_t whole = 0;
     for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next)
-        if (heap_segment_is_free(seg))
+        if (pool_segment_is_free(seg))
             whole += seg->size;
     uint64_t t0 = gm_now_ns();
     size_t bytes = 0;
@@ -731,7 +731,7 @@ static void enforce_cache_limit(gm_arena_t *a)
     while (whole > cap) {
         gm_segment_t *oldest = NULL;
         for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next)
-            if (heap_segment_is_free(seg) && (!oldest || seg->free_since_ns < oldest->free_since_ns))
+            if (pool_segment_is_free(seg) && (!oldest || seg->free_since_ns < oldest->free_since_ns))
                 oldest = seg;
         size_t size = oldest ? oldest->size : 0;
         if (!oldest || segment_release(a, oldest))
@@ -828,7 +828,7 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
             if (unfenced < 0 && open_set_waiting(a))
                 unfenced = i;
             for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next) {
-                if (!heap_segment_is_free(seg))
+                if (!pool_segment_is_free(seg))
                     continue;
                 if (n == room) {
                     size_t nroom = room ? room * 2 : 64;
@@ -882,7 +882,7 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
             for (gm_segment_t *seg = a->general.segments, *next; seg; seg = next) {
                 next = seg->next;
                 size_t size = seg->size;
-                if (heap_segment_is_free(seg) && not_newer(seg->free_since_ns, seg->base, &cut) &&
+                if (pool_segment_is_free(seg) && not_newer(seg->free_since_ns, seg->base, &cut) &&
                     segment_release(a, seg) == 0) {
                     bytes += size;
                     nseg++;
@@ -961,7 +961,7 @@ static void oom_snapshot(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_t
     rec->cached = a->bytes.cached.current;
     rec->pending = a->bytes.pending.current;
     size_t largest, count;
-    heap_free_summary(&a->general, &largest, &count);
+    pool_free_summary(&a->general, &largest, &count);
     rec->largest_free = largest;
     rec->free_blocks = (uint32_t)count;
     rec->site = site;
@@ -1014,7 +1014,7 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
     int small = pool_is_small(rounded);
     size_t seg = pool_segment_size(rounded);
     if (limit_of(d) && !fits_limit(a, &seg, rounded, 1)) {
-        gm_block_t *b = heap_alloc(&a->general, rounded, size); /* room the release made */
+        gm_block_t *b = pool_alloc(&a->general, rounded, size); /* room the release made */
         if (b)
             return b;
         a->n.ooms++;
@@ -1046,7 +1046,7 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
     empty_other_arenas(a, GMLOG_EMPTY_OOM);
     if (a->n.fence_waits != waited_fences)
         oflags |= GMLOG_OOM_WAITED;
-    b = heap_alloc(&a->general, rounded, size);
+    b = pool_alloc(&a->general, rounded, size);
     if (!b) {
         oflags |= GMLOG_OOM_RETRIED;
         err = driver_segment(a, &a->general, seg, rounded, size, &b);
@@ -1091,8 +1091,8 @@ static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32
         } else {
             release_done(a);
         }
-        if (!(d->pending_wait && !small && heap_better_pending(h, rounded)))
-            b = heap_alloc(&a->general, rounded, size);
+        if (!(d->pending_wait && !small && pool_better_pending(h, rounded)))
+            b = pool_alloc(&a->general, rounded, size);
     }
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
      * then take whatever has completed (nothing newer has when the oldest is still in use). */
@@ -1101,7 +1101,7 @@ static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32
     if (!b && !busy)
         harvest(a, 1);
     for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
-        uint64_t want = d->pending_wait ? heap_better_pending(h, rounded) : 0;
+        uint64_t want = d->pending_wait ? pool_better_pending(h, rounded) : 0;
         if (want) {
             /* A pending block fits better than any free one: wait for the GPU to finish with
              * it rather than cut a larger block or grow (what makes a pool creep up when the
@@ -1109,7 +1109,7 @@ static gm_block_t *alloc_slow(gm_arena_t *a, size_t rounded, size_t size, uint32
             wait_for(a, want);
             continue;
         }
-        b = heap_alloc(&a->general, rounded, size);
+        b = pool_alloc(&a->general, rounded, size);
         if (b || !d->pending_wait || !h->pending_bytes[small] ||
             h->pending_bytes[small] + h->free_bytes[small] < rounded || !wait_oldest(a))
             break;
@@ -1128,18 +1128,18 @@ static gm_block_t *alloc_captured(gm_arena_t *a, size_t rounded, size_t size, ui
     gm_device_t *d = a->dev;
     gm_heap_t *heap = d->capture_heap;
     *flags |= GMLOG_A_GRAPH;
-    gm_block_t *b = heap_alloc(heap, rounded, size);
+    gm_block_t *b = pool_alloc(heap, rounded, size);
     if (b)
         return b;
     int small = pool_is_small(rounded);
     gm_segment_t *best = NULL;
     for (gm_segment_t *seg = a->general.segments; seg; seg = seg->next)
-        if (seg->small == small && !seg->ipc && seg->size >= rounded && heap_segment_is_free(seg) &&
+        if (seg->small == small && !seg->ipc && seg->size >= rounded && pool_segment_is_free(seg) &&
             (!best || seg->size < best->size))
             best = seg;
     if (best) {
-        heap_move_segment(&a->general, heap, best, 0);
-        if ((b = heap_alloc(heap, rounded, size)))
+        pool_move_segment(&a->general, heap, best, 0);
+        if ((b = pool_alloc(heap, rounded, size)))
             return b;
     }
     gm_ctx_t c;
@@ -1185,9 +1185,9 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
             a->general.pending_head->fence_seq <= issued_of(d))
             poll_now(a);
         /* A large request that a pending block would fit better goes the slow way. */
-        b = !pool_is_small(rounded) && d->pending_wait && heap_better_pending(&a->general, rounded)
+        b = !pool_is_small(rounded) && d->pending_wait && pool_better_pending(&a->general, rounded)
                 ? NULL
-                : heap_alloc(&a->general, rounded, size);
+                : pool_alloc(&a->general, rounded, size);
         if (unlikely(!b)) {
             t0 = gm_now_ns();
             b = alloc_slow(a, rounded, size, site, &flags, &err);
@@ -1337,14 +1337,14 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     size_t size = b->size;
     if (heap != &a->general) {
         evlog_free(d->id, GMLOG_F_GRAPH, key, site, now, t0);
-        heap_free_block(heap, b, now ? now : gm_now_ns()); /* a segment's idle time starts here */
+        pool_free_block(heap, b, now ? now : gm_now_ns()); /* a segment's idle time starts here */
     } else if (b->ipc) {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
-        heap_hold_block(heap, b);
+        pool_hold_block(heap, b);
     } else if (d->trust_stream_order) {
         gm_segment_t *seg = b->seg;
         evlog_free(d->id, 0, key, site, now, t0);
-        heap_free_block(heap, b, now ? now : gm_now_ns());
+        pool_free_block(heap, b, now ? now : gm_now_ns());
         if (d->cache_limit && !captures_of(d) && seg->free_since_ns) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);
@@ -1354,7 +1354,7 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     } else {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         uint64_t issued = issued_of(d);
-        heap_defer_block(heap, b, issued + 1);
+        pool_defer_block(heap, b, issued + 1);
         if (issued != a->open_seen) {
             /* A fence was recorded since this arena last counted (by any arena): it covers
              * every free counted so far. */
@@ -1397,10 +1397,10 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError
 
 static int heap_owns(gm_heap_t *heap, uintptr_t ptr, int *kind)
 {
-    gm_segment_t *seg = heap_find_segment(heap, ptr);
+    gm_segment_t *seg = pool_find_segment(heap, ptr);
     if (!seg)
         return 0;
-    gm_block_t *b = segment_find_block(seg, ptr);
+    gm_block_t *b = pool_segment_find_block(seg, ptr);
     *kind = b && b->state != GM_BLOCK_LIVE ? GMLOG_WARN_DOUBLE_FREE : GMLOG_WARN_INTERIOR_FREE;
     return 1;
 }
@@ -1460,8 +1460,8 @@ static void arena_forget(gm_arena_t *a)
         if (!b->seg)
             free(b);
     }
-    heap_destroy(&a->general);
-    heap_init(&a->general, &a->bytes, NULL);
+    pool_destroy(&a->general);
+    pool_init(&a->general, &a->bytes, NULL);
     a->general.max_split = (size_t)options_get(GM_OPT_MAX_SPLIT);
     a->open_bytes = 0;
     a->open_count = 0;
@@ -1483,7 +1483,7 @@ void device_forget(gm_device_t *d)
     gm_heap_t *h = d->graph_heaps;
     while (h) {
         gm_heap_t *next = h->next_heap;
-        heap_destroy(h);
+        pool_destroy(h);
         free(h);
         h = next;
     }
@@ -1620,7 +1620,7 @@ gm_heap_t *device_graph_heap(gm_device_t *d, void *owner, uint32_t id)
         return NULL;
     gm_arena_t *a = d->arenas[0];
     pthread_mutex_lock(&a->lock);
-    heap_init(heap, &a->bytes, owner);
+    pool_init(heap, &a->bytes, owner);
     heap->graph_id = id;
     heap->max_split = a->general.max_split;
     heap->next_heap = d->graph_heaps;
@@ -1645,7 +1645,7 @@ void device_release_graph_heap(gm_device_t *d, gm_heap_t *heap)
     pthread_mutex_lock(&a->lock);
     uint64_t seq = issued_of(d) + 1;
     while (heap->segments)
-        heap_move_segment(heap, &a->general, heap->segments, seq);
+        pool_move_segment(heap, &a->general, heap->segments, seq);
     gm_heap_t **link = &d->graph_heaps;
     while (*link && *link != heap)
         link = &(*link)->next_heap;
@@ -1653,8 +1653,8 @@ void device_release_graph_heap(gm_device_t *d, gm_heap_t *heap)
         *link = heap->next_heap;
     if (d->capture_heap == heap)
         d->capture_heap = NULL;
-    heap_adopt_storage(&a->general, heap);
-    heap_destroy(heap);
+    pool_adopt_storage(&a->general, heap);
+    pool_destroy(heap);
     free(heap);
     pthread_mutex_unlock(&a->lock);
 }

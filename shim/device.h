@@ -5,6 +5,7 @@
 #ifndef GM_DEVICE_H
 #define GM_DEVICE_H
 
+#include "common.h"
 #include "fence.h"
 #include "pool.h"
 

@@ -9,34 +9,34 @@
 # `make corrupt-smoke` runs every command on damaged copies of the fixtures (corrupt-smoke.sh).
 
 FUZZ_DIR    := $(BUILD)/fuzz
-FUZZ_SRC    := tests/fuzz/fuzz_reader.c $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
+FUZZ_SRC    := tests/fuzz/fuzz_reader.c $(wildcard common/*.c) $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
 FUZZ_CORPUS := tests/fuzz/corpus
-FUZZ_FLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -Ishim -Ianalyzer -fno-omit-frame-pointer -pthread
+FUZZ_FLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -Icommon -Ianalyzer -fno-omit-frame-pointer -pthread
 FUZZ_PROBE  := int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n){(void)d;(void)n;return 0;}
 
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_reader
 
 # A generator of large valid logs (tests/fuzz/genlog.c), for the analyzer's tests and benchmarks.
 GENLOG := $(FUZZ_DIR)/genlog
-$(GENLOG): tests/fuzz/genlog.c shim/gmlog.h
+$(GENLOG): tests/fuzz/genlog.c common/gmlog.h
 	$(Q)mkdir -p $(dir $@)
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
 all gpu-build: $(GENLOG)
 
 # Damaged copies of a log, one per seed, for the corruption smoke test.
 CORRUPT := $(FUZZ_DIR)/corrupt
-$(CORRUPT): tests/fuzz/corrupt.c shim/gmlog.h
+$(CORRUPT): tests/fuzz/corrupt.c common/gmlog.h
 	$(Q)mkdir -p $(dir $@)
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
 all: $(CORRUPT)
 
 .PHONY: fuzz fuzz-run fuzz-long corrupt-smoke
 fuzz: $(FUZZ_BIN)
 
 ifneq ($(strip $(FUZZ_BIN)),)
-$(FUZZ_BIN): $(FUZZ_SRC) tests/fuzz/standalone.c $(wildcard analyzer/*.h) shim/gmlog.h
+$(FUZZ_BIN): $(FUZZ_SRC) tests/fuzz/standalone.c $(wildcard analyzer/*.h) common/gmlog.h
 	$(Q)mkdir -p $(dir $@)
 	$(Q)if printf '%s\n' '$(FUZZ_PROBE)' | clang -x c -fsanitize=fuzzer,address,undefined - \
 	        -o $(dir $@).probe >/dev/null 2>&1; then \

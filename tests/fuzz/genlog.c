@@ -1,7 +1,7 @@
 /* Writes a large, valid version-1 gmshim log for measuring the analyzer: N alloc/free events
  * spread over T threads whose 64 KiB chunks interleave in the file as a real writer's would,
  * a steady live set per thread, segments, sites and a mark every 100,000 events. It writes only
- * what shim/gmlog.h describes; it is a test tool, never linked into gmshim.
+ * what common/gmlog.h describes; it is a test tool, never linked into gmshim.
  *
  *   genlog OUT.gmlog [EVENTS (default 100000000)] [THREADS (default 4)] [steps|random]
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Reads a gmshim log (the layouts of shim/gmlog.h) and prints what CUPTI observation put in it,
+# Reads a gmshim log (the layouts of common/gmlog.h) and prints what CUPTI observation put in it,
 # for tests/gpu/cupti-check.sh: one "totals" line (per kind: allocations, frees, bytes live at
 # the end, and the peak of live bytes: Python programs free everything at exit), then one line
 # per (kind, library). Needs nothing but the standard library, so the check does not depend on

@@ -1,4 +1,4 @@
-/* Unit tests of the pool's data structure (shim/pool.c): pure bookkeeping on made-up addresses. */
+/* Unit tests of the pool's data structure (common/pool.c): pure bookkeeping on made-up addresses. */
 #include "pool.h"
 #include "suites.h"
 
@@ -13,20 +13,20 @@ static gm_heap_t heap;
 static void setup(void)
 {
     memset(&stats, 0, sizeof stats);
-    heap_init(&heap, &stats, NULL);
+    pool_init(&heap, &stats, NULL);
 }
 
 static void teardown(void)
 {
-    heap_destroy(&heap);
+    pool_destroy(&heap);
 }
 
 #define CHECK_HEAP() \
-    do { const char *why_ = heap_check(&heap); ck_assert_msg(why_ == NULL, "heap_check: %s", why_); } while (0)
+    do { const char *why_ = pool_check(&heap); ck_assert_msg(why_ == NULL, "pool_check: %s", why_); } while (0)
 
 static gm_block_t *must_alloc(size_t req)
 {
-    gm_block_t *b = heap_alloc(&heap, pool_round(req), req);
+    gm_block_t *b = pool_alloc(&heap, pool_round(req), req);
     ck_assert_msg(b != NULL, "no block for %zu bytes", req);
     return b;
 }
@@ -47,7 +47,7 @@ END_TEST
 
 START_TEST(test_small_request_splits_segment_and_stays_aligned)
 {
-    heap_add_segment(&heap, BASE, 2 * MiB, 1, 1);
+    pool_add_segment(&heap, BASE, 2 * MiB, 1, 1);
     gm_block_t *a = must_alloc(1000);
     gm_block_t *b = must_alloc(1000);
     ck_assert_uint_eq(a->size, 1024);
@@ -62,10 +62,10 @@ END_TEST
 
 START_TEST(test_small_and_large_requests_never_share_segments)
 {
-    heap_add_segment(&heap, BASE + 64 * MiB, 2 * MiB, 1, 1);
-    ck_assert_msg(heap_alloc(&heap, 2 * MiB, 2 * MiB) == NULL, "a large request took a small segment");
-    heap_add_segment(&heap, BASE, 20 * MiB, 0, 1);
-    gm_block_t *b = heap_alloc(&heap, 4096, 4096);
+    pool_add_segment(&heap, BASE + 64 * MiB, 2 * MiB, 1, 1);
+    ck_assert_msg(pool_alloc(&heap, 2 * MiB, 2 * MiB) == NULL, "a large request took a small segment");
+    pool_add_segment(&heap, BASE, 20 * MiB, 0, 1);
+    gm_block_t *b = pool_alloc(&heap, 4096, 4096);
     ck_assert_msg(b && b->seg->small, "a small request took a large segment");
     CHECK_HEAP();
 }
@@ -73,15 +73,15 @@ END_TEST
 
 START_TEST(test_best_fit_takes_the_smallest_free_block_that_fits)
 {
-    heap_add_segment(&heap, BASE, 40 * MiB, 0, 1);
+    pool_add_segment(&heap, BASE, 40 * MiB, 0, 1);
     gm_block_t *a = must_alloc(2 * MiB);
     gm_block_t *b = must_alloc(5 * MiB);
     gm_block_t *c = must_alloc(2 * MiB);
     gm_block_t *d = must_alloc(3 * MiB);
     gm_block_t *e = must_alloc(2 * MiB);
     uintptr_t pb = b->ptr, pd = d->ptr;
-    heap_free_block(&heap, b, 1);
-    heap_free_block(&heap, d, 1);
+    pool_free_block(&heap, b, 1);
+    pool_free_block(&heap, d, 1);
     CHECK_HEAP();
     /* Free: 5 MiB at b, 3 MiB at d, and the tail (26 MiB). 2.5 MiB fits d best. */
     gm_block_t *x = must_alloc(2 * MiB + MiB / 2);
@@ -96,7 +96,7 @@ END_TEST
 
 START_TEST(test_large_block_split_only_above_one_mib_remainder)
 {
-    heap_add_segment(&heap, BASE, 20 * MiB, 0, 1);
+    pool_add_segment(&heap, BASE, 20 * MiB, 0, 1);
     gm_block_t *a = must_alloc(18 * MiB + MiB / 2); /* 1.5 MiB left: split */
     ck_assert_uint_eq(a->size, 18 * MiB + MiB / 2);
     gm_block_t *b = must_alloc(MiB + 512 * 2); /* 1.5 MiB - ~1 MiB = < 1 MiB left: whole */
@@ -107,16 +107,16 @@ END_TEST
 
 START_TEST(test_free_merges_with_both_neighbours)
 {
-    gm_segment_t *seg = heap_add_segment(&heap, BASE, 2 * MiB, 1, 1);
+    gm_segment_t *seg = pool_add_segment(&heap, BASE, 2 * MiB, 1, 1);
     gm_block_t *a = must_alloc(4096), *b = must_alloc(4096), *c = must_alloc(4096);
     ck_assert_uint_eq(seg->free_since_ns, 0);
-    heap_free_block(&heap, b, 5);
-    heap_free_block(&heap, a, 6);
+    pool_free_block(&heap, b, 5);
+    pool_free_block(&heap, a, 6);
     CHECK_HEAP();
-    ck_assert(!heap_segment_is_free(seg));
-    heap_free_block(&heap, c, 7);
+    ck_assert(!pool_segment_is_free(seg));
+    pool_free_block(&heap, c, 7);
     CHECK_HEAP();
-    ck_assert(heap_segment_is_free(seg));
+    ck_assert(pool_segment_is_free(seg));
     ck_assert_ptr_nonnull(seg->first);
     ck_assert_ptr_null(seg->first->next);
     ck_assert_uint_eq(seg->first->size, 2 * MiB);
@@ -128,18 +128,18 @@ END_TEST
 
 START_TEST(test_pending_block_is_not_reused_before_its_fence)
 {
-    heap_add_segment(&heap, BASE, 2 * MiB, 0, 1); /* a large class segment of exactly 2 MiB */
+    pool_add_segment(&heap, BASE, 2 * MiB, 0, 1); /* a large class segment of exactly 2 MiB */
     heap.segments->small = 0;
     gm_block_t *a = must_alloc(2 * MiB);
     uintptr_t p = a->ptr;
-    heap_defer_block(&heap, a, 3);
+    pool_defer_block(&heap, a, 3);
     CHECK_HEAP();
     ck_assert_uint_eq(stats.pending.current, 2 * MiB);
-    ck_assert_ptr_null(heap_alloc(&heap, 2 * MiB, 2 * MiB));
-    ck_assert_uint_eq(heap_release_pending(&heap, 2, 1), 0);
-    ck_assert_ptr_null(heap_alloc(&heap, 2 * MiB, 2 * MiB));
-    ck_assert_uint_eq(heap_release_pending(&heap, 3, 1), 2 * MiB);
-    gm_block_t *b = heap_alloc(&heap, 2 * MiB, 2 * MiB);
+    ck_assert_ptr_null(pool_alloc(&heap, 2 * MiB, 2 * MiB));
+    ck_assert_uint_eq(pool_release_pending(&heap, 2, 1), 0);
+    ck_assert_ptr_null(pool_alloc(&heap, 2 * MiB, 2 * MiB));
+    ck_assert_uint_eq(pool_release_pending(&heap, 3, 1), 2 * MiB);
+    gm_block_t *b = pool_alloc(&heap, 2 * MiB, 2 * MiB);
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_eq(b->ptr, p);
     ck_assert_uint_eq(stats.pending.current, 0);
@@ -149,13 +149,13 @@ END_TEST
 
 START_TEST(test_pending_blocks_merge_when_released)
 {
-    gm_segment_t *seg = heap_add_segment(&heap, BASE, 2 * MiB, 1, 1);
+    gm_segment_t *seg = pool_add_segment(&heap, BASE, 2 * MiB, 1, 1);
     gm_block_t *a = must_alloc(MiB), *b = must_alloc(MiB);
-    heap_defer_block(&heap, a, 1);
-    heap_defer_block(&heap, b, 2);
-    heap_release_pending(&heap, 2, 9);
+    pool_defer_block(&heap, a, 1);
+    pool_defer_block(&heap, b, 2);
+    pool_release_pending(&heap, 2, 9);
     CHECK_HEAP();
-    ck_assert(heap_segment_is_free(seg));
+    ck_assert(pool_segment_is_free(seg));
     ck_assert_uint_eq(seg->first->size, 2 * MiB);
 }
 END_TEST
@@ -163,12 +163,12 @@ END_TEST
 START_TEST(test_max_split_keeps_big_blocks_whole)
 {
     heap.max_split = 64 * MiB;
-    heap_add_segment(&heap, BASE, 128 * MiB, 0, 1);
-    ck_assert_msg(heap_alloc(&heap, 2 * MiB, 2 * MiB) == NULL,
+    pool_add_segment(&heap, BASE, 128 * MiB, 0, 1);
+    ck_assert_msg(pool_alloc(&heap, 2 * MiB, 2 * MiB) == NULL,
                   "a request below max split must not cut a block above it");
-    ck_assert_msg(heap_alloc(&heap, 100 * MiB, 100 * MiB) == NULL,
+    ck_assert_msg(pool_alloc(&heap, 100 * MiB, 100 * MiB) == NULL,
                   "a block more than 20 MiB larger than the request must not serve it");
-    gm_block_t *b = heap_alloc(&heap, 120 * MiB, 120 * MiB);
+    gm_block_t *b = pool_alloc(&heap, 120 * MiB, 120 * MiB);
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_eq(b->size, 128 * MiB); /* not split */
     CHECK_HEAP();
@@ -180,9 +180,9 @@ START_TEST(test_fresh_segment_serves_a_request_just_under_max_split)
     heap.max_split = 64 * MiB;
     size_t req = 64 * MiB - 4096;
     ck_assert_uint_eq(pool_segment_size(pool_round(req)), 64 * MiB); /* at the cap */
-    gm_segment_t *seg = heap_add_segment(&heap, BASE, pool_segment_size(pool_round(req)), 0, 1);
-    ck_assert_msg(heap_alloc(&heap, pool_round(req), req) == NULL, "best fit must not pick a block at max split");
-    gm_block_t *b = heap_alloc_fresh(&heap, seg, pool_round(req), req);
+    gm_segment_t *seg = pool_add_segment(&heap, BASE, pool_segment_size(pool_round(req)), 0, 1);
+    ck_assert_msg(pool_alloc(&heap, pool_round(req), req) == NULL, "best fit must not pick a block at max split");
+    gm_block_t *b = pool_alloc_fresh(&heap, seg, pool_round(req), req);
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_eq(b->ptr, BASE);
     ck_assert_uint_eq(stats.requested.current, req);
@@ -192,12 +192,12 @@ END_TEST
 
 START_TEST(test_whole_free_segment_can_be_removed)
 {
-    gm_segment_t *seg = heap_add_segment(&heap, BASE, 20 * MiB, 0, 1);
+    gm_segment_t *seg = pool_add_segment(&heap, BASE, 20 * MiB, 0, 1);
     gm_block_t *a = must_alloc(4 * MiB);
-    ck_assert(!heap_segment_is_free(seg));
-    heap_free_block(&heap, a, 2);
-    ck_assert(heap_segment_is_free(seg));
-    heap_remove_segment(&heap, seg);
+    ck_assert(!pool_segment_is_free(seg));
+    pool_free_block(&heap, a, 2);
+    ck_assert(pool_segment_is_free(seg));
+    pool_remove_segment(&heap, seg);
     ck_assert_uint_eq(stats.reserved.current, 0);
     ck_assert_uint_eq(stats.cached.current, 0);
     ck_assert_uint_eq(heap.nsegments, 0);
@@ -207,16 +207,16 @@ END_TEST
 
 START_TEST(test_held_block_is_never_reused_but_segment_can_go)
 {
-    gm_segment_t *seg = heap_add_segment(&heap, BASE, 2 * MiB, 1, 1);
+    gm_segment_t *seg = pool_add_segment(&heap, BASE, 2 * MiB, 1, 1);
     gm_block_t *a = must_alloc(MiB);
     uintptr_t p = a->ptr;
-    heap_hold_block(&heap, a);
+    pool_hold_block(&heap, a);
     gm_block_t *b = must_alloc(MiB);
     ck_assert_uint_ne(b->ptr, p);
-    ck_assert_ptr_null(heap_alloc(&heap, MiB, MiB));
-    heap_free_block(&heap, b, 3);
-    ck_assert(heap_segment_is_free(seg));
-    heap_remove_segment(&heap, seg);
+    ck_assert_ptr_null(pool_alloc(&heap, MiB, MiB));
+    pool_free_block(&heap, b, 3);
+    ck_assert(pool_segment_is_free(seg));
+    pool_remove_segment(&heap, seg);
     ck_assert_uint_eq(stats.pending.current, 0);
     CHECK_HEAP();
 }
@@ -225,22 +225,22 @@ END_TEST
 START_TEST(test_move_segment_with_defer_makes_free_blocks_pending)
 {
     gm_heap_t other;
-    heap_init(&other, &stats, NULL);
-    gm_segment_t *seg = heap_add_segment(&other, BASE, 2 * MiB, 1, 1);
+    pool_init(&other, &stats, NULL);
+    gm_segment_t *seg = pool_add_segment(&other, BASE, 2 * MiB, 1, 1);
     gm_block_t *a = NULL;
-    a = heap_alloc(&other, 512, 512);
+    a = pool_alloc(&other, 512, 512);
     ck_assert_ptr_nonnull(a);
-    heap_move_segment(&other, &heap, seg, 4);
+    pool_move_segment(&other, &heap, seg, 4);
     ck_assert_uint_eq(other.nsegments, 0);
     ck_assert_uint_eq(heap.nsegments, 1);
-    ck_assert_ptr_null(heap_alloc(&heap, 4096, 4096));
-    heap_release_pending(&heap, 4, 1);
-    ck_assert_ptr_nonnull(heap_alloc(&heap, 4096, 4096));
-    const char *why = heap_check(&other);
+    ck_assert_ptr_null(pool_alloc(&heap, 4096, 4096));
+    pool_release_pending(&heap, 4, 1);
+    ck_assert_ptr_nonnull(pool_alloc(&heap, 4096, 4096));
+    const char *why = pool_check(&other);
     ck_assert_msg(why == NULL, "source heap: %s", why);
     CHECK_HEAP();
-    heap_adopt_storage(&heap, &other);
-    heap_destroy(&other);
+    pool_adopt_storage(&heap, &other);
+    pool_destroy(&other);
     CHECK_HEAP();
 }
 END_TEST
@@ -280,12 +280,12 @@ START_TEST(test_random_operations_keep_every_invariant)
             else
                 req = 10 * MiB + (size_t)rand() % (40 * MiB);
             size_t r = pool_round(req);
-            gm_block_t *b = heap_alloc(&heap, r, req);
+            gm_block_t *b = pool_alloc(&heap, r, req);
             if (!b) {
                 size_t segsz = pool_segment_size(r);
-                heap_add_segment(&heap, next_base, segsz, pool_is_small(r), 1);
+                pool_add_segment(&heap, next_base, segsz, pool_is_small(r), 1);
                 next_base += gm_round_up(segsz, 2 * MiB) + 2 * MiB;
-                b = heap_alloc(&heap, r, req);
+                b = pool_alloc(&heap, r, req);
             }
             ck_assert_ptr_nonnull(b);
             ck_assert_uint_ge(b->size, r);
@@ -295,21 +295,21 @@ START_TEST(test_random_operations_keep_every_invariant)
         } else if (op < 8 && nlive) {
             int i = rand() % nlive;
             if (rand() % 2)
-                heap_free_block(&heap, live[i].b, (uint64_t)step + 1);
+                pool_free_block(&heap, live[i].b, (uint64_t)step + 1);
             else
-                heap_defer_block(&heap, live[i].b, seq + 1);
+                pool_defer_block(&heap, live[i].b, seq + 1);
             live[i] = live[--nlive];
         } else if (op == 8) {
             seq++;
         } else {
             done = seq;
-            heap_release_pending(&heap, done, (uint64_t)step + 1);
+            pool_release_pending(&heap, done, (uint64_t)step + 1);
             if (rand() % 4 == 0) {
                 gm_segment_t *s = heap.segments;
                 while (s) {
                     gm_segment_t *n = s->next;
-                    if (heap_segment_is_free(s))
-                        heap_remove_segment(&heap, s);
+                    if (pool_segment_is_free(s))
+                        pool_remove_segment(&heap, s);
                     s = n;
                 }
             }

@@ -168,7 +168,7 @@ static gm_block_t *bins_best_fit(const gm_bins_t *bins, size_t size, size_t max_
     return bins_best_fit_links(bins, size, max_split, 0);
 }
 
-void heap_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner)
+void pool_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner)
 {
     memset(heap, 0, sizeof *heap);
     heap->stats = stats;
@@ -185,7 +185,7 @@ static void segment_free_blocks(gm_heap_t *heap, gm_segment_t *seg)
     }
 }
 
-void heap_destroy(gm_heap_t *heap)
+void pool_destroy(gm_heap_t *heap)
 {
     gm_segment_t *seg = heap->segments;
     while (seg) {
@@ -204,7 +204,7 @@ void heap_destroy(gm_heap_t *heap)
     heap->slabs = NULL;
 }
 
-void heap_adopt_storage(gm_heap_t *to, gm_heap_t *from)
+void pool_adopt_storage(gm_heap_t *to, gm_heap_t *from)
 {
     if (from->slabs) {
         slab_t *last = from->slabs;
@@ -258,7 +258,7 @@ static void pending_unlink(gm_heap_t *heap, gm_block_t *b)
     bin_remove_links(&heap->pbins[class_of(b)], b, 1);
 }
 
-uint64_t heap_better_pending(const gm_heap_t *heap, size_t rounded)
+uint64_t pool_better_pending(const gm_heap_t *heap, size_t rounded)
 {
     if (pool_is_small(rounded) || !heap->pending_bytes[GM_LARGE])
         return 0;
@@ -309,7 +309,7 @@ static gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_t r
     return b;
 }
 
-gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
+gm_block_t *pool_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
 {
     int cls = pool_is_small(rounded) ? GM_SMALL : GM_LARGE;
     size_t max_split = cls == GM_LARGE ? heap->max_split : 0;
@@ -317,12 +317,12 @@ gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
     return b ? take(heap, b, rounded, requested) : NULL;
 }
 
-gm_block_t *heap_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested)
+gm_block_t *pool_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested)
 {
     return take(heap, seg->first, rounded, requested);
 }
 
-gm_segment_t *heap_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns)
+gm_segment_t *pool_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns)
 {
     gm_segment_t *seg = calloc(1, sizeof *seg);
     gm_block_t *b = block_new(heap);
@@ -393,14 +393,14 @@ static void leave_live(gm_heap_t *heap, gm_block_t *b)
     gm_stat_sub(&heap->stats->requested, b->requested);
 }
 
-void heap_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns)
+void pool_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns)
 {
     leave_live(heap, b);
     gm_stat_add(&heap->stats->cached, b->size);
     make_free(heap, b, now_ns);
 }
 
-void heap_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq)
+void pool_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq)
 {
     leave_live(heap, b);
     gm_stat_add(&heap->stats->pending, b->size);
@@ -409,7 +409,7 @@ void heap_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq)
     pending_append(heap, b);
 }
 
-void heap_hold_block(gm_heap_t *heap, gm_block_t *b)
+void pool_hold_block(gm_heap_t *heap, gm_block_t *b)
 {
     leave_live(heap, b);
     gm_stat_add(&heap->stats->pending, b->size);
@@ -417,7 +417,7 @@ void heap_hold_block(gm_heap_t *heap, gm_block_t *b)
     b->seg->ipc = 1;
 }
 
-size_t heap_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns)
+size_t pool_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns)
 {
     size_t bytes = 0;
     gm_block_t *b;
@@ -431,12 +431,12 @@ size_t heap_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns)
     return bytes;
 }
 
-uint64_t heap_oldest_pending_seq(const gm_heap_t *heap)
+uint64_t pool_oldest_pending_seq(const gm_heap_t *heap)
 {
     return heap->pending_head ? heap->pending_head->fence_seq : 0;
 }
 
-int heap_segment_is_free(const gm_segment_t *seg)
+int pool_segment_is_free(const gm_segment_t *seg)
 {
     for (const gm_block_t *b = seg->first; b; b = b->next)
         if (b->state == GM_BLOCK_LIVE || b->state == GM_BLOCK_PENDING)
@@ -444,7 +444,7 @@ int heap_segment_is_free(const gm_segment_t *seg)
     return 1;
 }
 
-void heap_remove_segment(gm_heap_t *heap, gm_segment_t *seg)
+void pool_remove_segment(gm_heap_t *heap, gm_segment_t *seg)
 {
     int cls = seg->small ? GM_SMALL : GM_LARGE;
     for (gm_block_t *b = seg->first; b; b = b->next) {
@@ -468,7 +468,7 @@ void heap_remove_segment(gm_heap_t *heap, gm_segment_t *seg)
     free(seg);
 }
 
-void heap_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64_t defer_seq)
+void pool_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64_t defer_seq)
 {
     int cls = seg->small ? GM_SMALL : GM_LARGE;
     if (seg->prev)
@@ -506,7 +506,7 @@ void heap_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64
     }
 }
 
-gm_segment_t *heap_find_segment(const gm_heap_t *heap, uintptr_t addr)
+gm_segment_t *pool_find_segment(const gm_heap_t *heap, uintptr_t addr)
 {
     for (gm_segment_t *seg = heap->segments; seg; seg = seg->next)
         if (addr >= seg->base && addr - seg->base < seg->size)
@@ -514,7 +514,7 @@ gm_segment_t *heap_find_segment(const gm_heap_t *heap, uintptr_t addr)
     return NULL;
 }
 
-gm_block_t *segment_find_block(const gm_segment_t *seg, uintptr_t addr)
+gm_block_t *pool_segment_find_block(const gm_segment_t *seg, uintptr_t addr)
 {
     for (gm_block_t *b = seg->first; b; b = b->next)
         if (addr >= b->ptr && addr - b->ptr < b->size)
@@ -522,7 +522,7 @@ gm_block_t *segment_find_block(const gm_segment_t *seg, uintptr_t addr)
     return NULL;
 }
 
-void heap_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count)
+void pool_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count)
 {
     size_t big = 0, n = 0;
     for (int cls = 0; cls < 2; cls++) {
@@ -538,7 +538,7 @@ void heap_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count)
     *count = n;
 }
 
-const char *heap_check(const gm_heap_t *heap)
+const char *pool_check(const gm_heap_t *heap)
 {
     size_t free_bytes[2] = {0, 0}, pending_bytes[2] = {0, 0}, nfree = 0, nseg = 0;
     for (const gm_segment_t *seg = heap->segments; seg; seg = seg->next) {

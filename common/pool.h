@@ -4,7 +4,7 @@
 #ifndef GM_POOL_H
 #define GM_POOL_H
 
-#include "common.h"
+#include "gmbase.h"
 
 /* uthash for pointer keys: 512-aligned addresses, mixed by a multiplicative hash; an out of
  * host memory in a table insert must never exit the host program. */
@@ -119,51 +119,51 @@ static inline int pool_is_small(size_t rounded)
 /* The segment size the driver is asked for, for a rounded request. */
 size_t pool_segment_size(size_t rounded);
 
-void heap_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner);
+void pool_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner);
 /* Frees the bookkeeping of every segment (the memory itself is the caller's business). */
-void heap_destroy(gm_heap_t *heap);
-/* Block structs of `from` may live on in `to` after heap_move_segment: `to` takes over their
+void pool_destroy(gm_heap_t *heap);
+/* Block structs of `from` may live on in `to` after pool_move_segment: `to` takes over their
  * storage, so that destroying `from` frees none of them. */
-void heap_adopt_storage(gm_heap_t *to, gm_heap_t *from);
+void pool_adopt_storage(gm_heap_t *to, gm_heap_t *from);
 
 /* Best-fit a free block for a rounded size, splitting it; the block comes back LIVE with
  * `requested` set. NULL when nothing fits. */
-gm_block_t *heap_alloc(gm_heap_t *heap, size_t rounded, size_t requested);
+gm_block_t *pool_alloc(gm_heap_t *heap, size_t rounded, size_t requested);
 /* The same from a segment just added for this request, whatever the max-split rules say about
  * its size (a request just under max_split may get a segment at or above it). */
-gm_block_t *heap_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested);
+gm_block_t *pool_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested);
 /* The fence a better block than any free one waits for: the smallest pending large block that
  * fits, when the best free block is missing or would have to be split by more than
  * GM_LARGE_SPLIT_MIN. 0 when waiting would not buy a better fit (or for small requests). */
-uint64_t heap_better_pending(const gm_heap_t *heap, size_t rounded);
+uint64_t pool_better_pending(const gm_heap_t *heap, size_t rounded);
 /* Registers a segment fresh from the driver as one free block. NULL if out of host memory. */
-gm_segment_t *heap_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns);
+gm_segment_t *pool_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns);
 /* LIVE → FREE: merge with free neighbours, into a bin. */
-void heap_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns);
+void pool_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns);
 /* LIVE → PENDING until fence `seq` completes. */
-void heap_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq);
+void pool_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq);
 /* LIVE → HELD: never reused; the segment is given back whole once nothing in it is live. */
-void heap_hold_block(gm_heap_t *heap, gm_block_t *b);
+void pool_hold_block(gm_heap_t *heap, gm_block_t *b);
 /* PENDING blocks with fence_seq <= done become FREE; returns the bytes released. */
-size_t heap_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns);
+size_t pool_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns);
 /* The fence sequence the oldest pending block waits for; 0 when none is pending. */
-uint64_t heap_oldest_pending_seq(const gm_heap_t *heap);
+uint64_t pool_oldest_pending_seq(const gm_heap_t *heap);
 /* Whether `seg` holds no live or pending block (it can go back to the driver). */
-int heap_segment_is_free(const gm_segment_t *seg);
-/* Unlinks a segment that heap_segment_is_free() and frees its bookkeeping. */
-void heap_remove_segment(gm_heap_t *heap, gm_segment_t *seg);
+int pool_segment_is_free(const gm_segment_t *seg);
+/* Unlinks a segment that pool_segment_is_free() and frees its bookkeeping. */
+void pool_remove_segment(gm_heap_t *heap, gm_segment_t *seg);
 /* Moves a segment (and its free and pending blocks) to another heap. With defer_seq != 0 its
  * free blocks arrive PENDING on that fence (memory a destroyed graph may still be using). */
-void heap_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64_t defer_seq);
+void pool_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64_t defer_seq);
 /* The segment containing addr, or NULL. Linear; for error paths. */
-gm_segment_t *heap_find_segment(const gm_heap_t *heap, uintptr_t addr);
+gm_segment_t *pool_find_segment(const gm_heap_t *heap, uintptr_t addr);
 /* The block containing addr inside seg. */
-gm_block_t *segment_find_block(const gm_segment_t *seg, uintptr_t addr);
+gm_block_t *pool_segment_find_block(const gm_segment_t *seg, uintptr_t addr);
 /* Largest free block and the number of free blocks, over both classes. */
-void heap_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count);
+void pool_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count);
 
 /* Checks every invariant (bins hold exactly the free blocks, neighbours never both free,
  * blocks tile their segment, counters match). Returns NULL or what is wrong. For the tests. */
-const char *heap_check(const gm_heap_t *heap);
+const char *pool_check(const gm_heap_t *heap);
 
 #endif

@@ -1,0 +1,33 @@
+/* The few types and helpers the pool's policy code needs, shared by the shim and the analyzer
+ * (which replays logs through the same code). Nothing here may allocate, lock or call CUDA. */
+#ifndef GM_BASE_H
+#define GM_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A statistic as PyTorch and RMM keep them: now, the most ever, the sum of all ever added.
+ * Laid out as gmshim_stat_t of the public API. */
+typedef struct gm_stat {
+    unsigned long long current, peak, total;
+} gm_stat_t;
+
+static inline void gm_stat_add(gm_stat_t *s, uint64_t n)
+{
+    s->current += n;
+    s->total += n;
+    if (s->current > s->peak)
+        s->peak = s->current;
+}
+
+static inline void gm_stat_sub(gm_stat_t *s, uint64_t n)
+{
+    s->current = n > s->current ? 0 : s->current - n;
+}
+
+static inline size_t gm_round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+#endif
