@@ -8,7 +8,7 @@
 #   leak       each iteration keeps one activation (LEAK line)                  -> leak
 #   slice      each iteration keeps a slice (a view) of an activation (LEAK)    -> leak
 #   frag       a 1.5 GiB block cut into 100 MiB tensors, every other one freed,
-#              then 400 MiB asked for: live + request fit under the 2 GiB cap   -> fragmentation
+#              then 600 MiB asked for: live + request fit under the 2 GiB cap   -> fragmentation
 #   weights    after a mark, "weights" loaded until the device is full          -> capacity
 #   transient  1 GiB of weights, then iterations whose temporaries grow until
 #              one iteration's temporaries no longer fit                         -> transient peak
@@ -66,7 +66,7 @@ def frag():
     for i in range(0, 15, 2):
         parts[i] = None                           # 800 MiB free, in 100 MiB holes
     note("ask")
-    x = floats(400 * MiB)                         # FRAG: live 700 MiB + 400 MiB < 2 GiB
+    x = floats(600 * MiB)                         # FRAG: live 700 MiB + 600 MiB < 2 GiB
     return x
 
 
