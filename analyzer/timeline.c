@@ -472,9 +472,12 @@ static void svg_document(FILE *f, const char *panels, size_t len, int npanels)
 /* ---- the command ------------------------------------------------------------------------- */
 
 typedef struct tl_state {
-    FILE *panels;                 /* SVG fragments or the page's JSON, concatenated */
+    FILE *panels;                 /* SVG fragments, concatenated */
     char *buf;
     size_t len;
+    FILE *data;                   /* HTML: the page's JSON, one object per log */
+    char *dbuf;
+    size_t dlen;
     int npanels, nlogs;
     int html;
     int failed;
@@ -489,11 +492,9 @@ static void timeline_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     if (!t || !x || tl_collect(t, lf, m, x)) {
         fputs("gmshim timeline: out of memory\n", stderr);
         st->failed = 1;
-    } else if (st->html) {
-        tl_html_log(st->panels, t, st->nlogs == 0);
-        for (int i = 0; i < 256; i++)
-            st->npanels += t->dev[i] != NULL;
     } else {
+        if (st->html)
+            tl_html_log(st->data, t, st->nlogs == 0);
         st->npanels += svg_panels(st->panels, t, st->npanels * H, st->npanels);
     }
     st->nlogs++;
@@ -508,25 +509,53 @@ static void timeline_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 /* The document around the panels, HTML or SVG. */
 static void document(FILE *f, const tl_state_t *st, char *const *paths, int npaths)
 {
-    if (st->html)
-        tl_html_page(f, paths, npaths, st->buf ? st->buf : "", st->len);
-    else
+    if (!st->html) {
         svg_document(f, st->buf, st->len, st->npanels);
+        return;
+    }
+    tl_html_head(f, paths, npaths);
+    svg_document(f, st->buf, st->len, st->npanels); /* what shows without a script */
+    tl_html_tail(f, st->dbuf ? st->dbuf : "", st->dlen);
+}
+
+/* The two memory streams the panels and the page's data are written to. */
+static int open_state(tl_state_t *st, int html)
+{
+    memset(st, 0, sizeof *st);
+    st->html = html;
+    st->panels = open_memstream(&st->buf, &st->len);
+    st->data = open_memstream(&st->dbuf, &st->dlen);
+    if (st->panels && st->data)
+        return 0;
+    if (st->panels)
+        fclose(st->panels);
+    if (st->data)
+        fclose(st->data);
+    free(st->buf);
+    free(st->dbuf);
+    return -1;
+}
+
+static void close_state(tl_state_t *st)
+{
+    fclose(st->panels);
+    fclose(st->data);
+    st->panels = st->data = NULL;
 }
 
 int rep_timeline_write(FILE *f, const rd_log_t *lf, const model_t *m, int html)
 {
-    tl_state_t st = {0};
-    st.html = html;
-    if (!(st.panels = open_memstream(&st.buf, &st.len)))
+    tl_state_t st;
+    if (open_state(&st, html))
         return -1;
     cli_ctx_t c;
     cli_init(&c, f, stderr, "timeline");
     timeline_one(&c, (rd_log_t *)lf, (model_t *)m, &st);
-    fclose(st.panels);
+    close_state(&st);
     char *paths[] = {(char *)lf->name};
     document(f, &st, paths, 1);
     free(st.buf);
+    free(st.dbuf);
     return st.failed ? -1 : 0;
 }
 
@@ -674,15 +703,10 @@ int cmd_timeline(int argc, char **argv)
         return CLI_FAIL;
     }
     FILE *devnull = fopen("/dev/null", "w");
-    tl_state_t st = {0};
-    st.html = o.html;
-    st.panels = open_memstream(&st.buf, &st.len);
-    if (!devnull || !st.panels) {
+    tl_state_t st;
+    if (!devnull || open_state(&st, o.html)) {
         if (devnull)
             fclose(devnull);
-        if (st.panels)
-            fclose(st.panels);
-        free(st.buf);
         return CLI_FAIL;
     }
     cli_ctx_t c;
@@ -690,12 +714,9 @@ int cmd_timeline(int argc, char **argv)
     c.progress = isatty(2);
     rc = cli_run_logs(&c, c0.nargs, c0.args, MODEL_EPOCHS | MODEL_SITES, timeline_one, &st);
     fclose(devnull);
-    fclose(st.panels);
-    if (rc == CLI_FAIL && !st.nlogs) {
-        free(st.buf);
-        return rc;
-    }
-    int wrc = write_file(o.file, &st, c0.args, c0.nargs);
+    close_state(&st);
+    int wrc = rc == CLI_FAIL && !st.nlogs ? CLI_FAIL : write_file(o.file, &st, c0.args, c0.nargs);
     free(st.buf);
+    free(st.dbuf);
     return wrc != CLI_OK ? wrc : st.failed ? CLI_FAIL : rc;
 }

@@ -58,9 +58,10 @@ uint64_t tl_nice_max(uint64_t v);
 /* The top of a device's chart; *cap gets the device's cap or total (0: unknown). */
 uint64_t tl_vtop(const tl_dev_t *d, const model_dev_t *md, uint64_t *cap);
 
-/* The page (timeline_html.c): each log's JSON object (`first`: no comma before it), then the
- * page around all of them. */
+/* The page (timeline_html.c): each log's JSON object (`first`: no comma before it); the page's
+ * head, then the static SVG (what shows without a script), then its tail with the data. */
 void tl_html_log(FILE *f, const tl_log_t *t, int first);
-void tl_html_page(FILE *f, char *const *paths, int npaths, const char *json, size_t len);
+void tl_html_head(FILE *f, char *const *paths, int npaths);
+void tl_html_tail(FILE *f, const char *json, size_t len);
 
 #endif

@@ -262,7 +262,7 @@ static void script_safe(FILE *f, const char *s, size_t n)
     }
 }
 
-void tl_html_page(FILE *f, char *const *paths, int npaths, const char *json, size_t len)
+void tl_html_head(FILE *f, char *const *paths, int npaths)
 {
     fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gmshim timeline</title>\n<style>", f);
     fputs(tl_page_style, f);
@@ -273,9 +273,12 @@ void tl_html_page(FILE *f, char *const *paths, int npaths, const char *json, siz
     }
     fputs("</p>\n<p class=\"help\">Wheel or the buttons: zoom; drag: pan; double click: the whole run. "
           "Hover the chart for the top live call sites; hover or click an OOM (red) for its cause.</p>\n"
-          "<noscript><p>This page needs JavaScript to draw its charts; <code>gmshim timeline --svg</code> "
-          "writes a static image.</p></noscript>\n<div id=\"charts\"></div>\n<div id=\"tip\"></div>\n"
-          "<script type=\"application/json\" id=\"gmdata\">{\"logs\":[", f);
+          "<div id=\"charts\"></div>\n<div id=\"tip\"></div>\n<div id=\"static\">\n", f);
+}
+
+void tl_html_tail(FILE *f, const char *json, size_t len)
+{
+    fputs("</div>\n<script type=\"application/json\" id=\"gmdata\">{\"logs\":[", f);
     script_safe(f, json, len);
     fputs("]}</script>\n<script>", f);
     fputs(tl_page_script, f);
