@@ -129,16 +129,16 @@ int cmd_export(int argc, char **argv)
             fprintf(stderr, "gmshim export: a format is needed: perfetto or memory-viz\n%s", usage);
         return CLI_FAIL;
     }
-    int nlogs = c.nargs - 1;
-    char **logs = c.args + 1;
-    if (nlogs < 1) {
-        fprintf(stderr, "gmshim export %s: no log given\n%s", fmt, usage);
-        return CLI_FAIL;
-    }
     const char *wrong = format == 'p' ? a.memviz_opt : a.perfetto_opt;
     if (wrong) {
         fprintf(stderr, "gmshim export %s: %s is an option of export %s; 'gmshim export --help' lists them\n", fmt,
                 wrong, format == 'p' ? "memory-viz" : "perfetto");
+        return CLI_FAIL;
+    }
+    int nlogs = c.nargs - 1;
+    char **logs = c.args + 1;
+    if (nlogs < 1) {
+        fprintf(stderr, "gmshim export %s: no log given\n%s", fmt, usage);
         return CLI_FAIL;
     }
     if (!a.o.out) {

@@ -92,6 +92,9 @@ int xr_mark_matches(const char *want, uint32_t id, const char *label);
 /* The live blocks and segments, in no order: iterate with these. */
 static inline const xr_block_t *xr_block_at(const xr_t *x, size_t i) { return x->blk[i].used ? &x->blk[i] : NULL; }
 static inline const xr_segment_t *xr_segment_at(const xr_t *x, size_t i) { return x->seg[i].used ? &x->seg[i] : NULL; }
+/* The length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0: the exports write a bad
+ * byte as U+FFFD, so that every viewer can read what they write. */
+int xr_utf8_len(const unsigned char *s, size_t left);
 /* Device memory a kind stands for: 0 for pinned host memory. */
 int xr_kind_on_device(unsigned kind);
 /* Counted in the pool's allocated figure (as the model counts it). */

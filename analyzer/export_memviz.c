@@ -95,30 +95,13 @@ static void pk_int(pk_t *p, uint64_t v)
     }
 }
 
-/* The length of the valid UTF-8 sequence at s (1..4), or 0. */
-static int utf8_len(const unsigned char *s, size_t left)
-{
-    unsigned c = s[0];
-    int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (!n || (size_t)n > left || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
-        return 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
-        return 0; /* overlong, or a surrogate (which the unpickler refuses) */
-    if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
 /* A str: the log's bytes as valid UTF-8 (a bad byte becomes U+FFFD), whatever they were. */
 static void pk_str(pk_t *p, const char *s)
 {
     const unsigned char *u = (const unsigned char *)(s ? s : "");
     size_t n = strlen((const char *)u), out = 0;
     for (size_t i = 0; i < n;) {
-        int k = utf8_len(u + i, n - i);
+        int k = xr_utf8_len(u + i, n - i);
         out += k ? (size_t)k : 3;
         i += k ? (size_t)k : 1;
     }
@@ -130,7 +113,7 @@ static void pk_str(pk_t *p, const char *s)
         pk_u32(p, (uint32_t)out);
     }
     for (size_t i = 0; i < n;) {
-        int k = utf8_len(u + i, n - i);
+        int k = xr_utf8_len(u + i, n - i);
         if (k)
             fwrite(u + i, 1, (size_t)k, p->f);
         else

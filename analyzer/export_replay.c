@@ -8,6 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+int xr_utf8_len(const unsigned char *s, size_t left)
+{
+    unsigned c = s[0];
+    int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!n || (size_t)n > left || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
+        return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
+        return 0; /* overlong, or a surrogate (which Python's unpickler refuses) */
+    if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
+        return 0;
+    return n;
+}
+
 int xr_kind_on_device(unsigned kind)
 {
     return kind != GMLOG_KIND_HOST;

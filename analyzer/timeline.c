@@ -241,7 +241,9 @@ void tl_log_free(tl_log_t *t)
 
 void tl_xml(FILE *f, const char *s)
 {
-    for (; s && *s; s++) {
+    size_t left = s ? strlen(s) : 0;
+    for (; s && *s; s++, left--) {
+        int n;
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
@@ -249,8 +251,14 @@ void tl_xml(FILE *f, const char *s)
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
         default:
-            if ((unsigned char)*s >= 0x20)
-                fputc(*s, f);
+            if ((unsigned char)*s < 0x20)
+                break;
+            if (!(n = xr_utf8_len((const unsigned char *)s, left))) { /* the page is UTF-8, whatever the log holds */
+                fputs("\xef\xbf\xbd", f);
+                break;
+            }
+            fwrite(s, 1, (size_t)n, f);
+            s += n - 1, left -= (size_t)n - 1;
             break;
         }
     }
