@@ -310,9 +310,10 @@ static void process_metadata(pf_t *p, const rd_log_t *lf, const model_t *m, int 
     metadata(p, "process_sort_index", 0, "sort_index", NULL, rank >= 0 ? rank : index);
     if (p->res) {
         char d[32];
-        snprintf(label, sizeof label, "%s; counters: maxima over %s buckets", lf->name, rep_dur(p->res, d));
+        snprintf(label, sizeof label, "%s; gmshim " GMSHIM_VERSION_STRING "; wall clock; counters: maxima over %s buckets",
+                 lf->name, rep_dur(p->res, d));
     } else {
-        snprintf(label, sizeof label, "%s; counters: every change", lf->name);
+        snprintf(label, sizeof label, "%s; gmshim " GMSHIM_VERSION_STRING "; wall clock; counters: every change", lf->name);
     }
     metadata(p, "process_labels", 0, "labels", label, 0);
     metadata(p, "thread_name", TID_MARKS, "name", "marks and epochs", 0);
@@ -388,11 +389,7 @@ int export_perfetto(int nlogs, char **logs, const export_opts_t *o)
     c.progress = isatty(2);
     int rc = cli_run_logs(&c, nlogs, logs, MODEL_EPOCHS | MODEL_SITES, perfetto_one, r);
     json_arr_end(&r->j);
-    json_str(&r->j, "displayTimeUnit", "ms");
-    json_obj(&r->j, "otherData");
-    json_str(&r->j, "writer", "gmshim " GMSHIM_VERSION_STRING);
-    json_str(&r->j, "clock", "microseconds since the Unix epoch (each log's CLOCK_REALTIME at its start)");
-    json_obj_end(&r->j);
+    json_str(&r->j, "displayTimeUnit", "ms"); /* what the writer is and the clock: in each process's labels */
     json_obj_end(&r->j);
     json_line_end(&r->j);
     fclose(devnull);
