@@ -20,6 +20,8 @@ typedef struct xr_block {
     uint32_t site;
     uint8_t dev, kind;            /* GMLOG_KIND_* */
     uint8_t lib;                  /* outside the pool: index of its label (xr_dev_t.lib) */
+    uint8_t stray;                /* a pool block in no segment the log described (a damaged log) */
+    uint8_t writer;               /* the writer's own mark */
     uint8_t used;                 /* slot in use */
 } xr_block_t;
 
@@ -75,6 +77,8 @@ struct xr {
     size_t nblk, capblk;
     xr_segment_t *seg;            /* open addressing by base */
     size_t nseg, capseg;
+    uint64_t *bases;              /* the live segments' bases, sorted (a block's segment) */
+    size_t nbases, capbases;
     uint64_t last_t;
     uint64_t events;              /* records handed to fn */
     int stop_mark_id;             /* stop after this mark (0: never) */
@@ -87,6 +91,8 @@ struct xr {
  * or -1 when out of memory. */
 int xr_run(xr_t *x, rd_log_t *lf, const model_t *m, xr_fn fn, void *arg);
 void xr_free(xr_t *x);
+/* The live segment of device dev that holds ptr, or NULL. */
+const xr_segment_t *xr_segment_of(const xr_t *x, unsigned dev, uint64_t ptr);
 /* Whether a mark matches "--from/--to MARK": its number or its label. */
 int xr_mark_matches(const char *want, uint32_t id, const char *label);
 /* The live blocks and segments, in no order: iterate with these. */

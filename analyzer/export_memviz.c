@@ -319,12 +319,12 @@ static void flush_segment(mv_t *v, const xr_block_t *asker)
 static void on_block(mv_t *v, const xr_t *x, const xr_event_t *e)
 {
     const xr_block_t *b = e->blk;
-    if (!xr_kind_on_device(b->kind) || b->size < v->o->min_size)
-        return;
-    int pool = b->kind == GMLOG_KIND_POOL;
+    if (!xr_kind_on_device(b->kind) || b->size < v->o->min_size || b->writer)
+        return; /* writer: freed already, when its segment went */
+    int pool = b->kind == GMLOG_KIND_POOL, own = !pool || b->stray; /* own: a segment of its own */
     if (e->type == XR_ALLOC) {
-        flush_segment(v, pool ? b : NULL);
-        if (!pool) /* memory outside the pool: a segment of its own */
+        flush_segment(v, own ? NULL : b);
+        if (own)
             segment_entry(v, V_SEGMENT_ALLOC, b->ptr, b->size, e->rec->t, b->site);
         block_entry(v, x, V_ALLOC, b, e->rec->t, b->site);
         return;
@@ -334,8 +334,26 @@ static void on_block(mv_t *v, const xr_t *x, const xr_event_t *e)
     uint64_t t = e->rec ? e->rec->t : x->last_t;
     block_entry(v, x, V_FREE_REQUESTED, b, t, site);
     block_entry(v, x, V_FREE_COMPLETED, b, t, site);
-    if (!pool)
+    if (own)
         segment_entry(v, V_SEGMENT_FREE, b->ptr, b->size, t, site);
+}
+
+/* A segment that goes with live blocks in it (only a damaged log does that): the blocks end
+ * there too, or the viewer would find blocks in no segment. */
+static void orphan_blocks(mv_t *v, xr_t *x, const xr_event_t *e, int emit)
+{
+    const xr_segment_t *g = e->seg;
+    for (size_t i = 0; i < x->capblk; i++) {
+        xr_block_t *b = &x->blk[i];
+        if (!b->used || b->dev != g->dev || b->kind != GMLOG_KIND_POOL || b->stray || b->writer ||
+            b->ptr < g->base || b->ptr >= g->base + g->size)
+            continue;
+        if (emit && b->size >= v->o->min_size) {
+            block_entry(v, x, V_FREE_REQUESTED, b, e->rec->t, b->site);
+            block_entry(v, x, V_FREE_COMPLETED, b, e->rec->t, b->site);
+        }
+        b->writer = 1;
+    }
 }
 
 static void on_oom(mv_t *v, const xr_event_t *e)
@@ -376,7 +394,15 @@ static void each_event(xr_t *x, const xr_event_t *e, void *arg)
         on_mark(v, e);
         return;
     }
-    if (!v->in_window || e->state || (int)e->dev != v->dev)
+    if ((int)e->dev != v->dev)
+        return;
+    int emit = v->in_window && !e->state;
+    if (e->type == XR_SEGMENT_FREE) {
+        if (emit)
+            flush_segment(v, NULL);
+        orphan_blocks(v, x, e, emit);
+    }
+    if (!emit)
         return;
     switch (e->type) {
     case XR_ALLOC:
@@ -505,7 +531,7 @@ static int device_segments(mv_t *v, const xr_t *x, int dev)
             seg[ns++] = &x->seg[i];
     for (size_t i = 0; i < x->capblk; i++) {
         const xr_block_t *b = xr_block_at(x, i);
-        if (b && b->dev == dev && xr_kind_on_device(b->kind) && b->size >= v->o->min_size)
+        if (b && b->dev == dev && xr_kind_on_device(b->kind) && b->size >= v->o->min_size && !b->writer)
             blk[nb++] = b;
     }
     qsort(seg, ns, sizeof *seg, by_base);
@@ -521,7 +547,7 @@ static int device_segments(mv_t *v, const xr_t *x, int dev)
         if (i == ns)
             break;
         size_t k = j;
-        while (k < nb && blk[k]->ptr < base + seg[i]->size && blk[k]->kind == GMLOG_KIND_POOL)
+        while (k < nb && blk[k]->ptr < base + seg[i]->size && blk[k]->kind == GMLOG_KIND_POOL && !blk[k]->stray)
             k++;
         mv_seg_t s = {dev, base, seg[i]->size, 0, seg[i]->graph, 0, &blk[j], k - j};
         segment_dict(v, &s);

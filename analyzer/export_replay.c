@@ -125,6 +125,45 @@ static void table_remove(table_t *t, void *victim)
     }
 }
 
+/* The sorted bases: the first index whose base is above `base`. */
+static size_t bases_upper(const xr_t *x, uint64_t base)
+{
+    size_t lo = 0, hi = x->nbases;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (x->bases[mid] <= base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int bases_add(xr_t *x, uint64_t base)
+{
+    if (x->nbases == x->capbases) {
+        size_t cap = x->capbases ? x->capbases * 2 : 256;
+        uint64_t *n = realloc(x->bases, cap * sizeof *n);
+        if (!n)
+            return -1;
+        x->bases = n, x->capbases = cap;
+    }
+    size_t i = bases_upper(x, base);
+    memmove(x->bases + i + 1, x->bases + i, (x->nbases - i) * sizeof *x->bases);
+    x->bases[i] = base;
+    x->nbases++;
+    return 0;
+}
+
+static void bases_remove(xr_t *x, uint64_t base)
+{
+    size_t i = bases_upper(x, base);
+    if (i && x->bases[i - 1] == base) {
+        memmove(x->bases + i - 1, x->bases + i, (x->nbases - i) * sizeof *x->bases);
+        x->nbases--;
+    }
+}
+
 static table_t blocks_of(xr_t *x)
 {
     return (table_t){(void **)&x->blk, &x->nblk, &x->capblk, sizeof(xr_block_t), offsetof(xr_block_t, ptr),
@@ -135,6 +174,16 @@ static table_t segments_of(xr_t *x)
 {
     return (table_t){(void **)&x->seg, &x->nseg, &x->capseg, sizeof(xr_segment_t), offsetof(xr_segment_t, base),
                      offsetof(xr_segment_t, used)};
+}
+
+const xr_segment_t *xr_segment_of(const xr_t *x, unsigned dev, uint64_t ptr)
+{
+    size_t i = bases_upper(x, ptr);
+    if (!i)
+        return NULL;
+    table_t t = segments_of((xr_t *)x);
+    const xr_segment_t *g = table_find(&t, x->bases[i - 1]);
+    return g && g->dev == dev && ptr < g->base + g->size ? g : NULL;
 }
 
 const model_oom_t *xr_model_oom(const model_t *m, uint64_t seq)
@@ -259,6 +308,7 @@ static int on_alloc(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
     b->kind = (uint8_t)kind;
     b->stream = kind == GMLOG_KIND_ASYNC && r->len >= 40 ? a->block : 0;
     b->lib = kind != GMLOG_KIND_POOL && xr_kind_on_device(kind) ? (uint8_t)lib_index(x, d, kind, r) : 0;
+    b->stray = kind == GMLOG_KIND_POOL && !xr_segment_of(x, r->device, a->ptr);
     count_block(d, b, +1);
     xr_event_t e = {XR_ALLOC, r, b, NULL, r->device, state, 0, NULL, 0};
     fn(x, &e, arg);
@@ -289,14 +339,19 @@ static int on_segment(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         xr_event_t e = {XR_SEGMENT_FREE, r, NULL, g, g->dev, state, 0, NULL, 0};
         fn(x, &e, arg);
         d->reserved = d->reserved > g->size ? d->reserved - g->size : 0;
+        bases_remove(x, g->base);
         table_remove(&t, g);
         return 0;
     }
     if (g) { /* the same base twice: the first one is gone */
-        d->reserved = d->reserved > g->size ? d->reserved - g->size : 0;
+        xr_dev_t *od = &x->dev[g->dev];
+        xr_event_t e = {XR_SEGMENT_FREE, r, NULL, g, g->dev, state, 0, NULL, 0};
+        fn(x, &e, arg);
+        od->reserved = od->reserved > g->size ? od->reserved - g->size : 0;
+        bases_remove(x, g->base);
         table_remove(&t, g);
     }
-    if (!(g = table_insert(&t, s->base)))
+    if (!(g = table_insert(&t, s->base)) || bases_add(x, s->base))
         return -1;
     g->size = s->size;
     g->t = r->t;
@@ -324,6 +379,7 @@ static void on_reset(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         if (g->used && g->dev == r->device) {
             xr_event_t e = {XR_SEGMENT_FREE, r, NULL, g, g->dev, 0, 0, NULL, 0};
             fn(x, &e, arg);
+            bases_remove(x, g->base);
             table_remove(&t, g);
         } else {
             i++;
@@ -415,7 +471,9 @@ void xr_free(xr_t *x)
 {
     free(x->blk);
     free(x->seg);
+    free(x->bases);
     x->blk = NULL;
     x->seg = NULL;
-    x->nblk = x->capblk = x->nseg = x->capseg = 0;
+    x->bases = NULL;
+    x->nblk = x->capblk = x->nseg = x->capseg = x->nbases = x->capbases = 0;
 }

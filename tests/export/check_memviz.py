@@ -91,6 +91,8 @@ def replay_backwards(snap, dev):
             del segs[e["addr"]]
             bases.remove(e["addr"])
         elif a == "segment_free":
+            if e["addr"] in segs:
+                fail(f"device {dev} entry {n}: segment_free of {e['addr']:#x}, where a segment is again after it")
             segs[e["addr"]] = e["size"]
             bisect.insort(bases, e["addr"])
 
