@@ -220,6 +220,29 @@ START_TEST(test_memviz_frames_are_python_and_native_innermost_first)
 }
 END_TEST
 
+/* MemoryViz.js reads pickles with its own small unpickler: protocol 2 to 4, these opcodes. */
+START_TEST(test_memviz_pickle_uses_only_opcodes_the_viewer_reads)
+{
+    const char *snap = tmpfile_in(temp_dir(), "s.pickle");
+    char *out;
+    int rc = gm(&out, "export", "memory-viz", "-o", snap, fixture("h200_cupti_static_inject"));
+    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
+    free(out);
+    rc = py(&out, "-c",
+            "import pickletools,sys\n"
+            "ok={'PROTO','FRAME','APPEND','APPENDS','LIST','TUPLE','NEWFALSE','NEWTRUE','NONE','BINGET','LONG_BINGET',"
+            "'BININT','BININT1','BININT2','EMPTY_DICT','EMPTY_LIST','LONG1','MARK','MEMOIZE','BINPUT','LONG_BINPUT',"
+            "'SETITEM','SETITEMS','DICT','SHORT_BINUNICODE','BINUNICODE','STOP','EMPTY_TUPLE','TUPLE1','TUPLE2',"
+            "'TUPLE3','BINFLOAT'}\n"
+            "ops=[(o.name,a) for o,a,_ in pickletools.genops(open(sys.argv[1],'rb'))]\n"
+            "assert ops[0][0]=='PROTO' and 2<=ops[0][1]<=4, ops[0]\n"
+            "bad={n for n,_ in ops}-ok\nassert not bad, bad\nprint(len(ops),'opcodes')\n",
+            snap);
+    ck_assert_msg(rc == 0, "an opcode MemoryViz.js does not read:\n%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_memviz_window_device_and_min_size_keep_the_snapshot_consistent)
 {
     const char *dir = temp_dir();
@@ -377,6 +400,7 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_perfetto_oom_instant_carries_the_cause_the_oom_report_gives);
     tcase_add_test(tc, test_memviz_export_of_each_fixture_loads_with_pickle_and_replays);
     tcase_add_test(tc, test_memviz_frames_are_python_and_native_innermost_first);
+    tcase_add_test(tc, test_memviz_pickle_uses_only_opcodes_the_viewer_reads);
     tcase_add_test(tc, test_memviz_window_device_and_min_size_keep_the_snapshot_consistent);
     tcase_add_test(tc, test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_script);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
