@@ -24,6 +24,7 @@ static const command_t commands[] = {
     {"oom", cmd_oom, "each out-of-memory failure: what was asked, what there was, the cause, remedies"},
     {"timeline", cmd_timeline, "allocated and reserved over time as an SVG or HTML page"},
     {"dump", cmd_dump, "every record as text or JSON lines, with the header and metadata"},
+    {"export", cmd_export, "a log for Perfetto (trace JSON) or PyTorch's memory_viz (snapshot pickle)"},
     {"run", cmd_run, "run a command under gmshim, then report on the logs it wrote"},
     {"help", NULL, "help on gmshim or on one command"},
 };

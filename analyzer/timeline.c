@@ -1,9 +1,13 @@
 /* `gmshim timeline`: allocated and reserved bytes over time for each device of each log, with
- * the marks and OOMs, as one self-contained SVG, or an HTML page that adds hover read-outs and
- * tables. The output must open in a browser with no network: no external fonts, scripts or
- * styles, and every string from the log is XML-escaped. */
-#include "commands.h"
+ * the memory outside the pool, the device total, the marks and the OOMs, as one self-contained
+ * SVG, or an HTML page to explore: zoom and pan, the top live call sites under the mouse, the
+ * OOMs' causes on hover and click, the live bytes by call site at the peak and at each OOM as a
+ * flame graph. The output must open with no network (no external fonts, scripts or styles)
+ * and every string from the log is escaped. This file collects the data and writes the SVG;
+ * timeline_html.c writes the page. */
+#include "timeline.h"
 #include "output.h"
+#include "sites.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,16 +15,235 @@
 #include <string.h>
 #include <unistd.h>
 
+/* ---- the data ----------------------------------------------------------------------------- */
+
+size_t tl_slot(const model_t *m, uint32_t site)
+{
+    const model_sitedef_t *s = site ? model_site(m, site) : NULL;
+    return s ? (size_t)(s - m->sites) + 1 : 0;
+}
+
+typedef struct tl_run {
+    tl_log_t *t;
+    int failed;
+} tl_run_t;
+
+static size_t bucket_of(const tl_log_t *t, uint64_t ns)
+{
+    size_t b = (size_t)((double)ns / (double)(t->tmax + 1) * TL_BUCKETS);
+    return b < TL_BUCKETS ? b : TL_BUCKETS - 1;
+}
+
+static tl_dev_t *dev_of(tl_run_t *r, unsigned id)
+{
+    tl_log_t *t = r->t;
+    if (id >= GMLOG_NO_DEVICE)
+        return NULL;
+    if (!t->dev[id]) {
+        tl_dev_t *d = calloc(1, sizeof *d);
+        uint64_t *live = calloc(t->nslots, sizeof *live);
+        if (!d || !live) {
+            free(d);
+            free(live);
+            r->failed = 1;
+            return NULL;
+        }
+        d->id = (int)id;
+        d->bucket = -1;
+        d->live = live;
+        t->dev[id] = d;
+    }
+    return t->dev[id];
+}
+
+/* The top sites of the live set, into bucket b. */
+static void take_top(const tl_log_t *t, tl_dev_t *d, int b)
+{
+    unsigned n = 0;
+    for (size_t s = 0; s < t->nslots; s++) {
+        uint64_t v = d->live[s];
+        if (!v || (n == TL_TOP && v <= d->top_bytes[b][n - 1]))
+            continue;
+        unsigned i = n < TL_TOP ? n++ : n - 1;
+        for (; i > 0 && d->top_bytes[b][i - 1] < v; i--) {
+            d->top_bytes[b][i] = d->top_bytes[b][i - 1];
+            d->top_slot[b][i] = d->top_slot[b][i - 1];
+        }
+        d->top_bytes[b][i] = v;
+        d->top_slot[b][i] = (uint32_t)s;
+    }
+    d->ntop[b] = (uint8_t)n;
+    d->top_set[b] = 1;
+}
+
+static void snapshot_live(tl_log_t *t, tl_dev_t *d, const char *label, uint64_t at)
+{
+    if (d->nsnap >= TL_FLAMES)
+        return;
+    tl_snap_t *s = &d->snap[d->nsnap];
+    size_t n = 0;
+    for (size_t i = 0; i < t->nslots; i++)
+        n += d->live[i] != 0;
+    s->slot = malloc((n + 1) * sizeof *s->slot);
+    s->bytes = malloc((n + 1) * sizeof *s->bytes);
+    if (!s->slot || !s->bytes) {
+        free(s->slot);
+        free(s->bytes);
+        return;
+    }
+    for (size_t i = 0; i < t->nslots; i++)
+        if (d->live[i]) {
+            s->slot[s->n] = (uint32_t)i;
+            s->bytes[s->n++] = d->live[i];
+        }
+    snprintf(s->label, sizeof s->label, "%s", label);
+    s->t = at;
+    d->nsnap++;
+}
+
+/* Before an event at time ns: a bucket that closes gets its top sites (the live set at its end). */
+static void enter_bucket(tl_log_t *t, tl_dev_t *d, uint64_t ns)
+{
+    int b = (int)bucket_of(t, ns);
+    if (b != d->bucket && d->bucket >= 0)
+        take_top(t, d, d->bucket);
+    d->bucket = b;
+}
+
+static uint64_t outside_bytes(const xr_dev_t *x)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < x->nlibs; i++)
+        v += x->lib_bytes[i];
+    return v;
+}
+
+static void on_changed(tl_run_t *r, const xr_t *x, tl_dev_t *d, uint64_t ns)
+{
+    tl_log_t *t = r->t;
+    const xr_dev_t *xd = &x->dev[d->id];
+    size_t b = bucket_of(t, ns);
+    uint64_t o = outside_bytes(xd);
+    if (!d->used[b] || xd->allocated > d->amax[b])
+        d->amax[b] = xd->allocated;
+    if (!d->used[b] || xd->reserved > d->rmax[b])
+        d->rmax[b] = xd->reserved;
+    if (!d->used[b] || o > d->omax[b])
+        d->omax[b] = o;
+    d->used[b] = 1;
+    d->alast[b] = xd->allocated, d->rlast[b] = xd->reserved, d->olast[b] = o;
+    if (xd->reserved > d->peak_reserved)
+        d->peak_reserved = xd->reserved;
+    if (o > d->peak_outside)
+        d->peak_outside = o;
+    if (xd->allocated > d->peak_allocated)
+        d->peak_allocated = xd->allocated;
+    const model_dev_t *md = t->m->dev[d->id];
+    if (!d->peak_taken && md && md->peak_allocated && xd->allocated >= md->peak_allocated) {
+        char a[32], tt[32], label[160];
+        snprintf(label, sizeof label, "peak: %s allocated at %s", rep_bytes(xd->allocated, a), rep_time(ns, tt));
+        snapshot_live(t, d, label, ns);
+        d->peak_taken = 1;
+    }
+}
+
+static void collect_event(xr_t *x, const xr_event_t *e, void *arg)
+{
+    tl_run_t *r = arg;
+    tl_log_t *t = r->t;
+    if (e->type == XR_MARK || e->dev >= GMLOG_NO_DEVICE)
+        return;
+    tl_dev_t *d = dev_of(r, e->dev);
+    if (!d || !e->rec)
+        return;
+    uint64_t ns = e->rec->t;
+    switch (e->type) {
+    case XR_ALLOC:
+    case XR_FREE: {
+        const xr_block_t *b = e->blk;
+        if (!xr_kind_on_device(b->kind))
+            break;
+        enter_bucket(t, d, ns);
+        size_t s = tl_slot(t->m, b->site);
+        d->live[s] = e->type == XR_ALLOC ? d->live[s] + b->size : (d->live[s] > b->size ? d->live[s] - b->size : 0);
+        break;
+    }
+    case XR_CHANGED: on_changed(r, x, d, ns); break;
+    case XR_OOM: {
+        const gmlog_oom_t *o = (const gmlog_oom_t *)e->rec->p;
+        char a[32], tt[32], label[160];
+        d->ooms++;
+        snprintf(label, sizeof label, "OOM %u: %s asked for at %s", d->ooms, rep_bytes(o->request, a),
+                 rep_time(ns, tt));
+        enter_bucket(t, d, ns);
+        snapshot_live(t, d, label, ns);
+        break;
+    }
+    default: break;
+    }
+}
+
+int tl_collect(tl_log_t *t, rd_log_t *lf, const model_t *m, xr_t *x)
+{
+    memset(t, 0, sizeof *t);
+    t->lf = lf;
+    t->m = m;
+    t->x = x;
+    t->nslots = m->nsites + 1;
+    t->tmax = m->last_t ? m->last_t : 1;
+    tl_run_t r = {t, 0};
+    for (int i = 0; i < m->ndev; i++)
+        if (m->dev[i])
+            dev_of(&r, (unsigned)i);
+    if (xr_run(x, lf, m, collect_event, &r) || r.failed)
+        return -1;
+    for (int i = 0; i < 256; i++) {
+        tl_dev_t *d = t->dev[i];
+        if (!d)
+            continue;
+        if (d->bucket >= 0)
+            take_top(t, d, d->bucket);
+        /* buckets without an event hold the figures of the one before */
+        for (size_t b = 1; b < TL_BUCKETS; b++)
+            if (!d->used[b]) {
+                d->amax[b] = d->alast[b] = d->alast[b - 1];
+                d->rmax[b] = d->rlast[b] = d->rlast[b - 1];
+                d->omax[b] = d->olast[b] = d->olast[b - 1];
+            }
+    }
+    return 0;
+}
+
+void tl_log_free(tl_log_t *t)
+{
+    for (int i = 0; i < 256; i++) {
+        tl_dev_t *d = t->dev[i];
+        if (!d)
+            continue;
+        for (unsigned k = 0; k < d->nsnap; k++) {
+            free(d->snap[k].slot);
+            free(d->snap[k].bytes);
+        }
+        free(d->live);
+        free(d);
+        t->dev[i] = NULL;
+    }
+}
+
+/* ---- the SVG ------------------------------------------------------------------------------ */
+
 #define W 960
-#define H 280
+#define H 300
 #define ML 78
 #define MR 24
-#define MT 34
+#define MT 52                     /* the title's line, then the legend's, then the plot */
 #define MB 42
 
-static void xml(FILE *f, const char *s)
+void tl_xml(FILE *f, const char *s)
 {
-    for (; s && *s; s++) {
+    size_t left = s ? strlen(s) : 0;
+    for (; s && *s; s++, left--) {
+        int n;
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
@@ -28,277 +251,352 @@ static void xml(FILE *f, const char *s)
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
         default:
-            if ((unsigned char)*s >= 0x20)
-                fputc(*s, f);
+            if ((unsigned char)*s < 0x20)
+                break;
+            if (!(n = xr_utf8_len((const unsigned char *)s, left))) { /* the page is UTF-8, whatever the log holds */
+                fputs("\xef\xbf\xbd", f);
+                break;
+            }
+            fwrite(s, 1, (size_t)n, f);
+            s += n - 1, left -= (size_t)n - 1;
             break;
         }
     }
 }
 
-static uint64_t nice_max(uint64_t v)
+uint64_t tl_nice_max(uint64_t v)
 {
     if (v < 1024)
         return 1024;
     uint64_t p = 1;
     while (p <= v / 2)
         p *= 2;
-    /* p <= v < 2p: pick the first of p, 1.25p, 1.5p, 1.75p, 2p above v */
+    /* p <= v < 2p: the first of p, 1.25p, 1.5p, 1.75p, 2p at or above v */
     for (int q = 5; q <= 8; q++)
         if (p / 4 * (uint64_t)q >= v)
             return p / 4 * (uint64_t)q;
     return 2 * p;
 }
 
-typedef struct series {
-    size_t n;
-    uint64_t shift;
-    uint64_t amax[MODEL_TL_BUCKETS], amin[MODEL_TL_BUCKETS], rmax[MODEL_TL_BUCKETS];
-} series_t;
-
-static void fill_series(const model_t *m, const model_dev_t *d, series_t *s)
+/* The chart's top: the largest figure drawn, or the device's cap when it is not far above. */
+uint64_t tl_vtop(const tl_dev_t *d, const model_dev_t *md, uint64_t *cap)
 {
-    s->shift = m->tl_shift;
-    uint64_t last = m->last_t >> m->tl_shift;
-    s->n = last + 1 < MODEL_TL_BUCKETS ? (size_t)last + 1 : MODEL_TL_BUCKETS;
-    uint64_t a = 0, r = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const model_bucket_t *b = &d->tl[i];
-        if (b->used) {
-            s->amax[i] = b->amax, s->amin[i] = b->amin, s->rmax[i] = b->rmax;
-            a = b->alast, r = b->rlast;
-        } else {
-            s->amax[i] = s->amin[i] = a, s->rmax[i] = r;
+    uint64_t v = d->peak_reserved > d->peak_allocated ? d->peak_reserved : d->peak_allocated;
+    if (d->peak_outside > v)
+        v = d->peak_outside;
+    *cap = md && md->limit_max ? md->limit_max : md ? md->total : 0;
+    if (*cap && *cap <= v * 2 && *cap > v)
+        v = *cap;
+    return tl_nice_max(v);
+}
+
+typedef struct svg_frame {
+    double x0, pw, ph;
+    int y0;
+    uint64_t tmax, vtop;
+} svg_frame_t;
+
+static double sx(const svg_frame_t *g, uint64_t t)
+{
+    return g->x0 + g->pw * ((double)t / (double)g->tmax);
+}
+
+static double sy(const svg_frame_t *g, uint64_t v)
+{
+    return g->y0 + MT + g->ph * (1.0 - (double)v / (double)g->vtop);
+}
+
+static void svg_area(FILE *f, const svg_frame_t *g, const uint64_t *v, const char *cls, int closed)
+{
+    fprintf(f, "<path class=\"%s\" d=\"M%.1f %.1f", cls, sx(g, 0), closed ? sy(g, 0) : sy(g, v[0]));
+    for (size_t i = 0; i < TL_BUCKETS; i++) {
+        uint64_t t0 = g->tmax * i / TL_BUCKETS, t1 = g->tmax * (i + 1) / TL_BUCKETS;
+        fprintf(f, " L%.1f %.1f L%.1f %.1f", sx(g, t0), sy(g, v[i]), sx(g, t1), sy(g, v[i]));
+    }
+    if (closed)
+        fprintf(f, " L%.1f %.1f Z", sx(g, g->tmax), sy(g, 0));
+    fputs("\"/>\n", f);
+}
+
+static void svg_axes(FILE *f, const svg_frame_t *g)
+{
+    char a[32];
+    for (int i = 0; i <= 4; i++) {
+        uint64_t v = g->vtop / 4 * (uint64_t)i;
+        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", ML, W - MR, sy(g, v), sy(g, v));
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"ytick\">%s</text>\n", ML - 6, sy(g, v) + 4, rep_bytes(v, a));
+    }
+    for (int i = 0; i <= 6; i++) {
+        uint64_t t = g->tmax / 6 * (uint64_t)i;
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"grid\"/>", sx(g, t), sx(g, t),
+                g->y0 + MT, g->y0 + H - MB);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"xtick\">%s</text>\n", sx(g, t), g->y0 + H - MB + 16,
+                rep_time(t, a));
+    }
+}
+
+/* Marks: a dashed line each while they are few enough to tell apart, labelled when very few;
+ * past that a band along the top whose darkness is their density. */
+static void svg_marks(FILE *f, const svg_frame_t *g, const model_t *m)
+{
+    char t[32];
+    if (m->nmarks > 300) {
+        unsigned cols = (unsigned)g->pw / 2, *count = calloc(cols + 1, sizeof *count), most = 1;
+        if (!count)
+            return;
+        for (size_t i = 0; i < m->nmarks; i++) {
+            unsigned c = (unsigned)((sx(g, m->marks[i].t) - g->x0) / 2);
+            if (c <= cols && ++count[c] > most)
+                most = count[c];
+        }
+        fprintf(f, "<g class=\"markband\"><title>%" PRIu64 " marks (darker: more of them)</title>", m->marks_total);
+        for (unsigned c = 0; c <= cols; c++)
+            if (count[c])
+                fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"2\" height=\"8\" fill-opacity=\"%.2f\"/>",
+                        g->x0 + 2.0 * c, g->y0 + MT, 0.25 + 0.75 * count[c] / most);
+        fputs("</g>\n", f);
+        free(count);
+        return;
+    }
+    for (size_t i = 0; i < m->nmarks; i++) {
+        const model_mark_t *k = &m->marks[i];
+        double x = sx(g, k->t);
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"mark\"><title>mark %u ", x, x, g->y0 + MT,
+                g->y0 + H - MB, k->id);
+        tl_xml(f, k->label);
+        fprintf(f, " at %s</title></line>\n", rep_time(k->t, t));
+        if (m->nmarks <= 24) {
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"mlabel\" transform=\"rotate(-90 %.1f %d)\">", x - 3,
+                    g->y0 + MT + 4, x - 3, g->y0 + MT + 4);
+            tl_xml(f, k->label);
+            fputs("</text>\n", f);
         }
     }
 }
 
-/* One device's chart, at vertical offset y0 (SVG units). */
-static void panel(FILE *f, const rd_log_t *lf, const model_t *m, const model_dev_t *d, int y0, int id)
+static void svg_legend(FILE *f, const svg_frame_t *g, const tl_dev_t *d, uint64_t cap, const model_dev_t *md)
 {
-    char a[32], b[32], t[32], name[96];
-    series_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return;
-    fill_series(m, d, s);
-    uint64_t tmax = m->last_t ? m->last_t : 1;
-    uint64_t vtop = d->peak_reserved > d->peak_allocated ? d->peak_reserved : d->peak_allocated;
-    uint64_t cap = d->limit_max ? d->limit_max : d->total;
-    if (cap && cap <= vtop * 2)
-        vtop = cap > vtop ? cap : vtop;
-    vtop = nice_max(vtop);
-    double pw = W - ML - MR, ph = H - MT - MB;
-#define X(tt) (ML + pw * ((double)(tt) / (double)tmax))
-#define Y(vv) (y0 + MT + ph * (1.0 - (double)(vv) / (double)vtop))
-    fprintf(f, "<g class=\"panel\" id=\"p%d\">\n", id);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"title\">", ML, y0 + 20);
-    xml(f, cli_log_name(lf, m, name, sizeof name));
+    static const char *const cls[] = {"res", "alloc", "outside", "cap", "mark", "oomdot"};
+    const char *names[] = {"reserved", "allocated", "outside the pool",
+                           md && md->limit_max ? "GMSHIM_DEVICE_LIMIT" : "device total", "mark", "OOM"};
+    int x = ML, y = g->y0 + 32;
+    for (int i = 0; i < 6; i++) {
+        if ((i == 2 && !d->peak_outside) || (i == 3 && !cap))
+            continue;
+        if (i < 3)
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" class=\"%s\"/>", x, y - 9, cls[i]);
+        else if (i < 5)
+            fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" class=\"%s\"/>", x, x + 12, y - 4, y - 4, cls[i]);
+        else
+            fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"4\" class=\"%s\"/>", x + 6, y - 4, cls[i]);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"legend\">%s</text>", x + 16, y, names[i]);
+        x += 16 + 7 * (int)strlen(names[i]) + 18;
+    }
+    fputs("\n", f);
+}
+
+static void svg_panel(FILE *f, const tl_log_t *t, const tl_dev_t *d, int y0, int id)
+{
+    const model_t *m = t->m;
+    const model_dev_t *md = m->dev[d->id];
+    char a[32], b[32], title[256];
+    uint64_t cap;
+    svg_frame_t g = {ML, W - ML - MR, H - MT - MB, y0, t->tmax, 0};
+    g.vtop = tl_vtop(d, md, &cap);
+    fprintf(f, "<g class=\"panel\" id=\"p%d\">\n<text x=\"%d\" y=\"%d\" class=\"title\">", id, ML, y0 + 16);
+    tl_xml(f, xr_log_title(t->lf, m, title, sizeof title));
     fprintf(f, ", device %d", d->id);
-    if (d->name[0]) {
+    if (md && md->name[0]) {
         fputs(" (", f);
-        xml(f, d->name);
+        tl_xml(f, md->name);
         fputs(")", f);
     }
     fprintf(f, ": peak allocated %s, peak reserved %s</text>\n", rep_bytes(d->peak_allocated, a),
             rep_bytes(d->peak_reserved, b));
-    /* grid and axes */
-    for (int i = 0; i <= 4; i++) {
-        uint64_t v = vtop / 4 * (uint64_t)i;
-        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", ML, W - MR, Y(v), Y(v));
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"ytick\">%s</text>\n", ML - 6, Y(v) + 4, rep_bytes(v, a));
-    }
-    for (int i = 0; i <= 6; i++) {
-        uint64_t tt = tmax / 6 * (uint64_t)i;
-        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"grid\"/>", X(tt), X(tt), y0 + MT,
-                y0 + H - MB);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"xtick\">%s</text>\n", X(tt), y0 + H - MB + 16, rep_time(tt, t));
-    }
-    /* reserved, then allocated (max per bucket), as step areas */
-    for (int pass = 0; pass < 2; pass++) {
-        const uint64_t *v = pass ? s->amax : s->rmax;
-        fprintf(f, "<path class=\"%s\" d=\"M%.1f %.1f", pass ? "alloc" : "res", X(0), Y(0));
-        for (size_t i = 0; i < s->n; i++) {
-            uint64_t t0 = (uint64_t)i << s->shift, t1 = (uint64_t)(i + 1) << s->shift;
-            if (t1 > tmax)
-                t1 = tmax;
-            fprintf(f, " L%.1f %.1f L%.1f %.1f", X(t0), Y(v[i]), X(t1), Y(v[i]));
-        }
-        fprintf(f, " L%.1f %.1f Z\"/>\n", X(tmax), Y(0));
-    }
-    if (cap && cap <= vtop) {
+    svg_legend(f, &g, d, cap, md);
+    svg_axes(f, &g);
+    svg_area(f, &g, d->rmax, "res", 1);
+    svg_area(f, &g, d->amax, "alloc", 1);
+    if (d->peak_outside)
+        svg_area(f, &g, d->omax, "outside", 0);
+    if (cap && cap <= g.vtop)
         fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"cap\"><title>%s %s</title></line>\n", ML,
-                W - MR, Y(cap), Y(cap), d->limit_max ? "GMSHIM_DEVICE_LIMIT" : "device memory", rep_bytes(cap, a));
-    }
-    /* marks (labels only when few) */
-    size_t shown_labels = 0;
-    size_t every = m->nmarks > 1000 ? (m->nmarks + 999) / 1000 : 1; /* at most ~1000 lines */
-    for (size_t i = 0; i < m->nmarks; i += every) {
-        const model_mark_t *k = &m->marks[i];
-        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"mark\"><title>mark %u ", X(k->t), X(k->t),
-                y0 + MT, y0 + H - MB, k->id);
-        xml(f, k->label);
-        fprintf(f, " at %s</title></line>\n", rep_time(k->t, t));
-        if (m->nmarks <= 24 && shown_labels++ < 24) {
-            fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"mlabel\" transform=\"rotate(-90 %.1f %d)\">", X(k->t) - 3,
-                    y0 + MT + 4, X(k->t) - 3, y0 + MT + 4);
-            xml(f, k->label);
-            fputs("</text>\n", f);
-        }
-    }
-    /* OOMs */
+                W - MR, sy(&g, cap), sy(&g, cap), md && md->limit_max ? "GMSHIM_DEVICE_LIMIT" : "device total",
+                rep_bytes(cap, a));
+    svg_marks(f, &g, m);
     for (size_t i = 0; i < m->nooms; i++) {
         const model_oom_t *o = &m->ooms[i];
         if (o->dev != d->id)
             continue;
         oom_verdict_t v;
         oom_classify(m, o, &v);
-        fprintf(f, "<g class=\"oom\"><title>OOM at %s: %s requested, cause: %s</title>"
-                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/><circle cx=\"%.1f\" cy=\"%d\" r=\"5\"/></g>\n",
-                rep_time(o->t, t), rep_bytes(o->rec.request, a), oom_cause_name(v.cause), X(o->t), X(o->t), y0 + MT,
-                y0 + H - MB, X(o->t), y0 + MT);
+        double x = sx(&g, o->t);
+        fprintf(f, "<g class=\"oom\"><title>OOM at %s: %s requested, cause: %s. ", rep_time(o->t, a),
+                rep_bytes(o->rec.request, b), oom_cause_name(v.cause));
+        tl_xml(f, v.why);
+        fprintf(f, "</title><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/><circle cx=\"%.1f\" cy=\"%d\" r=\"5\"/></g>\n",
+                x, x, y0 + MT, y0 + H - MB, x, y0 + MT);
     }
-    /* legend */
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" class=\"res\"/><text x=\"%d\" y=\"%d\" class=\"legend\">reserved</text>"
-               "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" class=\"alloc\"/><text x=\"%d\" y=\"%d\" class=\"legend\">allocated</text>"
-               "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" class=\"mark\"/><text x=\"%d\" y=\"%d\" class=\"legend\">mark</text>"
-               "<circle cx=\"%d\" cy=\"%d\" r=\"4\" class=\"oomdot\"/><text x=\"%d\" y=\"%d\" class=\"legend\">OOM</text>\n",
-            W - MR - 330, y0 + 12, W - MR - 314, y0 + 21, W - MR - 240, y0 + 12, W - MR - 224, y0 + 21,
-            W - MR - 150, W - MR - 138, y0 + 17, y0 + 17, W - MR - 132, y0 + 21, W - MR - 70, y0 + 17, W - MR - 62,
-            y0 + 21);
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" class=\"hover\" data-panel=\"%d\"/>\n", ML,
-            y0 + MT, pw, ph, id);
     fputs("</g>\n", f);
-#undef X
-#undef Y
-    free(s);
 }
 
-static const char style[] =
+static const char svg_style[] =
     "text{font-family:sans-serif;font-size:11px;fill:#333}"
     ".title{font-size:13px;font-weight:bold}"
     ".ytick{text-anchor:end}.xtick{text-anchor:middle}"
     ".grid{stroke:#e4e4e4;stroke-width:1}"
     ".res{fill:#cfe3f7;stroke:#4a90d9;stroke-width:1}"
     ".alloc{fill:#f6c28b;stroke:#e07b00;stroke-width:1;fill-opacity:.85}"
+    ".outside{fill:#b9e3b5;stroke:#2e9e44;stroke-width:1.5;fill-opacity:.6}"
     ".mark{stroke:#666;stroke-width:1;stroke-dasharray:3 3}"
+    ".markband rect{fill:#555}"
     ".mlabel{font-size:9px;fill:#555;text-anchor:end}"
     ".cap{stroke:#c00;stroke-width:1;stroke-dasharray:6 3}"
-    ".oom line{stroke:#d00;stroke-width:2}.oom circle,.oomdot{fill:#d00}"
-    ".hover{fill:transparent}";
+    ".oom line{stroke:#d00;stroke-width:2}.oom circle,.oomdot{fill:#d00}";
+
+/* Every device's chart of one log, from y0 on; returns how many. */
+static int svg_panels(FILE *f, const tl_log_t *t, int y0, int first_id)
+{
+    int n = 0;
+    for (int i = 0; i < 256; i++)
+        if (t->dev[i])
+            svg_panel(f, t, t->dev[i], y0 + n * H, first_id + n), n++;
+    return n;
+}
+
+static void svg_document(FILE *f, const char *panels, size_t len, int npanels)
+{
+    int h = npanels ? npanels * H : H;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
+               "<style>%s</style>\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            W, h, W, h, svg_style);
+    if (len)
+        fwrite(panels, 1, len, f);
+    if (!npanels)
+        fprintf(f, "<text x=\"%d\" y=\"%d\">no device activity in the log</text>\n", ML, H / 2);
+    fputs("</svg>\n", f);
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
 
 typedef struct tl_state {
-    FILE *panels;              /* SVG fragments, concatenated */
+    FILE *panels;                 /* SVG fragments, concatenated */
     char *buf;
     size_t len;
-    FILE *data;                /* HTML: per-panel JSON series */
+    FILE *data;                   /* HTML: the page's JSON, one object per log */
     char *dbuf;
     size_t dlen;
-    FILE *tab;                 /* HTML: tables of marks and OOMs */
-    char *tbuf;
-    size_t tlen;
-    int npanels;
+    int npanels, nlogs;
     int html;
+    int failed;
 } tl_state_t;
-
-static void data_json(FILE *f, const model_t *m, const model_dev_t *d, int id)
-{
-    series_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return;
-    fill_series(m, d, s);
-    fprintf(f, "%s\"%d\":{\"tmax\":%" PRIu64 ",\"shift\":%" PRIu64 ",\"a\":[", id ? "," : "", id,
-            m->last_t ? m->last_t : 1, s->shift);
-    for (size_t i = 0; i < s->n; i++)
-        fprintf(f, "%s%" PRIu64, i ? "," : "", s->amax[i]);
-    fputs("],\"r\":[", f);
-    for (size_t i = 0; i < s->n; i++)
-        fprintf(f, "%s%" PRIu64, i ? "," : "", s->rmax[i]);
-    fputs("]}", f);
-    free(s);
-}
-
-static void html_tables(FILE *f, const rd_log_t *lf, const model_t *m)
-{
-    char name[96], a[32], t[32];
-    fputs("<h2>", f);
-    xml(f, cli_log_name(lf, m, name, sizeof name));
-    fputs(": ", f);
-    xml(f, lf->name);
-    fputs("</h2>\n", f);
-    if (m->nooms) {
-        fputs("<table border=\"1\" cellpadding=\"3\" style=\"border-collapse:collapse\"><tr><th>OOM</th><th>time</th>"
-              "<th>device</th><th>requested</th><th>cause</th><th>evidence</th></tr>\n", f);
-        for (size_t i = 0; i < m->nooms; i++) {
-            oom_verdict_t v;
-            oom_classify(m, &m->ooms[i], &v);
-            fprintf(f, "<tr><td>%zu</td><td>%s</td><td>%u</td><td>%s</td><td><b>%s</b></td><td>", i + 1,
-                    rep_time(m->ooms[i].t, t), m->ooms[i].dev, rep_bytes(m->ooms[i].rec.request, a),
-                    oom_cause_name(v.cause));
-            xml(f, v.why);
-            fputs("</td></tr>\n", f);
-        }
-        fputs("</table>\n", f);
-    }
-    if (m->nmarks && m->nmarks <= 200) {
-        fputs("<p>marks: ", f);
-        for (size_t i = 0; i < m->nmarks; i++) {
-            fprintf(f, "%s%u <i>", i ? ", " : "", m->marks[i].id);
-            xml(f, m->marks[i].label);
-            fprintf(f, "</i> (%s)", rep_time(m->marks[i].t, t));
-        }
-        fputs("</p>\n", f);
-    } else if (m->nmarks) {
-        fprintf(f, "<p>%" PRIu64 " marks</p>\n", m->marks_total);
-    }
-}
 
 static void timeline_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
     (void)c;
     tl_state_t *st = arg;
-    for (int i = 0; i < m->ndev; i++) {
-        if (!m->dev[i])
-            continue;
-        panel(st->panels, lf, m, m->dev[i], st->npanels * H, st->npanels);
+    tl_log_t *t = calloc(1, sizeof *t);
+    xr_t *x = calloc(1, sizeof *x);
+    if (!t || !x || tl_collect(t, lf, m, x)) {
+        fputs("gmshim timeline: out of memory\n", stderr);
+        st->failed = 1;
+    } else {
         if (st->html)
-            data_json(st->data, m, m->dev[i], st->npanels);
-        st->npanels++;
+            tl_html_log(st->data, t, st->nlogs == 0);
+        st->npanels += svg_panels(st->panels, t, st->npanels * H, st->npanels);
     }
-    if (st->html && st->tab)
-        html_tables(st->tab, lf, m);
+    st->nlogs++;
+    if (t)
+        tl_log_free(t);
+    if (x)
+        xr_free(x);
+    free(t);
+    free(x);
 }
 
-/* --json: the same series as numbers. */
+/* The document around the panels, HTML or SVG. */
+static void document(FILE *f, const tl_state_t *st, char *const *paths, int npaths)
+{
+    if (!st->html) {
+        svg_document(f, st->buf, st->len, st->npanels);
+        return;
+    }
+    tl_html_head(f, paths, npaths);
+    svg_document(f, st->buf, st->len, st->npanels); /* what shows without a script */
+    tl_html_tail(f, st->dbuf ? st->dbuf : "", st->dlen);
+}
+
+/* The two memory streams the panels and the page's data are written to. */
+static int open_state(tl_state_t *st, int html)
+{
+    memset(st, 0, sizeof *st);
+    st->html = html;
+    st->panels = open_memstream(&st->buf, &st->len);
+    st->data = open_memstream(&st->dbuf, &st->dlen);
+    if (st->panels && st->data)
+        return 0;
+    if (st->panels)
+        fclose(st->panels);
+    if (st->data)
+        fclose(st->data);
+    free(st->buf);
+    free(st->dbuf);
+    return -1;
+}
+
+static void close_state(tl_state_t *st)
+{
+    fclose(st->panels);
+    fclose(st->data);
+    st->panels = st->data = NULL;
+}
+
+int rep_timeline_write(FILE *f, const rd_log_t *lf, const model_t *m, int html)
+{
+    tl_state_t st;
+    if (open_state(&st, html))
+        return -1;
+    cli_ctx_t c;
+    cli_init(&c, f, stderr, "timeline");
+    timeline_one(&c, (rd_log_t *)lf, (model_t *)m, &st);
+    close_state(&st);
+    char *paths[] = {(char *)lf->name};
+    document(f, &st, paths, 1);
+    free(st.buf);
+    free(st.dbuf);
+    return st.failed ? -1 : 0;
+}
+
+/* --json: the series as numbers. */
 static void timeline_json_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
-    (void)lf;
     (void)arg;
     json_t *j = &c->j;
-    json_u64(j, "bucket_ns", (uint64_t)1 << m->tl_shift);
+    tl_log_t *t = calloc(1, sizeof *t);
+    xr_t *x = calloc(1, sizeof *x);
+    int ok = t && x && !tl_collect(t, lf, m, x);
+    json_u64(j, "bucket_ns", (t ? t->tmax : 1) / TL_BUCKETS + 1);
     json_arr(j, "devices");
-    for (int i = 0; i < m->ndev; i++) {
-        const model_dev_t *d = m->dev[i];
+    for (int i = 0; ok && i < 256; i++) {
+        const tl_dev_t *d = t->dev[i];
         if (!d)
             continue;
-        series_t *s = calloc(1, sizeof *s);
-        if (!s)
-            break;
-        fill_series(m, d, s);
         json_obj(j, NULL);
         json_u64(j, "device", (uint64_t)i);
         json_u64(j, "peak_allocated", d->peak_allocated);
         json_u64(j, "peak_reserved", d->peak_reserved);
-        json_arr(j, "points"); /* [start of the bucket (ns), allocated max, allocated min, reserved max] */
-        for (size_t k = 0; k < s->n; k++) {
+        json_u64(j, "peak_outside_pool", d->peak_outside);
+        json_arr(j, "points"); /* [bucket start ns, allocated max, reserved max, outside the pool max] */
+        for (size_t k = 0; k < TL_BUCKETS; k++) {
             json_arr(j, NULL);
-            json_u64(j, NULL, (uint64_t)k << s->shift);
-            json_u64(j, NULL, s->amax[k]);
-            json_u64(j, NULL, s->amin[k]);
-            json_u64(j, NULL, s->rmax[k]);
+            json_u64(j, NULL, t->tmax * k / TL_BUCKETS);
+            json_u64(j, NULL, d->amax[k]);
+            json_u64(j, NULL, d->rmax[k]);
+            json_u64(j, NULL, d->omax[k]);
             json_arr_end(j);
         }
         json_arr_end(j);
         json_obj_end(j);
-        free(s);
     }
     json_arr_end(j);
     json_arr(j, "marks");
@@ -322,61 +620,26 @@ static void timeline_json_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
         json_obj_end(j);
     }
     json_arr_end(j);
-}
-
-static const char script[] =
-    "(function(){var D=JSON.parse(document.getElementById('gmdata').textContent);"
-    "var tip=document.getElementById('tip');"
-    "function fmt(b){var u=['B','KiB','MiB','GiB','TiB'],i=0;while(b>=1024&&i<4){b/=1024;i++;}"
-    "return (i?b.toFixed(2):b)+' '+u[i];}"
-    "document.querySelectorAll('.hover').forEach(function(r){"
-    "r.addEventListener('mousemove',function(e){var d=D[r.dataset.panel];var bb=r.getBoundingClientRect();"
-    "var f=(e.clientX-bb.left)/bb.width;var t=f*d.tmax;var i=Math.min(d.a.length-1,Math.floor(t/Math.pow(2,d.shift)));"
-    "if(i<0)return;tip.style.display='block';tip.style.left=(e.pageX+12)+'px';tip.style.top=(e.pageY+12)+'px';"
-    "tip.textContent=(t/1e9).toFixed(3)+' s  allocated '+fmt(d.a[i])+'  reserved '+fmt(d.r[i]);});"
-    "r.addEventListener('mouseleave',function(){tip.style.display='none';});});})();";
-
-int rep_timeline_write(FILE *f, const rd_log_t *lf, const model_t *m, int html)
-{
-    tl_state_t st = {0};
-    st.html = html;
-    st.panels = open_memstream(&st.buf, &st.len);
-    st.data = open_memstream(&st.dbuf, &st.dlen);
-    if (!st.panels || !st.data) {
-        if (st.panels)
-            fclose(st.panels);
-        if (st.data)
-            fclose(st.data);
-        free(st.buf);
-        free(st.dbuf);
-        return -1;
-    }
-    cli_ctx_t c;
-    cli_init(&c, f, stderr, "timeline");
-    timeline_one(&c, (rd_log_t *)lf, (model_t *)m, &st);
-    fclose(st.panels);
-    fclose(st.data);
-    int h = st.npanels ? st.npanels * H : H;
-    if (html)
-        fprintf(f, "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>gmshim timeline</title></head><body>");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\"><style>%s</style>"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>%s</svg>\n",
-            W, h, W, h, style, st.buf ? st.buf : "");
-    if (html)
-        fprintf(f, "</body></html>\n");
-    free(st.buf);
-    free(st.dbuf);
-    return 0;
+    if (t)
+        tl_log_free(t);
+    if (x)
+        xr_free(x);
+    free(t);
+    free(x);
 }
 
 static const char usage[] =
     "usage: gmshim timeline (--svg FILE | --html FILE | --json) LOG...\n"
     "\n"
-    "Draws allocated and reserved bytes over time, one chart per device of each log, with marks\n"
-    "(dashed lines, labelled when there are few), OOMs (red) and the device cap. The SVG and the\n"
-    "HTML page are self-contained (no network); the HTML page adds a read-out under the mouse.\n"
-    "'-' as FILE writes to stdout. --json writes the series instead: per device, points of\n"
-    "[bucket start ns, allocated max, allocated min, reserved max], with the marks and OOMs.\n"
+    "Draws allocated and reserved bytes over time, one chart per device of each log, with the\n"
+    "memory outside the pool, the device total (or GMSHIM_DEVICE_LIMIT), the marks (dashed lines;\n"
+    "a band when they are too many to tell apart) and the OOMs (red). Both are self-contained (no\n"
+    "network). The HTML page is a tool to explore: the wheel or its buttons zoom, a drag pans, a\n"
+    "double click shows the whole run; hovering names the top live call sites at that moment;\n"
+    "hovering or clicking an OOM shows its cause, request and evidence; under each chart a flame\n"
+    "graph shows the live bytes by call site at the peak and at each OOM. '-' as FILE writes to\n"
+    "stdout. --json writes the series instead: per device, points of [bucket start ns, allocated\n"
+    "max, reserved max, outside the pool max], with the marks and OOMs.\n"
     "\n"
     "  -s, --svg FILE   write an SVG image\n"
     "  -H, --html FILE  write an HTML page\n"
@@ -385,7 +648,7 @@ static const char usage[] =
 
 typedef struct tl_opts {
     const char *file;
-    int html;       /* -1: no file output */
+    int html;                     /* -1: no file output */
 } tl_opts_t;
 
 static int timeline_opt(cli_ctx_t *c, void *st, int key, const char *val)
@@ -402,6 +665,25 @@ static int timeline_opt(cli_ctx_t *c, void *st, int key, const char *val)
     return 0;
 }
 
+static int write_file(const char *file, const tl_state_t *st, char *const *paths, int npaths)
+{
+    FILE *f = strcmp(file, "-") ? fopen(file, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "gmshim timeline: cannot write %s: %s\n", file, strerror(errno));
+        return CLI_FAIL;
+    }
+    document(f, st, paths, npaths);
+    int bad = ferror(f) != 0;
+    bad |= f != stdout ? fclose(f) != 0 : fflush(f) != 0;
+    if (bad) {
+        fprintf(stderr, "gmshim timeline: error writing %s\n", file);
+        return CLI_FAIL;
+    }
+    if (f != stdout)
+        fprintf(stderr, "gmshim: wrote %s (%d chart%s)\n", file, st->npanels, st->npanels == 1 ? "" : "s");
+    return CLI_OK;
+}
+
 int cmd_timeline(int argc, char **argv)
 {
     static const cli_opt_t opts[] = {{"svg", 's', 1}, {"html", 'H', 1}, {NULL, 0, 0}};
@@ -412,10 +694,8 @@ int cmd_timeline(int argc, char **argv)
     int rc = cli_parse_args(&c0, argc, argv, opts, timeline_opt, &o, usage, CLI_ARGS_LOGS);
     if (rc >= 0)
         return rc;
-    const char *file = o.file;
-    int html = o.html;
-    if (c0.json && file) {
-        fprintf(stderr, "gmshim timeline: --json and --%s %s: one output at a time\n", html ? "html" : "svg", file);
+    if (c0.json && o.file) {
+        fprintf(stderr, "gmshim timeline: --json and --%s %s: one output at a time\n", o.html ? "html" : "svg", o.file);
         return CLI_FAIL;
     }
     if (c0.json) {
@@ -423,88 +703,28 @@ int cmd_timeline(int argc, char **argv)
         cli_init(&c, stdout, stderr, "timeline");
         c.json = 1;
         c.progress = isatty(2);
-        rc = cli_run_logs(&c, c0.nargs, c0.args, MODEL_EPOCHS | MODEL_SITES | MODEL_TIMELINE, timeline_json_one, NULL);
+        rc = cli_run_logs(&c, c0.nargs, c0.args, MODEL_EPOCHS | MODEL_SITES, timeline_json_one, NULL);
         return cli_finish(&c, rc);
     }
-    if (!file) {
+    if (!o.file) {
         fprintf(stderr, "gmshim timeline: --svg FILE, --html FILE or --json is needed\n%s", usage);
         return CLI_FAIL;
     }
     FILE *devnull = fopen("/dev/null", "w");
-    if (!devnull)
-        return CLI_FAIL;
-    tl_state_t st = {0};
-    st.html = html;
-    st.panels = open_memstream(&st.buf, &st.len);
-    st.data = open_memstream(&st.dbuf, &st.dlen);
-    st.tab = open_memstream(&st.tbuf, &st.tlen);
-    if (!st.panels || !st.data || !st.tab) {
-        fclose(devnull);
+    tl_state_t st;
+    if (!devnull || open_state(&st, o.html)) {
+        if (devnull)
+            fclose(devnull);
         return CLI_FAIL;
     }
     cli_ctx_t c;
     cli_init(&c, devnull, stderr, "timeline");
     c.progress = isatty(2);
-    rc = cli_run_logs(&c, c0.nargs, c0.args, MODEL_EPOCHS | MODEL_SITES | MODEL_TIMELINE, timeline_one, &st);
+    rc = cli_run_logs(&c, c0.nargs, c0.args, MODEL_EPOCHS | MODEL_SITES, timeline_one, &st);
     fclose(devnull);
-    fclose(st.panels);
-    fclose(st.data);
-    fclose(st.tab);
-    if (rc == CLI_FAIL && !st.npanels) {
-        free(st.buf);
-        free(st.dbuf);
-        free(st.tbuf);
-        return rc;
-    }
-    FILE *f = strcmp(file, "-") ? fopen(file, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "gmshim timeline: cannot write %s: %s\n", file, strerror(errno));
-        free(st.buf);
-        free(st.dbuf);
-        free(st.tbuf);
-        return CLI_FAIL;
-    }
-    int h = st.npanels ? st.npanels * H : H;
-    if (html) {
-        fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gmshim timeline</title>"
-                   "<style>body{font-family:sans-serif;margin:20px}#tip{position:absolute;display:none;background:#fff;"
-                   "border:1px solid #999;padding:3px 6px;font-size:12px;pointer-events:none}</style></head><body>\n"
-                   "<h1>gmshim timeline</h1><p>");
-        for (int i = 0; i < c0.nargs; i++) {
-            xml(f, c0.args[i]);
-            fputs(i + 1 < c0.nargs ? ", " : "", f);
-        }
-        fputs("</p>\n", f);
-    }
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
-               "<style>%s</style>\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-            W, h, W, h, style);
-    if (st.len)
-        fwrite(st.buf, 1, st.len, f);
-    if (!st.npanels)
-        fprintf(f, "<text x=\"%d\" y=\"%d\">no device activity in the log</text>\n", ML, H / 2);
-    fputs("</svg>\n", f);
-    if (html) {
-        if (st.tlen)
-            fwrite(st.tbuf, 1, st.tlen, f);
-        fprintf(f, "<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"gmdata\">{");
-        if (st.dlen)
-            fwrite(st.dbuf, 1, st.dlen, f);
-        fprintf(f, "}</script>\n<script>%s</script>\n</body></html>\n", script);
-    }
+    close_state(&st);
+    int wrc = rc == CLI_FAIL && !st.nlogs ? CLI_FAIL : write_file(o.file, &st, c0.args, c0.nargs);
     free(st.buf);
     free(st.dbuf);
-    free(st.tbuf);
-    int bad = ferror(f) != 0;
-    if (f != stdout)
-        bad |= fclose(f) != 0;
-    else
-        bad |= fflush(f) != 0;
-    if (bad) {
-        fprintf(stderr, "gmshim timeline: error writing %s\n", file);
-        return CLI_FAIL;
-    }
-    if (f != stdout)
-        fprintf(stderr, "gmshim: wrote %s (%d chart%s)\n", file, st.npanels, st.npanels == 1 ? "" : "s");
-    return rc;
+    return wrc != CLI_OK ? wrc : st.failed ? CLI_FAIL : rc;
 }

@@ -1,0 +1,413 @@
+/* `gmshim export` (analyzer/export*.c) and the HTML timeline (analyzer/timeline*.c): the
+ * Perfetto trace and the memory_viz pickle of each fixture, read back by Python's json and
+ * pickle modules (tests/export/check_*.py: the formats' rules and the viewers' own checks),
+ * their figures against what the reports say of the same log; options, windows and usage
+ * errors; strings a log may hold that no viewer must choke on; and the timeline page driven in
+ * a headless Chromium (tests/browser/timeline_test.py), skipped with one line without it. */
+#include "gmlog.h"
+#include "suites.h"
+#include "testlog.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FIXTURES "tests/fixtures"
+static const char *const fixtures[] = {"demo", "h200_torch_leak_oom", "h200_cupti_static_inject"};
+#define NFIX (sizeof fixtures / sizeof fixtures[0])
+
+/* Runs a program with arguments up to NULL: exit status, output in *out. */
+static int runv(char **out, const char *prog, const char *const *args)
+{
+    const char *argv[24] = {prog};
+    for (int i = 0; args[i] && i < 22; i++)
+        argv[i + 1] = args[i];
+    return run_program(argv, NULL, 0, out);
+}
+#define gm(out, ...) runv(out, build_path("gmshim"), (const char *const[]){__VA_ARGS__, NULL})
+#define py(out, ...) runv(out, "/usr/bin/env", (const char *const[]){"python3", __VA_ARGS__, NULL})
+
+static const char *fixture(const char *name)
+{
+    static char buf[8][256];
+    static int next;
+    char *b = buf[next++ % 8];
+    snprintf(b, sizeof buf[0], FIXTURES "/%s.gmlog", name);
+    return b;
+}
+
+static const char *tmpfile_in(const char *dir, const char *name)
+{
+    static char buf[8][512];
+    static int next;
+    char *b = buf[next++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", dir, name);
+    return b;
+}
+
+/* The number after "key": in a JSON text (the first one), or UINT64_MAX. */
+static uint64_t json_number(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(text, pat);
+    return p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+}
+
+/* What `gmshim summary --json` says of a log: allocations, OOMs, peak allocated. */
+static void summary_of(const char *log, uint64_t *allocs, uint64_t *ooms, uint64_t *peak)
+{
+    char *out;
+    int rc = gm(&out, "summary", "--json", log);
+    ck_assert_msg(rc == 0, "summary of %s exited %d:\n%s", log, rc, out);
+    const char *dev = strstr(out, "\"devices\"");
+    ck_assert_msg(dev != NULL, "no devices in the summary of %s", log);
+    *allocs = json_number(dev, "allocs");
+    *ooms = json_number(dev, "ooms");
+    *peak = json_number(dev, "peak_allocated");
+    free(out);
+}
+
+START_TEST(test_perfetto_export_of_each_fixture_is_a_trace_with_the_reports_peaks)
+{
+    const char *dir = temp_dir();
+    for (size_t i = 0; i < NFIX; i++) {
+        const char *trace = tmpfile_in(dir, "t.json");
+        char *out;
+        int rc = gm(&out, "export", "perfetto", "-o", trace, fixture(fixtures[i]));
+        ck_assert_msg(rc == 0, "export perfetto %s exited %d:\n%s", fixtures[i], rc, out);
+        free(out);
+        uint64_t allocs, ooms, peak;
+        summary_of(fixture(fixtures[i]), &allocs, &ooms, &peak);
+        char p[32], n[32];
+        snprintf(p, sizeof p, "%" PRIu64, peak);
+        snprintf(n, sizeof n, "%" PRIu64, ooms);
+        rc = py(&out, "tests/export/check_perfetto.py", trace, "--processes", "1", "--peak-allocated", p, "--ooms", n);
+        ck_assert_msg(rc == 0, "the trace of %s does not check (peak %s, %s OOMs):\n%s", fixtures[i], p, n, out);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_perfetto_memory_outside_the_pool_is_a_counter_per_library)
+{
+    const char *trace = tmpfile_in(temp_dir(), "t.json");
+    char *out;
+    int rc = gm(&out, "export", "perfetto", "-o", trace, fixture("h200_cupti_static_inject"));
+    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
+    free(out);
+    rc = py(&out, "tests/export/check_perfetto.py", trace, "--outside");
+    ck_assert_msg(rc == 0 && strstr(out, "outside the pool: cupti_static_leak"),
+                  "no counter of the static program's own memory:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_perfetto_logs_are_processes_even_with_one_pid)
+{
+    const char *trace = tmpfile_in(temp_dir(), "t.json");
+    char *out;
+    /* the same log twice: two processes of one pid (two hosts would give that) stay apart */
+    int rc = gm(&out, "export", "perfetto", "-o", trace, fixture("demo"), fixture("demo"), fixture("h200_torch_leak_oom"));
+    ck_assert_msg(rc == 0, "export of three logs exited %d:\n%s", rc, out);
+    free(out);
+    rc = py(&out, "tests/export/check_perfetto.py", trace, "--processes", "3");
+    ck_assert_msg(rc == 0, "three logs are not three named processes:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_perfetto_resolution_downsamples_to_bucket_maxima_keeping_the_peak)
+{
+    const char *dir = temp_dir();
+    const char *fine = tmpfile_in(dir, "fine.json"), *coarse = tmpfile_in(dir, "coarse.json");
+    char *out, *a, *b;
+    int rc = gm(&out, "export", "perfetto", "--resolution", "0", "-o", fine, fixture("h200_torch_leak_oom"));
+    ck_assert_msg(rc == 0, "export --resolution 0 exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "export", "perfetto", "--resolution=5ms", "-o", coarse, fixture("h200_torch_leak_oom"));
+    ck_assert_msg(rc == 0 && strstr(out, "counter resolution 5 ms") && strstr(out, "maximum over its bucket"),
+                  "the resolution is not stated (exit %d):\n%s", rc, out);
+    free(out);
+    uint64_t allocs, ooms, peak;
+    summary_of(fixture("h200_torch_leak_oom"), &allocs, &ooms, &peak);
+    char p[32];
+    snprintf(p, sizeof p, "%" PRIu64, peak);
+    ck_assert_msg(py(&a, "tests/export/check_perfetto.py", fine, "--peak-allocated", p) == 0, "fine trace:\n%s", a);
+    ck_assert_msg(py(&b, "tests/export/check_perfetto.py", coarse, "--peak-allocated", p, "--resolution-ns", "5000000") == 0,
+                  "the 5 ms trace lost the peak or is not downsampled:\n%s", b);
+    uint64_t na = 0, nb = 0;
+    sscanf(strstr(a, "samples ") + 8, "%" SCNu64, &na);
+    sscanf(strstr(b, "samples ") + 8, "%" SCNu64, &nb);
+    ck_assert_msg(nb * 4 < na, "5 ms buckets kept %" PRIu64 " of %" PRIu64 " samples", nb, na);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_perfetto_oom_instant_carries_the_cause_the_oom_report_gives)
+{
+    const char *trace = tmpfile_in(temp_dir(), "t.json");
+    char *out, *rep;
+    int rc = gm(&out, "export", "perfetto", "-o", trace, fixture("demo"));
+    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&rep, "oom", "--json", fixture("demo"));
+    const char *c = strstr(rep, "\"cause\":\"");
+    ck_assert_msg(rc == 0 && c, "gmshim oom --json gives no cause:\n%s", rep);
+    char want[64];
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(c + 9, "\"") + 10, c);
+    FILE *f = fopen(trace, "r");
+    static char doc[1 << 20];
+    size_t n = f ? fread(doc, 1, sizeof doc - 1, f) : 0;
+    if (f)
+        fclose(f);
+    doc[n] = 0;
+    const char *oom = strstr(doc, "\"name\":\"OOM");
+    ck_assert_msg(oom && strstr(oom, want) && strstr(oom, "\"request\":") && strstr(oom, "\"evidence\":"),
+                  "the OOM instant lacks %s, its request or its evidence", want);
+    free(rep);
+}
+END_TEST
+
+START_TEST(test_memviz_export_of_each_fixture_loads_with_pickle_and_replays)
+{
+    const char *dir = temp_dir();
+    for (size_t i = 0; i < NFIX; i++) {
+        const char *snap = tmpfile_in(dir, "s.pickle");
+        char *out;
+        int rc = gm(&out, "export", "memory-viz", "-o", snap, fixture(fixtures[i]));
+        ck_assert_msg(rc == 0, "export memory-viz %s exited %d:\n%s", fixtures[i], rc, out);
+        free(out);
+        uint64_t allocs, ooms, peak;
+        summary_of(fixture(fixtures[i]), &allocs, &ooms, &peak);
+        char a[32], o[32];
+        snprintf(a, sizeof a, "%" PRIu64, allocs);
+        snprintf(o, sizeof o, "%" PRIu64, ooms);
+        int outside = !strcmp(fixtures[i], "h200_cupti_static_inject");
+        rc = outside ? py(&out, "tests/export/check_memviz.py", snap, "--expect-allocs", a, "--expect-oom", o,
+                          "--expect-categories")
+                     : py(&out, "tests/export/check_memviz.py", snap, "--expect-allocs", a, "--expect-oom", o);
+        ck_assert_msg(rc == 0, "the snapshot of %s does not check (%s allocs, %s OOMs):\n%s", fixtures[i], a, o, out);
+        ck_assert_msg(!strstr(out, "with_frames 0 "), "the snapshot of %s has no frames:\n%s", fixtures[i], out);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_memviz_frames_are_python_and_native_innermost_first)
+{
+    const char *snap = tmpfile_in(temp_dir(), "s.pickle");
+    char *out;
+    int rc = gm(&out, "export", "memory-viz", "-o", snap, fixture("h200_torch_leak_oom"));
+    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
+    free(out);
+    /* the leaking line of the script is the outermost frame; native frames come before it */
+    rc = py(&out, "-c",
+            "import pickle,sys\n"
+            "s=pickle.load(open(sys.argv[1],'rb'))\n"
+            "a=[e for e in s['device_traces'][0] if e['action']=='alloc'][-1]['frames']\n"
+            "py=[i for i,f in enumerate(a) if f['filename'].endswith('.py')]\n"
+            "assert py and py[-1]==len(a)-1 and py[0]>0, a\n"
+            "assert any('.so' in f['filename'] for f in a[:py[0]]), a\n"
+            "print(a[-1])\n",
+            snap);
+    ck_assert_msg(rc == 0 && strstr(out, "torch_leak_oom.py"), "frames not as PyTorch orders them:\n%s", out);
+    free(out);
+}
+END_TEST
+
+/* MemoryViz.js reads pickles with its own small unpickler: protocol 2 to 4, these opcodes. */
+START_TEST(test_memviz_pickle_uses_only_opcodes_the_viewer_reads)
+{
+    const char *snap = tmpfile_in(temp_dir(), "s.pickle");
+    char *out;
+    int rc = gm(&out, "export", "memory-viz", "-o", snap, fixture("h200_cupti_static_inject"));
+    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
+    free(out);
+    rc = py(&out, "-c",
+            "import pickletools,sys\n"
+            "ok={'PROTO','FRAME','APPEND','APPENDS','LIST','TUPLE','NEWFALSE','NEWTRUE','NONE','BINGET','LONG_BINGET',"
+            "'BININT','BININT1','BININT2','EMPTY_DICT','EMPTY_LIST','LONG1','MARK','MEMOIZE','BINPUT','LONG_BINPUT',"
+            "'SETITEM','SETITEMS','DICT','SHORT_BINUNICODE','BINUNICODE','STOP','EMPTY_TUPLE','TUPLE1','TUPLE2',"
+            "'TUPLE3','BINFLOAT'}\n"
+            "ops=[(o.name,a) for o,a,_ in pickletools.genops(open(sys.argv[1],'rb'))]\n"
+            "assert ops[0][0]=='PROTO' and 2<=ops[0][1]<=4, ops[0]\n"
+            "bad={n for n,_ in ops}-ok\nassert not bad, bad\nprint(len(ops),'opcodes')\n",
+            snap);
+    ck_assert_msg(rc == 0, "an opcode MemoryViz.js does not read:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_memviz_window_device_and_min_size_keep_the_snapshot_consistent)
+{
+    const char *dir = temp_dir();
+    const char *all = tmpfile_in(dir, "all.pickle"), *win = tmpfile_in(dir, "win.pickle");
+    const char *big = tmpfile_in(dir, "big.pickle"), *none = tmpfile_in(dir, "none.pickle");
+    char *out, *o1, *o2, *o3;
+    ck_assert_msg(gm(&out, "export", "memory-viz", "-o", all, fixture("h200_torch_leak_oom")) == 0, "%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "export", "memory-viz", "--from", "3", "--to", "6", "-o", win, fixture("h200_torch_leak_oom")) == 0,
+                  "--from 3 --to 6:\n%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "export", "memory-viz", "--min-size", "48M", "-o", big, fixture("demo")) == 0,
+                  "--min-size:\n%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "export", "memory-viz", "--device", "1", "-o", none, fixture("demo")) == 0 &&
+                      strstr(out, "no device 1"), "--device 1 of a one-device log does not say so:\n%s", out);
+    free(out);
+    ck_assert_msg(py(&o1, "tests/export/check_memviz.py", all) == 0, "%s", o1);
+    ck_assert_msg(py(&o2, "tests/export/check_memviz.py", win) == 0, "the window does not replay:\n%s", o2);
+    ck_assert_msg(py(&o3, "tests/export/check_memviz.py", big) == 0, "--min-size does not replay:\n%s", o3);
+    unsigned long n_all = 0, n_win = 0, n_big = 0, n_demo = 0;
+    sscanf(strstr(o1, "alloc ") + 6, "%lu", &n_all);
+    sscanf(strstr(o2, "alloc ") + 6, "%lu", &n_win);
+    sscanf(strstr(o3, "alloc ") + 6, "%lu", &n_big);
+    ck_assert_msg(n_win > 0 && n_win * 20 < n_all, "marks 3 to 6 hold %lu of %lu allocations", n_win, n_all);
+    uint64_t allocs, ooms, peak;
+    summary_of(fixture("demo"), &allocs, &ooms, &peak);
+    n_demo = (unsigned long)allocs;
+    ck_assert_msg(n_big > 0 && n_big < n_demo, "--min-size 48M kept %lu of the demo's %lu allocations", n_big, n_demo);
+    free(o1);
+    free(o2);
+    free(o3);
+    ck_assert_msg(py(&out, "-c",
+                     "import pickle,sys\ns=pickle.load(open(sys.argv[1],'rb'))\n"
+                     "assert all(e['size']>=48<<20 for t in s['device_traces'] for e in t if e['action']=='alloc')\n"
+                     "w=pickle.load(open(sys.argv[2],'rb'))\nn=[a['name'] for a in w['external_annotations']]\n"
+                     "assert n and n[0]==n[1], n\nprint(n[:2])\n", big, win) == 0,
+                  "blocks under --min-size or marks outside the window:\n%s", out);
+    free(out);
+    ck_assert_msg(py(&out, "tests/export/check_memviz.py", none) == 0 && strstr(out, "alloc 0 "), "%s", out);
+    free(out);
+    int rc = gm(&out, "export", "memory-viz", "--to", "no such mark", "-o", none, fixture("demo"));
+    ck_assert_msg(rc == 2 && strstr(out, "\"no such mark\" is not in this log"), "a missing mark: exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* A log with strings no viewer must choke on: a mark label that would end a script element and
+ * holds invalid UTF-8, and memory of a library whose name is not UTF-8 either. */
+static void hostile_log(const char *path)
+{
+    tlog_t b = {0};
+    tlog_begin(&b, 0);
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 0, "GPU \xff", 8 * 1024 * TLOG_MiB);
+    tlog_site(&b, 0, 7);
+    struct { gmlog_string_t s; char text[16]; } str = {{{GMLOG_STRING, 0, GMLOG_NO_DEVICE, 0, 0}, 5, 11}, "libbad\xfe.so"};
+    tlog_rec(&b, &str, sizeof str, 10);
+    tlog_segment(&b, 20, GMLOG_SEGMENT_ALLOC, TLOG_SEG, 64 * TLOG_MiB);
+    tlog_alloc(&b, 30, TLOG_A, 4 * TLOG_MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT, 7);
+    tlog_mark(&b, 40, 1, "</script><b>x\xc3(");
+    gmlog_alloc_t f = {{GMLOG_ALLOC, 0, 0, GMLOG_KIND_FOREIGN << GMLOG_KIND_SHIFT, 0}, 0x7e0000000000ull, 2 * TLOG_MiB, 7, 100, 5};
+    tlog_rec(&b, &f, sizeof f, 50);
+    tlog_free(&b, 60, TLOG_A);
+    tlog_mark(&b, 70, 2, "step 2");
+    tlog_end_chunk(&b);
+    ck_assert_msg(tlog_write(&b, path) == 0, "cannot write %s", path);
+    tlog_free_buf(&b);
+}
+
+START_TEST(test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_script)
+{
+    const char *dir = temp_dir();
+    const char *log = tmpfile_in(dir, "hostile.gmlog"), *snap = tmpfile_in(dir, "s.pickle");
+    const char *trace = tmpfile_in(dir, "t.json"), *page = tmpfile_in(dir, "p.html");
+    hostile_log(log);
+    char *out;
+    ck_assert_msg(gm(&out, "export", "memory-viz", "-o", snap, log) == 0, "memory-viz:\n%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "export", "perfetto", "-o", trace, log) == 0, "perfetto:\n%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "timeline", "--html", page, log) == 0, "timeline:\n%s", out);
+    free(out);
+    int rc = py(&out, "tests/export/check_memviz.py", snap, "--expect-allocs", "2", "--expect-categories");
+    ck_assert_msg(rc == 0 && strstr(out, "libbad\xef\xbf\xbd.so"), "the pickle's library name:\n%s", out);
+    free(out);
+    ck_assert_msg(py(&out, "tests/export/check_perfetto.py", trace, "--outside") == 0, "the trace:\n%s", out);
+    free(out);
+    rc = py(&out, "-c",
+            "import json,re,sys\nt=open(sys.argv[1],encoding='utf-8').read()\n"
+            "body=t.split('id=\"gmdata\">',1)[1]\nassert body.count('</script>')>=1\n"
+            "d=json.loads(body.split('</script>',1)[0])\n"
+            "print(d['logs'][0]['marks'][0][1])\n", page);
+    ck_assert_msg(rc == 0 && strstr(out, "</script><b>x\xef\xbf\xbd("), "the page's data does not hold the label:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_export_usage_errors_say_what_is_wrong)
+{
+    static const struct {
+        const char *args[6];
+        const char *says;
+    } cases[] = {
+        {{"export", NULL}, "a format is needed"},
+        {{"export", "svg", "-o", "x", "l", NULL}, "no format 'svg'"},
+        {{"export", "perfetto", FIXTURES "/demo.gmlog", NULL}, "-o FILE is needed"},
+        {{"export", "perfetto", "-o", "x", NULL}, "no log given"},
+        {{"export", "perfetto", "--from", "1", "-o", NULL}, "needs a value"},
+        {{"export", "perfetto", "--to", "1", "-o", "x"}, "is an option of export memory-viz"},
+        {{"export", "memory-viz", "--resolution", "1ms", "-o", "x"}, "is an option of export perfetto"},
+        {{"export", "perfetto", "--resolution", "fast", "-o", "x"}, "a time such as"},
+        {{"export", "memory-viz", "--device", "x", "-o", "y"}, "a device number"},
+        {{"export", "memory-viz", "-o", "x", "a.gmlog", "b.gmlog"}, "one log at a time"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *a[8] = {0};
+        for (int k = 0; k < 6 && cases[i].args[k]; k++)
+            a[k] = cases[i].args[k];
+        char *out;
+        int rc = runv(&out, build_path("gmshim"), a);
+        ck_assert_msg(rc == 1 && strstr(out, cases[i].says), "case %zu: exit %d, no '%s':\n%s", i, rc, cases[i].says, out);
+        free(out);
+    }
+    char *h1, *h2;
+    int r1 = gm(&h1, "help", "export"), r2 = gm(&h2, "export", "--help");
+    ck_assert_msg(r1 == 0 && r2 == 0 && !strcmp(h1, h2) && strstr(h1, "perfetto") && strstr(h1, "memory-viz") &&
+                      strstr(h1, "event index"), "help export (%d) and export --help (%d):\n%s", r1, r2, h1);
+    free(h1);
+    free(h2);
+}
+END_TEST
+
+START_TEST(test_timeline_page_answers_hover_click_zoom_in_headless_chromium)
+{
+    const char *dir = temp_dir();
+    char *out;
+    int rc = py(&out, "tests/browser/timeline_test.py", build_path("gmshim"), FIXTURES, dir);
+    if (rc == 0 && strstr(out, "skipped"))
+        fprintf(stderr, "%s", out); /* the one line saying why, in the test run's output */
+    ck_assert_msg(rc == 0, "the timeline page in Chromium (exit %d):\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+Suite *analyzer_export_suite(void)
+{
+    Suite *s = suite_create("analyzer_export");
+    TCase *tc = tcase_create("export");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_perfetto_export_of_each_fixture_is_a_trace_with_the_reports_peaks);
+    tcase_add_test(tc, test_perfetto_memory_outside_the_pool_is_a_counter_per_library);
+    tcase_add_test(tc, test_perfetto_logs_are_processes_even_with_one_pid);
+    tcase_add_test(tc, test_perfetto_resolution_downsamples_to_bucket_maxima_keeping_the_peak);
+    tcase_add_test(tc, test_perfetto_oom_instant_carries_the_cause_the_oom_report_gives);
+    tcase_add_test(tc, test_memviz_export_of_each_fixture_loads_with_pickle_and_replays);
+    tcase_add_test(tc, test_memviz_frames_are_python_and_native_innermost_first);
+    tcase_add_test(tc, test_memviz_pickle_uses_only_opcodes_the_viewer_reads);
+    tcase_add_test(tc, test_memviz_window_device_and_min_size_keep_the_snapshot_consistent);
+    tcase_add_test(tc, test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_script);
+    tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
+    suite_add_tcase(s, tc);
+    TCase *br = tcase_create("browser");
+    tcase_set_timeout(br, 300);
+    tcase_add_test(br, test_timeline_page_answers_hover_click_zoom_in_headless_chromium);
+    suite_add_tcase(s, br);
+    return s;
+}
