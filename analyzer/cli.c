@@ -8,6 +8,7 @@
 #include "symbolize.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -156,29 +157,37 @@ static void log_header_text(cli_ctx_t *c, const rd_log_t *lf, const model_t *m)
     }
 }
 
-static void one_log(cli_ctx_t *c, rd_log_t *lf, int opened, unsigned flags, cli_log_fn fn, void *arg, int *status)
+/* Replays one opened log into a new model (NULL only when host memory ran out). */
+static model_t *build_model(const cli_ctx_t *c, rd_log_t *lf, unsigned flags, int progress)
 {
-    if (!opened) {
-        c->c_failed++;
-        const rd_diag_t *d = &lf->diags[0];
-        fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", lf->name, d->offset, d->msg);
-        if (c->json) {
-            json_obj(&c->j, NULL);
-            json_str(&c->j, "path", lf->name);
-            json_str(&c->j, "error", d->msg);
-            json_u64(&c->j, "offset", d->offset);
-            json_obj_end(&c->j);
-        }
-        *status = CLI_FAIL;
-        return;
-    }
     model_t *m = calloc(1, sizeof *m);
-    if (!m) {
-        fputs("gmshim: out of memory\n", c->err);
-        exit(CLI_FAIL);
-    }
-    m->progress = c->progress && lf->size > (256u << 20);
+    if (!m)
+        return NULL;
+    m->progress = progress && lf->size > (256u << 20);
     model_build_until(m, lf, flags, UINT64_MAX, c->stop_mark_id, c->stop_mark_label);
+    return m;
+}
+
+/* A log that could not be opened: its message, and its entry in the JSON list. */
+static void report_unreadable(cli_ctx_t *c, const rd_log_t *lf, int *status)
+{
+    c->c_failed++;
+    const rd_diag_t *d = &lf->diags[0];
+    fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", lf->name, d->offset, d->msg);
+    if (c->json) {
+        json_obj(&c->j, NULL);
+        json_str(&c->j, "path", lf->name);
+        json_str(&c->j, "error", d->msg);
+        json_u64(&c->j, "offset", d->offset);
+        json_obj_end(&c->j);
+    }
+    *status = CLI_FAIL;
+}
+
+/* One log's section: the shared header, the command's report, the diagnostics; its figures
+ * added to the combined ones. Frees the model. */
+static void report_log(cli_ctx_t *c, rd_log_t *lf, model_t *m, cli_log_fn fn, void *arg, int *status)
+{
     if (c->json) {
         json_obj(&c->j, NULL);
         log_header_json(c, lf, m);
@@ -219,6 +228,19 @@ static void one_log(cli_ctx_t *c, rd_log_t *lf, int opened, unsigned flags, cli_
         *status = CLI_PARTIAL;
     model_free(m);
     free(m);
+}
+
+static void one_log(cli_ctx_t *c, rd_log_t *lf, int opened, model_t *m, cli_log_fn fn, void *arg, int *status)
+{
+    if (!opened) {
+        report_unreadable(c, lf, status);
+        return;
+    }
+    if (!m) {
+        fputs("gmshim: out of memory\n", c->err);
+        exit(CLI_FAIL);
+    }
+    report_log(c, lf, m, fn, arg, status);
 }
 
 static void begin(cli_ctx_t *c)
@@ -268,23 +290,130 @@ static void end(cli_ctx_t *c)
     }
 }
 
+/* ---- many logs: read and replayed in parallel, reported in order ---------------------------
+ * Workers open and replay logs into a window of CLI_WINDOW_MAX slots at most (the number of
+ * CPUs, or GMSHIM_ANALYZER_THREADS): log i + window is started only once log i has been
+ * reported, so at most `window` models are held at once, whatever the number of logs. The
+ * calling thread prints each section in the order given, so the output is the sequential one. */
+#define CLI_WINDOW_MAX 64
+
+typedef struct log_slot {
+    rd_log_t *lf;
+    model_t *m;
+    int opened;
+    int done;
+} log_slot_t;
+
+typedef struct log_window {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    const cli_ctx_t *c;
+    char *const *paths;
+    unsigned flags;
+    int n, next, reported, width;
+    log_slot_t slot[CLI_WINDOW_MAX];
+} log_window_t;
+
+static unsigned window_width(int n)
+{
+    const char *env = getenv("GMSHIM_ANALYZER_THREADS");
+    long want = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (want < 1)
+        want = 1;
+    if (want > CLI_WINDOW_MAX)
+        want = CLI_WINDOW_MAX;
+    return want > n ? (unsigned)n : (unsigned)want;
+}
+
+static void *window_worker(void *arg)
+{
+    log_window_t *w = arg;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (w->next < w->n && w->next >= w->reported + w->width)
+            pthread_cond_wait(&w->cond, &w->lock);
+        if (w->next >= w->n)
+            break;
+        int i = w->next++;
+        pthread_mutex_unlock(&w->lock);
+        log_slot_t *s = &w->slot[i % w->width];
+        rd_log_t *lf = calloc(1, sizeof *lf);
+        int opened = lf && rd_open_path(lf, w->paths[i]) == 0;
+        model_t *m = opened ? build_model(w->c, lf, w->flags, 0) : NULL;
+        pthread_mutex_lock(&w->lock);
+        s->lf = lf;
+        s->m = m;
+        s->opened = opened;
+        s->done = 1;
+        pthread_cond_broadcast(&w->cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* Returns 0 when no worker thread could be started (nothing reported then). */
+static int run_window(cli_ctx_t *c, int n, char *const *paths, unsigned flags, cli_log_fn fn, void *arg,
+                      unsigned width, int *status)
+{
+    log_window_t w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .c = c,
+                      .paths = paths, .flags = flags, .n = n, .width = (int)width};
+    pthread_t th[CLI_WINDOW_MAX];
+    unsigned started = 0;
+    for (unsigned k = 0; k < width; k++)
+        if (pthread_create(&th[started], NULL, window_worker, &w) == 0)
+            started++;
+    if (!started)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        log_slot_t *s = &w.slot[i % w.width];
+        pthread_mutex_lock(&w.lock);
+        while (!s->done)
+            pthread_cond_wait(&w.cond, &w.lock);
+        pthread_mutex_unlock(&w.lock);
+        if (!s->lf) {
+            fputs("gmshim: out of memory\n", c->err);
+            exit(CLI_FAIL);
+        }
+        c->index = i;
+        one_log(c, s->lf, s->opened, s->m, fn, arg, status);
+        rd_close(s->lf);
+        free(s->lf);
+        pthread_mutex_lock(&w.lock);
+        *s = (log_slot_t){0};
+        w.reported = i + 1;
+        pthread_cond_broadcast(&w.cond);
+        pthread_mutex_unlock(&w.lock);
+    }
+    for (unsigned k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    return 1;
+}
+
+static void run_sequential(cli_ctx_t *c, int n, char *const *paths, unsigned flags, cli_log_fn fn, void *arg,
+                           int *status)
+{
+    for (int i = 0; i < n; i++) {
+        rd_log_t *lf = calloc(1, sizeof *lf);
+        if (!lf) {
+            fputs("gmshim: out of memory\n", c->err);
+            exit(CLI_FAIL);
+        }
+        int ok = rd_open_path(lf, paths[i]) == 0;
+        c->index = i;
+        one_log(c, lf, ok, ok ? build_model(c, lf, flags, c->progress) : NULL, fn, arg, status);
+        rd_close(lf);
+        free(lf);
+    }
+}
+
 int cli_run_logs(cli_ctx_t *c, int n, char *const *paths, unsigned flags, cli_log_fn fn, void *arg)
 {
     int status = CLI_OK;
     c->nlogs = n;
     begin(c);
-    for (int i = 0; i < n; i++) {
-        rd_log_t *lf = calloc(1, sizeof *lf);
-        if (!lf) {
-            fputs("gmshim: out of memory\n", c->err);
-            return CLI_FAIL;
-        }
-        int ok = rd_open_path(lf, paths[i]) == 0;
-        c->index = i;
-        one_log(c, lf, ok, flags, fn, arg, &status);
-        rd_close(lf);
-        free(lf);
-    }
+    unsigned width = n > 1 ? window_width(n) : 1;
+    if (width < 2 || !run_window(c, n, paths, flags, fn, arg, width, &status))
+        run_sequential(c, n, paths, flags, fn, arg, &status);
     end(c);
     return status;
 }
@@ -300,7 +429,7 @@ int cli_run_mem(cli_ctx_t *c, const void *data, size_t size, unsigned flags, cli
         return CLI_FAIL;
     }
     int ok = rd_open_mem(lf, data, size, "<memory>") == 0;
-    one_log(c, lf, ok, flags, fn, arg, &status);
+    one_log(c, lf, ok, ok ? build_model(c, lf, flags, c->progress) : NULL, fn, arg, &status);
     rd_close(lf);
     free(lf);
     end(c);

@@ -168,6 +168,56 @@ START_TEST(test_slurm_job_orders_by_procid_and_names_the_first_failure)
 END_TEST
 
 /* Two hosts: failures 50 ms apart are closer than the skew assumed between their clocks. */
+/* Many logs are opened and replayed by several threads, each section printed in the order the
+ * logs were given: the output is the one a single thread gives, byte for byte, unreadable logs
+ * and repeats included, with more logs than the window holds. */
+START_TEST(test_many_logs_read_in_parallel_report_as_one_thread_does)
+{
+    const char *dir = torchrun_job();
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/not-a-log.gmlog.txt", dir);
+    FILE *f = fopen(bad, "w");
+    ck_assert(f != NULL);
+    fputs("this is not a gmshim log\n", f);
+    fclose(f);
+    char pat[600], *logs[3];
+    int nlogs = 0;
+    snprintf(pat, sizeof pat, "ls %s/gm-rank*.gmlog", dir);
+    FILE *ls = popen(pat, "r");
+    ck_assert(ls != NULL);
+    char line[700];
+    while (nlogs < 3 && fgets(line, sizeof line, ls)) {
+        line[strcspn(line, "\n")] = 0;
+        logs[nlogs++] = strdup(line);
+    }
+    pclose(ls);
+    ck_assert_int_eq(nlogs, 3);
+    for (int json = 0; json < 2; json++) {
+        const char *argv[16] = {build_path("gmshim"), json ? "--json" : "--color=never", "report"};
+        int a = 3;
+        for (int r = 0; r < 3; r++) /* 9 logs and one unreadable file in the middle */
+            for (int i = 0; i < nlogs; i++) {
+                argv[a++] = logs[i];
+                if (r == 1 && i == 0)
+                    argv[a++] = bad;
+            }
+        argv[a] = NULL;
+        char *one = NULL, *many = NULL;
+        const char *env1[] = {"GMSHIM_ANALYZER_THREADS=1", NULL}, *env4[] = {"GMSHIM_ANALYZER_THREADS=4", NULL};
+        int rc1 = run_program(argv, env1, 0, &one), rc4 = run_program(argv, env4, 0, &many);
+        ck_assert_msg(rc1 == 1 && rc4 == 1, "with an unreadable log the report must exit 1 (%d, %d)", rc1, rc4);
+        ck_assert_msg(strstr(one, "not-a-log.gmlog.txt") != NULL, "the unreadable log is not named:\n%s", one);
+        ck_assert_msg(!strcmp(one, many), "4 threads do not report as 1 does:\n--- 1 thread:\n%s\n--- 4 threads:\n%s",
+                      one, many);
+        free(one);
+        free(many);
+    }
+    for (int i = 0; i < nlogs; i++)
+        free(logs[i]);
+    unlink(bad);
+}
+END_TEST
+
 static void two_hosts(ranks_log_t *r, uint64_t gap_ns)
 {
     memset(r, 0, 2 * sizeof *r);
@@ -242,6 +292,7 @@ Suite *analyzer_ranks_suite(void)
     tcase_add_test(tc, test_torchrun_job_verdict_in_json);
     tcase_add_test(tc, test_a_rank_of_world_size_without_a_log_is_named);
     tcase_add_test(tc, test_slurm_job_orders_by_procid_and_names_the_first_failure);
+    tcase_add_test(tc, test_many_logs_read_in_parallel_report_as_one_thread_does);
     suite_add_tcase(s, tc);
     TCase *clocks = tcase_create("clocks");
     tcase_add_test(clocks, test_hosts_closer_than_the_assumed_skew_are_uncertain);
