@@ -452,7 +452,7 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
     return lf->partial ? CLI_PARTIAL : CLI_OK;
 }
 
-static const char usage[] =
+const char cmd_dump_usage[] =
     "usage: gmshim dump [--json] LOG...\n"
     "\n"
     "The header, the metadata and every record in time order (threads merged), one a line:\n"
@@ -462,32 +462,3 @@ static const char usage[] =
     "\n"
     "  -j, --json     one JSON object per line\n"
     "  -h, --help     this text\n";
-
-int cmd_dump(int argc, char **argv)
-{
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "dump");
-    c.json = cli_global.json;
-    int rc = cli_parse_common(&c, argc, argv, usage, 0);
-    if (rc >= 0)
-        return rc;
-    int status = CLI_OK;
-    for (int i = 0; i < c.nargs; i++) {
-        rd_log_t *lf = calloc(1, sizeof *lf);
-        if (!lf) {
-            fputs("gmshim: out of memory\n", stderr);
-            return CLI_FAIL;
-        }
-        if (rd_open_path(lf, c.args[i]) != 0) {
-            fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", c.args[i], lf->diags[0].offset, lf->diags[0].msg);
-            status = CLI_FAIL;
-        } else {
-            int drc = rep_dump(&c, lf);
-            if (drc > status && status != CLI_FAIL)
-                status = drc;
-        }
-        rd_close(lf);
-        free(lf);
-    }
-    return cli_finish(&c, status);
-}

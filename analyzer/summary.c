@@ -7,7 +7,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *const kind_names[8] = {"pool", "pass_through", "managed", "pitched",
                                           "host", "async", "cupti_observed", "foreign"};
@@ -299,17 +298,19 @@ void rep_summary_text(cli_ctx_t *c, const model_t *m)
         fprintf(c->out, "%" PRIu64 " records of types newer than this gmshim were skipped\n", m->lf->unknown_records);
 }
 
-static void summary_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+void cmd_summary_text(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
-    (void)lf;
-    (void)arg;
-    if (c->json)
-        rep_summary_json(c, m);
-    else
-        rep_summary_text(c, m);
+    (void)lf, (void)arg;
+    rep_summary_text(c, m);
 }
 
-static const char usage[] =
+void cmd_summary_json(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf, (void)arg;
+    rep_summary_json(c, m);
+}
+
+const char cmd_summary_usage[] =
     "usage: gmshim summary [--json] LOG...\n"
     "\n"
     "Per device: allocation counts, peaks (requested, allocated, reserved), the cache hit rate,\n"
@@ -318,16 +319,3 @@ static const char usage[] =
     "\n"
     "  -j, --json     one JSON document\n"
     "  -h, --help     this text\n";
-
-int cmd_summary(int argc, char **argv)
-{
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "summary");
-    c.json = cli_global.json;
-    c.progress = isatty(2);
-    int rc = cli_parse_common(&c, argc, argv, usage, 0);
-    if (rc >= 0)
-        return rc;
-    rc = cli_run_logs(&c, c.nargs, c.args, 0, summary_one, NULL);
-    return cli_finish(&c, rc);
-}
