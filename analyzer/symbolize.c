@@ -1,5 +1,5 @@
 /* The symbolizer's ELF side — the file mapped, its symbols (demangled), build ids, separate
- * debug files — and the cache of modules (the line tables: dwarf_lines.c). Every offset, size
+ * debug files — and the cache of modules (the line tables: symbolize_dwarf.c). Every offset, size
  * and count read from a file is checked against the mapping before use; a file that is not a regular 64-bit
  * little-endian ELF object, or a section that does not parse, just gives no names. */
 #include "symbolize_int.h"

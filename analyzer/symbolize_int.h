@@ -1,5 +1,5 @@
 /* What the symbolizer's files share (symbolize.c: ELF files, symbols, the cache;
- * dwarf_lines.c: the DWARF line tables): a module's parsed state. Nothing else includes this. */
+ * symbolize_dwarf.c: the DWARF line tables): a module's parsed state. Nothing else includes this. */
 #ifndef GM_SYMBOLIZE_INT_H
 #define GM_SYMBOLIZE_INT_H
 
@@ -51,7 +51,7 @@ typedef struct sym_mod {
     struct sym_mod *next;
 } sym_mod_t;
 
-/* dwarf_lines.c: the module's line table, read once (from the file, else its debug file); the
+/* symbolize_dwarf.c: the module's line table, read once (from the file, else its debug file); the
  * row for an address (NULL: none, or outside every sequence). */
 void sym_load_lines(sym_mod_t *mod);
 const line_row_t *sym_find_row(const sym_mod_t *mod, uint64_t addr);
