@@ -117,6 +117,7 @@ c report-demo-color "$g" $SYM --color=always report $DEMO
 c report-demo-top-1 "$g" $SYM report -n1 -d2 $DEMO
 # several logs: one section each and the combined line; a job's directory; an unreadable one
 c report-three "$g" $SYM report $DEMO $CUPTI steps.gmlog
+c report-three-json "$g" $SYM --json report $DEMO $CUPTI steps.gmlog
 c summary-three-json "$g" --json summary $DEMO $CUPTI random.gmlog
 c report-directory "$g" $SYM report fixtures/
 c summary-with-missing "$g" summary $DEMO no-such.gmlog
