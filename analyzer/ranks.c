@@ -563,21 +563,11 @@ static void json_rank_id(json_t *js, const ranks_log_t *x)
         json_null(js, "rank");
 }
 
-static void json_report(cli_ctx_t *c, const job_t *j)
+/* "first_failure": {...} or null. */
+static void json_first_failure(json_t *js, const job_t *j)
 {
-    json_t *js = &c->j;
     const ranks_log_t *r = j->r;
     char b[32];
-    json_obj(js, "ranks");
-    json_u64(js, "logs", (uint64_t)j->n);
-    json_u64(js, "readable", (uint64_t)j->readable);
-    json_u64(js, "hosts", (uint64_t)j->hosts);
-    if (j->world > 0)
-        json_i64(js, "world_size", j->world);
-    else
-        json_null(js, "world_size");
-    json_u64(js, "clock_skew_assumed_ns", j->hosts > 1 ? RANKS_SKEW_NS : 0);
-    json_u64(js, "job_start_realtime_ns", j->t0);
     if (j->first < 0) {
         json_null(js, "first_failure");
     } else {
@@ -617,6 +607,13 @@ static void json_report(cli_ctx_t *c, const job_t *j)
         }
         json_obj_end(js);
     }
+}
+
+/* "ranks": [...], each log's end against the first failure (or the job's start). */
+static void json_ranks(json_t *js, const job_t *j)
+{
+    const ranks_log_t *r = j->r;
+    char b[32];
     uint64_t ref = j->first >= 0 ? wall_fail(&r[j->first]) : j->t0;
     json_arr(js, "ranks");
     for (int k = 0; k < j->readable; k++) {
@@ -643,15 +640,12 @@ static void json_report(cli_ctx_t *c, const job_t *j)
         (void)b;
     }
     json_arr_end(js);
-    json_arr(js, "missing");
-    for (int k = 0; k < j->nmissing; k++)
-        json_i64(js, NULL, j->missing[k]);
-    json_arr_end(js);
-    group_t g[16];
-    int ng = groups_make(j, g, 16), pattern = 0;
-    for (int k = 0; k < ng; k++)
-        pattern |= collective_pattern(j, &g[k]);
-    json_str(js, "pattern", pattern ? "collective_timeout_after_peer_failure" : NULL);
+}
+
+/* "imbalance": {...}: the peaks per rank and the outlier. */
+static void json_imbalance(json_t *js, const job_t *j)
+{
+    const ranks_log_t *r = j->r;
     json_obj(js, "imbalance");
     json_u64(js, "median_peak_live", j->median_live);
     json_arr(js, "ranks");
@@ -688,6 +682,33 @@ static void json_report(cli_ctx_t *c, const job_t *j)
         json_obj_end(js);
     }
     json_obj_end(js);
+}
+
+static void json_report(cli_ctx_t *c, const job_t *j)
+{
+    json_t *js = &c->j;
+    json_obj(js, "ranks");
+    json_u64(js, "logs", (uint64_t)j->n);
+    json_u64(js, "readable", (uint64_t)j->readable);
+    json_u64(js, "hosts", (uint64_t)j->hosts);
+    if (j->world > 0)
+        json_i64(js, "world_size", j->world);
+    else
+        json_null(js, "world_size");
+    json_u64(js, "clock_skew_assumed_ns", j->hosts > 1 ? RANKS_SKEW_NS : 0);
+    json_u64(js, "job_start_realtime_ns", j->t0);
+    json_first_failure(js, j);
+    json_ranks(js, j);
+    json_arr(js, "missing");
+    for (int k = 0; k < j->nmissing; k++)
+        json_i64(js, NULL, j->missing[k]);
+    json_arr_end(js);
+    group_t g[16];
+    int ng = groups_make(j, g, 16), pattern = 0;
+    for (int k = 0; k < ng; k++)
+        pattern |= collective_pattern(j, &g[k]);
+    json_str(js, "pattern", pattern ? "collective_timeout_after_peer_failure" : NULL);
+    json_imbalance(js, j);
     json_obj_end(js);
 }
 
