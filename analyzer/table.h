@@ -29,13 +29,17 @@ static inline uint64_t table_key(const void *slots, size_t esize, size_t i)
     return k;
 }
 
-/* The entry of key, else the empty slot where it would go: *found says which. */
+/* The entry of key (never 0), else the empty slot where it would go: *found says which. */
 static inline void *table_probe(void *slots, size_t cap, unsigned shift, size_t esize, uint64_t key, int *found)
 {
     for (size_t i = table_home(shift, key);; i = (i + 1) & (cap - 1)) {
         uint64_t k = table_key(slots, esize, i);
-        if (k == key || !k) {
-            *found = k == key && key;
+        if (k == key) {
+            *found = 1;
+            return table_at(slots, esize, i);
+        }
+        if (!k) {
+            *found = 0;
             return table_at(slots, esize, i);
         }
     }
