@@ -174,10 +174,46 @@ void rep_summary_json(cli_ctx_t *c, const model_t *m)
     json_u64(j, "unknown_records", m->lf->unknown_records);
 }
 
+/* The driver calls made against an unpooled run's, and the time the pool saved. */
+static void driver_text(FILE *f, const model_dev_t *d, const calls_t *k)
+{
+    char a[32], b[32], e[32], g[32], h[32], t2[32];
+    if (k->unpooled) {
+        fprintf(f, "  driver calls  %s", rep_count(k->made, a));
+        if (d->seg_allocs || d->seg_frees)
+            fprintf(f, " (%s segment allocs, %s segment frees)", rep_count(d->seg_allocs, b), rep_count(d->seg_frees, e));
+        fprintf(f, " where an unpooled run makes %s (a cudaMalloc and a cudaFree per allocation)",
+                rep_count(k->unpooled, g));
+        if (k->made < k->unpooled)
+            fprintf(f, ": %s fewer", rep_pct(k->unpooled - k->made, k->unpooled, h));
+        fputc('\n', f);
+    }
+    if (k->have_estimate) {
+        fprintf(f, "  time          ");
+        if (k->saved_ns > 0)
+            fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k->saved_ns, a), rep_reset());
+        else
+            fprintf(f, "no time saved (est. %s lost)", rep_dur((uint64_t)-k->saved_ns, a));
+        fprintf(f, ": %s allocations and %s frees at the driver's mean cost here (cudaMalloc %s, measured on "
+                "%s segment allocations), less gmshim's own (cudaMalloc %s", rep_count(k->pool_allocs, b),
+                rep_count(k->pool_frees, e), rep_dur(k->mean_driver_alloc, g), rep_count(d->seg_allocs, h),
+                rep_dur(k->mean_pool_alloc, t2));
+        if (k->mean_pool_free)
+            fprintf(f, ", cudaFree %s", rep_dur(k->mean_pool_free, g));
+        fprintf(f, ")\n");
+    } else if (d->allocs_kind[GMLOG_KIND_PASS] && !d->seg_allocs) {
+        fprintf(f, "  time          the pool was off (GMSHIM_POOL=0): every allocation went to the driver\n");
+    } else if (k->pool_allocs) {
+        fprintf(f, "  time          not estimated: %s segment allocation%s too few to measure the driver's cost "
+                "(%d needed)\n", rep_count(d->seg_allocs, a), d->seg_allocs == 1 ? " is" : "s are",
+                EST_MIN_SEGMENT_ALLOCS);
+    }
+}
+
 static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
 {
     FILE *f = c->out;
-    char a[32], b[32], e[32], g[32], h[32], t2[32];
+    char a[32], b[32], e[32], g[32], h[32];
     calls_t k;
     driver_calls(d, &k);
     fprintf(f, "%sdevice %d%s: %s", rep_bold(), d->id, rep_reset(), d->name[0] ? d->name : "(no device record)");
@@ -208,36 +244,7 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
         fprintf(f, "  cache         hit rate %s (%s hits, %s misses)\n", rep_pct(d->hits, d->hits + d->misses, h),
                 rep_count(d->hits, a), rep_count(d->misses, b));
     }
-    if (k.unpooled) {
-        fprintf(f, "  driver calls  %s", rep_count(k.made, a));
-        if (d->seg_allocs || d->seg_frees)
-            fprintf(f, " (%s segment allocs, %s segment frees)", rep_count(d->seg_allocs, b), rep_count(d->seg_frees, e));
-        fprintf(f, " where an unpooled run makes %s (a cudaMalloc and a cudaFree per allocation)",
-                rep_count(k.unpooled, g));
-        if (k.made < k.unpooled)
-            fprintf(f, ": %s fewer", rep_pct(k.unpooled - k.made, k.unpooled, h));
-        fputc('\n', f);
-    }
-    if (k.have_estimate) {
-        fprintf(f, "  time          ");
-        if (k.saved_ns > 0)
-            fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k.saved_ns, a), rep_reset());
-        else
-            fprintf(f, "no time saved (est. %s lost)", rep_dur((uint64_t)-k.saved_ns, a));
-        fprintf(f, ": %s allocations and %s frees at the driver's mean cost here (cudaMalloc %s, measured on "
-                "%s segment allocations), less gmshim's own (cudaMalloc %s", rep_count(k.pool_allocs, b),
-                rep_count(k.pool_frees, e), rep_dur(k.mean_driver_alloc, g), rep_count(d->seg_allocs, h),
-                rep_dur(k.mean_pool_alloc, t2));
-        if (k.mean_pool_free)
-            fprintf(f, ", cudaFree %s", rep_dur(k.mean_pool_free, g));
-        fprintf(f, ")\n");
-    } else if (d->allocs_kind[GMLOG_KIND_PASS] && !d->seg_allocs) {
-        fprintf(f, "  time          the pool was off (GMSHIM_POOL=0): every allocation went to the driver\n");
-    } else if (k.pool_allocs) {
-        fprintf(f, "  time          not estimated: %s segment allocation%s too few to measure the driver's cost "
-                "(%d needed)\n", rep_count(d->seg_allocs, a), d->seg_allocs == 1 ? " is" : "s are",
-                EST_MIN_SEGMENT_ALLOCS);
-    }
+    driver_text(f, d, &k);
     if (d->fences || d->fence_waits) {
         fprintf(f, "  fences        %s recorded, %s wait%s", rep_count(d->fences, a), rep_count(d->fence_waits, b),
                 d->fence_waits == 1 ? "" : "s");
