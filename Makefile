@@ -160,6 +160,12 @@ test-run: all $(RUNNER) $(FUZZ_BIN) corrupt-smoke
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" \
 	    GMSHIM_FUZZ_BIN="$(abspath $(FUZZ_BIN))" $(RUNNER)
 
+# `make golden-update`: rewrites tests/golden/ (the CLI's output that the golden suite compares
+# byte for byte) after a change that alters the output on purpose; review the diff.
+.PHONY: golden-update
+golden-update: $(CLI) $(GENLOG)
+	$(Q)sh tests/golden/golden.sh update $(BUILD)
+
 deps:
 	$(Q)sh scripts/install-deps
 

@@ -697,7 +697,7 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
     return -1;
 }
 
-static int common_opt(cli_ctx_t *c, void *st, int key, const char *val)
+int cli_common_opt(cli_ctx_t *c, void *st, int key, const char *val)
 {
     (void)st;
     switch (key) {
@@ -727,5 +727,5 @@ int cli_parse_common(cli_ctx_t *c, int argc, char **argv, const char *usage, uns
     opts[n] = (cli_opt_t){NULL, 0, 0};
     /* dump's lines are records, one a line: never wrapped */
     unsigned flags = CLI_ARGS_LOGS | (strcmp(c->command, "dump") ? CLI_ARGS_WRAP : 0);
-    return cli_parse_args(c, argc, argv, opts, common_opt, NULL, usage, flags);
+    return cli_parse_args(c, argc, argv, opts, cli_common_opt, NULL, usage, flags);
 }

@@ -93,6 +93,10 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
 /* --color=WHEN: sets rep_color; -1 after a message when WHEN is not auto, always or never. */
 int cli_set_color(const char *when);
 
+/* The handler of --top N (key 'n', into c->top), --depth N ('d', c->depth) and --frames
+ * all|folded ('F', c->frames_all); other keys are ignored. */
+int cli_common_opt(cli_ctx_t *c, void *st, int key, const char *val);
+
 #define CLI_OPT_TOP 1u    /* the command takes --top N (into c->top) */
 #define CLI_OPT_DEPTH 2u  /* the command takes --depth N (into c->depth) */
 #define CLI_OPT_FRAMES 4u /* the command takes --frames all|folded (into c->frames_all) */

@@ -72,7 +72,8 @@ static const char *const meta_tags[9] = {"end", "host", "program", "cmdline", "o
 static const char *const warn_kinds[7] = {"?", "foreign_free", "double_free", "interior_free", "ipc_subblock",
                                           "pass_through", "sticky"};
 
-static void fields(out_t *o, const rd_rec_t *r)
+/* The fields of allocations, frees and segments. */
+static void memory_fields(out_t *o, const rd_rec_t *r)
 {
     const uint8_t *p = r->p;
     switch (r->type) {
@@ -114,6 +115,16 @@ static void fields(out_t *o, const rd_rec_t *r)
         f_u64(o, "graph", x->graph);
         break;
     }
+    default:
+        break;
+    }
+}
+
+/* The fields of the pool: fences, cache releases, OOMs, stats. */
+static void pool_fields(out_t *o, const rd_rec_t *r)
+{
+    const uint8_t *p = r->p;
+    switch (r->type) {
     case GMLOG_FENCE: {
         const gmlog_fence_t *x = (const gmlog_fence_t *)p;
         f_u64(o, "seq", x->seq);
@@ -168,6 +179,16 @@ static void fields(out_t *o, const rd_rec_t *r)
         f_u64(o, "misses", x->misses);
         break;
     }
+    default:
+        break;
+    }
+}
+
+/* The fields of marks and the definitions (modules, sites, strings), their tails checked. */
+static void definition_fields(out_t *o, const rd_rec_t *r)
+{
+    const uint8_t *p = r->p;
+    switch (r->type) {
     case GMLOG_MARK: {
         const gmlog_mark_t *x = (const gmlog_mark_t *)p;
         const char *label;
@@ -248,6 +269,16 @@ static void fields(out_t *o, const rd_rec_t *r)
             f_bool(o, "malformed", 1);
         break;
     }
+    default:
+        break;
+    }
+}
+
+/* The fields of warnings, devices, the clock, the end, captures, resets, limits. */
+static void process_fields(out_t *o, const rd_rec_t *r)
+{
+    const uint8_t *p = r->p;
+    switch (r->type) {
     case GMLOG_WARNING: {
         const gmlog_warning_t *x = (const gmlog_warning_t *)p;
         f_name(o, "kind", r->flags < 7 ? warn_kinds[r->flags] : "?");
@@ -289,6 +320,16 @@ static void fields(out_t *o, const rd_rec_t *r)
     case GMLOG_LIMIT:
         f_u64(o, "bytes", ((const gmlog_limit_t *)p)->bytes);
         break;
+    default:
+        break;
+    }
+}
+
+/* The fields of a bounded log's checkpoints. */
+static void checkpoint_fields(out_t *o, const rd_rec_t *r)
+{
+    const uint8_t *p = r->p;
+    switch (r->type) {
     case GMLOG_CHECKPOINT: {
         const gmlog_checkpoint_t *x = (const gmlog_checkpoint_t *)p;
         f_name(o, "event", r->flags == GMLOG_CKPT_BEGIN ? "begin" : r->flags == GMLOG_CKPT_END ? "end" : "?");
@@ -322,6 +363,48 @@ static void fields(out_t *o, const rd_rec_t *r)
     }
     case GMLOG_AT:
         f_u64(o, "at_ns", ((const gmlog_at_t *)p)->at_ns);
+        break;
+    default:
+        break;
+    }
+}
+
+/* A record's fields after its time, thread, type and device. */
+static void fields(out_t *o, const rd_rec_t *r)
+{
+    switch (r->type) {
+    case GMLOG_ALLOC:
+    case GMLOG_FREE:
+    case GMLOG_SEGMENT_ALLOC:
+    case GMLOG_SEGMENT_FREE:
+        memory_fields(o, r);
+        break;
+    case GMLOG_FENCE:
+    case GMLOG_FENCE_WAIT:
+    case GMLOG_EMPTY_CACHE:
+    case GMLOG_OOM:
+    case GMLOG_STATS:
+        pool_fields(o, r);
+        break;
+    case GMLOG_MARK:
+    case GMLOG_MODULE:
+    case GMLOG_SITE:
+    case GMLOG_STRING:
+        definition_fields(o, r);
+        break;
+    case GMLOG_WARNING:
+    case GMLOG_DEVICE:
+    case GMLOG_CLOCK:
+    case GMLOG_END:
+    case GMLOG_CAPTURE:
+    case GMLOG_RESET:
+    case GMLOG_LIMIT:
+        process_fields(o, r);
+        break;
+    case GMLOG_CHECKPOINT:
+    case GMLOG_CUT:
+    case GMLOG_AT:
+        checkpoint_fields(o, r);
         break;
     default:
         f_u64(o, "len", r->len);
@@ -452,7 +535,7 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
     return lf->partial ? CLI_PARTIAL : CLI_OK;
 }
 
-static const char usage[] =
+const char cmd_dump_usage[] =
     "usage: gmshim dump [--json] LOG...\n"
     "\n"
     "The header, the metadata and every record in time order (threads merged), one a line:\n"
@@ -462,32 +545,3 @@ static const char usage[] =
     "\n"
     "  -j, --json     one JSON object per line\n"
     "  -h, --help     this text\n";
-
-int cmd_dump(int argc, char **argv)
-{
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "dump");
-    c.json = cli_global.json;
-    int rc = cli_parse_common(&c, argc, argv, usage, 0);
-    if (rc >= 0)
-        return rc;
-    int status = CLI_OK;
-    for (int i = 0; i < c.nargs; i++) {
-        rd_log_t *lf = calloc(1, sizeof *lf);
-        if (!lf) {
-            fputs("gmshim: out of memory\n", stderr);
-            return CLI_FAIL;
-        }
-        if (rd_open_path(lf, c.args[i]) != 0) {
-            fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", c.args[i], lf->diags[0].offset, lf->diags[0].msg);
-            status = CLI_FAIL;
-        } else {
-            int drc = rep_dump(&c, lf);
-            if (drc > status && status != CLI_FAIL)
-                status = drc;
-        }
-        rd_close(lf);
-        free(lf);
-    }
-    return cli_finish(&c, status);
-}

@@ -6,7 +6,6 @@
 #include "output.h"
 
 #include <inttypes.h>
-#include <unistd.h>
 
 static void frag_line(FILE *f, const model_frag_t *x, const char *indent)
 {
@@ -135,17 +134,19 @@ void rep_frag_json(cli_ctx_t *c, const model_t *m, int over_time)
     json_arr_end(j);
 }
 
-static void frag_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+void cmd_frag_text(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
-    (void)lf;
-    (void)arg;
-    if (c->json)
-        rep_frag_json(c, m, 1);
-    else
-        rep_frag_text(c, m, 1);
+    (void)lf, (void)arg;
+    rep_frag_text(c, m, 1);
 }
 
-static const char usage[] =
+void cmd_frag_json(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf, (void)arg;
+    rep_frag_json(c, m, 1);
+}
+
+const char cmd_frag_usage[] =
     "usage: gmshim frag [--json] LOG...\n"
     "\n"
     "Fragmentation of each device's pool: at the peak of reserved memory, at evenly spaced times\n"
@@ -157,16 +158,3 @@ static const char usage[] =
     "\n"
     "  -j, --json     one JSON document\n"
     "  -h, --help     this text\n";
-
-int cmd_frag(int argc, char **argv)
-{
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "frag");
-    c.json = cli_global.json;
-    c.progress = isatty(2);
-    int rc = cli_parse_common(&c, argc, argv, usage, 0);
-    if (rc >= 0)
-        return rc;
-    rc = cli_run_logs(&c, c.nargs, c.args, MODEL_FRAG | MODEL_EPOCHS | MODEL_SITES, frag_one, NULL);
-    return cli_finish(&c, rc);
-}

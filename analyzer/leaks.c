@@ -9,7 +9,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct ranked {
     uint32_t sidx;
@@ -307,9 +306,9 @@ void rep_leaks_json(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
     json_arr_end(j);
 }
 
-static void leaks_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+/* A mark asked for that the log does not have: said on stderr, with the nearest ones. */
+static void check_mark(cli_ctx_t *c, const rd_log_t *lf, const model_t *m, leaks_opts_t *o)
 {
-    leaks_opts_t *o = arg;
     if (o->at_mark && !m->stopped) {
         char near[512];
         nearest_text(m, o->at_label, near, sizeof near);
@@ -318,13 +317,46 @@ static void leaks_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
                 lf->name, (uint64_t)lf->size, o->at_label, m->marks_total, m->nmarks ? "; " : "", m->nmarks ? near : "");
         o->missing++;
     }
-    if (c->json)
-        rep_leaks_json(c, m, arg);
-    else
-        rep_leaks_text(c, m, arg);
 }
 
-static const char usage[] =
+void cmd_leaks_text(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    leaks_opts_t *o = &((cmd_call_t *)arg)->leaks;
+    check_mark(c, lf, m, o);
+    rep_leaks_text(c, m, o);
+}
+
+void cmd_leaks_json(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    leaks_opts_t *o = &((cmd_call_t *)arg)->leaks;
+    check_mark(c, lf, m, o);
+    rep_leaks_json(c, m, o);
+}
+
+/* --at MARK (st: the cmd_call_t); the others are the common ones. */
+int cmd_leaks_opt(cli_ctx_t *c, void *st, int key, const char *val)
+{
+    leaks_opts_t *o = &((cmd_call_t *)st)->leaks;
+    if (key != 'a')
+        return cli_common_opt(c, NULL, key, val);
+    o->at_mark = 1;
+    o->at_label = val;
+    c->stop_mark_label = val;
+    char *end;
+    long id = strtol(val, &end, 10);
+    if (!*end && id > 0 && id < INT32_MAX)
+        c->stop_mark_id = (int)id;
+    return 0;
+}
+
+int cmd_leaks_after(cmd_call_t *k, int rc)
+{
+    if (k->leaks.missing && rc == CLI_OK)
+        rc = CLI_PARTIAL; /* a mark that is not there is a mistake, not the end's report */
+    return rc;
+}
+
+const char cmd_leaks_usage[] =
     "usage: gmshim leaks [--at MARK] [--top N] [--depth N] [--frames all] [--json] LOG...\n"
     "\n"
     "Allocations still live at the end of the log, grouped by call site, largest first, with the\n"
@@ -340,50 +372,3 @@ static const char usage[] =
     "                  (default folded: one line per run of them)\n"
     "  -j, --json      one JSON document\n"
     "  -h, --help      this text\n";
-
-static int leaks_opt(cli_ctx_t *c, void *st, int key, const char *val)
-{
-    leaks_opts_t *o = st;
-    char *end;
-    switch (key) {
-    case 'a': {
-        o->at_mark = 1;
-        o->at_label = val;
-        c->stop_mark_label = val;
-        long id = strtol(val, &end, 10);
-        if (!*end && id > 0 && id < INT32_MAX)
-            c->stop_mark_id = (int)id;
-        return 0;
-    }
-    case 'n': return cli_parse_count("leaks", "--top", val, &o->top) ? CLI_FAIL : 0;
-    case 'd': return cli_parse_count("leaks", "--depth", val, &c->depth) ? CLI_FAIL : 0;
-    case 'F':
-        if (!strcmp(val, "all") || !strcmp(val, "folded")) {
-            c->frames_all = !strcmp(val, "all");
-            return 0;
-        }
-        fprintf(stderr, "gmshim leaks: --frames %s: use all or folded\n", val);
-        return CLI_FAIL;
-    default: return 0;
-    }
-}
-
-int cmd_leaks(int argc, char **argv)
-{
-    static const cli_opt_t opts[] = {
-        {"at", 'a', 1}, {"top", 'n', 1}, {"depth", 'd', 1}, {"frames", 'F', 1}, {NULL, 0, 0},
-    };
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "leaks");
-    c.json = cli_global.json;
-    c.progress = isatty(2);
-    leaks_opts_t o = {0, 0, NULL, 10};
-    int rc = cli_parse_args(&c, argc, argv, opts, leaks_opt, &o, usage, CLI_ARGS_LOGS | CLI_ARGS_WRAP);
-    if (rc >= 0)
-        return rc;
-    c.top = o.top;
-    rc = cli_run_logs(&c, c.nargs, c.args, MODEL_SITES | MODEL_EPOCHS, leaks_one, &o);
-    if (o.missing && rc == CLI_OK)
-        rc = CLI_PARTIAL; /* a mark that is not there is a mistake, not the end's report */
-    return cli_finish(&c, rc);
-}

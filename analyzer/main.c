@@ -1,6 +1,7 @@
-/* The gmshim command-line analyzer: one table of commands, one dispatcher, the global options
- * (--help, --version, --json, --color), parsed by cli_parse_args like every command's own. Only this file
- * has main(); it must stay free of report logic so that the tests and the fuzzer link the rest. */
+/* The gmshim command-line analyzer: the global options (--help, --version, --json, --color),
+ * parsed by cli_parse_args like every command's own, then the command from the table
+ * (commands.c). Only this file has main(); it must stay free of report logic so that the tests
+ * and the fuzzer link the rest. */
 #include "commands.h"
 #include "output.h"
 #include "symbolize.h"
@@ -9,27 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-typedef struct command {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-    const char *help;
-} command_t;
-
-static const command_t commands[] = {
-    {"report", cmd_report, "everything on one page: summary, leaks, fragmentation at the peak, OOM causes"},
-    {"summary", cmd_summary, "per device: counts, peaks, cache hit rate, driver calls and time saved"},
-    {"leaks", cmd_leaks, "allocations live at the end (or at a mark) by call site; sites that grow"},
-    {"frag", cmd_frag, "fragmentation over time, at the peak and at each OOM"},
-    {"oom", cmd_oom, "each out-of-memory failure: what was asked, what there was, the cause, remedies"},
-    {"timeline", cmd_timeline, "allocated and reserved over time as an SVG or HTML page"},
-    {"dump", cmd_dump, "every record as text or JSON lines, with the header and metadata"},
-    {"export", cmd_export, "a log for Perfetto (trace JSON) or PyTorch's memory_viz (snapshot pickle)"},
-    {"run", cmd_run, "run a command under gmshim, then report on the logs it wrote"},
-    {"help", NULL, "help on gmshim or on one command"},
-};
-
-#define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 static char usage_text[4096];
 
@@ -44,8 +24,8 @@ static const char *usage(void)
                "       gmshim --help | --version | help COMMAND | COMMAND --help\n\n"
                "Reads the event logs that libgmshim.so writes (GMSHIM_LOG) and reports on them.\n\n"
                "commands:\n");
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    for (size_t i = 0; i < cmd_count; i++)
+        fprintf(f, "  %-10s %s\n", cmd_table[i].name, cmd_table[i].summary);
     fprintf(f, "\nglobal options (before or after the command; options and logs in any order, '--' ends\n"
                "the options):\n"
                "  -j, --json            JSON output (every report)\n"
@@ -66,14 +46,6 @@ static const char *usage(void)
                "which also make their call-site figures in two more).\n");
     fclose(f);
     return usage_text;
-}
-
-static const command_t *find(const char *name)
-{
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(commands[i].name, name))
-            return &commands[i];
-    return NULL;
 }
 
 static int finish(int rc)
@@ -123,8 +95,8 @@ int main(int argc, char **argv)
         for (int i = 1; i < cargc && !what; i++)
             if (strcmp(cargv[i], "--help") && strcmp(cargv[i], "-h") && strcmp(cargv[i], "--"))
                 what = cargv[i];
-        const command_t *c = what ? find(what) : NULL;
-        if (!what || (c && !c->fn)) {
+        const cmd_t *c = what ? cmd_find(what) : NULL;
+        if (!what || (c && !c->main && !c->usage)) {
             fputs(usage(), stdout);
             return finish(0);
         }
@@ -133,14 +105,14 @@ int main(int argc, char **argv)
             return 1;
         }
         char *hargv[] = {(char *)c->name, "--help", NULL};
-        return finish(c->fn(2, hargv));
+        return finish(cmd_main(c, 2, hargv));
     }
-    const command_t *c = find(name);
-    if (!c || !c->fn) {
+    const cmd_t *c = cmd_find(name);
+    if (!c || (!c->main && !c->usage)) {
         fprintf(stderr, "gmshim: no command '%s'; 'gmshim --help' lists them\n", name);
         return 1;
     }
-    rc = c->fn(cargc, cargv);
+    rc = cmd_main(c, cargc, cargv);
     sym_reset();
     sym_set_search_path(NULL);
     return finish(rc);

@@ -22,9 +22,9 @@ enum {
     MODEL_FRAG = 1u << 2,          /* fragmentation snapshots at fixed times */
     MODEL_TIMELINE = 1u << 3,      /* allocated and reserved over time, in buckets */
     MODEL_ALL = 0x0fu,
-    MODEL_RANGE = 1u << 8,         /* internal: one window of a parallel summary (model.c) */
+    MODEL_RANGE = 1u << 8,         /* internal: one window of a parallel summary (model_windows.c) */
     MODEL_SPLIT = 1u << 9,         /* internal: one window of a parallel replay with sites */
-    MODEL_DEFER = 1u << 10,        /* internal: site figures left to the site thread (model.c) */
+    MODEL_DEFER = 1u << 10,        /* internal: site figures left to the site threads (model_split.c) */
 };
 
 enum { EPOCH_MARKS = 0, EPOCH_TROUGHS = 1 };
@@ -57,9 +57,13 @@ typedef struct model_livemap {
     unsigned shift;
 } model_livemap_t;
 
-/* Generic open-addressing map, 64-bit keys (0 is never stored) to 64-bit values. */
+/* A map of 64-bit keys (0 is never stored) to 64-bit values, in the same table (table.h). */
+typedef struct model_kv {
+    uint64_t key, val;
+} model_kv_t;
+
 typedef struct model_map {
-    uint64_t *keys, *vals;
+    model_kv_t *slots;
     size_t cap, count;
     unsigned shift;
 } model_map_t;
@@ -274,8 +278,10 @@ typedef struct model {
     int saw_reset;
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */
     struct model_split *split;     /* a MODEL_SPLIT window's output */
-    struct model_split *defer;     /* MODEL_DEFER: the window whose operations are being applied */
-    size_t defer_at;               /* ...and which of them */
+    /* MODEL_DEFER: called for each block released instead of updating its site's figures (the
+     * parallel replay installs it; e->sidx is then the site id) */
+    void (*release_hook)(void *arg, const struct model *m, const model_live_t *e);
+    void *release_arg;
 } model_t;
 
 /* Replays lf into m (rewinding it first). flags: MODEL_*. Returns 0. */

@@ -8,7 +8,6 @@
 #include "output.h"
 #include "sites.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -563,21 +562,11 @@ static void json_rank_id(json_t *js, const ranks_log_t *x)
         json_null(js, "rank");
 }
 
-static void json_report(cli_ctx_t *c, const job_t *j)
+/* "first_failure": {...} or null. */
+static void json_first_failure(json_t *js, const job_t *j)
 {
-    json_t *js = &c->j;
     const ranks_log_t *r = j->r;
     char b[32];
-    json_obj(js, "ranks");
-    json_u64(js, "logs", (uint64_t)j->n);
-    json_u64(js, "readable", (uint64_t)j->readable);
-    json_u64(js, "hosts", (uint64_t)j->hosts);
-    if (j->world > 0)
-        json_i64(js, "world_size", j->world);
-    else
-        json_null(js, "world_size");
-    json_u64(js, "clock_skew_assumed_ns", j->hosts > 1 ? RANKS_SKEW_NS : 0);
-    json_u64(js, "job_start_realtime_ns", j->t0);
     if (j->first < 0) {
         json_null(js, "first_failure");
     } else {
@@ -617,6 +606,13 @@ static void json_report(cli_ctx_t *c, const job_t *j)
         }
         json_obj_end(js);
     }
+}
+
+/* "ranks": [...], each log's end against the first failure (or the job's start). */
+static void json_ranks(json_t *js, const job_t *j)
+{
+    const ranks_log_t *r = j->r;
+    char b[32];
     uint64_t ref = j->first >= 0 ? wall_fail(&r[j->first]) : j->t0;
     json_arr(js, "ranks");
     for (int k = 0; k < j->readable; k++) {
@@ -643,15 +639,12 @@ static void json_report(cli_ctx_t *c, const job_t *j)
         (void)b;
     }
     json_arr_end(js);
-    json_arr(js, "missing");
-    for (int k = 0; k < j->nmissing; k++)
-        json_i64(js, NULL, j->missing[k]);
-    json_arr_end(js);
-    group_t g[16];
-    int ng = groups_make(j, g, 16), pattern = 0;
-    for (int k = 0; k < ng; k++)
-        pattern |= collective_pattern(j, &g[k]);
-    json_str(js, "pattern", pattern ? "collective_timeout_after_peer_failure" : NULL);
+}
+
+/* "imbalance": {...}: the peaks per rank and the outlier. */
+static void json_imbalance(json_t *js, const job_t *j)
+{
+    const ranks_log_t *r = j->r;
     json_obj(js, "imbalance");
     json_u64(js, "median_peak_live", j->median_live);
     json_arr(js, "ranks");
@@ -688,6 +681,33 @@ static void json_report(cli_ctx_t *c, const job_t *j)
         json_obj_end(js);
     }
     json_obj_end(js);
+}
+
+static void json_report(cli_ctx_t *c, const job_t *j)
+{
+    json_t *js = &c->j;
+    json_obj(js, "ranks");
+    json_u64(js, "logs", (uint64_t)j->n);
+    json_u64(js, "readable", (uint64_t)j->readable);
+    json_u64(js, "hosts", (uint64_t)j->hosts);
+    if (j->world > 0)
+        json_i64(js, "world_size", j->world);
+    else
+        json_null(js, "world_size");
+    json_u64(js, "clock_skew_assumed_ns", j->hosts > 1 ? RANKS_SKEW_NS : 0);
+    json_u64(js, "job_start_realtime_ns", j->t0);
+    json_first_failure(js, j);
+    json_ranks(js, j);
+    json_arr(js, "missing");
+    for (int k = 0; k < j->nmissing; k++)
+        json_i64(js, NULL, j->missing[k]);
+    json_arr_end(js);
+    group_t g[16];
+    int ng = groups_make(j, g, 16), pattern = 0;
+    for (int k = 0; k < ng; k++)
+        pattern |= collective_pattern(j, &g[k]);
+    json_str(js, "pattern", pattern ? "collective_timeout_after_peer_failure" : NULL);
+    json_imbalance(js, j);
     json_obj_end(js);
 }
 
@@ -700,84 +720,4 @@ void ranks_report(cli_ctx_t *c, const ranks_log_t *r, int n)
     else
         text_report(c, &j);
     job_free(&j);
-}
-
-/* ---- a directory of logs -------------------------------------------------------------------- */
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int push(char ***v, int *n, int *cap, char *s)
-{
-    if (!s)
-        return -1;
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 16;
-        char **nv = realloc(*v, (size_t)nc * sizeof *nv);
-        if (!nv) {
-            free(s);
-            return -1;
-        }
-        *v = nv, *cap = nc;
-    }
-    (*v)[(*n)++] = s;
-    return 0;
-}
-
-int ranks_expand_args(int n, char *const *args, char ***out, int *nout)
-{
-    char **v = NULL;
-    int nv = 0, cap = 0;
-    for (int i = 0; i < n; i++) {
-        struct stat st;
-        if (stat(args[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
-            if (push(&v, &nv, &cap, strdup(args[i])))
-                goto oom;
-            continue;
-        }
-        DIR *d = opendir(args[i]);
-        if (!d) {
-            fprintf(stderr, "gmshim: %s: %s\n", args[i], strerror(errno));
-            ranks_args_free(v, nv);
-            return -1;
-        }
-        int from = nv;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t len = strlen(e->d_name);
-            if (len < 7 || strcmp(e->d_name + len - 6, ".gmlog"))
-                continue;
-            size_t plen = strlen(args[i]) + len + 2;
-            char *p = malloc(plen);
-            if (p)
-                snprintf(p, plen, "%s%s%s", args[i], args[i][strlen(args[i]) - 1] == '/' ? "" : "/", e->d_name);
-            if (push(&v, &nv, &cap, p)) {
-                closedir(d);
-                goto oom;
-            }
-        }
-        closedir(d);
-        if (nv == from) {
-            fprintf(stderr, "gmshim: %s: a directory without *.gmlog files\n", args[i]);
-            ranks_args_free(v, nv);
-            return -1;
-        }
-        qsort(v + from, (size_t)(nv - from), sizeof *v, by_name);
-    }
-    *out = v;
-    *nout = nv;
-    return 0;
-oom:
-    fputs("gmshim: out of memory\n", stderr);
-    ranks_args_free(v, nv);
-    return -1;
-}
-
-void ranks_args_free(char **v, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
 }

@@ -1,5 +1,5 @@
-/* The log reader: header, metadata, the chunks indexed by thread, the threads' records merged
- * by time (k-way). Files are read with pread, one chunk per thread at a time: memory stays
+/* The log reader: the file opened (header and metadata: reader_header.c), the chunks indexed by
+ * thread, the threads' records merged by time (k-way). Files are read with pread, one chunk per thread at a time: memory stays
  * bounded and a file cut short under us is no crash. It never trusts a length, offset or count. */
 #include "reader.h"
 #include "reader_int.h"
@@ -13,9 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define MAX_META 4096
-#define MAX_HEADER (64u << 20)
 
 static const uint8_t min_len[GMLOG_TYPE_MAX + 1] = {
     [GMLOG_ALLOC] = 32,        [GMLOG_FREE] = 24,      [GMLOG_SEGMENT_ALLOC] = 32,
@@ -47,115 +44,6 @@ unsigned rd_min_len(unsigned type)
 const char *rd_type_name(unsigned type)
 {
     return type >= 1 && type <= GMLOG_TYPE_MAX ? type_names[type] : NULL;
-}
-
-/* ---- byte order ---------------------------------------------------------------------------- */
-
-
-
-static void sw16(uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    v = __builtin_bswap16(v);
-    memcpy(p, &v, 2);
-}
-
-static void sw32(uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    v = __builtin_bswap32(v);
-    memcpy(p, &v, 4);
-}
-
-static void sw64(uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    v = __builtin_bswap64(v);
-    memcpy(p, &v, 8);
-}
-
-/* Swaps the fields of a record copied into buf (len bytes, at least its minimum length). */
-void rd_swap_record(uint8_t *buf, unsigned len)
-{
-    unsigned type = buf[0];
-    sw32(buf + 4);
-    switch (type) {
-    case GMLOG_ALLOC:
-        sw64(buf + 8), sw64(buf + 16), sw32(buf + 24), sw32(buf + 28);
-        if (len >= 40)
-            sw64(buf + 32);
-        break;
-    case GMLOG_FREE:
-    case GMLOG_WARNING:
-        sw64(buf + 8), sw32(buf + 16), sw32(buf + 20);
-        break;
-    case GMLOG_SEGMENT_ALLOC:
-    case GMLOG_SEGMENT_FREE:
-    case GMLOG_FENCE:
-    case GMLOG_CAPTURE:
-        sw64(buf + 8), sw64(buf + 16), sw32(buf + 24), sw32(buf + 28);
-        break;
-    case GMLOG_FENCE_WAIT:
-    case GMLOG_EMPTY_CACHE:
-        sw64(buf + 8), sw32(buf + 16), sw32(buf + 20);
-        break;
-    case GMLOG_OOM:
-        for (unsigned o = 8; o < 88; o += 8)
-            sw64(buf + o);
-        sw32(buf + 88), sw32(buf + 92);
-        break;
-    case GMLOG_STATS:
-        for (unsigned o = 8; o < 64; o += 8)
-            sw64(buf + o);
-        break;
-    case GMLOG_MARK:
-    case GMLOG_STRING:
-    case GMLOG_END:
-        sw32(buf + 8), sw32(buf + 12);
-        break;
-    case GMLOG_MODULE:
-        sw64(buf + 8), sw64(buf + 16), sw64(buf + 24), sw32(buf + 32), sw16(buf + 36);
-        break;
-    case GMLOG_SITE: {
-        sw32(buf + 8), sw16(buf + 12), sw16(buf + 14);
-        unsigned nn, np;
-        uint16_t v;
-        memcpy(&v, buf + 12, 2), nn = v;
-        memcpy(&v, buf + 14, 2), np = v;
-        unsigned o = 16;
-        for (unsigned i = 0; i < nn && o + 8 <= len; i++, o += 8)
-            sw64(buf + o);
-        for (unsigned i = 0; i < np * 4 && o + 4 <= len; i++, o += 4)
-            sw32(buf + o);
-        break;
-    }
-    case GMLOG_DEVICE:
-        sw64(buf + 8), sw64(buf + 16), sw32(buf + 24), sw32(buf + 28);
-        break;
-    case GMLOG_CLOCK:
-    case GMLOG_LIMIT:
-        sw64(buf + 8);
-        break;
-    case GMLOG_RESET:
-        sw64(buf + 8), sw64(buf + 16);
-        break;
-    case GMLOG_CHECKPOINT:
-        sw64(buf + 8), sw64(buf + 16), sw64(buf + 24), sw64(buf + 32);
-        break;
-    case GMLOG_CUT:
-        for (unsigned o = 8; o < 120; o += 8)
-            sw64(buf + o);
-        sw32(buf + 120), sw32(buf + 124);
-        break;
-    case GMLOG_AT:
-        sw64(buf + 8);
-        break;
-    default:
-        break;
-    }
 }
 
 /* ---- diagnostics --------------------------------------------------------------------------- */
@@ -229,154 +117,6 @@ size_t rd_read_at(const rd_log_t *lf, void *buf, size_t len, uint64_t off)
         got += (size_t)n;
     }
     return got;
-}
-
-/* ---- header and metadata ------------------------------------------------------------------- */
-
-/* Whether the file is what a writer leaves when it ends before its header is written: nothing,
- * or the header's reserved pages still zero (perhaps with the magic stored first). */
-static int unwritten_header(const rd_log_t *lf)
-{
-    if (lf->size == 0)
-        return 1;
-    if (lf->size % GMLOG_HEADER_ALIGN || lf->size > MAX_HEADER)
-        return 0;
-    uint8_t buf[4096];
-    for (uint64_t off = 0; off < lf->size; off += sizeof buf) {
-        size_t n = rd_read_at(lf, buf, sizeof buf, off);
-        if (n != sizeof buf)
-            return 0;
-        size_t from = 0;
-        if (off == 0 && !memcmp(buf, GMLOG_MAGIC, 8))
-            from = 8;
-        for (size_t i = from; i < n; i++)
-            if (buf[i])
-                return 0;
-    }
-    return 1;
-}
-
-static int parse_header(rd_log_t *lf)
-{
-    uint8_t d[sizeof(gmlog_file_header_t)];
-    size_t size = lf->size;
-    size_t have = rd_read_at(lf, d, sizeof d, 0);
-    if (have < sizeof d && have < size)
-        return rd_fail(lf, have, "read error in the header");
-    if (size == 0)
-        return rd_fail(lf, 0, "empty file: not a gmshim log");
-    size_t m = size < 8 ? size : 8;
-    if (memcmp(d, GMLOG_MAGIC, m) != 0)
-        return rd_fail(lf, 0, "not a gmshim log (the file does not start with \"%s\")", GMLOG_MAGIC);
-    if (size < sizeof(gmlog_file_header_t))
-        return rd_fail(lf, size, "truncated header: the file has %zu bytes, a header needs %zu", size,
-                    sizeof(gmlog_file_header_t));
-    uint32_t bo;
-    memcpy(&bo, d + 12, 4);
-    if (bo == GMLOG_BYTE_ORDER)
-        lf->swapped = 0;
-    else if (bo == __builtin_bswap32(GMLOG_BYTE_ORDER))
-        lf->swapped = 1;
-    else
-        return rd_fail(lf, 12, "corrupt header: byte-order mark 0x%08x is neither 0x%08x nor its swap", bo,
-                    GMLOG_BYTE_ORDER);
-    int s = lf->swapped;
-    gmlog_file_header_t *h = &lf->hdr;
-    memcpy(h, d, sizeof *h);
-    h->version = ld32(d + 8, s);
-    h->byte_order = GMLOG_BYTE_ORDER;
-    h->header_size = ld32(d + 16, s);
-    h->chunk_size = ld32(d + 20, s);
-    h->start_realtime_ns = ld64(d + 24, s);
-    h->start_mono_ns = ld64(d + 32, s);
-    h->pid = ld32(d + 40, s);
-    h->flags = ld32(d + 44, s);
-    h->end_ns = ld64(d + 48, s);
-    h->close_reason = ld32(d + 56, s);
-    h->meta_size = ld32(d + 60, s);
-    h->chunks_at_close = ld64(d + 64, s);
-    if (h->version > GMLOG_VERSION)
-        return rd_fail(lf, 8, "log format version %u is newer than this gmshim reads (%u); upgrade gmshim",
-                    h->version, GMLOG_VERSION);
-    if (h->version == 0)
-        return rd_fail(lf, 8, "corrupt header: format version 0");
-    if (h->chunk_size < 4096 || h->chunk_size > (64u << 20) || h->chunk_size % 8)
-        return rd_fail(lf, 20, "corrupt header: chunk size %u (expected %u)", h->chunk_size, GMLOG_CHUNK_SIZE);
-    if (h->header_size < sizeof *h || h->header_size % 8 || h->header_size > MAX_HEADER)
-        return rd_fail(lf, 16, "corrupt header: header size %u", h->header_size);
-    if (h->header_size > size)
-        return rd_fail(lf, size, "truncated header: it is %u bytes long, the file has %zu", h->header_size, size);
-    lf->header = malloc(h->header_size);
-    if (!lf->header)
-        return rd_fail(lf, 0, "out of memory for a %u-byte header", h->header_size);
-    if (rd_read_at(lf, lf->header, h->header_size, 0) != h->header_size)
-        return rd_fail(lf, 0, "read error in the header");
-    return 0;
-}
-
-static void parse_meta(rd_log_t *lf)
-{
-    const gmlog_file_header_t *h = &lf->hdr;
-    uint64_t end = h->header_size;
-    uint64_t declared = sizeof *h + (uint64_t)h->meta_size;
-    if (declared > end) {
-        rd_diag(lf, 60, 1, "corrupt header: %u bytes of metadata do not fit in a %u-byte header",
-                h->meta_size, h->header_size);
-    } else {
-        end = declared;
-    }
-    uint64_t at = sizeof *h;
-    size_t cap = 0;
-    while (at + sizeof(gmlog_meta_t) <= end) {
-        uint16_t tag;
-        memcpy(&tag, lf->header + at, 2);
-        if (lf->swapped)
-            tag = __builtin_bswap16(tag);
-        uint32_t len = ld32(lf->header + at + 4, lf->swapped);
-        if (tag == GMLOG_META_END)
-            return;
-        if ((uint64_t)len > end - at - sizeof(gmlog_meta_t)) {
-            rd_diag(lf, at, 1, "corrupt metadata: an entry of %u bytes runs past the header", len);
-            return;
-        }
-        if (lf->nmeta >= MAX_META) {
-            rd_diag(lf, at, 0, "more than %d metadata entries; the rest are ignored", MAX_META);
-            return;
-        }
-        if (lf->nmeta == cap) {
-            cap = cap ? cap * 2 : 32;
-            rd_meta_t *n = realloc(lf->meta, cap * sizeof *n);
-            if (!n)
-                return;
-            lf->meta = n;
-        }
-        char *v = malloc((size_t)len + 1);
-        if (!v)
-            return;
-        memcpy(v, lf->header + at + sizeof(gmlog_meta_t), len);
-        v[len] = 0;
-        lf->meta[lf->nmeta++] = (rd_meta_t){tag, len, v};
-        at += sizeof(gmlog_meta_t) + (((uint64_t)len + 7) & ~7ull);
-    }
-    if (at < end)
-        rd_diag(lf, at, 1, "corrupt metadata: it ends without an end entry");
-}
-
-const char *rd_meta_get(const rd_log_t *lf, uint16_t tag)
-{
-    for (size_t i = 0; i < lf->nmeta; i++)
-        if (lf->meta[i].tag == tag)
-            return lf->meta[i].value;
-    return NULL;
-}
-
-const char *rd_meta_keyed(const rd_log_t *lf, uint16_t tag, const char *key)
-{
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < lf->nmeta; i++)
-        if (lf->meta[i].tag == tag && !strncmp(lf->meta[i].value, key, kl) && lf->meta[i].value[kl] == '=')
-            return lf->meta[i].value + kl + 1;
-    return NULL;
 }
 
 /* ---- chunks and streams -------------------------------------------------------------------- */
@@ -757,13 +497,13 @@ void rd_rewind(rd_log_t *lf)
 static int finish_open(rd_log_t *lf)
 {
     lf->win_end = UINT64_MAX;
-    if (unwritten_header(lf)) {
+    if (rd_unwritten_header(lf)) {
         lf->no_header = 1; /* no records, not closed: every pass reads nothing */
         return 0;
     }
-    if (parse_header(lf))
+    if (rd_parse_header(lf))
         return -1;
-    parse_meta(lf);
+    rd_parse_meta(lf);
     if (index_chunks(lf) || rd_ckpt_scan(lf))
         return -1;
     /* Quiet first look at the starts and ends for the time range (diagnostics come later). */
@@ -994,70 +734,5 @@ int rd_next(rd_log_t *lf, rd_rec_t *rec)
         rec->flags = p[3];
         rec->ckpt = (s->in_span || type == GMLOG_CHECKPOINT) ? RD_CKPT_SPAN : RD_EVENT; /* lf->raw only */
         return 1;
-    }
-}
-
-/* ---- tails --------------------------------------------------------------------------------- */
-
-int rd_site_frames(const rd_rec_t *rec, const uint64_t **native, unsigned *nnative,
-                   const gmlog_pyframe_t **py, unsigned *npy)
-{
-    const gmlog_site_t *s = (const gmlog_site_t *)rec->p;
-    uint64_t need = sizeof *s + (uint64_t)s->native * 8 + (uint64_t)s->python * sizeof(gmlog_pyframe_t);
-    if (need > rec->len)
-        return -1;
-    *native = (const uint64_t *)(rec->p + sizeof *s);
-    *nnative = s->native;
-    *py = (const gmlog_pyframe_t *)(rec->p + sizeof *s + (size_t)s->native * 8);
-    *npy = s->python;
-    return 0;
-}
-
-int rd_tail_bytes(const rd_rec_t *rec, size_t fixed, size_t want, const char **bytes)
-{
-    if (fixed > rec->len || want > rec->len - fixed)
-        return -1;
-    *bytes = (const char *)rec->p + fixed;
-    return 0;
-}
-
-int rd_check_tail(rd_log_t *lf, const rd_rec_t *rec)
-{
-    const char *bytes;
-    switch (rec->type) {
-    case GMLOG_SITE: {
-        const gmlog_site_t *x = (const gmlog_site_t *)rec->p;
-        const uint64_t *native;
-        const gmlog_pyframe_t *py;
-        unsigned nn, np;
-        if (rd_site_frames(rec, &native, &nn, &py, &np) == 0)
-            return 0;
-        rd_diag(lf, rec->off, 1, "a site record's %u native and %u Python frames do not fit in its %u bytes",
-                x->native, x->python, rec->len);
-        return -1;
-    }
-    case GMLOG_STRING: {
-        const gmlog_string_t *x = (const gmlog_string_t *)rec->p;
-        if (rd_tail_bytes(rec, sizeof *x, x->len, &bytes) == 0)
-            return 0;
-        rd_diag(lf, rec->off, 1, "a string record of %u bytes does not fit in its %u bytes", x->len, rec->len);
-        return -1;
-    }
-    case GMLOG_MODULE: {
-        const gmlog_module_t *x = (const gmlog_module_t *)rec->p;
-        if (rd_tail_bytes(rec, sizeof *x, (size_t)x->build_id_len + x->path_len, &bytes) == 0)
-            return 0;
-        rd_diag(lf, rec->off, 1, "a module record's build id and path do not fit in its %u bytes", rec->len);
-        return -1;
-    }
-    case GMLOG_MARK: {
-        const gmlog_mark_t *x = (const gmlog_mark_t *)rec->p;
-        if (rd_tail_bytes(rec, sizeof *x, x->len, &bytes) == 0)
-            return 0;
-        rd_diag(lf, rec->off, 1, "a mark's label of %u bytes does not fit in its %u bytes", x->len, rec->len);
-        return -1;
-    }
-    default:
-        return 0;
     }
 }

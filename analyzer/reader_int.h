@@ -1,5 +1,5 @@
-/* What reader.c shares with reader_ckpt.c (a bounded log's checkpoints): nothing else includes
- * this. */
+/* What the reader's files share (reader.c, reader_header.c, reader_records.c, and
+ * reader_ckpt.c for a bounded log's checkpoints): nothing else includes this. */
 #ifndef GM_READER_INT_H
 #define GM_READER_INT_H
 
@@ -28,7 +28,15 @@ static inline uint64_t ld64(const uint8_t *p, int swap)
 /* reader.c */
 int rd_fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 size_t rd_read_at(const rd_log_t *lf, void *buf, size_t len, uint64_t off);
+
+/* reader_records.c */
 void rd_swap_record(uint8_t *buf, unsigned len);
+
+/* reader_header.c: whether the file is a header never written (the process ended first); the
+ * header (0, or -1 after rd_fail); the metadata entries (damaged ones are diagnosed) */
+int rd_unwritten_header(const rd_log_t *lf);
+int rd_parse_header(rd_log_t *lf);
+void rd_parse_meta(rd_log_t *lf);
 
 /* reader_ckpt.c: checkpoint spans, and a wrapped log's prologue (its newest complete checkpoint's
  * definitions, history and cuts) */

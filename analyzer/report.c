@@ -6,11 +6,6 @@
 #include "ranks.h"
 
 #include <stdlib.h>
-#include <unistd.h>
-
-typedef struct report_opts {
-    leaks_opts_t leaks;
-} report_opts_t;
 
 typedef struct verdict {
     ranks_log_t *r;
@@ -23,17 +18,20 @@ static void report_verdict(cli_ctx_t *c, void *arg)
     ranks_report(c, v->r, v->n);
 }
 
-static void report_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+void cmd_report_json(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
     (void)lf;
-    report_opts_t *o = arg;
-    if (c->json) {
-        rep_summary_json(c, m);
-        rep_leaks_json(c, m, &o->leaks);
-        rep_frag_json(c, m, 0);
-        rep_oom_json(c, m);
-        return;
-    }
+    cmd_call_t *o = arg;
+    rep_summary_json(c, m);
+    rep_leaks_json(c, m, &o->leaks);
+    rep_frag_json(c, m, 0);
+    rep_oom_json(c, m);
+}
+
+void cmd_report_text(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf;
+    cmd_call_t *o = arg;
     FILE *f = c->out;
     fputc('\n', f);
     rep_heading(f, "Summary");
@@ -49,7 +47,33 @@ static void report_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     rep_oom_text(c, m);
 }
 
-static const char usage[] =
+/* The logs: a directory stands for its *.gmlog files; a job's open with the cross-rank verdict. */
+int cmd_report_before(cmd_call_t *k)
+{
+    if (ranks_expand_args(k->c.nargs, k->c.args, &k->logs, &k->nlogs))
+        return CLI_FAIL;
+    verdict_t *v = calloc(1, sizeof *v);
+    if (v && ranks_wanted(k->nlogs, k->logs) && (v->r = calloc((size_t)k->nlogs, sizeof *v->r))) {
+        v->n = k->nlogs;
+        ranks_collect(k->nlogs, k->logs, v->r);
+        k->c.prologue = report_verdict;
+        k->c.prologue_arg = v;
+    }
+    k->priv = v;
+    return -1;
+}
+
+int cmd_report_after(cmd_call_t *k, int rc)
+{
+    verdict_t *v = k->priv;
+    if (v)
+        free(v->r);
+    free(v);
+    ranks_args_free(k->logs, k->nlogs);
+    return rc;
+}
+
+const char cmd_report_usage[] =
     "usage: gmshim report [--top N] [--depth N] [--frames all] [--json] LOG...\n"
     "\n"
     "Everything on one page, per log: the summary, the call sites still live at the end and those\n"
@@ -68,32 +92,3 @@ static const char usage[] =
     "                  (default folded: one line per run of them)\n"
     "  -j, --json      one JSON document (the summary, leaks, fragmentation and oom fields)\n"
     "  -h, --help      this text\n";
-
-int cmd_report(int argc, char **argv)
-{
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "report");
-    c.json = cli_global.json;
-    c.progress = isatty(2);
-    c.depth = 8;
-    report_opts_t o = {{0, 0, NULL, 5}};
-    c.top = o.leaks.top;
-    int rc = cli_parse_common(&c, argc, argv, usage, CLI_OPT_TOP | CLI_OPT_DEPTH | CLI_OPT_FRAMES);
-    if (rc >= 0)
-        return rc;
-    o.leaks.top = c.top;
-    char **logs;
-    int nlogs;
-    if (ranks_expand_args(c.nargs, c.args, &logs, &nlogs))
-        return cli_finish(&c, CLI_FAIL);
-    verdict_t v = {NULL, nlogs};
-    if (ranks_wanted(nlogs, logs) && (v.r = calloc((size_t)nlogs, sizeof *v.r))) {
-        ranks_collect(nlogs, logs, v.r);
-        c.prologue = report_verdict;
-        c.prologue_arg = &v;
-    }
-    rc = cli_run_logs(&c, nlogs, logs, MODEL_SITES | MODEL_EPOCHS, report_one, &o);
-    free(v.r);
-    ranks_args_free(logs, nlogs);
-    return cli_finish(&c, rc);
-}

@@ -213,7 +213,7 @@ static int dir_writable(const char *tmpl, char *dir, size_t len)
     return 0;
 }
 
-static const char usage[] =
+const char cmd_run_usage[] =
     "usage: gmshim run [-o LOG] [--json] [--no-report] [--] COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND with libgmshim.so preloaded (the one beside this gmshim, or in ../lib;\n"
@@ -229,67 +229,27 @@ static const char usage[] =
     "                    to stderr, so that stdout holds nothing else\n"
     "  -h, --help        this text\n";
 
-enum { RUN_NO_REPORT = 0x200 };
-
-typedef struct run_opts {
-    const char *tmpl;
-    int report;
-} run_opts_t;
-
-static int run_opt(cli_ctx_t *c, void *st, int key, const char *val)
+/* -o LOG, --no-report (st: the cmd_call_t). */
+int cmd_run_opt(cli_ctx_t *c, void *st, int key, const char *val)
 {
     (void)c;
-    run_opts_t *o = st;
+    cmd_call_t *k = st;
     if (key == 'o')
-        o->tmpl = val;
-    else if (key == RUN_NO_REPORT)
-        o->report = 0;
+        k->output = val;
+    else if (key == CMD_RUN_NO_REPORT)
+        k->no_report = 1;
     return 0;
 }
 
-int cmd_run(int argc, char **argv)
+/* Starts the job with the preload and the log template set; its pid, or -1 after a message. */
+static pid_t start_job(char **job_argv, const char *lib, const char *tmpl, int json)
 {
-    static const cli_opt_t opts[] = {{"output", 'o', 1}, {"no-report", RUN_NO_REPORT, 0}, {NULL, 0, 0}};
-    run_opts_t o = {DEFAULT_LOG, 1};
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "run");
-    c.json = cli_global.json;
-    int prc = cli_parse_args(&c, argc, argv, opts, run_opt, &o, usage, CLI_ARGS_STOP);
-    if (prc >= 0)
-        return prc;
-    const char *tmpl = o.tmpl;
-    int json = c.json, report = o.report;
-    if (!c.nargs) {
-        fprintf(stderr, "gmshim run: no command given\n%s", usage);
-        return CLI_FAIL;
-    }
-    char **job_argv = c.args;
-    char lib[PATH_MAX];
-    if (find_library(lib, sizeof lib)) {
-        fprintf(stderr, "gmshim run: libgmshim.so is neither beside this gmshim nor in ../lib; "
-                        "set GMSHIM_LIBRARY to its path\n");
-        return CLI_FAIL;
-    }
-    if (strchr(tmpl, '/') && strchr(tmpl, '%') && strchr(tmpl, '%') < strrchr(tmpl, '/')) {
-        fprintf(stderr, "gmshim run: %%-patterns are expanded in the file name only, not in directories: %s\n", tmpl);
-        return CLI_FAIL;
-    }
-    char dir[PATH_MAX];
-    int werr = dir_writable(tmpl, dir, sizeof dir);
-    if (werr) {
-        fprintf(stderr, "gmshim run: not starting %s: the log's directory %s cannot be written: %s\n", job_argv[0],
-                dir, strerror(werr));
-        return CLI_PARTIAL;
-    }
-    job_t job = {0};
-    scan(tmpl, &job); /* what is there already is not the job's */
-    job.since = now_realtime();
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gmshim run: fork: %s\n", strerror(errno));
-        return CLI_FAIL;
+        return -1;
     }
     if (pid == 0) {
         const char *old = getenv("LD_PRELOAD");
@@ -307,7 +267,13 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "gmshim run: cannot run %s: %s\n", job_argv[0], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
-    /* Like system(): a Ctrl-C goes to the command; we stay to report on what it left. */
+    return pid;
+}
+
+/* Like system(): a Ctrl-C goes to the command; we stay to report on what it left. Returns its
+ * exit status (128 + N for a signal N). */
+static int wait_job(pid_t pid)
+{
     struct sigaction ign, old_int, old_quit;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
@@ -319,14 +285,17 @@ int cmd_run(int argc, char **argv)
         ;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-    job.until = now_realtime();
-    scan(tmpl, &job);
-    char **logs = job.logs;
-    int n = job.nlogs;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+/* The report (or the list) of the logs the job wrote. */
+static void report_job(const job_t *job, const char *cmd, const char *tmpl, int json, int report)
+{
+    char **logs = job->logs;
+    int n = job->nlogs;
     if (!n) {
         fprintf(stderr, "gmshim run: %s wrote no log matching %s (did it use the CUDA runtime? is libcudart "
-                        "linked dynamically? nvcc needs -cudart shared)\n", job_argv[0], tmpl);
+                        "linked dynamically? nvcc needs -cudart shared)\n", cmd, tmpl);
         if (json && report) { /* still one document on stdout: no logs */
             cli_ctx_t e;
             cli_init(&e, stdout, stderr, "report");
@@ -348,11 +317,49 @@ int cmd_run(int argc, char **argv)
         for (int i = 0; i < n && k < (int)(sizeof rargv / sizeof rargv[0]) - 1; i++)
             rargv[k++] = logs[i];
         rargv[k] = NULL;
-        cmd_report(k, rargv);
+        cmd_main(cmd_find("report"), k, rargv);
     }
-    for (int i = 0; i < n; i++)
-        free(logs[i]);
-    free(logs);
+}
+
+int cmd_run_go(cmd_call_t *k)
+{
+    const char *tmpl = k->output ? k->output : DEFAULT_LOG;
+    int json = k->c.json, report = !k->no_report;
+    if (!k->c.nargs) {
+        fprintf(stderr, "gmshim run: no command given\n%s", cmd_run_usage);
+        return CLI_FAIL;
+    }
+    char **job_argv = k->c.args;
+    char lib[PATH_MAX];
+    if (find_library(lib, sizeof lib)) {
+        fprintf(stderr, "gmshim run: libgmshim.so is neither beside this gmshim nor in ../lib; "
+                        "set GMSHIM_LIBRARY to its path\n");
+        return CLI_FAIL;
+    }
+    if (strchr(tmpl, '/') && strchr(tmpl, '%') && strchr(tmpl, '%') < strrchr(tmpl, '/')) {
+        fprintf(stderr, "gmshim run: %%-patterns are expanded in the file name only, not in directories: %s\n", tmpl);
+        return CLI_FAIL;
+    }
+    char dir[PATH_MAX];
+    int werr = dir_writable(tmpl, dir, sizeof dir);
+    if (werr) {
+        fprintf(stderr, "gmshim run: not starting %s: the log's directory %s cannot be written: %s\n", job_argv[0],
+                dir, strerror(werr));
+        return CLI_PARTIAL;
+    }
+    job_t job = {0};
+    scan(tmpl, &job); /* what is there already is not the job's */
+    job.since = now_realtime();
+    pid_t pid = start_job(job_argv, lib, tmpl, json);
+    if (pid < 0)
+        return CLI_FAIL;
+    int rc = wait_job(pid);
+    job.until = now_realtime();
+    scan(tmpl, &job);
+    report_job(&job, job_argv[0], tmpl, json, report);
+    for (int i = 0; i < job.nlogs; i++)
+        free(job.logs[i]);
+    free(job.logs);
     free(job.before);
     return rc;
 }

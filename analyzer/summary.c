@@ -7,7 +7,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *const kind_names[8] = {"pool", "pass_through", "managed", "pitched",
                                           "host", "async", "cupti_observed", "foreign"};
@@ -175,10 +174,46 @@ void rep_summary_json(cli_ctx_t *c, const model_t *m)
     json_u64(j, "unknown_records", m->lf->unknown_records);
 }
 
+/* The driver calls made against an unpooled run's, and the time the pool saved. */
+static void driver_text(FILE *f, const model_dev_t *d, const calls_t *k)
+{
+    char a[32], b[32], e[32], g[32], h[32], t2[32];
+    if (k->unpooled) {
+        fprintf(f, "  driver calls  %s", rep_count(k->made, a));
+        if (d->seg_allocs || d->seg_frees)
+            fprintf(f, " (%s segment allocs, %s segment frees)", rep_count(d->seg_allocs, b), rep_count(d->seg_frees, e));
+        fprintf(f, " where an unpooled run makes %s (a cudaMalloc and a cudaFree per allocation)",
+                rep_count(k->unpooled, g));
+        if (k->made < k->unpooled)
+            fprintf(f, ": %s fewer", rep_pct(k->unpooled - k->made, k->unpooled, h));
+        fputc('\n', f);
+    }
+    if (k->have_estimate) {
+        fprintf(f, "  time          ");
+        if (k->saved_ns > 0)
+            fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k->saved_ns, a), rep_reset());
+        else
+            fprintf(f, "no time saved (est. %s lost)", rep_dur((uint64_t)-k->saved_ns, a));
+        fprintf(f, ": %s allocations and %s frees at the driver's mean cost here (cudaMalloc %s, measured on "
+                "%s segment allocations), less gmshim's own (cudaMalloc %s", rep_count(k->pool_allocs, b),
+                rep_count(k->pool_frees, e), rep_dur(k->mean_driver_alloc, g), rep_count(d->seg_allocs, h),
+                rep_dur(k->mean_pool_alloc, t2));
+        if (k->mean_pool_free)
+            fprintf(f, ", cudaFree %s", rep_dur(k->mean_pool_free, g));
+        fprintf(f, ")\n");
+    } else if (d->allocs_kind[GMLOG_KIND_PASS] && !d->seg_allocs) {
+        fprintf(f, "  time          the pool was off (GMSHIM_POOL=0): every allocation went to the driver\n");
+    } else if (k->pool_allocs) {
+        fprintf(f, "  time          not estimated: %s segment allocation%s too few to measure the driver's cost "
+                "(%d needed)\n", rep_count(d->seg_allocs, a), d->seg_allocs == 1 ? " is" : "s are",
+                EST_MIN_SEGMENT_ALLOCS);
+    }
+}
+
 static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
 {
     FILE *f = c->out;
-    char a[32], b[32], e[32], g[32], h[32], t2[32];
+    char a[32], b[32], e[32], g[32], h[32];
     calls_t k;
     driver_calls(d, &k);
     fprintf(f, "%sdevice %d%s: %s", rep_bold(), d->id, rep_reset(), d->name[0] ? d->name : "(no device record)");
@@ -209,36 +244,7 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
         fprintf(f, "  cache         hit rate %s (%s hits, %s misses)\n", rep_pct(d->hits, d->hits + d->misses, h),
                 rep_count(d->hits, a), rep_count(d->misses, b));
     }
-    if (k.unpooled) {
-        fprintf(f, "  driver calls  %s", rep_count(k.made, a));
-        if (d->seg_allocs || d->seg_frees)
-            fprintf(f, " (%s segment allocs, %s segment frees)", rep_count(d->seg_allocs, b), rep_count(d->seg_frees, e));
-        fprintf(f, " where an unpooled run makes %s (a cudaMalloc and a cudaFree per allocation)",
-                rep_count(k.unpooled, g));
-        if (k.made < k.unpooled)
-            fprintf(f, ": %s fewer", rep_pct(k.unpooled - k.made, k.unpooled, h));
-        fputc('\n', f);
-    }
-    if (k.have_estimate) {
-        fprintf(f, "  time          ");
-        if (k.saved_ns > 0)
-            fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k.saved_ns, a), rep_reset());
-        else
-            fprintf(f, "no time saved (est. %s lost)", rep_dur((uint64_t)-k.saved_ns, a));
-        fprintf(f, ": %s allocations and %s frees at the driver's mean cost here (cudaMalloc %s, measured on "
-                "%s segment allocations), less gmshim's own (cudaMalloc %s", rep_count(k.pool_allocs, b),
-                rep_count(k.pool_frees, e), rep_dur(k.mean_driver_alloc, g), rep_count(d->seg_allocs, h),
-                rep_dur(k.mean_pool_alloc, t2));
-        if (k.mean_pool_free)
-            fprintf(f, ", cudaFree %s", rep_dur(k.mean_pool_free, g));
-        fprintf(f, ")\n");
-    } else if (d->allocs_kind[GMLOG_KIND_PASS] && !d->seg_allocs) {
-        fprintf(f, "  time          the pool was off (GMSHIM_POOL=0): every allocation went to the driver\n");
-    } else if (k.pool_allocs) {
-        fprintf(f, "  time          not estimated: %s segment allocation%s too few to measure the driver's cost "
-                "(%d needed)\n", rep_count(d->seg_allocs, a), d->seg_allocs == 1 ? " is" : "s are",
-                EST_MIN_SEGMENT_ALLOCS);
-    }
+    driver_text(f, d, &k);
     if (d->fences || d->fence_waits) {
         fprintf(f, "  fences        %s recorded, %s wait%s", rep_count(d->fences, a), rep_count(d->fence_waits, b),
                 d->fence_waits == 1 ? "" : "s");
@@ -299,17 +305,19 @@ void rep_summary_text(cli_ctx_t *c, const model_t *m)
         fprintf(c->out, "%" PRIu64 " records of types newer than this gmshim were skipped\n", m->lf->unknown_records);
 }
 
-static void summary_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+void cmd_summary_text(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 {
-    (void)lf;
-    (void)arg;
-    if (c->json)
-        rep_summary_json(c, m);
-    else
-        rep_summary_text(c, m);
+    (void)lf, (void)arg;
+    rep_summary_text(c, m);
 }
 
-static const char usage[] =
+void cmd_summary_json(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    (void)lf, (void)arg;
+    rep_summary_json(c, m);
+}
+
+const char cmd_summary_usage[] =
     "usage: gmshim summary [--json] LOG...\n"
     "\n"
     "Per device: allocation counts, peaks (requested, allocated, reserved), the cache hit rate,\n"
@@ -318,16 +326,3 @@ static const char usage[] =
     "\n"
     "  -j, --json     one JSON document\n"
     "  -h, --help     this text\n";
-
-int cmd_summary(int argc, char **argv)
-{
-    cli_ctx_t c;
-    cli_init(&c, stdout, stderr, "summary");
-    c.json = cli_global.json;
-    c.progress = isatty(2);
-    int rc = cli_parse_common(&c, argc, argv, usage, 0);
-    if (rc >= 0)
-        return rc;
-    rc = cli_run_logs(&c, c.nargs, c.args, 0, summary_one, NULL);
-    return cli_finish(&c, rc);
-}

@@ -24,6 +24,17 @@ int main(void)
     srunner_add_suite(sr, analyzer_args_suite());
     srunner_add_suite(sr, analyzer_ranks_suite());
     srunner_add_suite(sr, analyzer_export_suite());
+    srunner_add_suite(sr, analyzer_golden_suite());
+    srunner_add_suite(sr, analyzer_table_suite());
+    srunner_add_suite(sr, analyzer_commands_suite());
+    srunner_add_suite(sr, analyzer_output_suite());
+    srunner_add_suite(sr, analyzer_sites_suite());
+    srunner_add_suite(sr, analyzer_frag_suite());
+    srunner_add_suite(sr, analyzer_report_suite());
+    srunner_add_suite(sr, analyzer_summary_suite());
+    srunner_add_suite(sr, analyzer_leaks_suite());
+    srunner_add_suite(sr, analyzer_dump_suite());
+    srunner_add_suite(sr, analyzer_run_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -20,6 +20,17 @@ Suite *analyzer_cli_suite(void);
 Suite *analyzer_args_suite(void);
 Suite *analyzer_ranks_suite(void);
 Suite *analyzer_export_suite(void);
+Suite *analyzer_golden_suite(void);
+Suite *analyzer_table_suite(void);
+Suite *analyzer_commands_suite(void);
+Suite *analyzer_output_suite(void);
+Suite *analyzer_sites_suite(void);
+Suite *analyzer_frag_suite(void);
+Suite *analyzer_report_suite(void);
+Suite *analyzer_summary_suite(void);
+Suite *analyzer_leaks_suite(void);
+Suite *analyzer_dump_suite(void);
+Suite *analyzer_run_suite(void);
 
 /* Helpers shared by the suites (tests/unit/helpers.c). */
 /* Absolute path of a file under the build directory (GMSHIM_BUILD). */

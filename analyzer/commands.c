@@ -1,0 +1,136 @@
+/* The command table (bpftool's descriptors) and the one frame that runs a command from it:
+ * options, then each log opened, replayed and reported between the shared header and the
+ * diagnostics. Adding a command is one entry here; it holds no report of its own. */
+#include "commands.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const cli_opt_t no_opts[] = {{NULL, 0, 0}};
+static const cli_opt_t report_opts[] = {{"top", 'n', 1}, {"depth", 'd', 1}, {"frames", 'F', 1}, {NULL, 0, 0}};
+static const cli_opt_t leaks_opts[] = {
+    {"at", 'a', 1}, {"top", 'n', 1}, {"depth", 'd', 1}, {"frames", 'F', 1}, {NULL, 0, 0},
+};
+static const cli_opt_t run_opts[] = {{"output", 'o', 1}, {"no-report", CMD_RUN_NO_REPORT, 0}, {NULL, 0, 0}};
+
+#define WRAPPED_LOGS (CLI_ARGS_LOGS | CLI_ARGS_WRAP)
+
+const cmd_t cmd_table[] = {
+    {.name = "report",
+     .summary = "everything on one page: summary, leaks, fragmentation at the peak, OOM causes",
+     .usage = cmd_report_usage, .opts = report_opts, .args = WRAPPED_LOGS, .progress = 1, .top = 5, .depth = 8,
+     .model = MODEL_SITES | MODEL_EPOCHS, .text = cmd_report_text, .json = cmd_report_json,
+     .before = cmd_report_before, .after = cmd_report_after},
+    {.name = "summary",
+     .summary = "per device: counts, peaks, cache hit rate, driver calls and time saved",
+     .usage = cmd_summary_usage, .args = WRAPPED_LOGS, .progress = 1, .model = 0,
+     .text = cmd_summary_text, .json = cmd_summary_json},
+    {.name = "leaks",
+     .summary = "allocations live at the end (or at a mark) by call site; sites that grow",
+     .usage = cmd_leaks_usage, .opts = leaks_opts, .opt = cmd_leaks_opt, .args = WRAPPED_LOGS, .progress = 1,
+     .top = 10, .depth = 12, .model = MODEL_SITES | MODEL_EPOCHS, .text = cmd_leaks_text,
+     .json = cmd_leaks_json, .after = cmd_leaks_after},
+    {.name = "frag",
+     .summary = "fragmentation over time, at the peak and at each OOM",
+     .usage = cmd_frag_usage, .args = WRAPPED_LOGS, .progress = 1,
+     .model = MODEL_FRAG | MODEL_EPOCHS | MODEL_SITES, .text = cmd_frag_text, .json = cmd_frag_json},
+    {.name = "oom",
+     .summary = "each out-of-memory failure: what was asked, what there was, the cause, remedies",
+     .main = cmd_oom},
+    {.name = "timeline",
+     .summary = "allocated and reserved over time as an SVG or HTML page",
+     .main = cmd_timeline},
+    {.name = "dump",
+     .summary = "every record as text or JSON lines, with the header and metadata",
+     .usage = cmd_dump_usage, .args = CLI_ARGS_LOGS, .raw = rep_dump}, /* one record a line: never wrapped */
+    {.name = "export",
+     .summary = "a log for Perfetto (trace JSON) or PyTorch's memory_viz (snapshot pickle)",
+     .main = cmd_export},
+    {.name = "run",
+     .summary = "run a command under gmshim, then report on the logs it wrote",
+     .usage = cmd_run_usage, .opts = run_opts, .opt = cmd_run_opt, .args = CLI_ARGS_STOP, .go = cmd_run_go},
+    {.name = "help", .summary = "help on gmshim or on one command"}, /* main.c answers it */
+};
+
+const size_t cmd_count = sizeof cmd_table / sizeof cmd_table[0];
+
+const cmd_t *cmd_find(const char *name)
+{
+    for (size_t i = 0; i < cmd_count; i++)
+        if (!strcmp(cmd_table[i].name, name))
+            return &cmd_table[i];
+    return NULL;
+}
+
+static void one_log(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
+{
+    const cmd_call_t *k = arg;
+    (c->json ? k->cmd->json : k->cmd->text)(c, lf, m, arg);
+}
+
+/* Each log without a model: the exit status is the worst of theirs, 1 for one that cannot be
+ * opened. */
+static int raw_logs(cmd_call_t *k)
+{
+    int status = CLI_OK;
+    for (int i = 0; i < k->c.nargs; i++) {
+        rd_log_t *lf = calloc(1, sizeof *lf);
+        if (!lf) {
+            fputs("gmshim: out of memory\n", stderr);
+            return CLI_FAIL;
+        }
+        if (rd_open_path(lf, k->c.args[i]) != 0) {
+            fprintf(stderr, "gmshim: %s: byte %" PRIu64 ": %s\n", k->c.args[i], lf->diags[0].offset, lf->diags[0].msg);
+            status = CLI_FAIL;
+        } else {
+            int rc = k->cmd->raw(&k->c, lf);
+            if (rc > status && status != CLI_FAIL)
+                status = rc;
+        }
+        rd_close(lf);
+        free(lf);
+    }
+    return status;
+}
+
+int cmd_main(const cmd_t *cmd, int argc, char **argv)
+{
+    if (cmd->main)
+        return cmd->main(argc, argv);
+    cmd_call_t *k = calloc(1, sizeof *k);
+    if (!k) {
+        fputs("gmshim: out of memory\n", stderr);
+        return CLI_FAIL;
+    }
+    k->cmd = cmd;
+    cli_init(&k->c, stdout, stderr, cmd->name);
+    k->c.json = cli_global.json;
+    k->c.progress = cmd->progress && isatty(2);
+    if (cmd->top)
+        k->c.top = cmd->top;
+    if (cmd->depth)
+        k->c.depth = cmd->depth;
+    int rc = cli_parse_args(&k->c, argc, argv, cmd->opts ? cmd->opts : no_opts, cmd->opt ? cmd->opt : cli_common_opt,
+                            k, cmd->usage, cmd->args);
+    if (rc < 0) {
+        k->leaks.top = k->c.top;
+        k->logs = k->c.args;
+        k->nlogs = k->c.nargs;
+        if (cmd->go) {
+            rc = cmd->go(k);
+        } else if (cmd->raw) {
+            rc = cli_finish(&k->c, raw_logs(k));
+        } else if ((rc = cmd->before ? cmd->before(k) : -1) < 0) {
+            rc = cli_run_logs(&k->c, k->nlogs, k->logs, cmd->model, one_log, k);
+            if (cmd->after)
+                rc = cmd->after(k, rc);
+            rc = cli_finish(&k->c, rc);
+        } else {
+            rc = cli_finish(&k->c, rc);
+        }
+    }
+    free(k);
+    return rc;
+}

@@ -1,0 +1,439 @@
+/* What the model's files share and nothing else may use: the maps over the one table, the
+ * inline hot path of an allocation and a free (the reducer, model_reduce.c, and the parallel
+ * replay, model_split.c, both apply them, so that each inlines them), and the functions each
+ * file gives the others. The report files use model.h only. */
+#ifndef GM_MODEL_INT_H
+#define GM_MODEL_INT_H
+
+#include "model.h"
+#include "table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RANGE_BIAS (1ull << 62)    /* a window of a parallel summary counts its figures from here */
+#define MAX_WORKERS 16
+
+/* ---- model.c: allocation, the entry points' shared steps, cutting a log into windows ---- */
+void *model_grow_array(void *arr, size_t *cap, size_t need, size_t elem);
+_Noreturn void model_die_oom(void);
+void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id, const char *mark_label);
+void model_finish(model_t *m);
+/* Threads wanted for a parallel replay of lf (GMSHIM_ANALYZER_THREADS, else by size and CPUs). */
+unsigned model_workers_wanted(const rd_log_t *lf);
+/* Up to `target` windows of time cut at quantiles of the chunks' start times (about as many
+ * records each): their starts in begin[0..n), begin[n] = UINT64_MAX (begin has target + 1
+ * places). Returns n, 0 when out of memory. */
+size_t model_window_starts(const rd_log_t *lf, size_t target, uint64_t *begin);
+
+/* ---- the maps (table.h) ---- */
+static inline void live_init(model_livemap_t *lm, size_t cap)
+{
+    void *s;
+    if (table_init(&s, &lm->cap, &lm->shift, sizeof *lm->slots, cap))
+        model_die_oom();
+    lm->slots = s;
+    lm->count = 0;
+}
+
+static inline size_t live_slot(const model_livemap_t *lm, uint64_t ptr)
+{
+    return table_home(lm->shift, ptr);
+}
+
+static inline model_live_t *live_find(const model_livemap_t *lm, uint64_t ptr)
+{
+    return table_find(lm->slots, lm->cap, lm->shift, sizeof *lm->slots, ptr);
+}
+
+/* The slot of ptr, made when absent (*found says which); one probe sequence either way. */
+static inline model_live_t *live_upsert(model_livemap_t *lm, uint64_t ptr, int *found)
+{
+    if (__builtin_expect((lm->count + 1) * 8 > lm->cap * 5, 0)) {
+        void *s = lm->slots;
+        if (table_grow(&s, &lm->cap, &lm->shift, sizeof *lm->slots))
+            model_die_oom();
+        lm->slots = s;
+    }
+    model_live_t *e = table_probe(lm->slots, lm->cap, lm->shift, sizeof *lm->slots, ptr, found);
+    if (!*found) {
+        lm->count++;
+        e->ptr = ptr;
+    }
+    return e;
+}
+
+static inline __attribute__((always_inline)) void live_remove(model_livemap_t *lm, model_live_t *e)
+{
+    table_remove_at(lm->slots, lm->cap, lm->shift, sizeof *lm->slots, (size_t)(e - lm->slots));
+    lm->count--;
+}
+
+static inline void map_init(model_map_t *mp, size_t cap)
+{
+    void *s;
+    if (table_init(&s, &mp->cap, &mp->shift, sizeof *mp->slots, cap))
+        model_die_oom();
+    mp->slots = s;
+    mp->count = 0;
+}
+
+static inline void map_free(model_map_t *mp)
+{
+    free(mp->slots);
+    memset(mp, 0, sizeof *mp);
+}
+
+static inline uint64_t *map_find(const model_map_t *mp, uint64_t key)
+{
+    if (!mp->cap || !key)
+        return NULL;
+    model_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
+    return kv ? &kv->val : NULL;
+}
+
+static inline void map_put(model_map_t *mp, uint64_t key, uint64_t val)
+{
+    if (!key)
+        return;
+    if ((mp->count + 1) * 4 > mp->cap * 3) {
+        void *s = mp->slots;
+        if (table_grow(&s, &mp->cap, &mp->shift, sizeof *mp->slots))
+            model_die_oom();
+        mp->slots = s;
+    }
+    int found;
+    model_kv_t *kv = table_probe(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key, &found);
+    if (!found)
+        mp->count++;
+    kv->key = key;
+    kv->val = val;
+}
+
+static inline int map_del(model_map_t *mp, uint64_t key, uint64_t *val)
+{
+    if (!mp->cap || !key)
+        return 0;
+    model_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
+    if (!kv)
+        return 0;
+    if (val)
+        *val = kv->val;
+    table_remove_at(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, (size_t)(kv - mp->slots));
+    mp->count--;
+    return 1;
+}
+
+/* ---- model_epochs.c: series and epochs ---- */
+void model_dev_close_epoch(model_dev_t *d, int sys, uint64_t start);
+
+static inline void series_add(model_series_t *s, uint64_t y, uint32_t times)
+{
+    if (!times)
+        return;
+    if (s->n == 0) {
+        s->first = y;
+    } else if (y > s->last) {
+        s->ups++;
+    } else if (y < s->last) {
+        s->downs++;
+    }
+    s->last = y;
+    s->n += times;
+}
+
+/* Brings a site's series up to the current epoch, before its live bytes change. Epoch e runs
+ * from boundary e to boundary e + 1; epoch 0 (before the first boundary) never counts. */
+static inline void sstat_sync_at(model_sstat_t *s, const uint32_t *epoch)
+{
+    for (int sys = 0; sys < 2; sys++) {
+        uint32_t cur = epoch[sys], acc = s->acc_epoch[sys];
+        if (acc >= cur)
+            continue;
+        if (acc > 0)
+            series_add(&s->ser[sys], s->ep_min[sys], 1);
+        series_add(&s->ser[sys], s->live_req, cur - acc - 1); /* whole epochs it was not touched */
+        s->acc_epoch[sys] = cur;
+        s->ep_min[sys] = s->live_req;
+    }
+}
+
+/* After every change of allocated bytes: low-water minimums and trough detection. */
+static inline void dev_track(model_dev_t *d, uint64_t t)
+{
+    uint64_t a = d->allocated;
+    if (a < d->ep_min[0])
+        d->ep_min[0] = a;
+    if (a < d->ep_min[1])
+        d->ep_min[1] = a;
+    uint64_t thr = d->peak_allocated / 10;
+    if (thr < 4096)
+        thr = 4096;
+    if (d->tr_up) {
+        if (a > d->tr_hi) {
+            d->tr_hi = a;
+        } else if (a + thr <= d->tr_hi) {
+            d->tr_up = 0;
+            d->tr_lo = a;
+            d->tr_lo_t = t;
+        }
+    } else if (a < d->tr_lo) {
+        d->tr_lo = a;
+        d->tr_lo_t = t;
+    } else if (a >= d->tr_lo + thr) {
+        model_dev_close_epoch(d, EPOCH_TROUGHS, d->tr_lo_t);
+        d->tr_up = 1;
+        d->tr_hi = a;
+    }
+}
+
+/* ---- model_defs.c: sites, strings, modules; the statistics of (device, site) ---- */
+void model_on_site(model_t *m, const rd_rec_t *r);
+void model_on_string(model_t *m, const rd_rec_t *r);
+void model_on_module(model_t *m, const rd_rec_t *r);
+/* A copy of n bytes of text, NUL-terminated, control bytes made '?'. */
+char *model_dup_text(const char *p, size_t n);
+/* The statistics of (dev, site), made when new with its epochs starting at `epoch`; 0 when
+ * there is no room for more. */
+uint32_t model_sstat_index_at(model_t *m, unsigned dev, uint32_t site, const uint32_t *epoch);
+/* A live block of the site's ends. */
+void model_release_site(model_t *m, uint32_t sidx, uint64_t block, uint64_t req, const uint32_t *epoch);
+
+static inline uint32_t sstat_index(model_t *m, unsigned dev, uint32_t site)
+{
+    return model_sstat_index_at(m, dev, site, m->dev[dev]->epoch);
+}
+
+/* A new live block of a site. */
+static inline __attribute__((always_inline)) void site_add_at(model_t *m, uint32_t idx, uint64_t block, uint64_t req,
+                                                              const uint32_t *epoch)
+{
+    model_sstat_t *s = &m->sst[idx];
+    sstat_sync_at(s, epoch);
+    s->live_req += req;
+    s->live_blk += block;
+    s->live_count++;
+    s->allocs++;
+    s->bytes_total += req;
+    if (s->live_req > s->peak_req)
+        s->peak_req = s->live_req;
+}
+
+/* ---- model_reduce.c: the reducer (one record's effect on the model) ---- */
+model_dev_t *model_get_dev(model_t *m, unsigned id);
+void model_tl_widen(model_t *m, uint64_t t);
+/* One record (the reducer's switch, not inlined: for the parallel replay's copied records). */
+void model_step(model_t *m, const rd_rec_t *r);
+/* Records rec[0..n) in order, until the stop record or mark. */
+void model_apply(model_t *m, const rd_rec_t *rec, int n);
+
+/* The timeline's bucket of time t after a change of the device's figures. */
+static inline void tl_note(model_t *m, model_dev_t *d, uint64_t t)
+{
+    uint64_t idx = t >> m->tl_shift;
+    if (__builtin_expect(idx >= MODEL_TL_BUCKETS, 0)) {
+        model_tl_widen(m, t);
+        idx = t >> m->tl_shift;
+    }
+    model_bucket_t *b = &d->tl[idx];
+    uint64_t a = d->allocated;
+    if (__builtin_expect(!b->used, 0)) {
+        b->used = 1;
+        b->amax = b->amin = a;
+        b->rmax = d->reserved;
+    } else {
+        b->amax = a > b->amax ? a : b->amax;
+        b->amin = a < b->amin ? a : b->amin;
+        b->rmax = d->reserved > b->rmax ? d->reserved : b->rmax;
+    }
+    b->alast = a;
+    b->rlast = d->reserved;
+    b->qlast = d->requested;
+    b->segs_last = (uint32_t)(d->segments > UINT32_MAX ? UINT32_MAX : d->segments);
+}
+
+static inline __attribute__((always_inline)) void note_peaks(model_dev_t *d, uint64_t t, uint64_t seq)
+{
+    if (d->requested > d->peak_requested) {
+        d->peak_requested = d->requested;
+        d->peak_requested_t = t;
+    }
+    if (d->allocated > d->peak_allocated) {
+        d->peak_allocated = d->allocated;
+        d->peak_allocated_t = t;
+    }
+    if (d->segments > d->peak_segments)
+        d->peak_segments = d->segments;
+    if (d->reserved > d->peak_reserved) {
+        d->peak_reserved = d->reserved;
+        d->peak_reserved_t = t;
+        d->peak_seq = seq;
+        d->peak_seq_alloc = d->allocated;
+        d->peak_at_cut = 0;
+    } else if (d->reserved == d->peak_reserved && d->allocated > d->peak_seq_alloc) {
+        d->peak_seq = seq;
+        d->peak_seq_alloc = d->allocated;
+        d->peak_at_cut = 0;
+    }
+}
+
+static inline int counts_as_allocated(unsigned kind)
+{
+    return kind == GMLOG_KIND_POOL || kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_OBSERVED;
+}
+
+/* The driver's own allocations (pass-through, or observed by CUPTI in injection mode) are each
+ * reserved memory as well: there is no pool between them and the device. */
+static inline int counts_as_reserved(unsigned kind)
+{
+    return kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_OBSERVED;
+}
+
+static inline __attribute__((always_inline)) void release_figures(model_dev_t *d, const model_live_t *e)
+{
+    unsigned kind = model_live_kind(e);
+    uint64_t block = model_live_block(e), req = model_live_req(e);
+    if (counts_as_allocated(kind)) {
+        d->allocated -= block <= d->allocated ? block : d->allocated;
+        d->requested -= req <= d->requested ? req : d->requested;
+        if (counts_as_reserved(kind))
+            d->reserved -= block <= d->reserved ? block : d->reserved;
+    }
+}
+
+static inline __attribute__((always_inline)) void release_entry(model_t *m, model_dev_t *d, const model_live_t *e)
+{
+    release_figures(d, e);
+    if (__builtin_expect(m->flags & MODEL_DEFER, 0))
+        m->release_hook(m->release_arg, m, e); /* e->sidx is the site id: the site threads release it */
+    else if (__builtin_expect(e->sidx != 0, 0) && e->sidx < m->nsst)
+        model_release_site(m, e->sidx, model_live_block(e), model_live_req(e), m->dev[m->sst[e->sidx].dev]->epoch);
+}
+
+/* The device figures, site and epochs of a new live block (the allocation's effect once its
+ * record is decoded and its pointer placed); returns the block's site index. */
+static inline __attribute__((always_inline)) uint32_t alloc_apply(model_t *m, model_dev_t *d, unsigned dev,
+                                                                  unsigned kind, uint64_t block, uint64_t req,
+                                                                  uint32_t site, uint64_t t, uint64_t seq)
+{
+    if (counts_as_allocated(kind)) {
+        d->allocated += block;
+        d->requested += req;
+        if (counts_as_reserved(kind))
+            d->reserved += block;
+    }
+    uint32_t idx = 0;
+    if ((m->flags & (MODEL_SITES | MODEL_DEFER)) == MODEL_SITES) {
+        idx = sstat_index(m, dev, site);
+        if (idx)
+            site_add_at(m, idx, block, req, d->epoch);
+    }
+    if (m->flags & MODEL_EPOCHS)
+        dev_track(d, t);
+    note_peaks(d, t, seq);
+    if (m->flags & MODEL_TIMELINE)
+        tl_note(m, d, t);
+    return idx;
+}
+
+/* A block's end: the figures and its site, then epochs and the timeline. */
+static inline __attribute__((always_inline)) void free_apply(model_t *m, model_dev_t *d, const model_live_t *e, uint64_t t)
+{
+    release_entry(m, d, e);
+    if (m->flags & MODEL_EPOCHS)
+        dev_track(d, t);
+    if (m->flags & MODEL_TIMELINE)
+        tl_note(m, d, t);
+}
+
+/* An allocation record's kind, bytes requested and block, and the device's counters of it. */
+static inline __attribute__((always_inline)) void alloc_decode(model_t *m, const rd_rec_t *r, model_dev_t *d,
+                                                               unsigned *kindp, uint64_t *reqp, uint64_t *blockp)
+{
+    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
+    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
+    uint64_t req = a->size & GMLOG_SIZE_MASK, extra = a->size >> GMLOG_SIZE_BITS;
+    uint64_t block = req;
+    if (kind == GMLOG_KIND_POOL) {
+        uint64_t rounded = ((req ? req : 1) + 511) & ~511ull;
+        if (__builtin_expect(extra == 0xffff, 0)) {
+            if (r->len >= 40) {
+                block = a->block;
+            } else {
+                m->malformed++;
+                block = rounded;
+            }
+        } else {
+            block = rounded + extra * 512;
+        }
+        if (__builtin_expect(block & ~GMLOG_SIZE_MASK, 0)) /* more than 256 TiB: not a real block */
+            block = rounded;
+        if (r->flags & GMLOG_A_MISS)
+            d->misses++;
+        else
+            d->hits++;
+        if (r->flags & GMLOG_A_GRAPH)
+            d->graph_allocs++;
+        d->pool_alloc_ns += a->dur_ns;
+    } else if (kind == GMLOG_KIND_PASS) {
+        d->pass_alloc_ns += a->dur_ns;
+    }
+    d->allocs_kind[kind]++;
+    *kindp = kind, *reqp = req, *blockp = block;
+}
+
+/* The live-map entry of a new block (its site index or id set by the caller). */
+static inline __attribute__((always_inline)) void live_fill(model_live_t *e, const rd_rec_t *r, unsigned kind,
+                                                            uint64_t block, uint64_t req)
+{
+    uint64_t tt = r->t >> 8;
+    if (tt > MODEL_48)
+        tt = MODEL_48;
+    e->blk = block | (uint64_t)r->device << 48 | (uint64_t)kind << 56 | (uint64_t)((r->flags & GMLOG_A_GRAPH) != 0) << 59;
+    e->req = req | (tt >> 32) << 48;
+    e->t_lo = (uint32_t)tt;
+}
+
+/* A free's counters, by the kind of the block it frees. */
+static inline __attribute__((always_inline)) void free_count(model_dev_t *d, unsigned kind, const gmlog_free_t *f)
+{
+    d->frees_kind[kind]++;
+    if (kind == GMLOG_KIND_POOL)
+        d->pool_free_ns += f->dur_ns;
+    else if (kind == GMLOG_KIND_PASS)
+        d->pass_free_ns += f->dur_ns;
+}
+
+/* ---- model_snap.c: snapshots and OOMs ---- */
+/* Live bytes and counts per device and kind, from the live map (they are not kept per event). */
+void model_refresh_kinds(model_t *m);
+/* The fragmentation samples due by time t. */
+void model_take_samples(model_t *m, uint64_t t);
+void model_on_oom(model_t *m, const rd_rec_t *r);
+
+/* ---- model_ordered.c: the ordered replay ---- */
+#define BATCH 256
+#define ARENA (16u << 10)
+
+/* One batch of records (with room to copy a byte-swapped log's). */
+typedef struct batch {
+    int n;
+    rd_rec_t rec[BATCH];
+    uint8_t arena[ARENA] __attribute__((aligned(8)));
+} batch_t;
+
+/* The next batch of records; 0 at the end. */
+int model_fill_batch(rd_log_t *lf, batch_t *b);
+/* Replays the records from time `from` on (0: all of them), numbering them from m->records. */
+void model_replay_from(model_t *m, uint64_t from);
+
+/* ---- the parallel replays ---- */
+/* model_windows.c: the summary's; 1 when it made the model, 0 when it did not apply. */
+int model_build_parallel(model_t *m, rd_log_t *lf);
+/* A window's counters of allocations and frees, added to the device's. */
+void model_add_alloc_counters(model_dev_t *d, const model_dev_t *wd);
+/* model_split.c: with call sites and epochs; 0 (did not apply), 1 (made the model) or 2 (the
+ * model is made up to time *from: replay in order from there). */
+int model_build_parallel_sites(model_t *m, rd_log_t *lf, uint64_t *from, uint64_t *unknown_out);
+
+#endif

@@ -1,0 +1,258 @@
+/* Snapshots of the model: fragmentation from the segments and live blocks, the top live sites,
+ * the samples taken at fixed times, and each OOM's analysis at the moment it happened. */
+#include "model_int.h"
+
+#define MAX_RETRIES_KEPT 1000
+
+/* Live bytes and counts per device and kind, from the live map (they are not kept per event). */
+void model_refresh_kinds(model_t *m)
+{
+    for (int i = 0; i < m->ndev; i++)
+        if (m->dev[i]) {
+            memset(m->dev[i]->live_kind_bytes, 0, sizeof m->dev[i]->live_kind_bytes);
+            memset(m->dev[i]->live_kind_count, 0, sizeof m->dev[i]->live_kind_count);
+        }
+    for (size_t i = 0; i < m->live.cap; i++) {
+        const model_live_t *e = &m->live.slots[i];
+        model_dev_t *d = e->ptr ? m->dev[model_live_dev(e)] : NULL;
+        if (!d)
+            continue;
+        d->live_kind_bytes[model_live_kind(e)] += model_live_block(e);
+        d->live_kind_count[model_live_kind(e)]++;
+    }
+}
+
+typedef struct span {
+    uint64_t start, size;
+} span_t;
+
+static int by_start(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+void model_frag_now(const model_t *m, int dev, model_frag_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->dev = dev;
+    const model_dev_t *d = dev >= 0 && dev < MODEL_MAX_DEVICES ? m->dev[dev] : NULL;
+    if (!d)
+        return;
+    out->t = m->last_t;
+    out->reserved = d->reserved;
+    out->allocated = d->allocated;
+    out->requested = d->requested;
+    out->segments = d->segments;
+    size_t nseg = d->segmap.count, nblk = m->live.count;
+    span_t *segs = malloc((nseg ? nseg : 1) * sizeof *segs);
+    span_t *blks = malloc((nblk ? nblk : 1) * sizeof *blks);
+    if (!segs || !blks)
+        model_die_oom();
+    size_t ns = 0, nb = 0;
+    for (size_t i = 0; i < d->segmap.cap && ns < nseg; i++)
+        if (d->segmap.slots[i].key)
+            segs[ns++] = (span_t){d->segmap.slots[i].key, d->segmap.slots[i].val};
+    uint64_t internal = 0;
+    for (size_t i = 0; i < m->live.cap && nb < nblk; i++) {
+        const model_live_t *e = &m->live.slots[i];
+        if (e->ptr && model_live_dev(e) == (unsigned)dev && model_live_kind(e) == GMLOG_KIND_POOL) {
+            uint64_t block = model_live_block(e), req = model_live_req(e);
+            blks[nb++] = (span_t){e->ptr, block};
+            internal += block > req ? block - req : 0;
+        }
+    }
+    qsort(segs, ns, sizeof *segs, by_start);
+    qsort(blks, nb, sizeof *blks, by_start);
+    out->internal = internal;
+    size_t bi = 0;
+    for (size_t si = 0; si < ns; si++) {
+        uint64_t at = segs[si].start, end = segs[si].start + segs[si].size;
+        if (end < at) /* wraps: garbage */
+            end = UINT64_MAX;
+        while (bi < nb && blks[bi].start < segs[si].start) {
+            out->stray_blocks++;
+            bi++;
+        }
+        if (bi >= nb || blks[bi].start >= end) { /* wholly free: cached, not fragmented */
+            out->cached_whole += end - at;
+            out->cached_segments++;
+            if (end - at > out->largest_free)
+                out->largest_free = end - at;
+            continue;
+        }
+        while (bi < nb && blks[bi].start < end) {
+            if (blks[bi].start > at) {
+                uint64_t gap = blks[bi].start - at;
+                out->external += gap;
+                out->free_gaps++;
+                if (gap > out->largest_free)
+                    out->largest_free = gap;
+            }
+            uint64_t bend = blks[bi].start + blks[bi].size;
+            if (bend > at)
+                at = bend < end ? bend : end;
+            bi++;
+        }
+        if (end > at) {
+            uint64_t gap = end - at;
+            out->external += gap;
+            out->free_gaps++;
+            if (gap > out->largest_free)
+                out->largest_free = gap;
+        }
+    }
+    out->stray_blocks += nb - bi;
+    free(segs);
+    free(blks);
+}
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+    const model_top_t *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return x->sidx < y->sidx ? -1 : x->sidx > y->sidx;
+}
+
+unsigned model_top_sites(const model_t *m, int dev, model_top_t *out, unsigned max)
+{
+    unsigned n = 0;
+    for (size_t i = 1; i < m->nsst; i++) {
+        const model_sstat_t *s = &m->sst[i];
+        if (s->dev != dev || !s->live_blk)
+            continue;
+        model_top_t cand = {(uint32_t)i, s->live_blk, s->live_count};
+        if (n < max) {
+            out[n++] = cand;
+            qsort(out, n, sizeof *out, by_bytes_desc);
+        } else if (by_bytes_desc(&cand, &out[n - 1]) < 0) {
+            out[n - 1] = cand;
+            qsort(out, n, sizeof *out, by_bytes_desc);
+        }
+    }
+    return n;
+}
+
+static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
+{
+    o->analysed = 1;
+    o->limit = d->limit;
+    o->device_total = d->total;
+    o->allocated = d->allocated;
+    o->requested = d->requested;
+    o->reserved = d->reserved;
+    model_refresh_kinds(m);
+    for (unsigned k = 0; k < 8; k++)
+        if (!counts_as_allocated(k) && k != GMLOG_KIND_HOST)
+            o->unpooled_live += d->live_kind_bytes[k];
+    o->epoch_system = model_epoch_system(m, d->id, 1);
+    if (o->epoch_system >= 0) {
+        o->epoch_index = d->epoch[o->epoch_system];
+        o->epoch_start = d->epoch_start[o->epoch_system];
+        if (o->epoch_system == EPOCH_MARKS && m->nmarks && m->marks[m->nmarks - 1].label)
+            o->epoch_label = strdup(m->marks[m->nmarks - 1].label);
+        int lsys = model_epoch_system(m, d->id, 3);
+        o->lowwater = model_dev_series(m, d, lsys >= 0 ? lsys : o->epoch_system);
+    }
+    for (size_t i = 0; i < m->live.cap; i++) {
+        const model_live_t *e = &m->live.slots[i];
+        if (!e->ptr || model_live_dev(e) != (unsigned)d->id || !counts_as_allocated(model_live_kind(e)))
+            continue;
+        if (o->epoch_system >= 0 && model_live_time(e) >= (o->epoch_start & ~255ull))
+            o->transient += model_live_block(e);
+        else
+            o->persistent += model_live_block(e);
+    }
+    model_frag_now(m, d->id, &o->frag);
+    o->ntop = model_top_sites(m, d->id, o->top, MODEL_TOP);
+    int gsys = model_epoch_system(m, d->id, 3);
+    if (gsys < 0)
+        return;
+    for (size_t i = 1; i < m->nsst; i++) {
+        const model_sstat_t *s = &m->sst[i];
+        if (s->dev != d->id)
+            continue;
+        model_series_t ser = model_site_series(m, s, gsys);
+        if (!model_series_grows(&ser, NULL))
+            continue;
+        /* Keep the MODEL_TOP that grew most, largest first (insertion). */
+        uint64_t growth = ser.last - ser.first;
+        unsigned at = o->ngrow;
+        while (at > 0 && o->grow[at - 1].ser.last - o->grow[at - 1].ser.first < growth)
+            at--;
+        if (at >= MODEL_TOP)
+            continue;
+        unsigned last = o->ngrow < MODEL_TOP ? o->ngrow++ : MODEL_TOP - 1;
+        for (unsigned j = last; j > at; j--)
+            o->grow[j] = o->grow[j - 1];
+        o->grow[at] = (model_grow_t){(uint32_t)i, ser};
+    }
+}
+
+void model_on_oom(model_t *m, const rd_rec_t *r)
+{
+    model_dev_t *d = model_get_dev(m, r->device);
+    if (!d) {
+        m->malformed++;
+        return;
+    }
+    const gmlog_oom_t *rec = (const gmlog_oom_t *)r->p;
+    uint64_t released = d->pending_release;
+    d->pending_release = 0;
+    if (r->flags & GMLOG_OOM_RECOVERED) {
+        d->retries++;
+        m->retries_total++;
+        if (m->nretries < MAX_RETRIES_KEPT) {
+            model_retry_t *n = model_grow_array(m->retries, &m->capretries, m->nretries + 1, sizeof *n);
+            if (!n)
+                model_die_oom();
+            m->retries = n;
+            m->retries[m->nretries++] = (model_retry_t){r->t, rec->request, r->device, r->flags};
+        }
+        return;
+    }
+    d->ooms++;
+    m->ooms_total++;
+    if (m->nooms >= MODEL_MAX_OOMS || (m->flags & MODEL_RANGE))
+        return;
+    model_oom_t *n = model_grow_array(m->ooms, &m->capooms, m->nooms + 1, sizeof *n);
+    if (!n)
+        model_die_oom();
+    m->ooms = n;
+    model_oom_t *o = &m->ooms[m->nooms++];
+    memset(o, 0, sizeof *o);
+    memcpy(&o->rec, rec, sizeof o->rec);
+    o->t = r->t;
+    o->seq = r->seq;
+    o->off = r->off;
+    o->dev = r->device;
+    o->released_before = released;
+    if (r->ckpt) { /* before a wrapped log's checkpoint: only the record is there */
+        o->history = 1;
+        o->epoch_system = -1;
+        o->persistent = rec->allocated; /* all of it, as in a log without epochs */
+        o->limit = d->limit;
+        o->device_total = d->total;
+    } else {
+        analyse_oom(m, d, o);
+    }
+}
+
+void model_take_samples(model_t *m, uint64_t t)
+{
+    while (m->next_sample < MODEL_FRAG_SAMPLES && t >= m->sample_t[m->next_sample]) {
+        for (int i = 0; i < m->ndev; i++) {
+            if (!m->dev[i])
+                continue;
+            model_frag_t *n = model_grow_array(m->fsnap, &m->capfsnap, m->nfsnap + 1, sizeof *n);
+            if (!n)
+                model_die_oom();
+            m->fsnap = n;
+            model_frag_now(m, i, &m->fsnap[m->nfsnap]);
+            m->fsnap[m->nfsnap].t = m->sample_t[m->next_sample];
+            m->nfsnap++;
+        }
+        m->next_sample++;
+    }
+}
