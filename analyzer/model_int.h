@@ -41,8 +41,11 @@ static inline size_t live_slot(const model_livemap_t *lm, uint64_t ptr)
     return table_home(lm->shift, ptr);
 }
 
+/* NULL for ptr 0 too: 0 marks an empty slot, so no block is ever found there. */
 static inline model_live_t *live_find(const model_livemap_t *lm, uint64_t ptr)
 {
+    if (__builtin_expect(!ptr, 0))
+        return NULL;
     return table_find(lm->slots, lm->cap, lm->shift, sizeof *lm->slots, ptr);
 }
 
