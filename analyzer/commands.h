@@ -21,6 +21,7 @@ int cmd_oom(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_whatif(int argc, char **argv);
 
 /* Sections. */
 void rep_summary_text(cli_ctx_t *c, const model_t *m);

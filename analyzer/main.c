@@ -25,6 +25,7 @@ static const command_t commands[] = {
     {"timeline", cmd_timeline, "allocated and reserved over time as an SVG or HTML page"},
     {"dump", cmd_dump, "every record as text or JSON lines, with the header and metadata"},
     {"run", cmd_run, "run a command under gmshim, then report on the logs it wrote"},
+    {"whatif", cmd_whatif, "replay a log under other settings: smallest device, a tested recommendation"},
     {"help", NULL, "help on gmshim or on one command"},
 };
 
