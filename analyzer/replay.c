@@ -158,9 +158,7 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
 {
     rp_result_t *res = &r->res;
     res->failures++;
-    if (res->failures > 1)
-        return;
-    rp_fail_t *f = &res->first;
+    rp_fail_t *f = &res->last;
     memset(f, 0, sizeof *f);
     f->ev = r->at;
     f->t = r->now;
@@ -178,6 +176,8 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
     pool_free_summary(&r->heap, &largest, &count);
     f->largest_free = largest;
     f->free_blocks = count;
+    if (res->failures == 1)
+        res->first = *f;
 }
 
 /* A new segment, as shim/device.c grow(): under a cap the tight size and one release; from the
@@ -260,6 +260,8 @@ static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int
 
 static void add_proof(replay_t *r, uint64_t seq)
 {
+    if (r->cfg.guided != 1)
+        return;
     rp_log_t *log = (rp_log_t *)r->log; /* a guided replay writes what it learns of the fences */
     if (log->nproofs == log->capproofs) {
         size_t ncap = log->capproofs ? log->capproofs * 2 : 256;

@@ -57,7 +57,8 @@ typedef struct rp_cfg {
     uint64_t cache_limit;    /* GMSHIM_CACHE_LIMIT; RP_RECORDED */
     int pending_wait;        /* GMSHIM_PENDING_WAIT: 0, 1, or -1 as recorded */
     int frees_at_once;       /* every free reusable at once (a bound: the GPU never lags) */
-    int guided;              /* follow the recording's own segment frees and fences (its settings only) */
+    int guided;              /* follow the recording's own segment frees and fences (its settings only):
+                                1 also writes what it learns of the fences into the log, 2 only reads */
 } rp_cfg_t;
 
 /* One failed allocation in a replay. */
@@ -83,6 +84,7 @@ typedef struct rp_result {
     uint64_t new_failures;   /* allocations that succeeded in the recording and failed here */
     uint64_t divergences;    /* guided: blocks placed elsewhere than recorded */
     rp_fail_t first;         /* valid when failures */
+    rp_fail_t last;          /* the latest failure */
 } rp_result_t;
 
 /* A device's events and what the log says of its settings. */
