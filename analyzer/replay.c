@@ -300,6 +300,28 @@ static gm_block_t *follow(replay_t *r, gm_block_t *b, uint64_t want, size_t req,
     return b;
 }
 
+/* A guided replay takes the recording's segments as they came (a log another writer made need
+ * not follow the pool's sizes): the class from the request it was taken for. */
+static void adopt_segment(replay_t *r)
+{
+    const rp_log_t *log = r->log;
+    int small = r->seg_size == GM_SMALL_SEGMENT;
+    for (size_t i = r->at + 1; i < log->nev && i < r->at + 16; i++) {
+        unsigned t = rp_ev_type(&log->ev[i]);
+        if (t == RP_ALLOC) {
+            small = pool_is_small(pool_round((size_t)log->ev[i].x));
+            break;
+        }
+    }
+    if (!pool_add_segment(&r->heap, (uintptr_t)r->seg_base, (size_t)r->seg_size, small, r->now ? r->now : 1))
+        return;
+    r->seg_base = 0;
+    if (r->st.reserved.current > r->res.peak_reserved) {
+        r->res.peak_reserved = r->st.reserved.current;
+        r->res.frag_at_peak = r->st.reserved.current - r->st.allocated.current;
+    }
+}
+
 static void seg_free_recorded(replay_t *r, uint64_t base)
 {
     gm_segment_t *seg = pool_find_segment(&r->heap, (uintptr_t)base);
@@ -323,6 +345,8 @@ static void on_alloc(replay_t *r, const rp_ev_t *e)
 {
     int grew;
     gm_block_t *b = do_alloc(r, (size_t)e->x, e->site, -1, &grew);
+    if (grew && r->cfg.guided)
+        r->res.divergences++;
     if (b && r->cfg.guided && !grew && b->ptr != r->log->ptr[r->at])
         b = follow(r, b, r->log->ptr[r->at], (size_t)e->x, e->site);
     if (!b) {
@@ -427,6 +451,8 @@ void replay_run(replay_t *r, size_t until)
         case RP_SEG_ALLOC:
             r->seg_base = e->x;
             r->seg_size = (uint64_t)e->id * GM_ROUND;
+            if (r->cfg.guided)
+                adopt_segment(r);
             break;
         case RP_SEG_FREE:
             if (r->cfg.guided)

@@ -171,6 +171,7 @@ static void run_json(json_t *j, const model_t *m, const wi_run_t *r)
     json_u64(j, "recorded_failed", r->res.recorded_failed);
     json_u64(j, "recorded_passed", r->res.recorded_passed);
     json_u64(j, "new_failures", r->res.new_failures);
+    json_u64(j, "divergences", r->res.divergences);
     if (r->res.failures) {
         json_obj(j, "first_failure");
         json_u64(j, "t", r->res.first.t);
@@ -200,6 +201,8 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_u64(j, "events", log->nev);
     json_bool(j, "torch_cache_kept", log->torch_cache_kept);
     json_bool(j, "wrapped", log->wrapped);
+    json_u64(j, "recorded_peak_reserved", log->peak_reserved_recorded);
+    json_u64(j, "recorded_ooms", log->nooms);
     if (p->min_found)
         json_u64(j, "min_device_bytes", p->min_device_bytes);
     else
