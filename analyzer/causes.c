@@ -274,8 +274,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     }
     const rp_log_t *log = &e->log;
     rp_cfg_t cfg;
-    rp_cfg_recorded(&cfg);
-    cfg.guided = 2;
+    rp_cfg_as_recorded(log, &cfg);
     replay_t r;
     if (replay_init(&r, log, &cfg)) {
         pthread_mutex_unlock(&cache_lock);

@@ -25,6 +25,12 @@ void rp_cfg_recorded(rp_cfg_t *cfg)
     cfg->pending_wait = -1;
 }
 
+void rp_cfg_as_recorded(const rp_log_t *log, rp_cfg_t *cfg)
+{
+    rp_cfg_recorded(cfg);
+    cfg->guided = log->foreign ? 2 : 0;
+}
+
 static uint64_t cache_limit_of(const replay_t *r)
 {
     return r->cfg.cache_limit == RP_RECORDED ? r->log->cache_limit : r->cfg.cache_limit;

@@ -108,10 +108,12 @@ typedef struct rp_log {
     int pending_wait, trust_stream_order, pool_off;
     uint64_t limit_first;    /* the first cap in force */
     int torch_cache_kept;    /* PyTorch with its caching allocator on: blocks are its segments */
+    int foreign;             /* not written by gmshim's pool (no GMSHIM_* settings): its segments are
+                                followed as recorded, not re-decided */
     int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */
     uint64_t unpooled;       /* allocations of other kinds, not replayed */
     uint64_t peak_reserved_recorded;
-    rp_result_t recorded;    /* the guided replay under the recorded settings */
+    rp_result_t recorded;    /* the replay under the recorded settings (rp_cfg_as_recorded) */
 } rp_log_t;
 
 /* Decodes device `dev` of lf (rewound first), then makes the guided replay under the recorded
@@ -121,6 +123,9 @@ void rp_log_free(rp_log_t *log);
 
 /* A configuration: every setting as recorded. */
 void rp_cfg_recorded(rp_cfg_t *cfg);
+/* ...and how the log is best replayed as it ran: simulated by the policy, or (a foreign log)
+ * following its segments. */
+void rp_cfg_as_recorded(const rp_log_t *log, rp_cfg_t *cfg);
 
 /* A replay in progress (for the causes: stop at a failure and look at the pool). */
 typedef struct replay {

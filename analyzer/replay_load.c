@@ -232,6 +232,7 @@ static uint64_t option_value(const char *v)
 static void read_settings(rp_log_t *log, const rd_log_t *lf)
 {
     log->pending_wait = 1;
+    log->foreign = 1;
     for (size_t i = 0; i < lf->nmeta; i++) {
         const rd_meta_t *m = &lf->meta[i];
         if (!m->value)
@@ -256,8 +257,10 @@ static void read_settings(rp_log_t *log, const rd_log_t *lf)
             log->trust_stream_order = (int)v;
         else if (IS("GMSHIM_IDLE_RELEASE"))
             log->idle_release_ns = v;
-        else if (IS("GMSHIM_POOL") && !v)
-            log->pool_off = 1;
+        else if (IS("GMSHIM_POOL")) {
+            log->foreign = 0;
+            log->pool_off = !v;
+        }
 #undef IS
     }
 }
@@ -388,10 +391,14 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
         log->base_cap = log->peak_reserved_recorded;
     if (!log->total)
         log->total = log->base_cap;
+    /* Following the recording first learns when its fences completed; then the replay as it ran. */
     rp_cfg_t cfg;
     rp_cfg_recorded(&cfg);
     cfg.guided = 1;
     log->recorded = replay_once(log, &cfg);
+    rp_cfg_as_recorded(log, &cfg);
+    if (!log->foreign)
+        log->recorded = replay_once(log, &cfg);
     return 0;
 }
 

@@ -142,12 +142,11 @@ static void add_candidates(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
     }
 }
 
-/* Whether the recording's settings with the pool allowed `pool` bytes (outside kept) get past
- * every failure. */
+/* The recording's settings with the pool allowed `pool` bytes (outside kept). */
 static rp_cfg_t capacity_cfg(const wi_plan_t *p, const rp_log_t *log, uint64_t pool)
 {
     rp_cfg_t c;
-    rp_cfg_recorded(&c);
+    rp_cfg_as_recorded(log, &c);
     c.limit = 0;
     c.device_bytes = pool + p->outside;
     (void)log;
@@ -210,7 +209,7 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
 static void choose(wi_plan_t *p, const rp_log_t *log)
 {
     char a[32], b[32], c[32];
-    const rp_result_t *sim = &p->runs[1].res;
+    const rp_result_t *sim = &p->runs[0].res;
     p->rec = -1;
     if (!p->failing) {
         p->fits = 1;
@@ -262,13 +261,12 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
     memset(p, 0, sizeof *p);
     p->rec = -1;
     prog_t pg = {o, 0, 0};
-    wi_run_t *r0 = add_run(p, "as recorded (followed)");
-    wi_run_t *r1 = r0 ? add_run(p, "as recorded (simulated)") : NULL;
-    wi_run_t *r2 = r1 ? add_run(p, "frees reusable at once") : NULL;
-    if (!r2)
+    wi_run_t *r0 = add_run(p, "as recorded");
+    wi_run_t *r1 = r0 ? add_run(p, "frees reusable at once") : NULL;
+    if (!r1)
         return -1;
-    p->runs[0].res = log->recorded;
-    p->runs[2].cfg.frees_at_once = 1;
+    rp_cfg_as_recorded(log, &p->runs[0].cfg);
+    p->runs[1].cfg.frees_at_once = 1;
     if (o->device_limit != RP_RECORDED || o->max_split != RP_RECORDED || o->cache_limit != RP_RECORDED ||
         o->pending_wait >= 0) {
         wi_run_t *r = add_run(p, "the settings asked for");
@@ -283,17 +281,17 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
     if (p->failing)
         add_candidates(p, log, o);
     double t0 = now_s();
-    run_all(log, o, p->runs + 1, p->nruns - 1, &pg);
+    run_all(log, o, p->runs, p->nruns, &pg);
     double dt = now_s() - t0;
     uint64_t evs = 0;
-    for (size_t i = 1; i < p->nruns; i++)
+    for (size_t i = 0; i < p->nruns; i++)
         evs += p->runs[i].res.events;
     unsigned th = o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-    size_t par = p->nruns - 1 < th ? p->nruns - 1 : th;
+    size_t par = p->nruns < th ? p->nruns : th;
     p->events_per_s = dt > 0 && par ? (double)evs / dt / (double)par : 0;
-    p->reproduced = p->runs[1].res.failures > 0;
+    p->reproduced = p->runs[0].res.failures > 0;
     /* Outside the pool at the first failure: what the device held besides the pool's figure. */
-    const rp_result_t *ref = p->reproduced ? &p->runs[1].res : &log->recorded;
+    const rp_result_t *ref = &p->runs[0].res;
     uint64_t cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->base_cap;
     if (log->ndrv)
         cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->drv_cap[0];
