@@ -121,9 +121,11 @@ static void failure_text(FILE *f, const model_t *m, const rp_result_t *r, char *
         snprintf(buf, len, "none");
         return;
     }
-    snprintf(buf, len, "%" PRIu64 " (%" PRIu64 " recorded, %" PRIu64 " new): first at %s, %s from %s", r->failures,
-             r->recorded_failed, r->new_failures, rep_time(r->first.t, t), rep_bytes(r->first.request, a),
-             site_label(m, r->first.site, lbl, sizeof lbl));
+    char extra[64] = "";
+    if (r->new_failures)
+        snprintf(extra, sizeof extra, " (%" PRIu64 " not in the recording)", r->new_failures);
+    snprintf(buf, len, "%" PRIu64 "%s, first at %s: %s from %s", r->failures, extra, rep_time(r->first.t, t),
+             rep_bytes(r->first.request, a), site_label(m, r->first.site, lbl, sizeof lbl));
 }
 
 static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p)
@@ -134,11 +136,11 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
             (uint64_t)log->nev, p->nruns + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
-    fprintf(f, "  %-34s %14s %14s  %s\n", "run", "peak reserved", "frag at peak", "failed allocations");
+    fprintf(f, "  %-28s %13s %7s  %s\n", "run", "peak reserved", "frag", "failed allocations");
     for (size_t i = 0; i < p->nruns; i++) {
         const wi_run_t *r = &p->runs[i];
         failure_text(f, m, &r->res, line, sizeof line);
-        fprintf(f, "  %-34s %14s %14s  %s%s\n", r->label, rep_bytes(r->res.peak_reserved, a),
+        fprintf(f, "  %-28s %13s %7s  %s%s\n", r->label, rep_bytes(r->res.peak_reserved, a),
                 rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line, (int)i == p->rec ? "  <- recommended" : "");
     }
     if (p->min_found)
