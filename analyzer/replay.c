@@ -14,6 +14,8 @@
 
 #define RP_LARGE_ROUND ((uint64_t)GM_LARGE_ROUND)
 #define RP_SYNTH_BASE (1ull << 52)   /* addresses of segments the recording never had */
+#define RP_FENCE_LAG 256             /* fences recorded after one that must have completed it */
+#define RP_FOLLOW_MAX 4096           /* placements a guided replay tries to follow before it gives up */
 
 void rp_cfg_recorded(rp_cfg_t *cfg)
 {
@@ -306,6 +308,17 @@ static gm_block_t *follow(replay_t *r, gm_block_t *b, uint64_t want, size_t req,
     return b;
 }
 
+/* A fence record says how much was still pending then: the older fences whose frees are not
+ * in that figure had completed (their blocks released by a poll since). */
+static void match_pending(replay_t *r, uint64_t pending)
+{
+    while (r->heap.pending_head && r->st.pending.current > pending) {
+        uint64_t seq = r->heap.pending_head->fence_seq;
+        release_to(r, seq);
+        add_proof(r, seq);
+    }
+}
+
 /* A guided replay takes the recording's segments as they came (a log another writer made need
  * not follow the pool's sizes): the class from the request it was taken for. */
 static void adopt_segment(replay_t *r)
@@ -353,7 +366,7 @@ static void on_alloc(replay_t *r, const rp_ev_t *e)
     gm_block_t *b = do_alloc(r, (size_t)e->x, e->site, -1, &grew);
     if (grew && r->cfg.guided)
         r->res.divergences++;
-    if (b && r->cfg.guided && !grew && b->ptr != r->log->ptr[r->at])
+    if (b && r->cfg.guided && !grew && b->ptr != r->log->ptr[r->at] && r->res.divergences < RP_FOLLOW_MAX)
         b = follow(r, b, r->log->ptr[r->at], (size_t)e->x, e->site);
     if (!b) {
         r->res.new_failures++;
@@ -370,7 +383,7 @@ static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
     if (!b)
         return;
     r->blk[e->id] = NULL;
-    if (deferred && !r->cfg.frees_at_once && !r->log->trust_stream_order) {
+    if (deferred && !r->cfg.frees_at_once && !r->log->trust_stream_order && r->log->nfences) {
         pool_defer_block(&r->heap, b, r->issued + 1);
         return;
     }
@@ -448,8 +461,12 @@ void replay_run(replay_t *r, size_t until)
             on_free(r, e, 1);
             break;
         case RP_FENCE:
-            if (e->x > r->issued)
-                r->issued = e->x;
+            if (e->id > r->issued)
+                r->issued = e->id;
+            if (r->cfg.guided)
+                match_pending(r, e->x);
+            else if (e->id > RP_FENCE_LAG) /* a bound on how far the GPU lags */
+                release_to(r, e->id - RP_FENCE_LAG);
             break;
         case RP_DONE:
             release_to(r, e->x);

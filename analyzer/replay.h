@@ -20,7 +20,7 @@ enum rp_type {
     RP_FREE_DEFERRED,  /* id: waits for the next fence */
     RP_SEG_ALLOC,      /* x: base, id: size / 512 */
     RP_SEG_FREE,       /* x: base */
-    RP_FENCE,          /* x: seq recorded */
+    RP_FENCE,          /* id: seq recorded, x: bytes then pending */
     RP_DONE,           /* x: a fence the recording proves completed here */
     RP_EMPTY,          /* x: GMLOG_EMPTY_* reason */
     RP_OOM,            /* id: index in rp_log.ooms */
@@ -112,8 +112,10 @@ typedef struct rp_log {
                                 followed as recorded, not re-decided */
     int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */
     uint64_t unpooled;       /* allocations of other kinds, not replayed */
+    uint64_t nfences;        /* FENCE records (none: frees replay as reusable at once) */
     uint64_t peak_reserved_recorded;
     rp_result_t recorded;    /* the replay under the recorded settings (rp_cfg_as_recorded) */
+    rp_result_t followed;    /* the guided replay that learnt when the fences completed */
 } rp_log_t;
 
 /* Decodes device `dev` of lf (rewound first), then makes the guided replay under the recorded

@@ -343,7 +343,9 @@ static int decode(loader_t *L, rd_log_t *lf)
             break;
         }
         case GMLOG_FENCE:
-            rc = push(log, RP_FENCE, r.t, ((const gmlog_fence_t *)r.p)->seq, 0, 0) ? 0 : -1;
+            log->nfences++;
+            rc = push(log, RP_FENCE, r.t, ((const gmlog_fence_t *)r.p)->pending_bytes,
+                      (uint32_t)((const gmlog_fence_t *)r.p)->seq, 0) ? 0 : -1;
             break;
         case GMLOG_FENCE_WAIT:
             rc = push(log, RP_DONE, r.t, ((const gmlog_fence_wait_t *)r.p)->seq, 0, 0) ? 0 : -1;
@@ -395,7 +397,7 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     rp_cfg_t cfg;
     rp_cfg_recorded(&cfg);
     cfg.guided = 1;
-    log->recorded = replay_once(log, &cfg);
+    log->recorded = log->followed = replay_once(log, &cfg);
     rp_cfg_as_recorded(log, &cfg);
     if (!log->foreign)
         log->recorded = replay_once(log, &cfg);

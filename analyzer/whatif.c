@@ -205,6 +205,12 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_bool(j, "wrapped", log->wrapped);
     json_u64(j, "recorded_peak_reserved", log->peak_reserved_recorded);
     json_u64(j, "recorded_ooms", log->nooms);
+    json_obj(j, "followed");
+    json_u64(j, "peak_reserved", log->followed.peak_reserved);
+    json_u64(j, "failures", log->followed.failures);
+    json_u64(j, "divergences", log->followed.divergences);
+    json_u64(j, "fences_learnt", log->nproofs);
+    json_obj_end(j);
     if (p->min_found)
         json_u64(j, "min_device_bytes", p->min_device_bytes);
     else

@@ -146,7 +146,7 @@ static void add_candidates(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
 static rp_cfg_t capacity_cfg(const wi_plan_t *p, const rp_log_t *log, uint64_t pool)
 {
     rp_cfg_t c;
-    rp_cfg_as_recorded(log, &c);
+    rp_cfg_recorded(&c); /* simulated: a foreign log's recorded segments would not change */
     c.limit = 0;
     c.device_bytes = pool + p->outside;
     (void)log;

@@ -56,8 +56,9 @@ static size_t failed_ooms(const rp_log_t *log, int *first)
 }
 
 /* The recorded settings, simulated: the peak and the first OOM of the recording, and (for logs
- * from the pool) every OOM failing again with no new one. */
-static void expect_faithful(const char *what, const char *path, int every_oom)
+ * from the pool) every OOM failing again with no new one. `slack`: bytes the peak may be off by
+ * (0: none). */
+static void expect_faithful_within(const char *what, const char *path, int every_oom, uint64_t slack)
 {
     rd_log_t lf;
     rp_log_t log;
@@ -65,10 +66,12 @@ static void expect_faithful(const char *what, const char *path, int every_oom)
     rp_cfg_t cfg;
     rp_cfg_recorded(&cfg);
     rp_result_t sim = replay_once(&log, &cfg);
-    ck_assert_msg(sim.peak_reserved == log.peak_reserved_recorded, "%s: replayed peak reserved %llu, recorded %llu",
-                  what, (unsigned long long)sim.peak_reserved, (unsigned long long)log.peak_reserved_recorded);
-    ck_assert_msg(log.recorded.peak_reserved == log.peak_reserved_recorded, "%s: followed peak %llu, recorded %llu",
-                  what, (unsigned long long)log.recorded.peak_reserved, (unsigned long long)log.peak_reserved_recorded);
+    uint64_t off = sim.peak_reserved > log.peak_reserved_recorded ? sim.peak_reserved - log.peak_reserved_recorded
+                                                                  : log.peak_reserved_recorded - sim.peak_reserved;
+    ck_assert_msg(off <= slack, "%s: replayed peak reserved %llu, recorded %llu", what,
+                  (unsigned long long)sim.peak_reserved, (unsigned long long)log.peak_reserved_recorded);
+    ck_assert_msg(log.recorded.peak_reserved == sim.peak_reserved, "%s: the recorded run replays as %llu, once as %llu",
+                  what, (unsigned long long)log.recorded.peak_reserved, (unsigned long long)sim.peak_reserved);
     int first;
     size_t n = failed_ooms(&log, &first);
     if (n) {
@@ -90,6 +93,11 @@ static void expect_faithful(const char *what, const char *path, int every_oom)
                       (unsigned long long)sim.failures);
     rp_log_free(&log);
     rd_close(&lf);
+}
+
+static void expect_faithful(const char *what, const char *path, int every_oom)
+{
+    expect_faithful_within(what, path, every_oom, 0);
 }
 
 START_TEST(test_replay_reproduces_each_workloads_peak_and_ooms)
@@ -155,7 +163,7 @@ START_TEST(test_replay_of_a_hand_written_log_fails_where_it_failed)
 }
 END_TEST
 
-/* genlog's segments are not the pool's: followed, the replay takes them as recorded. */
+/* genlog's segments are not the pool's (no GMSHIM_* settings): followed, as recorded. */
 START_TEST(test_replay_follows_a_generated_logs_segments)
 {
     char path[512];
@@ -201,7 +209,11 @@ START_TEST(test_replay_reproduces_the_real_traces)
         const char *args[] = {txt, NULL};
         const char *big[] = {"FAKECUDA_MEM=64G", NULL};
         const char *capped[] = {"FAKECUDA_MEM=64G", "GMSHIM_DEVICE_LIMIT=4G", NULL};
-        expect_faithful(names[i], record("bench/replay", args, big), 1);
+        /* The fake's fences complete on a worker thread: a run's frees become reusable a little
+         * earlier or later than the last run's, and the log does not say when (only how much
+         * was pending at each fence): ResNet-50's peak differs by one 2 MiB segment between
+         * recordings, and so may the replay's from its recording. */
+        expect_faithful_within(names[i], record("bench/replay", args, big), 1, i == 0 ? 2 * MiB : 0);
         expect_faithful(names[i], record("bench/replay", args, capped), 0);
         unlink(txt);
     }
