@@ -246,14 +246,16 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     fprintf(f, "  pool     reserved %s, allocated %s (requested %s), cached %s, pending %s, largest free %s\n",
             rep_bytes(o->rec.reserved, a), rep_bytes(o->rec.allocated, b), rep_bytes(o->rec.requested, d),
             rep_bytes(o->rec.cached, e), rep_bytes(o->rec.pending, t), rep_bytes(o->rec.largest_free, lbl));
-    if (replayed)
-        fprintf(f, "  replay   %s: live %s (%s persistent + %s in the current iteration), reserved %s after the "
-                "cache release, of the %s the pool could reserve\n",
+    if (replayed) {
+        fprintf(f, "  replay   %s: reserved %s after the cache release, of the %s the pool could reserve\n",
                 cz.reproduced ? "under the recorded settings it fails here too" : "it got past this failure (the "
-                "recorded figures are used)", rep_bytes(cz.live, a), rep_bytes(cz.persistent, b),
-                rep_bytes(cz.transient, d), rep_bytes(cz.reserved, e), rep_bytes(cz.cap, t));
-    fprintf(f, "  live     %s persistent, %s since the epoch start (%s)\n", rep_bytes(o->persistent, a),
-            rep_bytes(o->transient, b), epoch_label(o, lbl, sizeof lbl));
+                "recorded figures are used)", rep_bytes(cz.reserved, e), rep_bytes(cz.cap, t));
+        fprintf(f, "  live     %s = %s persistent + %s since the iteration began (%s)\n", rep_bytes(cz.live, a),
+                rep_bytes(cz.persistent, b), rep_bytes(cz.transient, d), epoch_label(o, lbl, sizeof lbl));
+    } else {
+        fprintf(f, "  live     %s persistent, %s since the epoch start (%s)\n", rep_bytes(o->persistent, a),
+                rep_bytes(o->transient, b), epoch_label(o, lbl, sizeof lbl));
+    }
     fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), replayed ? cz.why : v.why);
     if (replayed && cz.cannot_tell[0])
         fprintf(f, "  %scannot tell%s: %s\n", rep_yellow(), rep_reset(), cz.cannot_tell);

@@ -105,6 +105,8 @@ static uint64_t largest_request(const rp_log_t *log)
 static void add_candidates(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
 {
     uint64_t big = largest_request(log);
+    if (!p->failing)
+        goto grid;
     /* GMSHIM_MAX_SPLIT takes more than 20 MiB; beyond the largest request it changes nothing. */
     for (uint64_t v = 32 * MiB; v <= 2 * big && v <= MAX_POOL_BYTES; v *= 2) {
         if (v == log->max_split)
@@ -124,6 +126,7 @@ static void add_candidates(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
             set_env(r, "GMSHIM_PENDING_WAIT", 1, 0);
         }
     }
+grid:
     if (o->grid) {
         static const uint64_t caches[] = {0, 256 * MiB, 1024 * MiB, 4096 * MiB};
         for (size_t c = 0; c < sizeof caches / sizeof caches[0]; c++) {
@@ -278,8 +281,7 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
         r->cfg.pending_wait = o->pending_wait;
     }
     p->failing = log->recorded.failures > 0;
-    if (p->failing)
-        add_candidates(p, log, o);
+    add_candidates(p, log, o);
     double t0 = now_s();
     run_all(log, o, p->runs, p->nruns, &pg);
     double dt = now_s() - t0;

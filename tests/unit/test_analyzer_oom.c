@@ -6,6 +6,7 @@
 #include "causes.h"
 #include "commands.h"
 #include "suites.h"
+#include "testlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,6 +473,64 @@ START_TEST(test_rules_use_the_limit_when_it_refused)
 }
 END_TEST
 
+/* A log of PyTorch with its cache on, written by hand: libc10_cuda loaded, 200 MiB of weights,
+ * then every marked iteration one more 100 MiB segment at the same line, never given back, until
+ * a segment does not fit in the 1 GiB device. */
+static void write_cache_kept_log(const char *path)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 1, "Test", 1024 * MiB);
+    uint8_t mod[128] = {0};
+    static const char lib[] = "/venv/torch/lib/libc10_cuda.so";
+    gmlog_module_t md = {{GMLOG_MODULE, 0, GMLOG_NO_DEVICE, 0, 0}, 0x7000, 0x7000, 0x9000, 1, sizeof lib - 1, 0, 0};
+    memcpy(mod, &md, sizeof md);
+    memcpy(mod + sizeof md, lib, sizeof lib - 1);
+    tlog_rec(&b, mod, sizeof md + (sizeof lib + 7) / 8 * 8, 1);
+    tlog_site(&b, 1, 7);
+    tlog_site(&b, 1, 8);
+    uint64_t base = 0x7f0000000000ull, t = 10;
+    tlog_segment(&b, t, GMLOG_SEGMENT_ALLOC, base, 200 * MiB);
+    tlog_alloc(&b, t + 1, base, 200 * MiB, GMLOG_A_MISS, 8);
+    base += 200 * MiB;
+    for (uint32_t k = 1; k <= 9; k++) {
+        t += 100;
+        tlog_mark(&b, t, k, "iteration");
+        if (k == 9)
+            break;
+        tlog_segment(&b, t + 10, GMLOG_SEGMENT_ALLOC, base, 100 * MiB);
+        tlog_alloc(&b, t + 11, base, 100 * MiB, GMLOG_A_MISS, 7);
+        base += 100 * MiB;
+    }
+    gmlog_oom_t o = {.h = {GMLOG_OOM, 0, 0, GMLOG_OOM_RELEASED | GMLOG_OOM_RETRIED, 0}, .request = 100 * MiB,
+                     .segment = 100 * MiB, .driver_free = 24 * MiB, .driver_total = 1024 * MiB,
+                     .reserved = 1000 * MiB, .allocated = 1000 * MiB, .requested = 1000 * MiB, .site = 7};
+    tlog_rec(&b, &o, sizeof o, t + 20);
+    tlog_end_chunk(&b);
+    ck_assert(tlog_write(&b, path) == 0);
+    tlog_free_buf(&b);
+}
+
+START_TEST(test_pytorch_segments_growing_at_one_line_are_a_probable_leak)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/cache_kept.gmlog", temp_dir());
+    write_cache_kept_log(path);
+    char *out = NULL;
+    int rc = gm(&out, "--color=never", "oom", path, NULL);
+    const char *note = strstr(out, "gmshim saw PyTorch's segments, not tensors"), *first = strstr(out, "OOM 1");
+    ck_assert_msg(rc == 0 && note && first && note < first && strstr(out, "GMSHIM_TORCH=own"),
+                  "the segment-level note does not come first (rc %d):\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "oom", path, NULL);
+    char got[64];
+    ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "leak"), "cache-kept growth: %s, not leak:\n%s", got, out);
+    ck_assert_msg(strstr(out, "\"torch_cache_kept\":true"), "not seen as PyTorch's segments:\n%s", out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_oom_suite(void)
 {
     Suite *s = suite_create("analyzer_oom");
@@ -495,6 +554,7 @@ Suite *analyzer_oom_suite(void)
     tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
     tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
+    tcase_add_test(tc, test_pytorch_segments_growing_at_one_line_are_a_probable_leak);
     suite_add_tcase(s, tc);
     TCase *rules = tcase_create("rules");
     tcase_add_test(rules, test_rules_split_capacity_from_transient_at_the_epoch_start);
