@@ -15,6 +15,10 @@
 #include <string.h>
 
 #define CACHED_LOGS 4
+/* Logs beyond this are not replayed for `oom` and `report` (the decoded events take about 32
+ * bytes each, and the search replays them some twenty times): their failures get the snapshot
+ * rules; `gmshim whatif` replays any log. GMSHIM_REPLAY_MAX_BYTES overrides it (0: no bound). */
+#define REPLAY_MAX_LOG_BYTES (4ull << 30)
 
 typedef struct cached {
     int used;
@@ -264,6 +268,10 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
 {
     memset(c, 0, sizeof *c);
     if (!m || !m->lf || o->history)
+        return -1;
+    const char *env = getenv("GMSHIM_REPLAY_MAX_BYTES");
+    uint64_t max = env ? strtoull(env, NULL, 10) : REPLAY_MAX_LOG_BYTES;
+    if (max && m->lf->size > max)
         return -1;
     pthread_mutex_lock(&cache_lock);
     cached_t *e = log_for(m->lf, o->dev);

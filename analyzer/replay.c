@@ -150,7 +150,7 @@ static void empty_cache(replay_t *r, int wait, uint64_t idle_ns)
 static gm_block_t *add_segment(replay_t *r, size_t size, size_t rounded, size_t requested)
 {
     uintptr_t base;
-    if (r->seg_size == size && r->seg_base) {
+    if (r->seg_size == size && r->seg_base && r->seg_base % GM_ROUND == 0) {
         base = (uintptr_t)r->seg_base; /* the recording's address: the same ties in best fit */
         r->seg_base = 0;
     } else {
@@ -324,6 +324,8 @@ static void match_pending(replay_t *r, uint64_t pending)
 static void adopt_segment(replay_t *r)
 {
     const rp_log_t *log = r->log;
+    if (!r->seg_base || !r->seg_size)
+        return; /* the decoder keeps only sizes and addresses the pool could have had */
     int small = r->seg_size == GM_SMALL_SEGMENT;
     for (size_t i = r->at + 1; i < log->nev && i < r->at + 16; i++) {
         unsigned t = rp_ev_type(&log->ev[i]);
@@ -396,7 +398,7 @@ static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
 static void on_oom(replay_t *r, const rp_ev_t *e)
 {
     const rp_oom_t *o = &r->log->ooms[e->id];
-    if (!o->recovered) {
+    if (!o->recovered && o->rec.request <= GMLOG_SIZE_MASK) {
         int grew;
         uint64_t before = r->res.failures;
         gm_block_t *b = do_alloc(r, (size_t)o->rec.request, o->rec.site, (int)e->id, &grew);

@@ -198,7 +198,8 @@ static int on_oom(loader_t *L, const rd_rec_t *r)
             return -1;
         log->drv_cap = d;
         /* Both figures were taken before the OOM's own cache release. */
-        d[log->ndrv++] = o->rec.reserved + o->rec.driver_free;
+        uint64_t cap = o->rec.reserved + o->rec.driver_free;
+        d[log->ndrv++] = cap < o->rec.reserved || cap > GMLOG_SIZE_MASK ? GMLOG_SIZE_MASK : cap;
     }
     return push(log, RP_OOM, r->t, o->by_limit || (r->flags & GMLOG_OOM_CAPTURE) ? 0 : 1, (uint32_t)log->nooms++,
                 o->rec.site)
@@ -329,6 +330,8 @@ static int decode(loader_t *L, rd_log_t *lf)
         }
         case GMLOG_SEGMENT_ALLOC: {
             const gmlog_segment_t *s = (const gmlog_segment_t *)r.p;
+            if (!s->base || s->base % GM_ROUND || !s->size || s->size % GM_ROUND || s->size > GMLOG_SIZE_MASK)
+                break; /* not a segment the pool could have had: nothing to follow */
             L->reserved += s->size;
             if (L->reserved > log->peak_reserved_recorded)
                 log->peak_reserved_recorded = L->reserved;
