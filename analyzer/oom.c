@@ -347,6 +347,93 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
     json_obj_end(j);
 }
 
+static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
+{
+    oom_verdict_t v;
+    cause_t cz;
+    int replayed = verdict(m, o, &cz, &v);
+    json_obj(j, NULL);
+    json_u64(j, "device", o->dev);
+    json_u64(j, "t", o->t);
+    json_u64(j, "requested", o->rec.request);
+    json_u64(j, "segment", o->rec.segment);
+    if (o->history)
+        json_bool(j, "before_checkpoint", 1);
+    json_str(j, "cause", oom_cause_name(v.cause));
+    json_str(j, "why", replayed ? cz.why : v.why);
+    json_bool(j, "replayed", replayed);
+    if (replayed)
+        cause_json(j, m, &cz);
+    json_obj(j, "evidence");
+    json_u64(j, "request_rounded", v.request);
+    json_u64(j, "available", v.available);
+    json_bool(j, "under_limit", v.under_limit);
+    json_u64(j, "outside", v.outside);
+    json_u64(j, "pool_free", v.pool_free);
+    json_u64(j, "driver_total", o->rec.driver_total);
+    json_u64(j, "driver_free", o->rec.driver_free);
+    json_u64(j, "released_before", o->released_before);
+    json_u64(j, "reserved", o->rec.reserved);
+    json_u64(j, "allocated", o->rec.allocated);
+    json_u64(j, "cached", o->rec.cached);
+    json_u64(j, "pending", o->rec.pending);
+    json_u64(j, "largest_free", o->rec.largest_free);
+    json_u64(j, "free_blocks", o->rec.free_blocks);
+    json_u64(j, "persistent", o->persistent);
+    json_u64(j, "transient", o->transient);
+    json_u64(j, "unpooled_live", o->unpooled_live);
+    json_str(j, "epochs", o->epoch_system == EPOCH_MARKS ? "marks" : o->epoch_system == EPOCH_TROUGHS ? "troughs" : NULL);
+    json_u64(j, "epoch", o->epoch_index);
+    json_u64(j, "epoch_start", o->epoch_start);
+    json_obj(j, "lowwater");
+    json_u64(j, "epochs", o->lowwater.n);
+    json_u64(j, "first", o->lowwater.first);
+    json_u64(j, "last", o->lowwater.last);
+    json_u64(j, "rises", o->lowwater.ups);
+    json_u64(j, "falls", o->lowwater.downs);
+    json_obj_end(j);
+    if (v.cause == OOM_LEAK) {
+        json_u64(j, "growth", v.growth);
+        json_u64(j, "growth_per_epoch", v.growth_per_epoch);
+    }
+    json_obj_end(j);
+    json_obj(j, "site");
+    site_json(j, m, o->rec.site);
+    json_obj_end(j);
+    json_arr(j, "growing_sites");
+    for (unsigned k = 0; k < o->ngrow; k++) {
+        const model_sstat_t *s = &m->sst[o->grow[k].sidx];
+        uint64_t per;
+        model_series_grows(&o->grow[k].ser, &per);
+        json_obj(j, NULL);
+        json_u64(j, "bytes_per_epoch", per);
+        json_u64(j, "bytes", s->live_req);
+        json_u64(j, "count", s->live_count);
+        site_json(j, m, s->site);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_arr(j, "top_sites");
+    for (unsigned k = 0; k < o->ntop; k++) {
+        json_obj(j, NULL);
+        json_u64(j, "bytes", o->top[k].bytes);
+        json_u64(j, "count", o->top[k].count);
+        site_json(j, m, m->sst[o->top[k].sidx].site);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_arr(j, "remedies");
+    if (replayed && cz.env_name[0]) {
+        char r[128];
+        snprintf(r, sizeof r, "%s=%s", cz.env_name, cz.env_value);
+        json_str(j, NULL, r);
+    }
+    for (int k = 0; practices[v.cause][k]; k++)
+        json_str(j, NULL, practices[v.cause][k]);
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
 void rep_oom_json(cli_ctx_t *c, const model_t *m)
 {
     json_t *j = &c->j;
@@ -354,92 +441,8 @@ void rep_oom_json(cli_ctx_t *c, const model_t *m)
     if (m->nooms && causes_of(m, &m->ooms[0], &first) == 0 && first.torch_cache_kept)
         json_str(j, "note", torch_note);
     json_arr(j, "ooms");
-    for (size_t i = 0; i < m->nooms; i++) {
-        const model_oom_t *o = &m->ooms[i];
-        oom_verdict_t v;
-        cause_t cz;
-        int replayed = verdict(m, o, &cz, &v);
-        json_obj(j, NULL);
-        json_u64(j, "device", o->dev);
-        json_u64(j, "t", o->t);
-        json_u64(j, "requested", o->rec.request);
-        json_u64(j, "segment", o->rec.segment);
-        if (o->history)
-            json_bool(j, "before_checkpoint", 1);
-        json_str(j, "cause", oom_cause_name(v.cause));
-        json_str(j, "why", replayed ? cz.why : v.why);
-        json_bool(j, "replayed", replayed);
-        if (replayed)
-            cause_json(j, m, &cz);
-        json_obj(j, "evidence");
-        json_u64(j, "request_rounded", v.request);
-        json_u64(j, "available", v.available);
-        json_bool(j, "under_limit", v.under_limit);
-        json_u64(j, "outside", v.outside);
-        json_u64(j, "pool_free", v.pool_free);
-        json_u64(j, "driver_total", o->rec.driver_total);
-        json_u64(j, "driver_free", o->rec.driver_free);
-        json_u64(j, "released_before", o->released_before);
-        json_u64(j, "reserved", o->rec.reserved);
-        json_u64(j, "allocated", o->rec.allocated);
-        json_u64(j, "cached", o->rec.cached);
-        json_u64(j, "pending", o->rec.pending);
-        json_u64(j, "largest_free", o->rec.largest_free);
-        json_u64(j, "free_blocks", o->rec.free_blocks);
-        json_u64(j, "persistent", o->persistent);
-        json_u64(j, "transient", o->transient);
-        json_u64(j, "unpooled_live", o->unpooled_live);
-        json_str(j, "epochs", o->epoch_system == EPOCH_MARKS ? "marks" : o->epoch_system == EPOCH_TROUGHS ? "troughs" : NULL);
-        json_u64(j, "epoch", o->epoch_index);
-        json_u64(j, "epoch_start", o->epoch_start);
-        json_obj(j, "lowwater");
-        json_u64(j, "epochs", o->lowwater.n);
-        json_u64(j, "first", o->lowwater.first);
-        json_u64(j, "last", o->lowwater.last);
-        json_u64(j, "rises", o->lowwater.ups);
-        json_u64(j, "falls", o->lowwater.downs);
-        json_obj_end(j);
-        if (v.cause == OOM_LEAK) {
-            json_u64(j, "growth", v.growth);
-            json_u64(j, "growth_per_epoch", v.growth_per_epoch);
-        }
-        json_obj_end(j);
-        json_obj(j, "site");
-        site_json(j, m, o->rec.site);
-        json_obj_end(j);
-        json_arr(j, "growing_sites");
-        for (unsigned k = 0; k < o->ngrow; k++) {
-            const model_sstat_t *s = &m->sst[o->grow[k].sidx];
-            uint64_t per;
-            model_series_grows(&o->grow[k].ser, &per);
-            json_obj(j, NULL);
-            json_u64(j, "bytes_per_epoch", per);
-            json_u64(j, "bytes", s->live_req);
-            json_u64(j, "count", s->live_count);
-            site_json(j, m, s->site);
-            json_obj_end(j);
-        }
-        json_arr_end(j);
-        json_arr(j, "top_sites");
-        for (unsigned k = 0; k < o->ntop; k++) {
-            json_obj(j, NULL);
-            json_u64(j, "bytes", o->top[k].bytes);
-            json_u64(j, "count", o->top[k].count);
-            site_json(j, m, m->sst[o->top[k].sidx].site);
-            json_obj_end(j);
-        }
-        json_arr_end(j);
-        json_arr(j, "remedies");
-        if (replayed && cz.env_name[0]) {
-            char r[128];
-            snprintf(r, sizeof r, "%s=%s", cz.env_name, cz.env_value);
-            json_str(j, NULL, r);
-        }
-        for (int k = 0; practices[v.cause][k]; k++)
-            json_str(j, NULL, practices[v.cause][k]);
-        json_arr_end(j);
-        json_obj_end(j);
-    }
+    for (size_t i = 0; i < m->nooms; i++)
+        one_json(j, m, &m->ooms[i]);
     json_arr_end(j);
     json_u64(j, "ooms_total", m->ooms_total);
     json_arr(j, "retries");
