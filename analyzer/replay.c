@@ -169,6 +169,7 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
     rp_fail_t *f = &res->last;
     memset(f, 0, sizeof *f);
     f->ev = r->at;
+    f->record = r->at < r->log->nev ? r->log->rec[r->at] : 0;
     f->t = r->now;
     f->request = req;
     f->rounded = rounded;

@@ -64,6 +64,7 @@ typedef struct rp_cfg {
 /* One failed allocation in a replay. */
 typedef struct rp_fail {
     uint64_t ev, t;
+    uint64_t record;         /* the log's record (rd_rec_t.seq) */
     uint64_t request, rounded, segment;
     uint32_t site;
     int oom;                 /* the recorded OOM it replays (index in rp_log.ooms), or -1: an
@@ -93,6 +94,8 @@ typedef struct rp_log {
     rp_ev_t *ev;
     size_t nev, capev;
     uint64_t *ptr;           /* recorded pointer of each RP_ALLOC (guided replays) */
+    uint64_t *rec;           /* the record each event came from (its number in the log's order) */
+    uint64_t cur_seq;        /* decoding: the record being read */
     uint32_t nids;           /* block ids in use at most */
     rp_oom_t *ooms;
     size_t nooms;

@@ -91,7 +91,10 @@ static rp_ev_t *push(rp_log_t *log, unsigned type, uint64_t t, uint64_t x, uint3
         uint64_t *p = realloc(log->ptr, ncap * sizeof *p);
         if (p)
             log->ptr = p;
-        if (!n || !p) {
+        uint64_t *q = realloc(log->rec, ncap * sizeof *q);
+        if (q)
+            log->rec = q;
+        if (!n || !p || !q) {
             if (n)
                 log->ev = n;
             return NULL;
@@ -101,6 +104,7 @@ static rp_ev_t *push(rp_log_t *log, unsigned type, uint64_t t, uint64_t x, uint3
     }
     rp_ev_t *e = &log->ev[log->nev];
     log->ptr[log->nev] = 0;
+    log->rec[log->nev] = log->cur_seq;
     log->nev++;
     e->tt = (t & RP_T_MASK) | (uint64_t)type << 56;
     e->x = x;
@@ -286,6 +290,7 @@ static int decode(loader_t *L, rd_log_t *lf)
     int torch = 0;
     rd_rewind(lf);
     while (rd_next(lf, &r)) {
+        log->cur_seq = r.seq;
         if (r.type == GMLOG_MODULE) {
             torch |= is_torch_module(&r);
             continue;
@@ -411,6 +416,7 @@ void rp_log_free(rp_log_t *log)
 {
     free(log->ev);
     free(log->ptr);
+    free(log->rec);
     free(log->ooms);
     free(log->proof_ev);
     free(log->proof_seq);

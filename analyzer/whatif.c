@@ -162,9 +162,19 @@ static void run_json(json_t *j, const model_t *m, const wi_run_t *r)
     json_obj(j, NULL);
     json_str(j, "label", r->label);
     json_obj(j, "env");
-    if (r->env_name[0])
-        json_str(j, r->env_name, r->env_value);
+    char b[32];
+    if (r->cfg.limit != RP_RECORDED)
+        json_str(j, "GMSHIM_DEVICE_LIMIT", wi_size(r->cfg.limit, b));
+    if (r->cfg.max_split != RP_RECORDED)
+        json_str(j, "GMSHIM_MAX_SPLIT", wi_size(r->cfg.max_split, b));
+    if (r->cfg.cache_limit != RP_RECORDED)
+        json_str(j, "GMSHIM_CACHE_LIMIT", wi_size(r->cfg.cache_limit, b));
+    if (r->cfg.pending_wait >= 0)
+        json_str(j, "GMSHIM_PENDING_WAIT", r->cfg.pending_wait ? "1" : "0");
     json_obj_end(j);
+    json_bool(j, "frees_at_once", r->cfg.frees_at_once);
+    if (r->cfg.device_bytes != RP_RECORDED)
+        json_u64(j, "device_bytes", r->cfg.device_bytes);
     json_u64(j, "peak_reserved", r->res.peak_reserved);
     json_u64(j, "peak_allocated", r->res.peak_allocated);
     json_u64(j, "frag_at_peak", r->res.frag_at_peak);
@@ -176,10 +186,13 @@ static void run_json(json_t *j, const model_t *m, const wi_run_t *r)
     json_u64(j, "divergences", r->res.divergences);
     if (r->res.failures) {
         json_obj(j, "first_failure");
+        json_u64(j, "record", r->res.first.record);
         json_u64(j, "t", r->res.first.t);
         json_u64(j, "requested", r->res.first.request);
         json_u64(j, "reserved", r->res.first.reserved);
         json_u64(j, "live", r->res.first.live);
+        json_u64(j, "free", r->res.first.reserved - r->res.first.live);
+        json_u64(j, "largest_free", r->res.first.largest_free);
         json_u64(j, "cap", r->res.first.cap);
         json_bool(j, "by_limit", r->res.first.by_limit);
         json_bool(j, "recorded", r->res.first.oom >= 0);
