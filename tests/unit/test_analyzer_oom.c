@@ -531,6 +531,29 @@ START_TEST(test_pytorch_segments_growing_at_one_line_are_a_probable_leak)
 }
 END_TEST
 
+/* oom_retry: a failure the cache release recovered (a retry), then 100 MiB beside 200 MiB live on
+ * a 256 MiB device: capacity, the retry listed apart, and nothing any setting fixes. */
+START_TEST(test_a_retry_is_not_a_failure_and_what_follows_is_capacity)
+{
+    char log[600], logenv[700];
+    snprintf(log, sizeof log, "%s/oom_retry.gmlog", temp_dir());
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    const char *argv[] = {build_path("tests/integration/oom_retry"), NULL};
+    const char *env[] = {logenv, "FAKECUDA_MEM=256M", NULL};
+    char *out = NULL, got[64];
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "oom_retry exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "oom", log, NULL);
+    ck_assert_msg(rc == 0 && !strcmp(last_cause(out, got, sizeof got), "capacity") &&
+                  strstr(out, "\"retries_total\":1"), "oom_retry (%s):\n%s", got, out);
+    free(out);
+    rc = gm(&out, "whatif", log, NULL, NULL);
+    ck_assert_msg(rc == 3, "whatif on oom_retry: rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_oom_suite(void)
 {
     Suite *s = suite_create("analyzer_oom");
@@ -555,6 +578,7 @@ Suite *analyzer_oom_suite(void)
     tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
     tcase_add_test(tc, test_pytorch_segments_growing_at_one_line_are_a_probable_leak);
+    tcase_add_test(tc, test_a_retry_is_not_a_failure_and_what_follows_is_capacity);
     suite_add_tcase(s, tc);
     TCase *rules = tcase_create("rules");
     tcase_add_test(rules, test_rules_split_capacity_from_transient_at_the_epoch_start);
