@@ -1,7 +1,10 @@
 /* `gmshim oom`: each failed allocation with what was asked, what the device and the pool had,
- * ONE cause with its evidence (capacity, transient, leak, fragmentation, outside — the rules are
- * in oom_classify and docs/cli.md), the top live call sites at that moment and the remedies
- * that fit the cause. Recovered failures are listed as retries. */
+ * ONE cause found by counterfactual replay (causes.c: leak, fragmentation, outside, transient,
+ * capacity; docs/cli.md has the rules) with figures that add up, the top live call sites then,
+ * a setting a replay showed to get past the failure (never the one in force) and the practices
+ * that fit the cause. Where the log cannot be replayed (a failure before a bounded log's
+ * checkpoint) the snapshot rules of snapshot_classify decide. Recovered failures are retries. */
+#include "causes.h"
 #include "commands.h"
 #include "output.h"
 #include "sites.h"
@@ -23,7 +26,7 @@ static uint64_t sub0(uint64_t a, uint64_t b)
     return a > b ? a - b : 0;
 }
 
-void oom_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
+static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
 {
     (void)m;
     char a[32], b[32], c[32], d[32], e[32];
@@ -112,41 +115,62 @@ void oom_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
              rep_bytes(o->persistent, c), rep_bytes(v->available, d));
 }
 
-static const char *const remedies[5][6] = {
+void oom_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
+{
+    cause_t c;
+    if (causes_of(m, o, &c)) {
+        snapshot_classify(m, o, v);
+        return;
+    }
+    memset(v, 0, sizeof *v);
+    v->cause = c.cause;
+    v->request = c.request;
+    v->available = c.cap;
+    v->outside = c.outside;
+    v->pool_free = c.pool_free;
+    v->growth = c.leaked;
+    v->growth_per_epoch = c.leak_per_epoch;
+    v->under_limit = c.by_limit;
+    memcpy(v->why, c.why, sizeof v->why - 1);
+    v->why[sizeof v->why - 1] = 0;
+}
+
+/* Practices that fit each cause (PyTorch's and in general); settings are never listed here: a
+ * setting is suggested only when a replay showed it to get past the failure. */
+static const char *const practices[5][5] = {
     [OOM_CAPACITY] = {
-        "the persistent state (weights, optimizer state, caches) does not fit: shrink it — mixed "
-        "precision or bf16 weights, an 8-bit optimizer, sharding across GPUs (FSDP/ZeRO), CPU offload, "
-        "a smaller model",
-        "or use a GPU with more memory; under GMSHIM_DEVICE_LIMIT, raise the cap",
+        "the memory that persists (weights, optimizer state, caches) does not fit: shrink it — bf16 "
+        "weights or mixed precision (AMP), an 8-bit optimizer, sharding across GPUs (FSDP/ZeRO), CPU "
+        "offload, a smaller model",
+        "or a device with more memory (see the smallest device below); under GMSHIM_DEVICE_LIMIT, a "
+        "higher cap",
         NULL},
     [OOM_TRANSIENT] = {
-        "the iteration's own memory (activations, temporaries) is what overflows: a smaller batch with "
-        "gradient accumulation to keep the effective batch",
+        "the iteration's own memory (activations, temporaries) overflows: a smaller batch with gradient "
+        "accumulation to keep the effective batch",
         "activation checkpointing (torch.utils.checkpoint) trades compute for activation memory",
-        "mixed precision (autocast to bf16/fp16) halves activations; shorter sequences help too",
-        "free large temporaries early (del, or do not keep them referenced until the end of the step)",
+        "mixed precision (torch.autocast to bf16/fp16, AMP) halves activations; shorter sequences help too",
+        "free large temporaries early (`del` them, or do not keep them referenced until the end of the step)",
         NULL},
     [OOM_LEAK] = {
-        "something allocated every iteration is kept: drop the references that keep it, at the growing "
-        "sites named here",
+        "something allocated every iteration is kept: drop the references that keep it at the growing "
+        "site named here",
         "typical in PyTorch: accumulating `loss` instead of `loss.item()` (keeps every graph alive), "
         "appending tensors that require grad to a list, caching outputs without .detach()",
-        "`gmshim leaks LOG` lists the sites whose live bytes grow per iteration; mark iterations with "
-        "gmshim_mark() to sharpen it",
+        "`gmshim leaks LOG` lists the sites whose live bytes grow per iteration; gmshim_mark() per "
+        "iteration sharpens it",
         NULL},
     [OOM_FRAGMENTATION] = {
-        "GMSHIM_MAX_SPLIT=<size> (e.g. 128M) stops large blocks from being split for small requests",
-        "GMSHIM_PENDING_WAIT=1 (the default) lets freed blocks be reused after their fence instead of "
-        "growing the pool",
-        "allocate large, long-lived buffers first and in few sizes; gmshim_empty_cache() between phases "
-        "returns whole free segments",
+        "allocate large, long-lived buffers first and in few sizes, so that small ones do not cut them",
+        "between phases, `del` what is done with and call torch.cuda.empty_cache() (gmshim_empty_cache()) "
+        "to give whole free segments back",
         NULL},
     [OOM_OUTSIDE] = {
         "GMSHIM_CUPTI=1 names the libraries that allocate outside the pool (cuBLAS, cuDNN, NCCL...)",
         "check other processes on the GPU (nvidia-smi); limit library workspaces (CUBLAS_WORKSPACE_CONFIG, "
         "NCCL_BUFFSIZE); CUDA_MODULE_LOADING=LAZY shrinks the context",
         "if a framework keeps its own cache, turn it off so that gmshim sees everything "
-        "(PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
+        "(GMSHIM_TORCH=own, or PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
         NULL},
 };
 
@@ -163,12 +187,51 @@ static const char *epoch_label(const model_oom_t *o, char *buf, size_t len)
     return buf;
 }
 
+/* A verdict for the text and JSON: the replay's, or the snapshot rules' when there is none. */
+static int verdict(const model_t *m, const model_oom_t *o, cause_t *c, oom_verdict_t *v)
+{
+    int replayed = causes_of(m, o, c) == 0;
+    if (replayed) {
+        oom_classify(m, o, v);
+        return 1;
+    }
+    snapshot_classify(m, o, v);
+    return 0;
+}
+
+static const char torch_note[] =
+    "PyTorch's caching allocator was on: gmshim saw PyTorch's segments, not tensors (a site is where a "
+    "segment was taken from the driver, sizes are segment sizes); to see tensors, run with GMSHIM_TORCH=own "
+    "(or PYTORCH_NO_CUDA_MEMORY_CACHING=1)";
+
+static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom_verdict_t *v, int replayed)
+{
+    char a[32], lbl[512];
+    fprintf(f, "  %sremedies%s:\n", rep_green(), rep_reset());
+    if (replayed && c->env_name[0])
+        fprintf(f, "    - %s=%s (tested by replay: %s)\n", c->env_name, c->env_value, c->tested);
+    else if (replayed && c->cause == OOM_LEAK)
+        fprintf(f, "    - settings: no setting replayed gets past it, and a larger device only postpones a leak\n");
+    else if (replayed)
+        fprintf(f, "    - settings: %s\n", c->tested);
+    for (int i = 0; practices[v->cause][i]; i++)
+        fprintf(f, "    - %s\n", practices[v->cause][i]);
+    if (replayed && c->cause == OOM_LEAK && c->leak_site)
+        fprintf(f, "    - the line to look at: %s\n", site_label(m, c->leak_site, lbl, sizeof lbl));
+    else if (replayed && (c->cause == OOM_TRANSIENT || c->cause == OOM_CAPACITY) && c->fail_site)
+        fprintf(f, "    - the line that asked: %s\n", site_label(m, c->fail_site, lbl, sizeof lbl));
+    if (replayed && c->min_found && c->cause != OOM_LEAK)
+        fprintf(f, "    - the smallest device the recording fits on: %s (gmshim whatif)\n",
+                rep_bytes(c->min_device_bytes, a));
+}
+
 static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsigned n)
 {
     FILE *f = c->out;
     char a[32], b[32], d[32], e[32], t[32], lbl[512];
     oom_verdict_t v;
-    oom_classify(m, o, &v);
+    cause_t cz;
+    int replayed = verdict(m, o, &cz, &v);
     fprintf(f, "%sOOM %u%s on device %u at %s: %s asked for (the pool asked the driver for %s)\n", rep_bold(), n,
             rep_reset(), o->dev, rep_time(o->t, t), rep_bytes(o->rec.request, a), rep_bytes(o->rec.segment, b));
     if (o->history)
@@ -183,15 +246,27 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     fprintf(f, "  pool     reserved %s, allocated %s (requested %s), cached %s, pending %s, largest free %s\n",
             rep_bytes(o->rec.reserved, a), rep_bytes(o->rec.allocated, b), rep_bytes(o->rec.requested, d),
             rep_bytes(o->rec.cached, e), rep_bytes(o->rec.pending, t), rep_bytes(o->rec.largest_free, lbl));
-    fprintf(f, "  live     %s persistent, %s since the epoch start (%s)\n", rep_bytes(o->persistent, a),
-            rep_bytes(o->transient, b), epoch_label(o, lbl, sizeof lbl));
-    fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), v.why);
+    if (replayed) {
+        fprintf(f, "  replay   %s: reserved %s after the cache release, of the %s the pool could reserve\n",
+                cz.reproduced ? "under the recorded settings it fails here too" : "it got past this failure (the "
+                "recorded figures are used)", rep_bytes(cz.reserved, e), rep_bytes(cz.cap, t));
+        fprintf(f, "  live     %s = %s persistent + %s since the iteration began (%s)\n", rep_bytes(cz.live, a),
+                rep_bytes(cz.persistent, b), rep_bytes(cz.transient, d), epoch_label(o, lbl, sizeof lbl));
+    } else {
+        fprintf(f, "  live     %s persistent, %s since the epoch start (%s)\n", rep_bytes(o->persistent, a),
+                rep_bytes(o->transient, b), epoch_label(o, lbl, sizeof lbl));
+    }
+    fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), replayed ? cz.why : v.why);
+    if (replayed && cz.cannot_tell[0])
+        fprintf(f, "  %scannot tell%s: %s\n", rep_yellow(), rep_reset(), cz.cannot_tell);
     if (v.cause == OOM_LEAK && o->ngrow) {
         fprintf(f, "  growing sites:\n");
         for (unsigned i = 0; i < o->ngrow; i++) {
             const model_sstat_t *s = &m->sst[o->grow[i].sidx];
             uint64_t per;
             model_series_grows(&o->grow[i].ser, &per);
+            if (!per && o->grow[i].ser.n > 1)
+                per = (o->grow[i].ser.last - o->grow[i].ser.first) / (o->grow[i].ser.n - 1);
             fprintf(f, "    +%s per %s: %s\n", rep_bytes(per, a), o->epoch_system == EPOCH_MARKS ? "mark" : "iteration",
                     site_label(m, s->site, lbl, sizeof lbl));
             site_print(f, m, s->site, "        ", c->depth, !c->frames_all);
@@ -207,9 +282,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
                 site_print(f, m, s->site, "                     ", c->depth < 4 && c->depth ? c->depth : 4, !c->frames_all);
         }
     }
-    fprintf(f, "  %sremedies%s:\n", rep_green(), rep_reset());
-    for (int i = 0; remedies[v.cause][i]; i++)
-        fprintf(f, "    - %s\n", remedies[v.cause][i]);
+    remedies_text(f, m, &cz, &v, replayed);
 }
 
 void rep_oom_text(cli_ctx_t *c, const model_t *m)
@@ -220,6 +293,9 @@ void rep_oom_text(cli_ctx_t *c, const model_t *m)
         fprintf(f, "no out-of-memory failures\n");
         return;
     }
+    cause_t cz;
+    if (m->nooms && causes_of(m, &m->ooms[0], &cz) == 0 && cz.torch_cache_kept)
+        fprintf(f, "%snote%s: %s\n", rep_yellow(), rep_reset(), torch_note);
     for (size_t i = 0; i < m->nooms; i++)
         one_text(c, m, &m->ooms[i], (unsigned)i + 1);
     if (m->ooms_total > m->nooms)
@@ -233,87 +309,140 @@ void rep_oom_text(cli_ctx_t *c, const model_t *m)
     }
 }
 
+static void cause_json(json_t *j, const model_t *m, const cause_t *c)
+{
+    json_obj(j, "replay");
+    json_bool(j, "reproduced", c->reproduced);
+    json_bool(j, "torch_cache_kept", c->torch_cache_kept);
+    json_u64(j, "request", c->request);
+    json_u64(j, "cap", c->cap);
+    json_u64(j, "total", c->total);
+    json_u64(j, "outside", c->outside);
+    json_u64(j, "live", c->live);
+    json_u64(j, "persistent", c->persistent);
+    json_u64(j, "transient", c->transient);
+    json_u64(j, "leaked", c->leaked);
+    json_u64(j, "leak_per_epoch", c->leak_per_epoch);
+    json_u64(j, "reserved", c->reserved);
+    json_u64(j, "pool_free", c->pool_free);
+    json_u64(j, "largest_free", c->largest_free);
+    json_u64(j, "free_blocks", c->free_blocks);
+    json_u64(j, "epoch", c->epoch_index);
+    if (c->cannot_tell[0])
+        json_str(j, "cannot_tell", c->cannot_tell);
+    if (c->leak_site) {
+        json_obj(j, "leak_site");
+        site_json(j, m, c->leak_site);
+        json_obj_end(j);
+    }
+    json_obj_end(j);
+    json_obj(j, "recommendation");
+    json_obj(j, "env");
+    if (c->env_name[0])
+        json_str(j, c->env_name, c->env_value);
+    json_obj_end(j);
+    json_str(j, "why", c->tested);
+    if (c->min_found)
+        json_u64(j, "min_device_bytes", c->min_device_bytes);
+    json_obj_end(j);
+}
+
+static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
+{
+    oom_verdict_t v;
+    cause_t cz;
+    int replayed = verdict(m, o, &cz, &v);
+    json_obj(j, NULL);
+    json_u64(j, "device", o->dev);
+    json_u64(j, "t", o->t);
+    json_u64(j, "requested", o->rec.request);
+    json_u64(j, "segment", o->rec.segment);
+    if (o->history)
+        json_bool(j, "before_checkpoint", 1);
+    json_str(j, "cause", oom_cause_name(v.cause));
+    json_str(j, "why", replayed ? cz.why : v.why);
+    json_bool(j, "replayed", replayed);
+    if (replayed)
+        cause_json(j, m, &cz);
+    json_obj(j, "evidence");
+    json_u64(j, "request_rounded", v.request);
+    json_u64(j, "available", v.available);
+    json_bool(j, "under_limit", v.under_limit);
+    json_u64(j, "outside", v.outside);
+    json_u64(j, "pool_free", v.pool_free);
+    json_u64(j, "driver_total", o->rec.driver_total);
+    json_u64(j, "driver_free", o->rec.driver_free);
+    json_u64(j, "released_before", o->released_before);
+    json_u64(j, "reserved", o->rec.reserved);
+    json_u64(j, "allocated", o->rec.allocated);
+    json_u64(j, "cached", o->rec.cached);
+    json_u64(j, "pending", o->rec.pending);
+    json_u64(j, "largest_free", o->rec.largest_free);
+    json_u64(j, "free_blocks", o->rec.free_blocks);
+    json_u64(j, "persistent", o->persistent);
+    json_u64(j, "transient", o->transient);
+    json_u64(j, "unpooled_live", o->unpooled_live);
+    json_str(j, "epochs", o->epoch_system == EPOCH_MARKS ? "marks" : o->epoch_system == EPOCH_TROUGHS ? "troughs" : NULL);
+    json_u64(j, "epoch", o->epoch_index);
+    json_u64(j, "epoch_start", o->epoch_start);
+    json_obj(j, "lowwater");
+    json_u64(j, "epochs", o->lowwater.n);
+    json_u64(j, "first", o->lowwater.first);
+    json_u64(j, "last", o->lowwater.last);
+    json_u64(j, "rises", o->lowwater.ups);
+    json_u64(j, "falls", o->lowwater.downs);
+    json_obj_end(j);
+    if (v.cause == OOM_LEAK) {
+        json_u64(j, "growth", v.growth);
+        json_u64(j, "growth_per_epoch", v.growth_per_epoch);
+    }
+    json_obj_end(j);
+    json_obj(j, "site");
+    site_json(j, m, o->rec.site);
+    json_obj_end(j);
+    json_arr(j, "growing_sites");
+    for (unsigned k = 0; k < o->ngrow; k++) {
+        const model_sstat_t *s = &m->sst[o->grow[k].sidx];
+        uint64_t per;
+        model_series_grows(&o->grow[k].ser, &per);
+        json_obj(j, NULL);
+        json_u64(j, "bytes_per_epoch", per);
+        json_u64(j, "bytes", s->live_req);
+        json_u64(j, "count", s->live_count);
+        site_json(j, m, s->site);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_arr(j, "top_sites");
+    for (unsigned k = 0; k < o->ntop; k++) {
+        json_obj(j, NULL);
+        json_u64(j, "bytes", o->top[k].bytes);
+        json_u64(j, "count", o->top[k].count);
+        site_json(j, m, m->sst[o->top[k].sidx].site);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_arr(j, "remedies");
+    if (replayed && cz.env_name[0]) {
+        char r[128];
+        snprintf(r, sizeof r, "%s=%s", cz.env_name, cz.env_value);
+        json_str(j, NULL, r);
+    }
+    for (int k = 0; practices[v.cause][k]; k++)
+        json_str(j, NULL, practices[v.cause][k]);
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
 void rep_oom_json(cli_ctx_t *c, const model_t *m)
 {
     json_t *j = &c->j;
+    cause_t first;
+    if (m->nooms && causes_of(m, &m->ooms[0], &first) == 0 && first.torch_cache_kept)
+        json_str(j, "note", torch_note);
     json_arr(j, "ooms");
-    for (size_t i = 0; i < m->nooms; i++) {
-        const model_oom_t *o = &m->ooms[i];
-        oom_verdict_t v;
-        oom_classify(m, o, &v);
-        json_obj(j, NULL);
-        json_u64(j, "device", o->dev);
-        json_u64(j, "t", o->t);
-        json_u64(j, "requested", o->rec.request);
-        json_u64(j, "segment", o->rec.segment);
-        if (o->history)
-            json_bool(j, "before_checkpoint", 1);
-        json_str(j, "cause", oom_cause_name(v.cause));
-        json_str(j, "why", v.why);
-        json_obj(j, "evidence");
-        json_u64(j, "request_rounded", v.request);
-        json_u64(j, "available", v.available);
-        json_bool(j, "under_limit", v.under_limit);
-        json_u64(j, "outside", v.outside);
-        json_u64(j, "pool_free", v.pool_free);
-        json_u64(j, "driver_total", o->rec.driver_total);
-        json_u64(j, "driver_free", o->rec.driver_free);
-        json_u64(j, "released_before", o->released_before);
-        json_u64(j, "reserved", o->rec.reserved);
-        json_u64(j, "allocated", o->rec.allocated);
-        json_u64(j, "cached", o->rec.cached);
-        json_u64(j, "pending", o->rec.pending);
-        json_u64(j, "largest_free", o->rec.largest_free);
-        json_u64(j, "free_blocks", o->rec.free_blocks);
-        json_u64(j, "persistent", o->persistent);
-        json_u64(j, "transient", o->transient);
-        json_u64(j, "unpooled_live", o->unpooled_live);
-        json_str(j, "epochs", o->epoch_system == EPOCH_MARKS ? "marks" : o->epoch_system == EPOCH_TROUGHS ? "troughs" : NULL);
-        json_u64(j, "epoch", o->epoch_index);
-        json_u64(j, "epoch_start", o->epoch_start);
-        json_obj(j, "lowwater");
-        json_u64(j, "epochs", o->lowwater.n);
-        json_u64(j, "first", o->lowwater.first);
-        json_u64(j, "last", o->lowwater.last);
-        json_u64(j, "rises", o->lowwater.ups);
-        json_u64(j, "falls", o->lowwater.downs);
-        json_obj_end(j);
-        if (v.cause == OOM_LEAK) {
-            json_u64(j, "growth", v.growth);
-            json_u64(j, "growth_per_epoch", v.growth_per_epoch);
-        }
-        json_obj_end(j);
-        json_obj(j, "site");
-        site_json(j, m, o->rec.site);
-        json_obj_end(j);
-        json_arr(j, "growing_sites");
-        for (unsigned k = 0; k < o->ngrow; k++) {
-            const model_sstat_t *s = &m->sst[o->grow[k].sidx];
-            uint64_t per;
-            model_series_grows(&o->grow[k].ser, &per);
-            json_obj(j, NULL);
-            json_u64(j, "bytes_per_epoch", per);
-            json_u64(j, "bytes", s->live_req);
-            json_u64(j, "count", s->live_count);
-            site_json(j, m, s->site);
-            json_obj_end(j);
-        }
-        json_arr_end(j);
-        json_arr(j, "top_sites");
-        for (unsigned k = 0; k < o->ntop; k++) {
-            json_obj(j, NULL);
-            json_u64(j, "bytes", o->top[k].bytes);
-            json_u64(j, "count", o->top[k].count);
-            site_json(j, m, m->sst[o->top[k].sidx].site);
-            json_obj_end(j);
-        }
-        json_arr_end(j);
-        json_arr(j, "remedies");
-        for (int k = 0; remedies[v.cause][k]; k++)
-            json_str(j, NULL, remedies[v.cause][k]);
-        json_arr_end(j);
-        json_obj_end(j);
-    }
+    for (size_t i = 0; i < m->nooms; i++)
+        one_json(j, m, &m->ooms[i]);
     json_arr_end(j);
     json_u64(j, "ooms_total", m->ooms_total);
     json_arr(j, "retries");

@@ -31,6 +31,7 @@ Suite *analyzer_summary_suite(void);
 Suite *analyzer_leaks_suite(void);
 Suite *analyzer_dump_suite(void);
 Suite *analyzer_run_suite(void);
+Suite *analyzer_replay_suite(void);
 
 /* Helpers shared by the suites (tests/unit/helpers.c). */
 /* Absolute path of a file under the build directory (GMSHIM_BUILD). */

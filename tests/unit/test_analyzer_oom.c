@@ -1,8 +1,12 @@
-/* Unit tests of the OOM causes (analyzer/oom.c): each cause on a workload built to produce it
- * (tests/integration/oom_<cause>.c, a real OOM against FAKECUDA_MEM=1G), and the edges of each
- * rule on hand-made failure snapshots. */
+/* Unit tests of the OOM causes (analyzer/oom.c, causes.c): each cause on workloads built to
+ * produce it (tests/integration/oom_*.c, a real OOM against FAKECUDA_MEM=1G), the arithmetic of
+ * every cause on every fixture and workload, each recommended setting applied to the program it
+ * came from, `gmshim whatif`'s answers and exit codes, and the snapshot rules used where no
+ * replay is possible. */
+#include "causes.h"
 #include "commands.h"
 #include "suites.h"
+#include "testlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +14,14 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-/* Records tests/integration/<prog> and returns `gmshim [--json] oom` of its log. */
+static char last_log[512];
+
+/* Records tests/integration/<prog> and returns `gmshim [--json] oom` of its log (in last_log). */
 static char *oom_report(const char *prog, const char *extra_env, int json)
 {
     const char *dir = temp_dir();
-    char log[512], logenv[600], path[4096];
-    snprintf(log, sizeof log, "%s/%s.gmlog", dir, prog);
+    char *log = last_log, logenv[600], path[4096];
+    snprintf(last_log, sizeof last_log, "%s/%s.gmlog", dir, prog);
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
     snprintf(path, sizeof path, "tests/integration/%s", prog);
     snprintf(path, sizeof path, "%s", build_path(path));
@@ -31,6 +37,33 @@ static char *oom_report(const char *prog, const char *extra_env, int json)
     return out;
 }
 
+/* The cause of the last failed OOM in a JSON report. */
+static const char *last_cause(const char *json, char *buf, size_t len)
+{
+    const char *at = NULL, *p = json;
+    while ((p = strstr(p, "\"cause\":\"")))
+        at = p, p++;
+    buf[0] = 0;
+    if (at)
+        sscanf(at + 9, "%63[^\"]", buf);
+    (void)len;
+    return buf;
+}
+
+static void expect_last_cause(const char *prog, const char *env, const char *cause)
+{
+    char *out = oom_report(prog, env, 1), got[64];
+    ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), cause), "%s: cause %s, want %s:\n%s", prog, got, cause, out);
+    free(out);
+}
+
+/* Runs `gmshim ARGS...`; its exit status, the output in *out. */
+static int gm(char **out, const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    const char *argv[] = {build_path("gmshim"), a1, a2, a3, a4, NULL};
+    return run_program(argv, NULL, 0, out);
+}
+
 static void expect_cause(const char *prog, const char *cause, const char *remedy)
 {
     char *out = oom_report(prog, NULL, 1);
@@ -38,9 +71,8 @@ static void expect_cause(const char *prog, const char *cause, const char *remedy
     snprintf(want, sizeof want, "\"cause\":\"%s\"", cause);
     ck_assert_msg(strstr(out, want), "%s: want %s in:\n%s", prog, want, out);
     ck_assert_msg(!strstr(strstr(out, want) + 1, "\"cause\":"), "%s: more than one failed OOM:\n%s", prog, out);
-    free(out);
-    out = oom_report(prog, NULL, 0);
-    ck_assert_msg(strstr(out, remedy), "%s: the remedies do not mention '%s':\n%s", prog, remedy, out);
+    ck_assert_msg(strstr(strstr(out, "\"remedies\":"), remedy), "%s: the remedies do not mention '%s':\n%s", prog,
+                  remedy, out);
     free(out);
 }
 
@@ -68,7 +100,252 @@ END_TEST
 
 START_TEST(test_holes_in_every_segment_are_fragmentation)
 {
-    expect_cause("oom_fragmentation", "fragmentation", "GMSHIM_MAX_SPLIT");
+    /* No setting gets this one past (the holes are the program's own): none may be suggested. */
+    expect_cause("oom_fragmentation", "fragmentation", "allocate large, long-lived buffers first");
+    char *out = oom_report("oom_fragmentation", NULL, 1);
+    ck_assert_msg(!strstr(out, "GMSHIM_MAX_SPLIT=") && strstr(out, "no setting tried gets past"),
+                  "an untested setting is suggested:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_weights_loaded_after_one_mark_are_capacity)
+{
+    expect_cause("oom_weights_after_mark", "capacity", "sharding");
+    char *out = oom_report("oom_weights_after_mark", NULL, 1);
+    ck_assert_msg(strstr(out, "\"cannot_tell\":\"the log holds only one iteration"),
+                  "a one-iteration log does not say what it cannot tell:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_a_slice_kept_every_step_without_marks_is_a_leak)
+{
+    expect_last_cause("oom_keep_slice", NULL, "leak");
+    char *out = oom_report("oom_keep_slice", NULL, 1);
+    const char *site = strstr(out, "\"leak_site\":");
+    ck_assert_msg(site && strstr(site, "\"function\":\"keep_slice\""), "the leaking line is not named:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_growing_temporaries_without_marks_are_transient)
+{
+    expect_cause("oom_transient_troughs", "transient", "activation checkpointing");
+}
+END_TEST
+
+/* Reruns tests/integration/<prog> with the recommended setting; returns its output. */
+static char *rerun_with(const char *prog, const char *setting, const char *extra)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "tests/integration/%s", prog);
+    snprintf(path, sizeof path, "%s", build_path(path));
+    const char *argv[] = {path, NULL};
+    const char *env[] = {"GMSHIM_LOG=off", "FAKECUDA_MEM=1G", setting, extra, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "%s with %s exited %d:\n%s", prog, setting, rc, out);
+    return out;
+}
+
+/* The setting the report recommends ("GMSHIM_X=V"), or "" when none. */
+static const char *recommended(const char *json, char *buf, size_t len)
+{
+    const char *r = strstr(json, "\"recommendation\":{\"env\":{\"");
+    buf[0] = 0;
+    if (r) {
+        char name[64], value[64];
+        if (sscanf(r + strlen("\"recommendation\":{\"env\":{\""), "%63[^\"]\":\"%63[^\"]", name, value) == 2)
+            snprintf(buf, len, "%s=%s", name, value);
+    }
+    return buf;
+}
+
+START_TEST(test_a_block_cut_by_small_ones_is_fragmentation_a_split_limit_cures)
+{
+    char *out = oom_report("oom_split", NULL, 1), set[160], got[64];
+    ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "fragmentation"), "oom_split: %s", got);
+    recommended(out, set, sizeof set);
+    ck_assert_msg(!strncmp(set, "GMSHIM_MAX_SPLIT=", 17), "no split limit recommended:\n%s", out);
+    free(out);
+    out = rerun_with("oom_split", set, NULL);
+    ck_assert_msg(strstr(out, "no OOM") && !strstr(out, "expected OOM"), "with %s:\n%s", set, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_holes_under_a_cap_are_fragmentation_and_the_tested_cap_avoids_them)
+{
+    char *out = oom_report("oom_capped_fragmentation", "GMSHIM_DEVICE_LIMIT=512M", 1), set[160], got[64];
+    ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "fragmentation"), "capped holes: %s\n%s", got, out);
+    recommended(out, set, sizeof set);
+    ck_assert_msg(!strncmp(set, "GMSHIM_DEVICE_LIMIT=", 20) && strcmp(set, "GMSHIM_DEVICE_LIMIT=512M"),
+                  "recommended '%s':\n%s", set, out);
+    free(out);
+    out = rerun_with("oom_capped_fragmentation", set, NULL);
+    ck_assert_msg(strstr(out, "no OOM") && !strstr(out, "expected OOM"), "with %s:\n%s", set, out);
+    free(out);
+}
+END_TEST
+
+/* The workloads; `fixed`: the same allocations whatever the device (the others allocate until
+ * memory runs out, so that more memory only moves their failure). */
+static const struct workload {
+    const char *prog, *env;
+    int fixed;
+} workloads[] = {
+    {"oom_capacity", NULL, 0},           {"oom_fragmentation", NULL, 0}, {"oom_leak", NULL, 0},
+    {"oom_outside", NULL, 0},            {"oom_transient", NULL, 1},     {"oom_split", NULL, 1},
+    {"oom_weights_after_mark", NULL, 0}, {"oom_keep_slice", NULL, 0},    {"oom_transient_troughs", NULL, 0},
+    {"oom_capped_fragmentation", "GMSHIM_DEVICE_LIMIT=512M", 1},         {"oom_capacity", "GMSHIM_DEVICE_LIMIT=512M", 0},
+};
+
+START_TEST(test_every_recommendation_applied_to_a_fixed_workload_avoids_the_failure)
+{
+    unsigned applied = 0;
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
+        if (!workloads[i].fixed)
+            continue;
+        char *out = oom_report(workloads[i].prog, workloads[i].env, 1), set[160];
+        recommended(out, set, sizeof set);
+        free(out);
+        if (!set[0])
+            continue;
+        /* The setting recommended replaces the one it was recorded with. */
+        int same = workloads[i].env && !strncmp(set, workloads[i].env, strcspn(set, "=") + 1);
+        out = rerun_with(workloads[i].prog, set, same ? NULL : workloads[i].env);
+        ck_assert_msg(!strstr(out, "expected OOM"), "%s with %s still fails:\n%s", workloads[i].prog, set, out);
+        free(out);
+        applied++;
+    }
+    ck_assert_msg(applied >= 2, "only %u workloads got a recommendation", applied);
+}
+END_TEST
+
+static void check_arithmetic(const char *path)
+{
+    rd_log_t lf;
+    ck_assert_msg(rd_open_path(&lf, path) == 0, "%s does not open", path);
+    model_t m;
+    model_build(&m, &lf, MODEL_SITES | MODEL_EPOCHS);
+    for (size_t i = 0; i < m.nooms; i++) {
+        cause_t c;
+        ck_assert_msg(causes_of(&m, &m.ooms[i], &c) == 0, "%s: OOM %zu was not replayed", path, i);
+        const char *bad = causes_check(&c);
+        ck_assert_msg(!bad, "%s: OOM %zu (%s): %s: %s", path, i, oom_cause_name(c.cause), bad, c.why);
+        ck_assert_msg(c.reproduced, "%s: OOM %zu did not fail in the replay", path, i);
+    }
+    model_free(&m);
+    rd_close(&lf);
+    causes_reset();
+}
+
+START_TEST(test_every_cause_adds_up_on_every_fixture_and_workload)
+{
+    check_arithmetic("tests/fixtures/demo.gmlog");
+    check_arithmetic("tests/fixtures/h200_torch_leak_oom.gmlog");
+    check_arithmetic("tests/fixtures/h200_cupti_static_inject.gmlog");
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
+        free(oom_report(workloads[i].prog, workloads[i].env, 1));
+        check_arithmetic(last_log);
+    }
+}
+END_TEST
+
+START_TEST(test_the_arithmetic_check_catches_figures_that_contradict_the_cause)
+{
+    cause_t c;
+    memset(&c, 0, sizeof c);
+    c.cause = OOM_FRAGMENTATION;
+    c.cap = 1024 * MiB, c.live = c.persistent = 1000 * MiB, c.request = 64 * MiB, c.reserved = 1000 * MiB;
+    ck_assert_msg(causes_check(&c) != NULL, "fragmentation with live + request over the cap passed");
+    c.cause = OOM_CAPACITY;
+    ck_assert_msg(causes_check(&c) == NULL, "capacity: %s", causes_check(&c));
+    c.cause = OOM_TRANSIENT, c.epoch_index = 3, c.persistent = 990 * MiB, c.transient = 10 * MiB;
+    ck_assert_msg(causes_check(&c) != NULL, "a transient peak whose persistent part does not fit passed");
+    c.cause = OOM_LEAK, c.leaked = 20 * MiB;
+    ck_assert_msg(causes_check(&c) != NULL, "a leak too small to decide passed");
+    c.leaked = 500 * MiB;
+    ck_assert_msg(causes_check(&c) == NULL, "a leak that decides: %s", causes_check(&c));
+    c.transient = 0;
+    ck_assert_msg(causes_check(&c) != NULL, "persistent + transient != live passed");
+}
+END_TEST
+
+START_TEST(test_whatif_answers_in_json_and_exits_by_whether_it_fits)
+{
+    free(oom_report("oom_split", NULL, 1));
+    char *out = NULL;
+    int rc = gm(&out, "--json", "whatif", last_log, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"min_device_bytes\":") && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_MAX_SPLIT\"") &&
+                  strstr(out, "\"why\":") && strstr(out, "\"runs\":["), "oom_split: rc %d:\n%s", rc, out);
+    free(out);
+    free(oom_report("oom_capacity", NULL, 1));
+    rc = gm(&out, "--json", "whatif", last_log, NULL);
+    ck_assert_msg(rc == 3 && strstr(out, "\"env\":{}"), "oom_capacity: rc %d (want 3: nothing fits):\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "tests/fixtures/h200_cupti_static_inject.gmlog", NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "fits as it ran"), "a log without OOM: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "--max-split", "10M", last_log);
+    ck_assert_msg(rc == 1 && strstr(out, "more than 20 MiB"), "--max-split 10M: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "/nonexistent.gmlog", NULL, NULL);
+    ck_assert_msg(rc == 1, "a missing log: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "--max-split", "256M", NULL);
+    ck_assert_msg(rc == 1, "no log: rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_whatif_replays_the_settings_asked_for)
+{
+    free(oom_report("oom_split", NULL, 1));
+    char *out = NULL;
+    int rc = gm(&out, "--color=never", "whatif", "--max-split=64M", last_log);
+    ck_assert_msg(rc == 0 && strstr(out, "the settings asked for") && strstr(out, "smallest device:") &&
+                  strstr(out, "recommendation"), "rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_whatif_never_suggests_the_setting_in_force)
+{
+    /* 512 MiB does not keep the 400 MiB block whole: oom_split still fails under it. */
+    free(oom_report("oom_split", "GMSHIM_MAX_SPLIT=512M", 1));
+    char *out = NULL;
+    gm(&out, "--json", "whatif", last_log, NULL);
+    ck_assert_msg(strstr(out, "\"GMSHIM_MAX_SPLIT\":\"256M\"") && !strstr(out, "\"GMSHIM_MAX_SPLIT\":\"512M\""),
+                  "the split limit in force was tried again:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
+{
+    free(oom_report("oom_capacity", NULL, 1));
+    rd_log_t lf;
+    rp_log_t log;
+    ck_assert(rd_open_path(&lf, last_log) == 0 && rp_load(&log, &lf, 0) == 0);
+    wi_opts_t o;
+    wi_opts_default(&o);
+    wi_plan_t p;
+    ck_assert(wi_plan_make(&log, &o, &p) == 0);
+    ck_assert_msg(p.min_found && p.min_device_bytes % MiB == 0, "min %llu", (unsigned long long)p.min_device_bytes);
+    rp_cfg_t cfg;
+    rp_cfg_as_recorded(&log, &cfg);
+    cfg.device_bytes = p.min_device_bytes;
+    rp_result_t fits = replay_once(&log, &cfg);
+    cfg.device_bytes = p.min_device_bytes - MiB;
+    rp_result_t fails = replay_once(&log, &cfg);
+    ck_assert_msg(!fits.failures && fails.failures, "at %llu: %llu failures; 1 MiB less: %llu",
+                  (unsigned long long)p.min_device_bytes, (unsigned long long)fits.failures,
+                  (unsigned long long)fails.failures);
+    wi_plan_free(&p);
+    rp_log_free(&log);
+    rd_close(&lf);
 }
 END_TEST
 
@@ -196,6 +473,87 @@ START_TEST(test_rules_use_the_limit_when_it_refused)
 }
 END_TEST
 
+/* A log of PyTorch with its cache on, written by hand: libc10_cuda loaded, 200 MiB of weights,
+ * then every marked iteration one more 100 MiB segment at the same line, never given back, until
+ * a segment does not fit in the 1 GiB device. */
+static void write_cache_kept_log(const char *path)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 1, "Test", 1024 * MiB);
+    uint8_t mod[128] = {0};
+    static const char lib[] = "/venv/torch/lib/libc10_cuda.so";
+    gmlog_module_t md = {{GMLOG_MODULE, 0, GMLOG_NO_DEVICE, 0, 0}, 0x7000, 0x7000, 0x9000, 1, sizeof lib - 1, 0, 0};
+    memcpy(mod, &md, sizeof md);
+    memcpy(mod + sizeof md, lib, sizeof lib - 1);
+    tlog_rec(&b, mod, sizeof md + (sizeof lib + 7) / 8 * 8, 1);
+    tlog_site(&b, 1, 7);
+    tlog_site(&b, 1, 8);
+    uint64_t base = 0x7f0000000000ull, t = 10;
+    tlog_segment(&b, t, GMLOG_SEGMENT_ALLOC, base, 200 * MiB);
+    tlog_alloc(&b, t + 1, base, 200 * MiB, GMLOG_A_MISS, 8);
+    base += 200 * MiB;
+    for (uint32_t k = 1; k <= 9; k++) {
+        t += 100;
+        tlog_mark(&b, t, k, "iteration");
+        if (k == 9)
+            break;
+        tlog_segment(&b, t + 10, GMLOG_SEGMENT_ALLOC, base, 100 * MiB);
+        tlog_alloc(&b, t + 11, base, 100 * MiB, GMLOG_A_MISS, 7);
+        base += 100 * MiB;
+    }
+    gmlog_oom_t o = {.h = {GMLOG_OOM, 0, 0, GMLOG_OOM_RELEASED | GMLOG_OOM_RETRIED, 0}, .request = 100 * MiB,
+                     .segment = 100 * MiB, .driver_free = 24 * MiB, .driver_total = 1024 * MiB,
+                     .reserved = 1000 * MiB, .allocated = 1000 * MiB, .requested = 1000 * MiB, .site = 7};
+    tlog_rec(&b, &o, sizeof o, t + 20);
+    tlog_end_chunk(&b);
+    ck_assert(tlog_write(&b, path) == 0);
+    tlog_free_buf(&b);
+}
+
+START_TEST(test_pytorch_segments_growing_at_one_line_are_a_probable_leak)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/cache_kept.gmlog", temp_dir());
+    write_cache_kept_log(path);
+    char *out = NULL;
+    int rc = gm(&out, "--color=never", "oom", path, NULL);
+    const char *note = strstr(out, "gmshim saw PyTorch's segments, not tensors"), *first = strstr(out, "OOM 1");
+    ck_assert_msg(rc == 0 && note && first && note < first && strstr(out, "GMSHIM_TORCH=own"),
+                  "the segment-level note does not come first (rc %d):\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "oom", path, NULL);
+    char got[64];
+    ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "leak"), "cache-kept growth: %s, not leak:\n%s", got, out);
+    ck_assert_msg(strstr(out, "\"torch_cache_kept\":true"), "not seen as PyTorch's segments:\n%s", out);
+    free(out);
+}
+END_TEST
+
+/* oom_retry: a failure the cache release recovered (a retry), then 100 MiB beside 200 MiB live on
+ * a 256 MiB device: capacity, the retry listed apart, and nothing any setting fixes. */
+START_TEST(test_a_retry_is_not_a_failure_and_what_follows_is_capacity)
+{
+    char log[600], logenv[700];
+    snprintf(log, sizeof log, "%s/oom_retry.gmlog", temp_dir());
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    const char *argv[] = {build_path("tests/integration/oom_retry"), NULL};
+    const char *env[] = {logenv, "FAKECUDA_MEM=256M", NULL};
+    char *out = NULL, got[64];
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "oom_retry exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "oom", log, NULL);
+    ck_assert_msg(rc == 0 && !strcmp(last_cause(out, got, sizeof got), "capacity") &&
+                  strstr(out, "\"retries_total\":1"), "oom_retry (%s):\n%s", got, out);
+    free(out);
+    rc = gm(&out, "whatif", log, NULL, NULL);
+    ck_assert_msg(rc == 3, "whatif on oom_retry: rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_oom_suite(void)
 {
     Suite *s = suite_create("analyzer_oom");
@@ -207,6 +565,20 @@ Suite *analyzer_oom_suite(void)
     tcase_add_test(tc, test_holes_in_every_segment_are_fragmentation);
     tcase_add_test(tc, test_memory_taken_around_the_pool_is_outside);
     tcase_add_test(tc, test_a_device_limit_is_what_the_device_gives);
+    tcase_add_test(tc, test_weights_loaded_after_one_mark_are_capacity);
+    tcase_add_test(tc, test_a_slice_kept_every_step_without_marks_is_a_leak);
+    tcase_add_test(tc, test_growing_temporaries_without_marks_are_transient);
+    tcase_add_test(tc, test_a_block_cut_by_small_ones_is_fragmentation_a_split_limit_cures);
+    tcase_add_test(tc, test_holes_under_a_cap_are_fragmentation_and_the_tested_cap_avoids_them);
+    tcase_add_test(tc, test_every_recommendation_applied_to_a_fixed_workload_avoids_the_failure);
+    tcase_add_test(tc, test_every_cause_adds_up_on_every_fixture_and_workload);
+    tcase_add_test(tc, test_the_arithmetic_check_catches_figures_that_contradict_the_cause);
+    tcase_add_test(tc, test_whatif_answers_in_json_and_exits_by_whether_it_fits);
+    tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
+    tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
+    tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
+    tcase_add_test(tc, test_pytorch_segments_growing_at_one_line_are_a_probable_leak);
+    tcase_add_test(tc, test_a_retry_is_not_a_failure_and_what_follows_is_capacity);
     suite_add_tcase(s, tc);
     TCase *rules = tcase_create("rules");
     tcase_add_test(rules, test_rules_split_capacity_from_transient_at_the_epoch_start);

@@ -1,0 +1,368 @@
+/* OOM causes by counterfactual. The recorded run is replayed to the failure (the pool as it
+ * was, after the OOM's release of the cache), its live blocks split by when and where they
+ * were allocated, and each change is tried in this order: without what earlier iterations kept
+ * at growing sites (leak), with no free space wasted (fragmentation), without memory outside
+ * the pool (outside), without the current iteration's own memory (transient peak); capacity
+ * when none suffices. A log's replays are kept for its other OOMs and the other reports. */
+#include "causes.h"
+#include "output.h"
+#include "sites.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHED_LOGS 4
+/* Logs beyond this are not replayed for `oom` and `report` (the decoded events take about 32
+ * bytes each, and the search replays them some twenty times): their failures get the snapshot
+ * rules; `gmshim whatif` replays any log. GMSHIM_REPLAY_MAX_BYTES overrides it (0: no bound). */
+#define REPLAY_MAX_LOG_BYTES (4ull << 30)
+
+typedef struct cached {
+    int used;
+    char name[512];
+    uint64_t size, start_ns;
+    int dev;
+    rp_log_t log;
+    wi_plan_t plan;
+    unsigned age;
+} cached_t;
+
+static cached_t cache[CACHED_LOGS];
+static unsigned cache_clock;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void causes_reset(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < CACHED_LOGS; i++)
+        if (cache[i].used) {
+            rp_log_free(&cache[i].log);
+            wi_plan_free(&cache[i].plan);
+            cache[i].used = 0;
+        }
+    pthread_mutex_unlock(&cache_lock);
+}
+
+/* The decoded device and its what-if plan, made once per log and device. Caller holds the lock. */
+static cached_t *log_for(const rd_log_t *lf, int dev)
+{
+    cached_t *slot = NULL;
+    for (int i = 0; i < CACHED_LOGS; i++) {
+        cached_t *c = &cache[i];
+        if (c->used && c->dev == dev && c->size == lf->size && c->start_ns == lf->hdr.start_mono_ns &&
+            !strncmp(c->name, lf->name, sizeof c->name - 1)) {
+            c->age = ++cache_clock;
+            return c;
+        }
+        if (!slot || (slot->used && (!c->used || c->age < slot->age)))
+            slot = c;
+    }
+    if (slot->used) {
+        rp_log_free(&slot->log);
+        wi_plan_free(&slot->plan);
+        slot->used = 0;
+    }
+    rd_log_t clone;
+    if (rd_clone(lf, &clone))
+        return NULL;
+    int rc = rp_load(&slot->log, &clone, dev);
+    rd_close(&clone);
+    if (rc)
+        return NULL;
+    wi_opts_t o;
+    wi_opts_default(&o);
+    if (wi_plan_make(&slot->log, &o, &slot->plan)) {
+        rp_log_free(&slot->log);
+        return NULL;
+    }
+    slot->used = 1;
+    snprintf(slot->name, sizeof slot->name, "%s", lf->name);
+    slot->size = lf->size;
+    slot->start_ns = lf->hdr.start_mono_ns;
+    slot->dev = dev;
+    slot->age = ++cache_clock;
+    return slot;
+}
+
+/* The recorded OOM of the replay that is the model's o. */
+static int find_oom(const rp_log_t *log, const model_oom_t *o)
+{
+    for (size_t i = 0; i < log->nooms; i++)
+        if (!log->ooms[i].recovered && log->ooms[i].t == o->t && log->ooms[i].rec.request == o->rec.request &&
+            log->ooms[i].rec.site == o->rec.site)
+            return (int)i;
+    return -1;
+}
+
+static int site_grows(const model_oom_t *o, const model_t *m, uint32_t site)
+{
+    for (unsigned i = 0; i < o->ngrow; i++)
+        if (m->sst[o->grow[i].sidx].site == site)
+            return 1;
+    return 0;
+}
+
+/* Live blocks allocated from `since` to the current iteration's start at sites that keep
+ * growing (any site, for PyTorch's segments, when the model names none). */
+static void leaked_bytes(const replay_t *r, const model_t *m, const model_oom_t *o, uint64_t since, int any_site,
+                         cause_t *c)
+{
+    uint64_t bytes = 0, largest = 0;
+    uint32_t largest_site = 0;
+    for (uint32_t id = 0; id < r->log->nids; id++) {
+        const gm_block_t *b = r->blk[id];
+        if (!b || r->born[id] < since || r->born[id] >= c->epoch_start)
+            continue;
+        if (!any_site && !site_grows(o, m, b->site))
+            continue;
+        bytes += b->size;
+        if (b->size > largest)
+            largest = b->size, largest_site = b->site;
+    }
+    c->leaked = bytes;
+    c->leak_site = o->ngrow ? m->sst[o->grow[0].sidx].site : largest_site;
+}
+
+/* Whether the iterations' low-water marks grow: steadily (tensors), or, for PyTorch's segments
+ * (which it never gives back while it runs), rising at least twice and never falling much. */
+static int grows(const model_oom_t *o, int cache_kept, uint64_t *per)
+{
+    if (model_series_grows(&o->lowwater, per))
+        return 1;
+    const model_series_t *s = &o->lowwater;
+    if (!cache_kept || s->n < 3 || s->last <= s->first)
+        return 0;
+    *per = (s->last - s->first) / (s->n - 1);
+    return s->ups >= 2 && s->downs * 4 <= s->n - 1;
+}
+
+static const char *epoch_word(const cause_t *c)
+{
+    return c->epoch_system == EPOCH_MARKS ? "mark" : "iteration";
+}
+
+static void explain(cause_t *c, const model_t *m)
+{
+    char x[8][32], lbl[256];
+    uint64_t need = c->live + c->request;
+    switch (c->cause) {
+    case OOM_LEAK:
+        snprintf(c->why, sizeof c->why,
+                 "%s of the %s live was allocated in earlier iterations and never freed, growing by %s per %s "
+                 "(most at %s); without it, live %s - %s + the %s request = %s fits in the %s the pool could "
+                 "reserve", rep_bytes(c->leaked, x[0]), rep_bytes(c->live, x[1]), rep_bytes(c->leak_per_epoch, x[2]),
+                 epoch_word(c), site_label(m, c->leak_site, lbl, sizeof lbl), rep_bytes(c->live, x[3]),
+                 rep_bytes(c->leaked, x[4]), rep_bytes(c->request, x[5]), rep_bytes(need - c->leaked, x[6]),
+                 rep_bytes(c->cap, x[7]));
+        break;
+    case OOM_FRAGMENTATION:
+        snprintf(c->why, sizeof c->why,
+                 "live %s + the %s request = %s fit in the %s the pool could reserve, but no free block held it: "
+                 "of the %s reserved after the cache was released, %s was free inside segments that hold live "
+                 "blocks, in %" PRIu64 " pieces, the largest %s", rep_bytes(c->live, x[0]), rep_bytes(c->request, x[1]),
+                 rep_bytes(need, x[2]), rep_bytes(c->cap, x[3]), rep_bytes(c->reserved, x[4]), rep_bytes(c->pool_free, x[5]),
+                 c->free_blocks, rep_bytes(c->largest_free, x[6]));
+        break;
+    case OOM_OUTSIDE:
+        snprintf(c->why, sizeof c->why,
+                 "%s of the device's %s was held outside the pool (the CUDA context, libraries with their own "
+                 "allocator, other processes); live %s + the %s request = %s exceed the %s left to the pool, "
+                 "but fit in %s + %s", rep_bytes(c->outside, x[0]), rep_bytes(c->total, x[1]), rep_bytes(c->live, x[2]),
+                 rep_bytes(c->request, x[3]), rep_bytes(need, x[4]), rep_bytes(c->cap, x[5]), rep_bytes(c->cap, x[6]),
+                 rep_bytes(c->outside, x[7]));
+        break;
+    case OOM_TRANSIENT:
+        snprintf(c->why, sizeof c->why,
+                 "the current iteration holds %s of the %s live; what lives across iterations, %s, plus the %s "
+                 "request = %s fits in the %s the pool could reserve, and the iterations before it freed "
+                 "their own memory: this iteration's peak is what overflows", rep_bytes(c->transient, x[0]),
+                 rep_bytes(c->live, x[1]), rep_bytes(c->persistent, x[2]), rep_bytes(c->request, x[3]),
+                 rep_bytes(c->persistent + c->request, x[4]), rep_bytes(c->cap, x[5]));
+        break;
+    case OOM_CAPACITY:
+        if (c->epoch_system >= 0 && c->epoch_index >= 2)
+            snprintf(c->why, sizeof c->why,
+                     "what lives across iterations, %s, plus the %s request = %s exceed the %s the pool could "
+                     "reserve%s: no iteration's own memory, kept memory, outside memory or fragmentation "
+                     "makes the difference", rep_bytes(c->persistent, x[0]), rep_bytes(c->request, x[1]),
+                     rep_bytes(c->persistent + c->request, x[2]), rep_bytes(c->cap, x[3]),
+                     c->by_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "");
+        else
+            snprintf(c->why, sizeof c->why,
+                     "live %s + the %s request = %s exceed the %s the pool could reserve%s, and nothing kept "
+                     "from earlier iterations or held outside the pool makes the difference",
+                     rep_bytes(c->live, x[0]), rep_bytes(c->request, x[1]), rep_bytes(need, x[2]), rep_bytes(c->cap, x[3]),
+                     c->by_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "");
+        break;
+    }
+}
+
+static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const replay_t *r)
+{
+    uint64_t need = c->live + c->request, per = 0;
+    int closed = c->epoch_system >= 0 && c->epoch_index >= 2; /* an iteration ran whole before this one */
+    /* Leak: kept from iteration 1 on, at growing sites (PyTorch's segments: from iteration 2 on,
+     * past the warm-up, at any site). */
+    uint64_t since = 0;
+    if (c->epoch_system == EPOCH_MARKS && m->nmarks)
+        since = m->nmarks >= 2 && c->torch_cache_kept && !o->ngrow ? m->marks[1].t : m->marks[0].t;
+    if (closed && grows(o, c->torch_cache_kept, &per)) {
+        leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
+        c->leak_per_epoch = per;
+        /* It decides when without it the request fits, and it is at least the request: more
+         * than a pool's usual waste, so that fragmentation only moved the failure a little. */
+        if (c->leaked && c->leaked >= c->request && need - c->leaked <= c->cap) {
+            c->cause = OOM_LEAK;
+            return;
+        }
+    }
+    c->leaked = 0, c->leak_site = 0, c->leak_per_epoch = 0;
+    if (need <= c->cap) {
+        c->cause = OOM_FRAGMENTATION;
+        return;
+    }
+    if (!c->by_limit && c->outside && c->outside * 10 >= c->total && need <= c->cap + c->outside) {
+        c->cause = OOM_OUTSIDE;
+        return;
+    }
+    if (closed && c->transient && c->persistent + c->request <= c->cap) {
+        c->cause = OOM_TRANSIENT;
+        return;
+    }
+    c->cause = OOM_CAPACITY;
+    if (c->epoch_system < 0)
+        snprintf(c->cannot_tell, sizeof c->cannot_tell,
+                 "the log has no marks and no iterations the pool could see (low-water troughs): the memory of "
+                 "one step cannot be told from memory that persists, so all of it counts as persistent; "
+                 "gmshim_mark() per iteration would tell");
+    else if (!closed)
+        snprintf(c->cannot_tell, sizeof c->cannot_tell,
+                 "the log holds only one iteration before the failure (%u %s%s): whether this iteration's memory "
+                 "would have been freed at its end cannot be seen, so it counts as capacity", c->epoch_index,
+                 c->epoch_system == EPOCH_MARKS ? "mark" : "trough", c->epoch_index == 1 ? "" : "s");
+}
+
+static void remedy(cause_t *c, const wi_plan_t *p)
+{
+    char a[32];
+    c->min_found = p->min_found;
+    c->min_device_bytes = p->min_device_bytes;
+    if (p->rec >= 0) {
+        snprintf(c->env_name, sizeof c->env_name, "%s", p->runs[p->rec].env_name);
+        snprintf(c->env_value, sizeof c->env_value, "%s", p->runs[p->rec].env_value);
+    }
+    size_t n = 0;
+    unsigned tried = 0;
+    for (size_t i = 0; i < p->nruns; i++)
+        tried += p->runs[i].candidate;
+    n += (size_t)snprintf(c->tested + n, sizeof c->tested - n, "%s", p->why);
+    if (n < sizeof c->tested && p->rec < 0 && tried)
+        snprintf(c->tested + n, sizeof c->tested - n, " (%u settings replayed)", tried);
+    (void)a;
+}
+
+int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!m || !m->lf || o->history)
+        return -1;
+    const char *env = getenv("GMSHIM_REPLAY_MAX_BYTES");
+    uint64_t max = env ? strtoull(env, NULL, 10) : REPLAY_MAX_LOG_BYTES;
+    if (max && m->lf->size > max)
+        return -1;
+    pthread_mutex_lock(&cache_lock);
+    cached_t *e = log_for(m->lf, o->dev);
+    int k = e ? find_oom(&e->log, o) : -1;
+    if (k < 0) {
+        pthread_mutex_unlock(&cache_lock);
+        return -1;
+    }
+    const rp_log_t *log = &e->log;
+    rp_cfg_t cfg;
+    rp_cfg_as_recorded(log, &cfg);
+    replay_t r;
+    if (replay_init(&r, log, &cfg)) {
+        pthread_mutex_unlock(&cache_lock);
+        return -1;
+    }
+    uint64_t failed = r.res.recorded_failed;
+    replay_run(&r, log->ooms[k].ev + 1);
+    const rp_fail_t *f = &r.res.last;
+    c->reproduced = r.res.recorded_failed > failed && f->oom == k;
+    c->torch_cache_kept = log->torch_cache_kept;
+    c->by_limit = log->ooms[k].by_limit;
+    c->fail_site = o->rec.site;
+    c->request = pool_round((size_t)o->rec.request);
+    c->total = log->total;
+    if (c->reproduced) {
+        c->cap = f->cap;
+        c->live = f->live;
+        c->reserved = f->reserved;
+        c->largest_free = f->largest_free;
+        c->free_blocks = f->free_blocks;
+    } else { /* the replay got past it: the recorded figures */
+        c->cap = c->by_limit ? (o->limit ? o->limit : o->rec.reserved) : o->rec.reserved + o->rec.driver_free;
+        c->live = o->rec.allocated;
+        c->reserved = o->rec.reserved;
+        c->largest_free = o->rec.largest_free;
+        c->free_blocks = o->rec.free_blocks;
+    }
+    c->pool_free = c->reserved > c->live ? c->reserved - c->live : 0;
+    c->outside = !c->by_limit && c->total > c->cap ? c->total - c->cap : 0;
+    c->epoch_system = o->epoch_system;
+    c->epoch_index = o->epoch_index;
+    c->epoch_start = o->epoch_start;
+    if (c->epoch_system >= 0 && c->reproduced)
+        replay_live_split(&r, c->epoch_start, &c->persistent, &c->transient);
+    else
+        c->persistent = c->live;
+    decide(c, m, o, &r);
+    explain(c, m);
+    remedy(c, &e->plan);
+    replay_free(&r);
+    pthread_mutex_unlock(&cache_lock);
+    return 0;
+}
+
+const char *causes_check(const cause_t *c)
+{
+    uint64_t need = c->live + c->request;
+    if (c->persistent + c->transient != c->live)
+        return "persistent + transient is not the live total";
+    if (c->reproduced && c->reserved > c->cap)
+        return "the pool reserved more than it could";
+    if (c->reserved < c->live || c->pool_free != c->reserved - c->live)
+        return "free inside the pool is not reserved - live";
+    switch (c->cause) {
+    case OOM_FRAGMENTATION:
+        if (need > c->cap)
+            return "fragmentation, but live + request exceed what the pool could reserve";
+        if (c->largest_free >= c->request)
+            return "fragmentation, but a free block was large enough";
+        break;
+    case OOM_LEAK:
+        if (!c->leaked || c->leaked > c->persistent)
+            return "a leak of bytes that were not allocated before the current iteration";
+        if (need - c->leaked > c->cap || (need <= c->cap && c->leaked < c->request))
+            return "a leak whose removal does not decide whether the request fits";
+        break;
+    case OOM_OUTSIDE:
+        if (need <= c->cap || need > c->cap + c->outside || c->outside * 10 < c->total)
+            return "outside memory that does not decide whether the request fits";
+        break;
+    case OOM_TRANSIENT:
+        if (need <= c->cap || c->persistent + c->request > c->cap || c->epoch_index < 2)
+            return "a transient peak whose persistent part plus the request do not fit";
+        break;
+    case OOM_CAPACITY:
+        if (need <= c->cap)
+            return "capacity, but live + request fit";
+        if (c->epoch_system >= 0 && c->epoch_index >= 2 && c->persistent + c->request <= c->cap)
+            return "capacity, but without the current iteration the request fits";
+        break;
+    }
+    return NULL;
+}

@@ -1,0 +1,53 @@
+/* OOM causes from counterfactuals: the log's failure replayed (replay.h) to see the pool as it
+ * was, then the smallest change that makes the failed request fit — a pool that wastes nothing
+ * (fragmentation), without what earlier iterations kept (leak), without memory outside the
+ * pool (outside), without the current iteration's own memory (transient peak), else capacity.
+ * The figures in the verdict add up by construction; causes_check() says so or what does not. */
+#ifndef GM_CAUSES_H
+#define GM_CAUSES_H
+
+#include "commands.h"
+#include "whatif.h"
+
+typedef struct cause {
+    oom_cause_t cause;
+    int reproduced;          /* the replay failed at this OOM too */
+    int torch_cache_kept;    /* PyTorch's cache on: the blocks are its segments */
+    int by_limit;            /* GMSHIM_DEVICE_LIMIT refused it */
+    int epoch_system;        /* EPOCH_MARKS, EPOCH_TROUGHS or -1 */
+    uint32_t epoch_index;    /* boundaries (marks, troughs) before the failure */
+    uint64_t epoch_start;
+    /* bytes, all as the pool counts them (blocks, rounded to 512) */
+    uint64_t request;        /* the failed request, rounded */
+    uint64_t cap;            /* what the pool could reserve then (the cap, or the driver's) */
+    uint64_t total;          /* the device */
+    uint64_t outside;        /* device memory outside the pool (0 under a cap) */
+    uint64_t live;           /* allocated at the failure = persistent + transient */
+    uint64_t persistent;     /* live, allocated before the current iteration */
+    uint64_t transient;      /* live, allocated in the current iteration */
+    uint64_t leaked;         /* live, allocated in earlier iterations at sites that keep growing */
+    uint64_t leak_per_epoch;
+    uint32_t leak_site;      /* the site holding most of it (0: none) */
+    uint32_t fail_site;
+    uint64_t reserved;       /* after the OOM's release of the cache */
+    uint64_t pool_free;      /* reserved - live: free inside segments that hold live blocks */
+    uint64_t largest_free;
+    uint64_t free_blocks;
+    char why[768];
+    char cannot_tell[320];   /* what this log cannot show, and why ("" when nothing) */
+    /* the tested remedy (from the what-if search over the whole log) */
+    char env_name[32], env_value[32];
+    char tested[640];
+    uint64_t min_device_bytes;
+    int min_found;
+} cause_t;
+
+/* The cause of a failed OOM of the model, by replaying m->lf. 0, or -1 when the log cannot be
+ * replayed there (no reader, a failure before a bounded log's checkpoint, out of memory). */
+int causes_of(const model_t *m, const model_oom_t *o, cause_t *c);
+/* NULL when the verdict's figures agree with its cause, else what contradicts it. */
+const char *causes_check(const cause_t *c);
+/* Forgets the replays kept between calls (tests; the CLI exits). */
+void causes_reset(void);
+
+#endif

@@ -1,0 +1,591 @@
+/* The replay engine: a device's decoded events re-run through the pool's policy code (pool.c)
+ * with the device-level policy of shim/device.c re-implemented here: segment sizes, the tight
+ * segment under a cap, GMSHIM_DEVICE_LIMIT's release and retry, the driver OOM's release of
+ * whole free segments and one retry, waiting for pending frees (GMSHIM_PENDING_WAIT) before
+ * growing, GMSHIM_CACHE_LIMIT. Frees wait for a fence until the recording shows it completed
+ * (a block of it handed out again, a fence wait, a segment given back) or, as a bound, not at all.
+ * One arena per device: a log of several contending threads replays as if they shared one. */
+#include "replay.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RP_LARGE_ROUND ((uint64_t)GM_LARGE_ROUND)
+#define RP_SYNTH_BASE (1ull << 52)   /* addresses of segments the recording never had */
+#define RP_FENCE_LAG 256             /* fences recorded after one that must have completed it */
+#define RP_FOLLOW_MAX 4096           /* placements a guided replay tries to follow before it gives up */
+
+void rp_cfg_recorded(rp_cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->device_bytes = RP_RECORDED;
+    cfg->limit = RP_RECORDED;
+    cfg->max_split = RP_RECORDED;
+    cfg->cache_limit = RP_RECORDED;
+    cfg->pending_wait = -1;
+}
+
+void rp_cfg_as_recorded(const rp_log_t *log, rp_cfg_t *cfg)
+{
+    rp_cfg_recorded(cfg);
+    cfg->guided = log->foreign ? 2 : 0;
+}
+
+static uint64_t cache_limit_of(const replay_t *r)
+{
+    return r->cfg.cache_limit == RP_RECORDED ? r->log->cache_limit : r->cfg.cache_limit;
+}
+
+static int pending_wait_of(const replay_t *r)
+{
+    return r->cfg.pending_wait < 0 ? r->log->pending_wait : r->cfg.pending_wait;
+}
+
+static uint64_t limit_of(const replay_t *r)
+{
+    return r->cfg.limit == RP_RECORDED ? r->limit_now : r->cfg.limit;
+}
+
+/* What the driver lets the pool hold now: the recording's figure at the next driver OOM (what
+ * was outside the pool then stays outside), moved by the device size asked for. */
+static uint64_t driver_cap(const replay_t *r)
+{
+    const rp_log_t *log = r->log;
+    uint64_t cap = r->next_drv < log->ndrv ? log->drv_cap[r->next_drv]
+                   : log->ndrv           ? log->drv_cap[log->ndrv - 1]
+                                         : log->base_cap;
+    if (r->cfg.device_bytes != RP_RECORDED) {
+        uint64_t outside = log->total > cap ? log->total - cap : 0;
+        cap = r->cfg.device_bytes > outside ? r->cfg.device_bytes - outside : 0;
+    }
+    return cap;
+}
+
+uint64_t replay_cap_at(const replay_t *r)
+{
+    uint64_t cap = driver_cap(r), lim = limit_of(r);
+    return lim && lim < cap ? lim : cap;
+}
+
+int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
+{
+    memset(r, 0, sizeof *r);
+    r->log = log;
+    r->cfg = *cfg;
+    pool_init(&r->heap, &r->st, NULL);
+    r->heap.max_split = cfg->max_split == RP_RECORDED ? log->max_split : cfg->max_split;
+    r->limit_now = 0;
+    r->synth_base = RP_SYNTH_BASE;
+    size_t n = log->nids ? log->nids : 1;
+    r->blk = calloc(n, sizeof *r->blk);
+    r->born = calloc(n, sizeof *r->born);
+    if (!r->blk || !r->born) {
+        replay_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+void replay_free(replay_t *r)
+{
+    pool_destroy(&r->heap);
+    free(r->blk);
+    free(r->born);
+    r->blk = NULL;
+    r->born = NULL;
+}
+
+/* ---- releasing ------------------------------------------------------------------------------ */
+
+static void remove_if_free(replay_t *r, gm_segment_t *seg)
+{
+    if (pool_segment_is_free(seg))
+        pool_remove_segment(&r->heap, seg);
+}
+
+/* GMSHIM_CACHE_LIMIT: the oldest wholly free segments go while they exceed the cap. */
+static void enforce_cache_limit(replay_t *r)
+{
+    uint64_t cap = cache_limit_of(r);
+    if (!cap || r->cfg.guided)
+        return;
+    for (;;) {
+        uint64_t whole = 0;
+        gm_segment_t *oldest = NULL;
+        for (gm_segment_t *s = r->heap.segments; s; s = s->next)
+            if (pool_segment_is_free(s)) {
+                whole += s->size;
+                if (!oldest || s->free_since_ns < oldest->free_since_ns)
+                    oldest = s;
+            }
+        if (whole <= cap || !oldest)
+            return;
+        pool_remove_segment(&r->heap, oldest);
+    }
+}
+
+static void release_to(replay_t *r, uint64_t seq)
+{
+    if (r->heap.pending_head && r->heap.pending_head->fence_seq <= seq &&
+        pool_release_pending(&r->heap, seq, r->now ? r->now : 1) && cache_limit_of(r))
+        enforce_cache_limit(r);
+}
+
+/* Waits for every pending free (when asked), then gives back the wholly free segments. */
+static void empty_cache(replay_t *r, int wait, uint64_t idle_ns)
+{
+    if (wait)
+        release_to(r, UINT64_MAX);
+    for (gm_segment_t *s = r->heap.segments, *next; s; s = next) {
+        next = s->next;
+        if (!idle_ns || (s->free_since_ns && r->now >= s->free_since_ns + idle_ns))
+            remove_if_free(r, s);
+    }
+}
+
+/* ---- allocating ----------------------------------------------------------------------------- */
+
+static gm_block_t *add_segment(replay_t *r, size_t size, size_t rounded, size_t requested)
+{
+    uintptr_t base;
+    if (r->seg_size == size && r->seg_base && r->seg_base % GM_ROUND == 0) {
+        base = (uintptr_t)r->seg_base; /* the recording's address: the same ties in best fit */
+        r->seg_base = 0;
+    } else {
+        base = (uintptr_t)r->synth_base;
+        r->synth_base += gm_round_up(size, RP_LARGE_ROUND);
+    }
+    gm_segment_t *seg = pool_add_segment(&r->heap, base, size, pool_is_small(rounded), r->now ? r->now : 1);
+    return seg ? pool_alloc_fresh(&r->heap, seg, rounded, requested) : NULL;
+}
+
+static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, uint32_t site, int by_limit,
+                         int oom)
+{
+    rp_result_t *res = &r->res;
+    res->failures++;
+    rp_fail_t *f = &res->last;
+    memset(f, 0, sizeof *f);
+    f->ev = r->at;
+    f->record = r->at < r->log->nev ? r->log->rec[r->at] : 0;
+    f->t = r->now;
+    f->request = req;
+    f->rounded = rounded;
+    f->segment = seg;
+    f->site = site;
+    f->oom = oom;
+    f->by_limit = by_limit;
+    f->cap = replay_cap_at(r);
+    f->reserved = r->st.reserved.current;
+    f->live = r->st.allocated.current;
+    f->pending = r->st.pending.current;
+    size_t largest, count;
+    pool_free_summary(&r->heap, &largest, &count);
+    f->largest_free = largest;
+    f->free_blocks = count;
+    if (res->failures == 1)
+        res->first = *f;
+}
+
+/* A new segment, as shim/device.c grow(): under a cap the tight size and one release; from the
+ * driver, on failure the release of whole free segments and one retry (then the tight size). */
+static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, int oom, int *grew)
+{
+    int small = pool_is_small(rounded);
+    size_t seg = pool_segment_size(rounded);
+    size_t tight = small ? seg : gm_round_up(rounded, RP_LARGE_ROUND);
+    uint64_t limit = limit_of(r);
+    gm_block_t *b;
+    if (limit) {
+        int ok = 0;
+        for (int pass = 0; pass < 2 && !ok; pass++) {
+            uint64_t reserved = r->st.reserved.current;
+            if (reserved + seg <= limit)
+                ok = 1;
+            else if (reserved + tight <= limit)
+                ok = 1, seg = tight;
+            else if (!pass)
+                empty_cache(r, 1, 0);
+        }
+        if (!ok) {
+            if ((b = pool_alloc(&r->heap, rounded, req)))
+                return b;
+            note_failure(r, req, rounded, seg, site, 1, oom);
+            return NULL;
+        }
+    }
+    uint64_t cap = driver_cap(r);
+    if (r->st.reserved.current + seg <= cap) {
+        *grew = 1;
+        return add_segment(r, seg, rounded, req);
+    }
+    empty_cache(r, 1, 0);
+    if ((b = pool_alloc(&r->heap, rounded, req)))
+        return b;
+    uint64_t reserved = r->st.reserved.current;
+    if (reserved + seg > cap && !small && tight < seg)
+        seg = tight;
+    if (reserved + seg <= cap) {
+        *grew = 1;
+        return add_segment(r, seg, rounded, req);
+    }
+    note_failure(r, req, rounded, seg, site, 0, oom);
+    return NULL;
+}
+
+static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int *grew)
+{
+    size_t rounded = pool_round(req);
+    int small = pool_is_small(rounded), pw = pending_wait_of(r);
+    gm_heap_t *h = &r->heap;
+    *grew = 0;
+    if (!small && pw) {
+        uint64_t seq = pool_better_pending(h, rounded);
+        if (seq)
+            release_to(r, seq); /* a pending block fits better: the shim waits for it */
+    }
+    gm_block_t *b = pool_alloc(h, rounded, req);
+    while (!b && pw && h->pending_bytes[small] && h->pending_bytes[small] + h->free_bytes[small] >= rounded) {
+        release_to(r, pool_oldest_pending_seq(h));
+        b = pool_alloc(h, rounded, req);
+    }
+    if (!b)
+        b = grow(r, rounded, req, site, oom, grew);
+    if (b) {
+        uint64_t res = r->st.reserved.current, alloc = r->st.allocated.current;
+        if (res > r->res.peak_reserved) {
+            r->res.peak_reserved = res;
+            r->res.frag_at_peak = res - alloc;
+        }
+        if (alloc > r->res.peak_allocated)
+            r->res.peak_allocated = alloc;
+    }
+    return b;
+}
+
+/* ---- following the recording ---------------------------------------------------------------- */
+
+static void add_proof(replay_t *r, uint64_t seq)
+{
+    if (r->cfg.guided != 1)
+        return;
+    rp_log_t *log = (rp_log_t *)r->log; /* a guided replay writes what it learns of the fences */
+    if (log->nproofs == log->capproofs) {
+        size_t ncap = log->capproofs ? log->capproofs * 2 : 256;
+        uint64_t *a = realloc(log->proof_ev, ncap * sizeof *a);
+        if (a)
+            log->proof_ev = a;
+        uint64_t *b = realloc(log->proof_seq, ncap * sizeof *b);
+        if (b)
+            log->proof_seq = b;
+        if (!a || !b)
+            return;
+        log->capproofs = ncap;
+    }
+    log->proof_ev[log->nproofs] = r->at;
+    log->proof_seq[log->nproofs++] = seq;
+}
+
+/* The recording handed out `want` where the replay chose b: if want lies in a block still
+ * pending here, its fence had completed: release up to it and choose again. */
+static gm_block_t *follow(replay_t *r, gm_block_t *b, uint64_t want, size_t req, uint32_t site)
+{
+    gm_segment_t *seg = pool_find_segment(&r->heap, (uintptr_t)want);
+    gm_block_t *at = seg ? pool_segment_find_block(seg, (uintptr_t)want) : NULL;
+    if (!at || at->state != GM_BLOCK_PENDING) {
+        r->res.divergences++;
+        return b;
+    }
+    uint64_t seq = at->fence_seq;
+    pool_free_block(&r->heap, b, r->now ? r->now : 1);
+    release_to(r, seq);
+    add_proof(r, seq);
+    int grew;
+    b = do_alloc(r, req, site, -1, &grew);
+    if (b && b->ptr != want)
+        r->res.divergences++;
+    return b;
+}
+
+/* A fence record says how much was still pending then: the older fences whose frees are not
+ * in that figure had completed (their blocks released by a poll since). */
+static void match_pending(replay_t *r, uint64_t pending)
+{
+    while (r->heap.pending_head && r->st.pending.current > pending) {
+        uint64_t seq = r->heap.pending_head->fence_seq;
+        release_to(r, seq);
+        add_proof(r, seq);
+    }
+}
+
+/* A guided replay takes the recording's segments as they came (a log another writer made need
+ * not follow the pool's sizes): the class from the request it was taken for. */
+static void adopt_segment(replay_t *r)
+{
+    const rp_log_t *log = r->log;
+    if (!r->seg_base || !r->seg_size)
+        return; /* the decoder keeps only sizes and addresses the pool could have had */
+    int small = r->seg_size == GM_SMALL_SEGMENT;
+    for (size_t i = r->at + 1; i < log->nev && i < r->at + 16; i++) {
+        unsigned t = rp_ev_type(&log->ev[i]);
+        if (t == RP_ALLOC) {
+            small = pool_is_small(pool_round((size_t)log->ev[i].x));
+            break;
+        }
+    }
+    if (!pool_add_segment(&r->heap, (uintptr_t)r->seg_base, (size_t)r->seg_size, small, r->now ? r->now : 1))
+        return;
+    r->seg_base = 0;
+    if (r->st.reserved.current > r->res.peak_reserved) {
+        r->res.peak_reserved = r->st.reserved.current;
+        r->res.frag_at_peak = r->st.reserved.current - r->st.allocated.current;
+    }
+}
+
+static void seg_free_recorded(replay_t *r, uint64_t base)
+{
+    gm_segment_t *seg = pool_find_segment(&r->heap, (uintptr_t)base);
+    if (!seg || seg->base != base) {
+        r->res.divergences += seg != NULL;
+        return;
+    }
+    if (!pool_segment_is_free(seg)) {
+        release_to(r, UINT64_MAX); /* the shim waited for the fences before giving it back */
+        add_proof(r, r->issued + 1);
+    }
+    if (pool_segment_is_free(seg))
+        pool_remove_segment(&r->heap, seg);
+    else
+        r->res.divergences++;
+}
+
+/* ---- the events ----------------------------------------------------------------------------- */
+
+static void on_alloc(replay_t *r, const rp_ev_t *e)
+{
+    int grew;
+    gm_block_t *b = do_alloc(r, (size_t)e->x, e->site, -1, &grew);
+    if (grew && r->cfg.guided)
+        r->res.divergences++;
+    if (b && r->cfg.guided && !grew && b->ptr != r->log->ptr[r->at] && r->res.divergences < RP_FOLLOW_MAX)
+        b = follow(r, b, r->log->ptr[r->at], (size_t)e->x, e->site);
+    if (!b) {
+        r->res.new_failures++;
+        return;
+    }
+    b->site = e->site;
+    r->blk[e->id] = b;
+    r->born[e->id] = rp_ev_t_ns(e);
+}
+
+static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
+{
+    gm_block_t *b = r->blk[e->id];
+    if (!b)
+        return;
+    r->blk[e->id] = NULL;
+    if (deferred && !r->cfg.frees_at_once && !r->log->trust_stream_order && r->log->nfences) {
+        pool_defer_block(&r->heap, b, r->issued + 1);
+        return;
+    }
+    gm_segment_t *seg = b->seg;
+    pool_free_block(&r->heap, b, r->now ? r->now : 1);
+    if (cache_limit_of(r) && seg->first->state == GM_BLOCK_FREE && seg->first->size == seg->size)
+        enforce_cache_limit(r);
+}
+
+static void on_oom(replay_t *r, const rp_ev_t *e)
+{
+    const rp_oom_t *o = &r->log->ooms[e->id];
+    if (!o->recovered && o->rec.request <= GMLOG_SIZE_MASK) {
+        int grew;
+        uint64_t before = r->res.failures;
+        gm_block_t *b = do_alloc(r, (size_t)o->rec.request, o->rec.site, (int)e->id, &grew);
+        if (b) {
+            r->res.recorded_passed++;
+            pool_free_block(&r->heap, b, r->now ? r->now : 1); /* what the program did next is unknown */
+        } else {
+            r->res.recorded_failed++;
+            (void)before;
+        }
+    }
+    r->next_oom++;
+}
+
+static void on_empty(replay_t *r, uint64_t reason)
+{
+    if (r->cfg.guided)
+        return; /* its segment frees came one by one before this record */
+    if (reason == GMLOG_EMPTY_API)
+        empty_cache(r, 1, 0);
+    else if (reason == GMLOG_EMPTY_PERIODIC)
+        empty_cache(r, 0, 0);
+    else if (reason == GMLOG_EMPTY_IDLE)
+        empty_cache(r, 0, r->log->idle_release_ns ? r->log->idle_release_ns : 1);
+    /* OOM, DEVICE_LIMIT, CACHE_LIMIT: the replay's own policy decides; EXIT: the end */
+}
+
+static void on_reset(replay_t *r)
+{
+    pool_destroy(&r->heap);
+    pool_init(&r->heap, &r->st, NULL);
+    memset(&r->st, 0, sizeof r->st);
+    r->heap.max_split = r->cfg.max_split == RP_RECORDED ? r->log->max_split : r->cfg.max_split;
+    memset(r->blk, 0, (r->log->nids ? r->log->nids : 1) * sizeof *r->blk);
+}
+
+void replay_run(replay_t *r, size_t until)
+{
+    const rp_log_t *log = r->log;
+    if (until > log->nev)
+        until = log->nev;
+    int drv_after_alloc = 0;
+    while (r->at < until) {
+        const rp_ev_t *e = &log->ev[r->at];
+        r->now = rp_ev_t_ns(e);
+        if (!r->cfg.guided)
+            while (r->next_proof < log->nproofs && log->proof_ev[r->next_proof] <= r->at)
+                release_to(r, log->proof_seq[r->next_proof++]);
+        uint64_t failures = r->res.failures;
+        switch (rp_ev_type(e)) {
+        case RP_ALLOC:
+            on_alloc(r, e);
+            if (drv_after_alloc) {
+                r->next_drv++;
+                drv_after_alloc = 0;
+            }
+            break;
+        case RP_FREE:
+            on_free(r, e, 0);
+            break;
+        case RP_FREE_DEFERRED:
+            on_free(r, e, 1);
+            break;
+        case RP_FENCE:
+            if (e->id > r->issued)
+                r->issued = e->id;
+            if (r->cfg.guided)
+                match_pending(r, e->x);
+            else if (e->id > RP_FENCE_LAG) /* a bound on how far the GPU lags */
+                release_to(r, e->id - RP_FENCE_LAG);
+            break;
+        case RP_DONE:
+            release_to(r, e->x);
+            break;
+        case RP_SEG_ALLOC:
+            r->seg_base = e->x;
+            r->seg_size = (uint64_t)e->id * GM_ROUND;
+            if (r->cfg.guided)
+                adopt_segment(r);
+            break;
+        case RP_SEG_FREE:
+            if (r->cfg.guided)
+                seg_free_recorded(r, e->x);
+            break;
+        case RP_EMPTY:
+            on_empty(r, e->x);
+            break;
+        case RP_OOM:
+            on_oom(r, e);
+            if (e->x) { /* a driver OOM: its figure of what the driver gave holds up to here */
+                if (log->ooms[e->id].recovered)
+                    drv_after_alloc = 1;
+                else
+                    r->next_drv++;
+            }
+            break;
+        case RP_LIMIT:
+            r->limit_now = e->x;
+            break;
+        case RP_RESET:
+            on_reset(r);
+            break;
+        default:
+            break;
+        }
+        r->at++;
+        r->res.events++;
+        if (r->stop_on_fail && r->res.failures > failures)
+            return;
+    }
+}
+
+rp_result_t replay_once(const rp_log_t *log, const rp_cfg_t *cfg)
+{
+    replay_t r;
+    rp_result_t res;
+    memset(&res, 0, sizeof res);
+    if (replay_init(&r, log, cfg))
+        return res;
+    replay_run(&r, log->nev);
+    res = r.res;
+    replay_free(&r);
+    return res;
+}
+
+void replay_live_split(const replay_t *r, uint64_t since, uint64_t *before, uint64_t *after)
+{
+    uint64_t b = 0, a = 0;
+    for (uint32_t id = 0; id < r->log->nids; id++) {
+        const gm_block_t *blk = r->blk[id];
+        if (!blk)
+            continue;
+        if (r->born[id] < since)
+            b += blk->size;
+        else
+            a += blk->size;
+    }
+    *before = b;
+    *after = a;
+}
+
+/* ---- several at once ------------------------------------------------------------------------ */
+
+typedef struct many {
+    const rp_log_t *log;
+    const rp_cfg_t *cfgs;
+    rp_result_t *out;
+    size_t n, next, done;
+    pthread_mutex_t lock;
+    void (*progress)(void *, size_t, size_t);
+    void *arg;
+} many_t;
+
+static void *many_worker(void *p)
+{
+    many_t *m = p;
+    for (;;) {
+        size_t i = __atomic_fetch_add(&m->next, 1, __ATOMIC_RELAXED);
+        if (i >= m->n)
+            return NULL;
+        m->out[i] = replay_once(m->log, &m->cfgs[i]);
+        pthread_mutex_lock(&m->lock);
+        size_t done = ++m->done;
+        if (m->progress)
+            m->progress(m->arg, done, m->n);
+        pthread_mutex_unlock(&m->lock);
+    }
+}
+
+void replay_many(const rp_log_t *log, const rp_cfg_t *cfgs, rp_result_t *out, size_t n, unsigned threads,
+                 void (*progress)(void *arg, size_t done, size_t n), void *arg)
+{
+    if (!threads) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cpus < 1 ? 1 : cpus > 16 ? 16 : (unsigned)cpus;
+    }
+    if (threads > n)
+        threads = (unsigned)n;
+    many_t m = {log, cfgs, out, n, 0, 0, PTHREAD_MUTEX_INITIALIZER, progress, arg};
+    pthread_t tid[16];
+    unsigned started = 0;
+    for (unsigned i = 1; i < threads && i < 16; i++)
+        if (pthread_create(&tid[started], NULL, many_worker, &m) == 0)
+            started++;
+    many_worker(&m);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&m.lock);
+}

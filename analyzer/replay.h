@@ -1,0 +1,173 @@
+/* The counterfactual replay: one device's pool events, decoded once from a log into a compact
+ * array, re-run through the shim's own pool policy code (common/pool.c) under the recorded
+ * settings or others (device size, GMSHIM_DEVICE_LIMIT, GMSHIM_MAX_SPLIT, GMSHIM_CACHE_LIMIT,
+ * GMSHIM_PENDING_WAIT). It must never trust the log: a free of an unknown pointer is skipped, a
+ * replay that cannot place a block counts it as a failure and goes on. */
+#ifndef GM_REPLAY_H
+#define GM_REPLAY_H
+
+#include "pool.h"
+#include "reader.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RP_RECORDED UINT64_MAX      /* a setting as the log recorded it */
+
+enum rp_type {
+    RP_ALLOC = 1,      /* x: bytes requested, id: block id */
+    RP_FREE,           /* id: reusable at once */
+    RP_FREE_DEFERRED,  /* id: waits for the next fence */
+    RP_SEG_ALLOC,      /* x: base, id: size / 512 */
+    RP_SEG_FREE,       /* x: base */
+    RP_FENCE,          /* id: seq recorded, x: bytes then pending */
+    RP_DONE,           /* x: a fence the recording proves completed here */
+    RP_EMPTY,          /* x: GMLOG_EMPTY_* reason */
+    RP_OOM,            /* id: index in rp_log.ooms */
+    RP_LIMIT,          /* x: the cap now in force (0: none) */
+    RP_MARK,           /* id: the mark's id */
+    RP_RESET,          /* cudaDeviceReset: every block and segment is gone */
+};
+
+/* 24 bytes: time (56 bits) and type (8 bits) share a word. */
+typedef struct rp_ev {
+    uint64_t tt;
+    uint64_t x;
+    uint32_t id;
+    uint32_t site;
+} rp_ev_t;
+#define RP_T_MASK ((1ull << 56) - 1)
+static inline uint64_t rp_ev_t_ns(const rp_ev_t *e) { return e->tt & RP_T_MASK; }
+static inline unsigned rp_ev_type(const rp_ev_t *e) { return (unsigned)(e->tt >> 56); }
+
+/* A failed allocation as the log recorded it. */
+typedef struct rp_oom {
+    gmlog_oom_t rec;
+    uint64_t t;
+    uint64_t ev;        /* its event index */
+    int recovered;      /* the retry succeeded in the recording */
+    int by_limit;       /* GMSHIM_DEVICE_LIMIT refused it */
+} rp_oom_t;
+
+/* The settings of one replay. */
+typedef struct rp_cfg {
+    uint64_t device_bytes;   /* the device's memory (what outside the pool held is kept); RP_RECORDED */
+    uint64_t limit;          /* GMSHIM_DEVICE_LIMIT in bytes, 0 = none; RP_RECORDED: as the log's LIMIT records */
+    uint64_t max_split;      /* GMSHIM_MAX_SPLIT; RP_RECORDED */
+    uint64_t cache_limit;    /* GMSHIM_CACHE_LIMIT; RP_RECORDED */
+    int pending_wait;        /* GMSHIM_PENDING_WAIT: 0, 1, or -1 as recorded */
+    int frees_at_once;       /* every free reusable at once (a bound: the GPU never lags) */
+    int guided;              /* follow the recording's own segment frees and fences (its settings only):
+                                1 also writes what it learns of the fences into the log, 2 only reads */
+} rp_cfg_t;
+
+/* One failed allocation in a replay. */
+typedef struct rp_fail {
+    uint64_t ev, t;
+    uint64_t record;         /* the log's record (rd_rec_t.seq) */
+    uint64_t request, rounded, segment;
+    uint32_t site;
+    int oom;                 /* the recorded OOM it replays (index in rp_log.ooms), or -1: an
+                                allocation that succeeded in the recording */
+    int by_limit;
+    uint64_t cap;            /* bytes the pool could reserve then (limit or driver) */
+    uint64_t reserved, live, pending, largest_free;
+    uint64_t free_blocks;
+} rp_fail_t;
+
+typedef struct rp_result {
+    uint64_t events;
+    uint64_t peak_reserved, peak_allocated;
+    uint64_t frag_at_peak;   /* reserved - allocated when reserved peaked */
+    uint64_t failures;       /* every failed allocation */
+    uint64_t recorded_failed;/* recorded OOMs that failed again */
+    uint64_t recorded_passed;/* recorded OOMs the replay got past */
+    uint64_t new_failures;   /* allocations that succeeded in the recording and failed here */
+    uint64_t divergences;    /* guided: blocks placed elsewhere than recorded */
+    rp_fail_t first;         /* valid when failures */
+    rp_fail_t last;          /* the latest failure */
+} rp_result_t;
+
+/* A device's events and what the log says of its settings. */
+typedef struct rp_log {
+    int dev;
+    rp_ev_t *ev;
+    size_t nev, capev;
+    uint64_t *ptr;           /* recorded pointer of each RP_ALLOC (guided replays) */
+    uint64_t *rec;           /* the record each event came from (its number in the log's order) */
+    uint64_t cur_seq;        /* decoding: the record being read */
+    uint32_t nids;           /* block ids in use at most */
+    rp_oom_t *ooms;
+    size_t nooms;
+    uint64_t *proof_ev, *proof_seq;   /* fences the guided replay saw completed, by event index */
+    size_t nproofs, capproofs;
+    /* the device */
+    uint64_t total, free_at_start;
+    uint64_t *drv_cap;       /* bytes the driver let the pool hold, at each driver OOM in order */
+    size_t ndrv;
+    uint64_t base_cap;       /* without driver OOMs: what it could hold */
+    /* recorded settings */
+    uint64_t max_split, cache_limit, idle_release_ns;
+    int pending_wait, trust_stream_order, pool_off;
+    uint64_t limit_first;    /* the first cap in force */
+    int torch_cache_kept;    /* PyTorch with its caching allocator on: blocks are its segments */
+    int foreign;             /* not written by gmshim's pool (no GMSHIM_* settings): its segments are
+                                followed as recorded, not re-decided */
+    int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */
+    uint64_t unpooled;       /* allocations of other kinds, not replayed */
+    uint64_t nfences;        /* FENCE records (none: frees replay as reusable at once) */
+    uint64_t peak_reserved_recorded;
+    rp_result_t recorded;    /* the replay under the recorded settings (rp_cfg_as_recorded) */
+    rp_result_t followed;    /* the guided replay that learnt when the fences completed */
+} rp_log_t;
+
+/* Decodes device `dev` of lf (rewound first), then makes the guided replay under the recorded
+ * settings (log->recorded). 0, or -1 when out of memory. */
+int rp_load(rp_log_t *log, rd_log_t *lf, int dev);
+void rp_log_free(rp_log_t *log);
+
+/* A configuration: every setting as recorded. */
+void rp_cfg_recorded(rp_cfg_t *cfg);
+/* ...and how the log is best replayed as it ran: simulated by the policy, or (a foreign log)
+ * following its segments. */
+void rp_cfg_as_recorded(const rp_log_t *log, rp_cfg_t *cfg);
+
+/* A replay in progress (for the causes: stop at a failure and look at the pool). */
+typedef struct replay {
+    const rp_log_t *log;
+    rp_cfg_t cfg;
+    gm_heap_t heap;
+    gm_pool_stats_t st;
+    gm_block_t **blk;        /* by block id */
+    uint64_t *born;          /* allocation time, by block id */
+    uint64_t issued;         /* the last fence recorded */
+    uint64_t limit_now;
+    size_t next_oom;         /* recorded OOMs passed */
+    size_t next_drv;         /* driver OOMs passed */
+    size_t next_proof;
+    uint64_t seg_base, seg_size; /* the recording's latest segment, to reuse its address */
+    uint64_t synth_base;
+    uint64_t whole_bytes;    /* cache-limit bookkeeping: set when it must be recounted */
+    size_t at;               /* next event */
+    uint64_t now;
+    int stop_on_fail;        /* stop right after the first failure */
+    rp_result_t res;
+} replay_t;
+
+int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg);
+/* Runs events up to index `until` (exclusive), or to the first failure when r->stop_on_fail. */
+void replay_run(replay_t *r, size_t until);
+void replay_free(replay_t *r);
+/* Runs a whole replay; the result. */
+rp_result_t replay_once(const rp_log_t *log, const rp_cfg_t *cfg);
+/* Runs n configurations, on up to `threads` threads (0: one per CPU, at most 16); calls
+ * progress(arg, done, n) after each when given. */
+void replay_many(const rp_log_t *log, const rp_cfg_t *cfgs, rp_result_t *out, size_t n, unsigned threads,
+                 void (*progress)(void *arg, size_t done, size_t n), void *arg);
+
+/* The bytes the pool could reserve at event `at` under cfg (limit and device). */
+uint64_t replay_cap_at(const replay_t *r);
+/* Live bytes by when they were allocated: before `since` and from then on. */
+void replay_live_split(const replay_t *r, uint64_t since, uint64_t *before, uint64_t *after);
+
+#endif

@@ -1,0 +1,425 @@
+/* The replay's input: one device's pool events decoded from a log into a compact array (block
+ * ids instead of pointers, so that a replay never hashes), the recorded OOMs and the settings
+ * the log says were in force. Never trusts the log: unknown frees are dropped, sizes bounded. */
+#include "replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Recorded pointer -> block id, open addressing with backward-shift deletion. */
+typedef struct idmap {
+    uint64_t *key;
+    uint32_t *val;
+    size_t cap, count;
+} idmap_t;
+
+static size_t idmap_home(const idmap_t *m, uint64_t k)
+{
+    return (size_t)((k >> 9) * 0x9E3779B97F4A7C15ull >> 20) & (m->cap - 1);
+}
+
+static int idmap_grow(idmap_t *m)
+{
+    size_t ncap = m->cap ? m->cap * 2 : 1024;
+    uint64_t *k = calloc(ncap, sizeof *k);
+    uint32_t *v = calloc(ncap, sizeof *v);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return -1;
+    }
+    idmap_t n = {k, v, ncap, 0};
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->key[i]) {
+            size_t j = idmap_home(&n, m->key[i]);
+            while (n.key[j])
+                j = (j + 1) & (ncap - 1);
+            n.key[j] = m->key[i];
+            n.val[j] = m->val[i];
+            n.count++;
+        }
+    free(m->key);
+    free(m->val);
+    *m = n;
+    return 0;
+}
+
+/* The slot of k (its key 0 when absent). */
+static size_t idmap_slot(const idmap_t *m, uint64_t k)
+{
+    size_t i = idmap_home(m, k);
+    while (m->key[i] && m->key[i] != k)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static void idmap_erase(idmap_t *m, size_t i)
+{
+    for (;;) {
+        m->key[i] = 0;
+        size_t j = i;
+        for (;;) {
+            j = (j + 1) & (m->cap - 1);
+            if (!m->key[j]) {
+                m->count--;
+                return;
+            }
+            size_t h = idmap_home(m, m->key[j]);
+            if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j))
+                break;
+        }
+        m->key[i] = m->key[j];
+        m->val[i] = m->val[j];
+        i = j;
+    }
+}
+
+typedef struct loader {
+    rp_log_t *log;
+    idmap_t map;
+    uint32_t *free_ids;
+    size_t nfree, capfree;
+    uint64_t reserved, issued;
+    int oom_failed;
+} loader_t;
+
+static rp_ev_t *push(rp_log_t *log, unsigned type, uint64_t t, uint64_t x, uint32_t id, uint32_t site)
+{
+    if (log->nev == log->capev) {
+        size_t ncap = log->capev ? log->capev * 2 : 4096;
+        rp_ev_t *n = realloc(log->ev, ncap * sizeof *n);
+        uint64_t *p = realloc(log->ptr, ncap * sizeof *p);
+        if (p)
+            log->ptr = p;
+        uint64_t *q = realloc(log->rec, ncap * sizeof *q);
+        if (q)
+            log->rec = q;
+        if (!n || !p || !q) {
+            if (n)
+                log->ev = n;
+            return NULL;
+        }
+        log->ev = n;
+        log->capev = ncap;
+    }
+    rp_ev_t *e = &log->ev[log->nev];
+    log->ptr[log->nev] = 0;
+    log->rec[log->nev] = log->cur_seq;
+    log->nev++;
+    e->tt = (t & RP_T_MASK) | (uint64_t)type << 56;
+    e->x = x;
+    e->id = id;
+    e->site = site;
+    return e;
+}
+
+static int new_id(loader_t *L, uint32_t *id)
+{
+    if (L->nfree) {
+        *id = L->free_ids[--L->nfree];
+        return 0;
+    }
+    *id = L->log->nids++;
+    return 0;
+}
+
+static int release_id(loader_t *L, uint32_t id)
+{
+    if (L->nfree == L->capfree) {
+        size_t ncap = L->capfree ? L->capfree * 2 : 1024;
+        uint32_t *n = realloc(L->free_ids, ncap * sizeof *n);
+        if (!n)
+            return -1;
+        L->free_ids = n;
+        L->capfree = ncap;
+    }
+    L->free_ids[L->nfree++] = id;
+    return 0;
+}
+
+/* A free of the block at ptr: its event, and its id back to the free list. */
+static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
+{
+    if (!L->map.cap)
+        return 0;
+    size_t i = idmap_slot(&L->map, ptr);
+    if (!L->map.key[i])
+        return 0; /* not a pool block this decoder saw: nothing to replay */
+    uint32_t id = L->map.val[i];
+    idmap_erase(&L->map, i);
+    if (!push(L->log, deferred ? RP_FREE_DEFERRED : RP_FREE, t, 0, id, 0))
+        return -1;
+    return release_id(L, id);
+}
+
+static int on_alloc(loader_t *L, const rd_rec_t *r)
+{
+    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
+    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
+    if (kind == GMLOG_KIND_PASS)
+        L->log->pool_off = 1;
+    if (kind != GMLOG_KIND_POOL) {
+        L->log->unpooled++;
+        return 0;
+    }
+    if (L->map.count * 2 >= L->map.cap && idmap_grow(&L->map))
+        return -1;
+    size_t i = idmap_slot(&L->map, a->ptr);
+    if (L->map.key[i]) { /* allocated again without a free the log holds: it was freed */
+        if (on_free(L, r->t, a->ptr, 0))
+            return -1;
+        i = idmap_slot(&L->map, a->ptr);
+    }
+    uint32_t id;
+    new_id(L, &id);
+    L->map.key[i] = a->ptr;
+    L->map.val[i] = id;
+    L->map.count++;
+    rp_ev_t *e = push(L->log, RP_ALLOC, r->t, a->size & GMLOG_SIZE_MASK, id, a->site);
+    if (!e)
+        return -1;
+    L->log->ptr[L->log->nev - 1] = a->ptr;
+    return 0;
+}
+
+static int on_oom(loader_t *L, const rd_rec_t *r)
+{
+    rp_log_t *log = L->log;
+    rp_oom_t *n = realloc(log->ooms, (log->nooms + 1) * sizeof *n);
+    if (!n)
+        return -1;
+    log->ooms = n;
+    rp_oom_t *o = &log->ooms[log->nooms];
+    memset(o, 0, sizeof *o);
+    memcpy(&o->rec, r->p, sizeof o->rec);
+    o->t = r->t;
+    o->ev = log->nev;
+    o->recovered = (r->flags & GMLOG_OOM_RECOVERED) != 0;
+    o->by_limit = (r->flags & GMLOG_OOM_LIMIT) != 0;
+    if (!o->by_limit && !(r->flags & GMLOG_OOM_CAPTURE) && (o->rec.driver_free || o->rec.driver_total)) {
+        uint64_t *d = realloc(log->drv_cap, (log->ndrv + 1) * sizeof *d);
+        if (!d)
+            return -1;
+        log->drv_cap = d;
+        /* Both figures were taken before the OOM's own cache release. */
+        uint64_t cap = o->rec.reserved + o->rec.driver_free;
+        d[log->ndrv++] = cap < o->rec.reserved || cap > GMLOG_SIZE_MASK ? GMLOG_SIZE_MASK : cap;
+    }
+    return push(log, RP_OOM, r->t, o->by_limit || (r->flags & GMLOG_OOM_CAPTURE) ? 0 : 1, (uint32_t)log->nooms++,
+                o->rec.site)
+               ? 0
+               : -1;
+}
+
+/* "128 MiB", "0 B", "on", "1.5 s" as options_format writes them. */
+static uint64_t option_value(const char *v)
+{
+    if (!strcmp(v, "on"))
+        return 1;
+    if (!strcmp(v, "off"))
+        return 0;
+    char *end;
+    double x = strtod(v, &end);
+    while (*end == ' ')
+        end++;
+    double mul = 1;
+    if (!strncmp(end, "KiB", 3))
+        mul = 1024.0;
+    else if (!strncmp(end, "MiB", 3))
+        mul = 1024.0 * 1024;
+    else if (!strncmp(end, "GiB", 3))
+        mul = 1024.0 * 1024 * 1024;
+    else if (!strncmp(end, "s", 1))
+        mul = 1e9;
+    return x > 0 ? (uint64_t)(x * mul) : 0;
+}
+
+static void read_settings(rp_log_t *log, const rd_log_t *lf)
+{
+    log->pending_wait = 1;
+    log->foreign = 1;
+    for (size_t i = 0; i < lf->nmeta; i++) {
+        const rd_meta_t *m = &lf->meta[i];
+        if (!m->value)
+            continue;
+        if (m->tag == GMLOG_META_ENV && strstr(m->value, "PYTORCH_NO_CUDA_MEMORY_CACHING=1"))
+            log->torch_cache_kept = -1; /* own mode: known not to be cache-kept */
+        if (m->tag != GMLOG_META_OPTION)
+            continue;
+        const char *eq = strchr(m->value, '=');
+        if (!eq)
+            continue;
+        size_t n = (size_t)(eq - m->value);
+        uint64_t v = option_value(eq + 1);
+#define IS(name) (n == sizeof name - 1 && !memcmp(m->value, name, n))
+        if (IS("GMSHIM_MAX_SPLIT"))
+            log->max_split = v;
+        else if (IS("GMSHIM_CACHE_LIMIT"))
+            log->cache_limit = v;
+        else if (IS("GMSHIM_PENDING_WAIT"))
+            log->pending_wait = (int)v;
+        else if (IS("GMSHIM_TRUST_STREAM_ORDER"))
+            log->trust_stream_order = (int)v;
+        else if (IS("GMSHIM_IDLE_RELEASE"))
+            log->idle_release_ns = v;
+        else if (IS("GMSHIM_POOL")) {
+            log->foreign = 0;
+            log->pool_off = !v;
+        }
+#undef IS
+    }
+}
+
+/* Whether a loaded module is PyTorch's CUDA library (its caching allocator in the process). */
+static int is_torch_module(const rd_rec_t *r)
+{
+    const gmlog_module_t *md = (const gmlog_module_t *)r->p;
+    const char *path;
+    if (rd_tail_bytes(r, sizeof *md + md->build_id_len, md->path_len, &path))
+        return 0;
+    for (size_t i = 0; i + 11 <= md->path_len; i++)
+        if (!memcmp(path + i, "libc10_cuda", 11))
+            return 1;
+    return 0;
+}
+
+static int decode(loader_t *L, rd_log_t *lf)
+{
+    rp_log_t *log = L->log;
+    rd_rec_t r;
+    int torch = 0;
+    rd_rewind(lf);
+    while (rd_next(lf, &r)) {
+        log->cur_seq = r.seq;
+        if (r.type == GMLOG_MODULE) {
+            torch |= is_torch_module(&r);
+            continue;
+        }
+        if (r.type == GMLOG_MARK && r.ckpt == RD_EVENT) {
+            const gmlog_mark_t *mk = (const gmlog_mark_t *)r.p;
+            if (!push(log, RP_MARK, r.t, 0, mk->id, 0))
+                return -1;
+            continue;
+        }
+        if (r.device != log->dev)
+            continue;
+        if (r.ckpt == RD_CKPT_STATE) {
+            log->wrapped = 1;
+            continue;
+        }
+        if (r.ckpt == RD_CKPT_HISTORY)
+            continue;
+        int rc = 0;
+        switch (r.type) {
+        case GMLOG_DEVICE: {
+            const gmlog_device_t *d = (const gmlog_device_t *)r.p;
+            log->total = d->total;
+            log->free_at_start = d->free_at_start;
+            break;
+        }
+        case GMLOG_LIMIT: {
+            uint64_t b = ((const gmlog_limit_t *)r.p)->bytes;
+            if (!log->limit_first)
+                log->limit_first = b;
+            rc = push(log, RP_LIMIT, r.t, b, 0, 0) ? 0 : -1;
+            break;
+        }
+        case GMLOG_ALLOC:
+            rc = on_alloc(L, &r);
+            break;
+        case GMLOG_FREE: {
+            unsigned kind = (r.flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
+            if (kind == GMLOG_KIND_POOL)
+                rc = on_free(L, r.t, ((const gmlog_free_t *)r.p)->ptr, (r.flags & GMLOG_F_DEFERRED) != 0);
+            break;
+        }
+        case GMLOG_SEGMENT_ALLOC: {
+            const gmlog_segment_t *s = (const gmlog_segment_t *)r.p;
+            if (!s->base || s->base % GM_ROUND || !s->size || s->size % GM_ROUND || s->size > GMLOG_SIZE_MASK)
+                break; /* not a segment the pool could have had: nothing to follow */
+            L->reserved += s->size;
+            if (L->reserved > log->peak_reserved_recorded)
+                log->peak_reserved_recorded = L->reserved;
+            uint64_t units = s->size / GM_ROUND;
+            rc = push(log, RP_SEG_ALLOC, r.t, s->base, units > UINT32_MAX ? 0 : (uint32_t)units, 0) ? 0 : -1;
+            break;
+        }
+        case GMLOG_SEGMENT_FREE: {
+            const gmlog_segment_t *s = (const gmlog_segment_t *)r.p;
+            L->reserved = L->reserved > s->size ? L->reserved - s->size : 0;
+            rc = push(log, RP_SEG_FREE, r.t, s->base, 0, 0) ? 0 : -1;
+            break;
+        }
+        case GMLOG_FENCE:
+            log->nfences++;
+            rc = push(log, RP_FENCE, r.t, ((const gmlog_fence_t *)r.p)->pending_bytes,
+                      (uint32_t)((const gmlog_fence_t *)r.p)->seq, 0) ? 0 : -1;
+            break;
+        case GMLOG_FENCE_WAIT:
+            rc = push(log, RP_DONE, r.t, ((const gmlog_fence_wait_t *)r.p)->seq, 0, 0) ? 0 : -1;
+            break;
+        case GMLOG_EMPTY_CACHE:
+            rc = push(log, RP_EMPTY, r.t, r.flags, 0, 0) ? 0 : -1;
+            break;
+        case GMLOG_OOM:
+            rc = on_oom(L, &r);
+            break;
+        case GMLOG_RESET:
+            L->reserved = 0;
+            rc = push(log, RP_RESET, r.t, 0, 0, 0) ? 0 : -1;
+            break;
+        default:
+            break;
+        }
+        if (rc)
+            return -1;
+    }
+    if (log->torch_cache_kept == 0 && torch)
+        log->torch_cache_kept = 1;
+    if (log->torch_cache_kept < 0)
+        log->torch_cache_kept = 0;
+    return 0;
+}
+
+int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
+{
+    memset(log, 0, sizeof *log);
+    log->dev = dev;
+    read_settings(log, lf);
+    loader_t L;
+    memset(&L, 0, sizeof L);
+    L.log = log;
+    int rc = decode(&L, lf);
+    free(L.map.key);
+    free(L.map.val);
+    free(L.free_ids);
+    if (rc)
+        return -1;
+    /* Without a driver OOM, what the driver could give the pool is at least what it gave. */
+    log->base_cap = log->free_at_start ? log->free_at_start : log->total;
+    if (log->base_cap < log->peak_reserved_recorded)
+        log->base_cap = log->peak_reserved_recorded;
+    if (!log->total)
+        log->total = log->base_cap;
+    /* Following the recording first learns when its fences completed; then the replay as it ran. */
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    cfg.guided = 1;
+    log->recorded = log->followed = replay_once(log, &cfg);
+    rp_cfg_as_recorded(log, &cfg);
+    if (!log->foreign)
+        log->recorded = replay_once(log, &cfg);
+    return 0;
+}
+
+void rp_log_free(rp_log_t *log)
+{
+    free(log->ev);
+    free(log->ptr);
+    free(log->rec);
+    free(log->ooms);
+    free(log->proof_ev);
+    free(log->proof_seq);
+    free(log->drv_cap);
+    memset(log, 0, sizeof *log);
+}

@@ -1,0 +1,313 @@
+/* `gmshim whatif LOG`: replays a log's allocations as recorded and under other settings, prints
+ * a table (peak reserved, fragmentation, OOM and where), the smallest device on which the run
+ * gets past every recorded OOM, and a recommendation tested by replay. Exit 0: the recording
+ * fits under the recommendation; 3: nothing tried fits; 1 and 2 as every command. */
+#include "commands.h"
+#include "output.h"
+#include "sites.h"
+#include "whatif.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WHATIF_NOTHING_FITS 3
+
+static const char usage[] =
+    "usage: gmshim whatif [--device-limit SIZE] [--max-split SIZE] [--cache-limit SIZE]\n"
+    "                     [--pending-wait 0|1] [--grid] [--device N] [--threads N] [--json] LOG\n"
+    "\n"
+    "Replays the log's allocations through gmshim's pool as recorded and under other settings, and\n"
+    "answers: would the run have got past its OOM with another setting, or on how large a device?\n"
+    "Prints one row per replay (peak reserved, fragmentation at the peak, OOM and where), the\n"
+    "smallest device on which the recording gets past every recorded OOM (bisection to 1 MiB, what\n"
+    "was held outside the pool kept), and a recommendation that a replay showed to work.\n"
+    "\n"
+    "      --device-limit SIZE  also replay under this GMSHIM_DEVICE_LIMIT (0: none)\n"
+    "      --max-split SIZE     ...this GMSHIM_MAX_SPLIT (0: none)\n"
+    "      --cache-limit SIZE   ...this GMSHIM_CACHE_LIMIT (0: none)\n"
+    "      --pending-wait 0|1   ...this GMSHIM_PENDING_WAIT\n"
+    "      --grid               also every GMSHIM_MAX_SPLIT x GMSHIM_CACHE_LIMIT pair of a grid\n"
+    "      --device N           the device to replay (default: the first that failed, else the busiest)\n"
+    "      --threads N          replays run at once (default: one per CPU, at most 16)\n"
+    "  -j, --json               one JSON object: min_device_bytes, recommendation {env, why}, runs\n"
+    "  -h, --help               this text\n"
+    "\n"
+    "Exit status: 0 the recording fits under the recommendation (or as it ran), 3 nothing tried\n"
+    "fits, 1 an error, 2 a damaged (partial) log.\n";
+
+enum { O_DEVLIMIT = 256, O_MAXSPLIT, O_CACHE, O_PENDING, O_GRID, O_DEVICE, O_THREADS };
+
+typedef struct wi_cmd {
+    wi_opts_t o;
+    int device;
+} wi_cmd_t;
+
+static int size_opt(const char *name, const char *val, uint64_t *out)
+{
+    if (cli_parse_size(val, out)) {
+        fprintf(stderr, "gmshim whatif: %s takes a size (512M, 8G, bytes), not '%s'\n", name, val);
+        return CLI_FAIL;
+    }
+    return 0;
+}
+
+static int whatif_opt(cli_ctx_t *c, void *st, int key, const char *val)
+{
+    (void)c;
+    wi_cmd_t *w = st;
+    unsigned n;
+    switch (key) {
+    case O_DEVLIMIT:
+        return size_opt("--device-limit", val, &w->o.device_limit);
+    case O_MAXSPLIT:
+        if (size_opt("--max-split", val, &w->o.max_split))
+            return CLI_FAIL;
+        if (w->o.max_split && w->o.max_split <= 20ull << 20) {
+            fprintf(stderr, "gmshim whatif: --max-split must be 0 or more than 20 MiB (as GMSHIM_MAX_SPLIT), not '%s'\n", val);
+            return CLI_FAIL;
+        }
+        return 0;
+    case O_CACHE:
+        return size_opt("--cache-limit", val, &w->o.cache_limit);
+    case O_PENDING:
+        if (strcmp(val, "0") && strcmp(val, "1")) {
+            fprintf(stderr, "gmshim whatif: --pending-wait takes 0 or 1, not '%s'\n", val);
+            return CLI_FAIL;
+        }
+        w->o.pending_wait = val[0] == '1';
+        return 0;
+    case O_GRID:
+        w->o.grid = 1;
+        return 0;
+    case O_DEVICE:
+        if (cli_parse_count("whatif", "--device", val, &n))
+            return CLI_FAIL;
+        if (n > 254) {
+            fprintf(stderr, "gmshim whatif: --device takes 0..254, not '%s'\n", val);
+            return CLI_FAIL;
+        }
+        w->device = (int)n;
+        return 0;
+    case O_THREADS:
+        if (cli_parse_count("whatif", "--threads", val, &n))
+            return CLI_FAIL;
+        w->o.threads = n > 16 ? 16 : n;
+        return 0;
+    }
+    return 0;
+}
+
+/* The device to replay: the one asked for, the first whose allocation failed, else the busiest. */
+static int pick_device(const model_t *m, int asked)
+{
+    if (asked >= 0)
+        return asked;
+    for (size_t i = 0; i < m->nooms; i++)
+        return m->ooms[i].dev;
+    int best = -1;
+    for (int d = 0; d < m->ndev; d++)
+        if (m->dev[d] && (best < 0 || m->dev[d]->allocs > m->dev[best]->allocs))
+            best = d;
+    return best < 0 ? 0 : best;
+}
+
+static void failure_text(FILE *f, const model_t *m, const rp_result_t *r, char *buf, size_t len)
+{
+    char a[32], t[32], lbl[256];
+    (void)f;
+    if (!r->failures) {
+        snprintf(buf, len, "none");
+        return;
+    }
+    char extra[64] = "";
+    if (r->new_failures)
+        snprintf(extra, sizeof extra, " (%" PRIu64 " not in the recording)", r->new_failures);
+    snprintf(buf, len, "%" PRIu64 "%s, first at %s: %s from %s", r->failures, extra, rep_time(r->first.t, t),
+             rep_bytes(r->first.request, a), site_label(m, r->first.site, lbl, sizeof lbl));
+}
+
+static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p)
+{
+    FILE *f = c->out;
+    char a[32], b[32], d[32], e[32], line[600];
+    fprintf(f, "%sdevice %d%s: %" PRIu64 " events replayed per run, %zu runs%s\n", rep_bold(), log->dev, rep_reset(),
+            (uint64_t)log->nev, p->nruns + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)" : "");
+    if (log->wrapped)
+        fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
+    fprintf(f, "  %-28s %13s %7s  %s\n", "run", "peak reserved", "frag", "failed allocations");
+    for (size_t i = 0; i < p->nruns; i++) {
+        const wi_run_t *r = &p->runs[i];
+        failure_text(f, m, &r->res, line, sizeof line);
+        fprintf(f, "  %-28s %13s %7s  %s%s\n", r->label, rep_bytes(r->res.peak_reserved, a),
+                rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line, (int)i == p->rec ? "  <- recommended" : "");
+    }
+    if (p->min_found)
+        fprintf(f, "smallest device: %s (the pool reserving at most %s, %s outside it), bisected to 1 MiB in %u "
+                "replays\n", rep_bytes(p->min_device_bytes, a), rep_bytes(p->min_pool_bytes, b),
+                rep_bytes(p->outside, d), p->bisect_replays);
+    else
+        fprintf(f, "smallest device: none found up to %s\n", rep_bytes(1ull << 50, e));
+    if (p->rec >= 0)
+        fprintf(f, "%srecommendation%s: %s=%s: %s\n", rep_green(), rep_reset(), p->runs[p->rec].env_name,
+                p->runs[p->rec].env_value, p->why);
+    else
+        fprintf(f, "%srecommendation%s: %s\n", p->fits ? rep_green() : rep_yellow(), rep_reset(), p->why);
+    if (isatty(2)) /* a measurement, not part of the report: beside the progress, on a terminal */
+        fprintf(stderr, "replay speed: %.1f M events/s per configuration\n", p->events_per_s / 1e6);
+}
+
+static void run_json(json_t *j, const model_t *m, const wi_run_t *r)
+{
+    json_obj(j, NULL);
+    json_str(j, "label", r->label);
+    json_obj(j, "env");
+    char b[32];
+    if (r->cfg.limit != RP_RECORDED)
+        json_str(j, "GMSHIM_DEVICE_LIMIT", wi_size(r->cfg.limit, b));
+    if (r->cfg.max_split != RP_RECORDED)
+        json_str(j, "GMSHIM_MAX_SPLIT", wi_size(r->cfg.max_split, b));
+    if (r->cfg.cache_limit != RP_RECORDED)
+        json_str(j, "GMSHIM_CACHE_LIMIT", wi_size(r->cfg.cache_limit, b));
+    if (r->cfg.pending_wait >= 0)
+        json_str(j, "GMSHIM_PENDING_WAIT", r->cfg.pending_wait ? "1" : "0");
+    json_obj_end(j);
+    json_bool(j, "frees_at_once", r->cfg.frees_at_once);
+    if (r->cfg.device_bytes != RP_RECORDED)
+        json_u64(j, "device_bytes", r->cfg.device_bytes);
+    json_u64(j, "peak_reserved", r->res.peak_reserved);
+    json_u64(j, "peak_allocated", r->res.peak_allocated);
+    json_u64(j, "frag_at_peak", r->res.frag_at_peak);
+    json_bool(j, "oom", r->res.failures > 0);
+    json_u64(j, "failures", r->res.failures);
+    json_u64(j, "recorded_failed", r->res.recorded_failed);
+    json_u64(j, "recorded_passed", r->res.recorded_passed);
+    json_u64(j, "new_failures", r->res.new_failures);
+    json_u64(j, "divergences", r->res.divergences);
+    if (r->res.failures) {
+        json_obj(j, "first_failure");
+        json_u64(j, "record", r->res.first.record);
+        json_u64(j, "t", r->res.first.t);
+        json_u64(j, "requested", r->res.first.request);
+        json_u64(j, "reserved", r->res.first.reserved);
+        json_u64(j, "live", r->res.first.live);
+        json_u64(j, "free", r->res.first.reserved - r->res.first.live);
+        json_u64(j, "largest_free", r->res.first.largest_free);
+        json_u64(j, "cap", r->res.first.cap);
+        json_bool(j, "by_limit", r->res.first.by_limit);
+        json_bool(j, "recorded", r->res.first.oom >= 0);
+        json_obj(j, "site");
+        site_json(j, m, r->res.first.site);
+        json_obj_end(j);
+        json_obj_end(j);
+    }
+    json_obj_end(j);
+}
+
+static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p, const char *path)
+{
+    json_t *j = &c->j;
+    json_init(j, c->out);
+    json_obj(j, NULL);
+    json_str(j, "command", "whatif");
+    json_str(j, "version", GMSHIM_VERSION_STRING);
+    json_str(j, "log", path);
+    json_u64(j, "device", (uint64_t)log->dev);
+    json_u64(j, "events", log->nev);
+    json_bool(j, "torch_cache_kept", log->torch_cache_kept);
+    json_bool(j, "wrapped", log->wrapped);
+    json_u64(j, "recorded_peak_reserved", log->peak_reserved_recorded);
+    json_u64(j, "recorded_ooms", log->nooms);
+    json_obj(j, "followed");
+    json_u64(j, "peak_reserved", log->followed.peak_reserved);
+    json_u64(j, "failures", log->followed.failures);
+    json_u64(j, "divergences", log->followed.divergences);
+    json_u64(j, "fences_learnt", log->nproofs);
+    json_obj_end(j);
+    if (p->min_found)
+        json_u64(j, "min_device_bytes", p->min_device_bytes);
+    else
+        json_null(j, "min_device_bytes");
+    json_u64(j, "min_pool_bytes", p->min_pool_bytes);
+    json_u64(j, "outside_bytes", p->outside);
+    json_u64(j, "bisect_replays", p->bisect_replays);
+    json_obj(j, "recommendation");
+    json_obj(j, "env");
+    if (p->rec >= 0)
+        json_str(j, p->runs[p->rec].env_name, p->runs[p->rec].env_value);
+    json_obj_end(j);
+    json_str(j, "why", p->why);
+    json_bool(j, "fits", p->fits);
+    json_obj_end(j);
+    json_arr(j, "runs");
+    for (size_t i = 0; i < p->nruns; i++)
+        run_json(j, m, &p->runs[i]);
+    json_arr_end(j);
+    json_dbl(j, "events_per_second_per_run", p->events_per_s);
+    json_obj_end(j);
+    json_line_end(j);
+}
+
+static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
+{
+    rd_log_t lf;
+    if (rd_open_path(&lf, path)) {
+        fprintf(c->err, "gmshim: %s: %s\n", path, lf.ndiags ? lf.diags[0].msg : "cannot be read");
+        rd_close(&lf);
+        return CLI_FAIL;
+    }
+    model_t m;
+    model_build(&m, &lf, MODEL_SITES);
+    int dev = pick_device(&m, w->device);
+    rp_log_t log;
+    int rc = CLI_FAIL;
+    if (rp_load(&log, &lf, dev) == 0) {
+        if (log.pool_off)
+            fprintf(c->err, "gmshim whatif: %s: the pool was off (GMSHIM_POOL=0): there is nothing to replay\n", path);
+        wi_plan_t p;
+        if (wi_plan_make(&log, &w->o, &p) == 0) {
+            if (c->json)
+                plan_json(c, &m, &log, &p, path);
+            else
+                plan_text(c, &m, &log, &p);
+            rc = !p.fits ? WHATIF_NOTHING_FITS : lf.partial ? CLI_PARTIAL : CLI_OK;
+            wi_plan_free(&p);
+        } else {
+            fprintf(c->err, "gmshim whatif: out of memory\n");
+        }
+        rp_log_free(&log);
+    } else {
+        fprintf(c->err, "gmshim whatif: %s: out of memory decoding the log\n", path);
+    }
+    for (size_t i = 0; i < lf.ndiags && i < RD_MAX_DIAGS; i++)
+        fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", path, lf.diags[i].offset, lf.diags[i].msg);
+    model_free(&m);
+    rd_close(&lf);
+    return rc;
+}
+
+int cmd_whatif(int argc, char **argv)
+{
+    static const cli_opt_t opts[] = {
+        {"device-limit", O_DEVLIMIT, 1}, {"max-split", O_MAXSPLIT, 1}, {"cache-limit", O_CACHE, 1},
+        {"pending-wait", O_PENDING, 1},  {"grid", O_GRID, 0},          {"device", O_DEVICE, 1},
+        {"threads", O_THREADS, 1},       {NULL, 0, 0}};
+    cli_ctx_t c;
+    cli_init(&c, stdout, stderr, "whatif");
+    c.json = cli_global.json;
+    wi_cmd_t w;
+    wi_opts_default(&w.o);
+    w.device = -1;
+    int rc = cli_parse_args(&c, argc, argv, opts, whatif_opt, &w, usage, CLI_ARGS_LOGS | CLI_ARGS_WRAP);
+    if (rc >= 0)
+        return rc;
+    if (c.nargs != 1) {
+        fprintf(stderr, "gmshim whatif: one log at a time (%d given)\n%s", c.nargs, usage);
+        return cli_finish(&c, CLI_FAIL);
+    }
+    w.o.progress = isatty(2);
+    rc = whatif_log(&c, &w, c.args[0]);
+    int fin = cli_finish(&c, rc);
+    return fin == CLI_FAIL ? CLI_FAIL : rc;
+}

@@ -1,0 +1,326 @@
+/* The what-if search: candidate settings replayed in parallel, the smallest device by parallel
+ * bisection (each round probes several sizes at once, to 1 MiB), and the recommendation: the
+ * candidate that got past every failure with the least reserved. */
+#include "whatif.h"
+#include "output.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB (1ull << 20)
+#define MAX_POOL_BYTES (1ull << 50)
+
+void wi_opts_default(wi_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->device_limit = o->max_split = o->cache_limit = RP_RECORDED;
+    o->pending_wait = -1;
+}
+
+const char *wi_size(uint64_t b, char buf[32])
+{
+    if (b && b % (1ull << 30) == 0)
+        snprintf(buf, 32, "%" PRIu64 "G", b >> 30);
+    else if (b && b % MiB == 0)
+        snprintf(buf, 32, "%" PRIu64 "M", b >> 20);
+    else
+        snprintf(buf, 32, "%" PRIu64, b);
+    return buf;
+}
+
+static wi_run_t *add_run(wi_plan_t *p, const char *label)
+{
+    if (p->nruns == p->caprun) {
+        size_t ncap = p->caprun ? p->caprun * 2 : 32;
+        wi_run_t *n = realloc(p->runs, ncap * sizeof *n);
+        if (!n)
+            return NULL;
+        p->runs = n;
+        p->caprun = ncap;
+    }
+    wi_run_t *r = &p->runs[p->nruns++];
+    memset(r, 0, sizeof *r);
+    rp_cfg_recorded(&r->cfg);
+    snprintf(r->label, sizeof r->label, "%s", label);
+    return r;
+}
+
+static void set_env(wi_run_t *r, const char *name, uint64_t v, int is_size)
+{
+    char b[32];
+    snprintf(r->env_name, sizeof r->env_name, "%s", name);
+    if (is_size)
+        wi_size(v, r->env_value);
+    else
+        snprintf(r->env_value, sizeof r->env_value, "%" PRIu64, v);
+    snprintf(r->label, sizeof r->label, "%s=%s", name, is_size ? wi_size(v, b) : r->env_value);
+}
+
+typedef struct prog {
+    const wi_opts_t *o;
+    size_t base, total;
+} prog_t;
+
+static void on_progress(void *arg, size_t done, size_t n)
+{
+    prog_t *pg = arg;
+    (void)n;
+    if (pg->o->progress)
+        fprintf(stderr, "\rwhatif: %zu replays done", pg->base + done);
+}
+
+static void run_all(const rp_log_t *log, const wi_opts_t *o, wi_run_t *runs, size_t n, prog_t *pg)
+{
+    rp_cfg_t *cfgs = calloc(n ? n : 1, sizeof *cfgs);
+    rp_result_t *out = calloc(n, sizeof *out);
+    if (cfgs && out) {
+        for (size_t i = 0; i < n; i++)
+            cfgs[i] = runs[i].cfg;
+        replay_many(log, cfgs, out, n, o->threads, on_progress, pg);
+        for (size_t i = 0; i < n; i++)
+            runs[i].res = out[i];
+    }
+    pg->base += n;
+    free(cfgs);
+    free(out);
+}
+
+/* The largest request the recording made, for the range of split limits worth trying. */
+static uint64_t largest_request(const rp_log_t *log)
+{
+    uint64_t big = 0;
+    for (size_t i = 0; i < log->nev; i++)
+        if (rp_ev_type(&log->ev[i]) == RP_ALLOC && log->ev[i].x > big)
+            big = log->ev[i].x;
+    for (size_t i = 0; i < log->nooms; i++)
+        if (log->ooms[i].rec.request > big)
+            big = log->ooms[i].rec.request;
+    return big;
+}
+
+static void add_candidates(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
+{
+    uint64_t big = largest_request(log);
+    if (!p->failing)
+        goto grid;
+    /* GMSHIM_MAX_SPLIT takes more than 20 MiB; beyond the largest request it changes nothing. */
+    for (uint64_t v = 32 * MiB; v <= 2 * big && v <= MAX_POOL_BYTES; v *= 2) {
+        if (v == log->max_split)
+            continue;
+        wi_run_t *r = add_run(p, "");
+        if (!r)
+            return;
+        r->cfg.max_split = v;
+        r->candidate = 1;
+        set_env(r, "GMSHIM_MAX_SPLIT", v, 1);
+    }
+    if (!log->pending_wait && !log->trust_stream_order) {
+        wi_run_t *r = add_run(p, "");
+        if (r) {
+            r->cfg.pending_wait = 1;
+            r->candidate = 1;
+            set_env(r, "GMSHIM_PENDING_WAIT", 1, 0);
+        }
+    }
+grid:
+    if (o->grid) {
+        static const uint64_t caches[] = {0, 256 * MiB, 1024 * MiB, 4096 * MiB};
+        for (size_t c = 0; c < sizeof caches / sizeof caches[0]; c++) {
+            if (caches[c] == log->cache_limit)
+                continue;
+            for (uint64_t v = 0; v <= 2 * big && v <= MAX_POOL_BYTES; v = v ? v * 2 : 32 * MiB) {
+                wi_run_t *r = add_run(p, "");
+                if (!r)
+                    return;
+                r->cfg.cache_limit = caches[c];
+                r->cfg.max_split = v;
+                char a[32], b[32];
+                snprintf(r->label, sizeof r->label, "MAX_SPLIT=%s CACHE_LIMIT=%s", wi_size(v, a), wi_size(caches[c], b));
+            }
+        }
+    }
+}
+
+/* The recording's settings with the pool allowed `pool` bytes (outside kept). */
+static rp_cfg_t capacity_cfg(const wi_plan_t *p, const rp_log_t *log, uint64_t pool)
+{
+    rp_cfg_t c;
+    rp_cfg_recorded(&c); /* simulated: a foreign log's recorded segments would not change */
+    c.limit = 0;
+    c.device_bytes = pool + p->outside;
+    (void)log;
+    return c;
+}
+
+static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64_t start, prog_t *pg)
+{
+    unsigned k = o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    if (k < 1)
+        k = 1;
+    if (k > 8)
+        k = 8;
+    rp_cfg_t cfgs[8];
+    rp_result_t out[8];
+    uint64_t lo = 0, hi = gm_round_up(start ? start : MiB, MiB);
+    for (;;) { /* a size that fits: double until one does */
+        cfgs[0] = capacity_cfg(p, log, hi);
+        replay_many(log, cfgs, out, 1, 1, NULL, NULL);
+        p->bisect_replays++;
+        if (!out[0].failures)
+            break;
+        lo = hi;
+        if (hi >= MAX_POOL_BYTES)
+            return;
+        hi *= 2;
+    }
+    while (hi - lo > MiB) {
+        uint64_t steps = (hi - lo) / MiB, n = steps - 1 < k ? steps - 1 : k;
+        uint64_t pts[8];
+        for (uint64_t i = 0; i < n; i++) {
+            pts[i] = lo + (hi - lo) / (n + 1) * (i + 1) / MiB * MiB;
+            if (pts[i] <= lo)
+                pts[i] = lo + MiB;
+            cfgs[i] = capacity_cfg(p, log, pts[i]);
+        }
+        replay_many(log, cfgs, out, n, k, NULL, NULL);
+        p->bisect_replays += (unsigned)n;
+        pg->base += n;
+        if (o->progress)
+            fprintf(stderr, "\rwhatif: %zu replays done", pg->base);
+        uint64_t nlo = lo, nhi = hi;
+        for (uint64_t i = 0; i < n; i++) {
+            if (out[i].failures) {
+                if (pts[i] > nlo && pts[i] < nhi)
+                    nlo = pts[i];
+            } else if (pts[i] < nhi) {
+                nhi = pts[i];
+            }
+        }
+        if (nlo >= nhi) /* not monotonic here: keep the smallest size that fitted */
+            nlo = nhi - MiB;
+        lo = nlo, hi = nhi;
+    }
+    p->min_found = 1;
+    p->min_pool_bytes = hi;
+    p->min_device_bytes = hi + p->outside;
+}
+
+static void choose(wi_plan_t *p, const rp_log_t *log)
+{
+    char a[32], b[32], c[32];
+    const rp_result_t *sim = &p->runs[0].res;
+    p->rec = -1;
+    if (!p->failing) {
+        p->fits = 1;
+        snprintf(p->why, sizeof p->why, "the recording has no failed allocation to get past: it fits as it ran "
+                 "(peak reserved %s)", rep_bytes(p->runs[0].res.peak_reserved, a));
+        return;
+    }
+    if (!p->reproduced) {
+        snprintf(p->why, sizeof p->why, "the simulation of the recorded settings gets past the recorded OOM, which "
+                 "the recording's own order of fences did not: no setting can be told to help");
+        return;
+    }
+    for (size_t i = 0; i < p->nruns; i++) {
+        const wi_run_t *r = &p->runs[i];
+        if (!r->candidate || r->res.failures)
+            continue;
+        if (p->rec < 0 || r->res.peak_reserved < p->runs[p->rec].res.peak_reserved)
+            p->rec = (int)i;
+    }
+    if (p->rec >= 0) {
+        const wi_run_t *r = &p->runs[p->rec];
+        p->fits = 1;
+        snprintf(p->why, sizeof p->why, "replayed with %s=%s the recording gets past all %" PRIu64
+                 " failed allocation%s with no new one (peak reserved %s; as recorded the pool failed with %s "
+                 "reserved)", r->env_name, r->env_value, sim->recorded_failed + sim->new_failures,
+                 sim->recorded_failed + sim->new_failures == 1 ? "" : "s", rep_bytes(r->res.peak_reserved, a),
+                 rep_bytes(sim->first.reserved, b));
+        return;
+    }
+    if (p->min_found)
+        snprintf(p->why, sizeof p->why, "no setting tried gets past the failure; the recording would fit on a "
+                 "device of %s (the pool reserving at most %s, %s outside it)",
+                 rep_bytes(p->min_device_bytes, a), rep_bytes(p->min_pool_bytes, b),
+                 rep_bytes(p->outside, c));
+    else
+        snprintf(p->why, sizeof p->why, "no setting tried gets past the failure, on any device size tried");
+    (void)log;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->rec = -1;
+    prog_t pg = {o, 0, 0};
+    wi_run_t *r0 = add_run(p, "as recorded");
+    wi_run_t *r1 = r0 ? add_run(p, "frees reusable at once") : NULL;
+    if (!r1)
+        return -1;
+    rp_cfg_as_recorded(log, &p->runs[0].cfg);
+    p->runs[1].cfg.frees_at_once = 1;
+    if (o->device_limit != RP_RECORDED || o->max_split != RP_RECORDED || o->cache_limit != RP_RECORDED ||
+        o->pending_wait >= 0) {
+        wi_run_t *r = add_run(p, "the settings asked for");
+        if (!r)
+            return -1;
+        r->cfg.limit = o->device_limit;
+        r->cfg.max_split = o->max_split;
+        r->cfg.cache_limit = o->cache_limit;
+        r->cfg.pending_wait = o->pending_wait;
+    }
+    p->failing = log->recorded.failures > 0;
+    add_candidates(p, log, o);
+    double t0 = now_s();
+    run_all(log, o, p->runs, p->nruns, &pg);
+    double dt = now_s() - t0;
+    uint64_t evs = 0;
+    for (size_t i = 0; i < p->nruns; i++)
+        evs += p->runs[i].res.events;
+    unsigned th = o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    size_t par = p->nruns < th ? p->nruns : th;
+    p->events_per_s = dt > 0 && par ? (double)evs / dt / (double)par : 0;
+    p->reproduced = p->runs[0].res.failures > 0;
+    /* Outside the pool at the first failure: what the device held besides the pool's figure. */
+    const rp_result_t *ref = &p->runs[0].res;
+    uint64_t cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->base_cap;
+    if (log->ndrv)
+        cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->drv_cap[0];
+    p->outside = log->total > cap ? log->total - cap : 0;
+    bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, &pg);
+    /* Under GMSHIM_DEVICE_LIMIT: a cap the device can give, if raising it is what helps. */
+    if (p->failing && p->min_found && ref->failures && ref->first.by_limit &&
+        p->min_pool_bytes + p->outside <= log->total) {
+        uint64_t v = gm_round_up(p->min_pool_bytes, MiB);
+        if (v != log->limit_first) {
+            wi_run_t *r = add_run(p, "");
+            if (r) {
+                r->cfg.limit = v;
+                r->candidate = 1;
+                set_env(r, "GMSHIM_DEVICE_LIMIT", v, 1);
+                run_all(log, o, r, 1, &pg);
+            }
+        }
+    }
+    if (o->progress)
+        fprintf(stderr, "\r%40s\r", "");
+    choose(p, log);
+    return 0;
+}
+
+void wi_plan_free(wi_plan_t *p)
+{
+    free(p->runs);
+    memset(p, 0, sizeof *p);
+}

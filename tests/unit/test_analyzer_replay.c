@@ -1,0 +1,281 @@
+/* Unit tests of the replay (analyzer/replay*.c): replaying a log under its recorded settings
+ * reproduces its recorded peak reserved and its recorded OOM point exactly — on the OOM workloads
+ * run under the preload, the fixtures, logs written by hand (testlog) and by genlog, and the real
+ * PyTorch traces of ../shared/traces replayed through the pool — and other settings change what
+ * they must. */
+#include "replay.h"
+#include "suites.h"
+#include "testlog.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MiB ((uint64_t)1 << 20)
+
+/* Runs build/tests/integration/<prog> (or any build/ program with args) under the preload with
+ * extra environment; returns the log's path. */
+static const char *record(const char *prog, const char *const *args, const char *const *extra)
+{
+    static char log[8][512];
+    static int next;
+    char *path = log[next++ % 8];
+    snprintf(path, sizeof log[0], "%s/%s.gmlog", temp_dir(), strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog);
+    char logenv[600], bin[4096];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", path);
+    snprintf(bin, sizeof bin, "%s", build_path(prog));
+    const char *argv[8] = {bin};
+    for (int i = 0; args && args[i] && i < 6; i++)
+        argv[i + 1] = args[i];
+    const char *env[8] = {logenv, "FAKECUDA_MEM=1G"};
+    int n = 2;
+    for (int i = 0; extra && extra[i] && n < 7; i++)
+        env[n++] = extra[i];
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0 || rc == 1, "%s exited %d:\n%s", prog, rc, out);
+    free(out);
+    return path;
+}
+
+static void load(const char *path, rp_log_t *log, rd_log_t *lf)
+{
+    ck_assert_msg(rd_open_path(lf, path) == 0, "%s does not open", path);
+    ck_assert_msg(rp_load(log, lf, 0) == 0, "%s: rp_load failed", path);
+}
+
+static size_t failed_ooms(const rp_log_t *log, int *first)
+{
+    size_t n = 0;
+    *first = -1;
+    for (size_t i = 0; i < log->nooms; i++)
+        if (!log->ooms[i].recovered && n++ == 0)
+            *first = (int)i;
+    return n;
+}
+
+/* The recorded settings, simulated: the peak and the first OOM of the recording, and (for logs
+ * from the pool) every OOM failing again with no new one. `slack`: bytes the peak may be off by
+ * (0: none). */
+static void expect_faithful_within(const char *what, const char *path, int every_oom, uint64_t slack)
+{
+    rd_log_t lf;
+    rp_log_t log;
+    load(path, &log, &lf);
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    rp_result_t sim = replay_once(&log, &cfg);
+    uint64_t off = sim.peak_reserved > log.peak_reserved_recorded ? sim.peak_reserved - log.peak_reserved_recorded
+                                                                  : log.peak_reserved_recorded - sim.peak_reserved;
+    ck_assert_msg(off <= slack, "%s: replayed peak reserved %llu, recorded %llu", what,
+                  (unsigned long long)sim.peak_reserved, (unsigned long long)log.peak_reserved_recorded);
+    ck_assert_msg(log.recorded.peak_reserved == sim.peak_reserved, "%s: the recorded run replays as %llu, once as %llu",
+                  what, (unsigned long long)log.recorded.peak_reserved, (unsigned long long)sim.peak_reserved);
+    int first;
+    size_t n = failed_ooms(&log, &first);
+    if (n) {
+        ck_assert_msg(sim.failures && sim.first.oom == first && sim.first.t == log.ooms[first].t,
+                      "%s: the first failure is not the recorded OOM %d (failures %llu, at OOM %d)", what, first,
+                      (unsigned long long)sim.failures, sim.first.oom);
+        ck_assert_msg(sim.first.reserved == log.ooms[first].rec.reserved || log.ooms[first].by_limit,
+                      "%s: reserved %llu at the OOM, recorded %llu", what, (unsigned long long)sim.first.reserved,
+                      (unsigned long long)log.ooms[first].rec.reserved);
+        ck_assert_msg(sim.first.live == log.ooms[first].rec.allocated, "%s: live %llu at the OOM, recorded %llu", what,
+                      (unsigned long long)sim.first.live, (unsigned long long)log.ooms[first].rec.allocated);
+    }
+    if (every_oom)
+        ck_assert_msg(sim.recorded_failed == n && sim.new_failures == 0,
+                      "%s: %llu of %zu recorded OOMs failed again, %llu new", what,
+                      (unsigned long long)sim.recorded_failed, n, (unsigned long long)sim.new_failures);
+    else
+        ck_assert_msg(n || !sim.failures, "%s: %llu failures in a log without OOMs", what,
+                      (unsigned long long)sim.failures);
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+
+static void expect_faithful(const char *what, const char *path, int every_oom)
+{
+    expect_faithful_within(what, path, every_oom, 0);
+}
+
+START_TEST(test_replay_reproduces_each_workloads_peak_and_ooms)
+{
+    static const char *const limit512[] = {"GMSHIM_DEVICE_LIMIT=512M", NULL};
+    static const struct {
+        const char *prog;
+        const char *const *env;
+    } w[] = {
+        {"oom_capacity", NULL},           {"oom_fragmentation", NULL},       {"oom_leak", NULL},
+        {"oom_outside", NULL},            {"oom_transient", NULL},           {"oom_split", NULL},
+        {"oom_weights_after_mark", NULL}, {"oom_keep_slice", NULL},          {"oom_transient_troughs", NULL},
+        {"oom_capped_fragmentation", limit512}, {"oom_capacity", limit512}, {"demo_train", NULL},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        char prog[128];
+        snprintf(prog, sizeof prog, "tests/integration/%s", w[i].prog);
+        expect_faithful(w[i].prog, record(prog, NULL, w[i].env), 1);
+    }
+}
+END_TEST
+
+START_TEST(test_replay_reproduces_each_fixtures_peak_and_oom)
+{
+    static const char *const fx[] = {"tests/fixtures/demo.gmlog", "tests/fixtures/h200_torch_leak_oom.gmlog",
+                                     "tests/fixtures/h200_cupti_static_inject.gmlog"};
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++)
+        expect_faithful(fx[i], fx[i], 1);
+}
+END_TEST
+
+/* A log written by hand: a 64 MiB segment, a block filling it, a failed 600 MiB request with
+ * 512 MiB free in the driver: it fails again, and on a device 100 MiB larger it fits. */
+START_TEST(test_replay_of_a_hand_written_log_fails_where_it_failed)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 1, "Test", 80 * 1024 * MiB);
+    tlog_segment(&b, 2, GMLOG_SEGMENT_ALLOC, 0x7f0000000000ull, 64 * MiB);
+    tlog_alloc(&b, 3, 0x7f0000000000ull, 64 * MiB, GMLOG_A_MISS, 0);
+    tlog_oom(&b, 4, 600 * MiB, 64 * MiB, 0);
+    tlog_end_chunk(&b);
+    char path[512];
+    snprintf(path, sizeof path, "%s/hand.gmlog", temp_dir());
+    ck_assert(tlog_write(&b, path) == 0);
+    tlog_free_buf(&b);
+    expect_faithful("hand-written", path, 1);
+    rd_log_t lf;
+    rp_log_t log;
+    load(path, &log, &lf);
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    cfg.device_bytes = log.total + 100 * MiB;
+    rp_result_t r = replay_once(&log, &cfg);
+    ck_assert_msg(!r.failures && r.recorded_passed == 1, "100 MiB more device: %llu failures",
+                  (unsigned long long)r.failures);
+    cfg.device_bytes = log.total + 10 * MiB;
+    r = replay_once(&log, &cfg);
+    ck_assert_msg(r.failures == 1, "10 MiB more device: %llu failures", (unsigned long long)r.failures);
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+END_TEST
+
+/* genlog's segments are not the pool's (no GMSHIM_* settings): followed, as recorded. */
+START_TEST(test_replay_follows_a_generated_logs_segments)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/gen.gmlog", temp_dir());
+    const char *gen[] = {build_path("fuzz/genlog"), path, "200000", "4", NULL};
+    char *out = NULL;
+    int rc = run_program(gen, NULL, 0, &out);
+    ck_assert_msg(rc == 0, "genlog exited %d:\n%s", rc, out);
+    free(out);
+    rd_log_t lf;
+    rp_log_t log;
+    load(path, &log, &lf);
+    ck_assert_msg(log.recorded.peak_reserved == log.peak_reserved_recorded && !log.recorded.failures,
+                  "followed peak %llu, recorded %llu, failures %llu", (unsigned long long)log.recorded.peak_reserved,
+                  (unsigned long long)log.peak_reserved_recorded, (unsigned long long)log.recorded.failures);
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    rp_result_t sim = replay_once(&log, &cfg);
+    ck_assert_msg(sim.events == log.nev && !sim.failures && sim.peak_allocated > 0,
+                  "simulated: %llu of %zu events, %llu failures", (unsigned long long)sim.events, log.nev,
+                  (unsigned long long)sim.failures);
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+END_TEST
+
+/* The real PyTorch traces of ../shared/traces, replayed through the pool by bench/replay: as they
+ * ran, and under a 4 GiB cap that makes them fail. */
+START_TEST(test_replay_reproduces_the_real_traces)
+{
+    const char *dir = getenv("GMSHIM_TEST_TRACES") ? getenv("GMSHIM_TEST_TRACES") : "/work/shared/traces";
+    static const char *const names[] = {"trace-resnet50", "trace-gpt2"};
+    for (size_t i = 0; i < 2; i++) {
+        char xz[600], txt[600], cmd[1400];
+        snprintf(xz, sizeof xz, "%s/%s.txt.xz", dir, names[i]);
+        if (access(xz, R_OK) != 0 || system("command -v xz >/dev/null 2>&1") != 0) {
+            fprintf(stderr, "note: %s or xz missing: trace replay not checked\n", xz);
+            continue;
+        }
+        snprintf(txt, sizeof txt, "%s/%s.txt", temp_dir(), names[i]);
+        snprintf(cmd, sizeof cmd, "xz -dc '%s' > '%s'", xz, txt);
+        ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+        const char *args[] = {txt, NULL};
+        const char *big[] = {"FAKECUDA_MEM=64G", NULL};
+        const char *capped[] = {"FAKECUDA_MEM=64G", "GMSHIM_DEVICE_LIMIT=4G", NULL};
+        /* The fake's fences complete on a worker thread: a run's frees become reusable a little
+         * earlier or later than the last run's, and the log does not say when (only how much
+         * was pending at each fence): ResNet-50's peak differs by one 2 MiB segment between
+         * recordings, and so may the replay's from its recording. */
+        expect_faithful_within(names[i], record("bench/replay", args, big), 1, i == 0 ? 2 * MiB : 0);
+        expect_faithful(names[i], record("bench/replay", args, capped), 0);
+        unlink(txt);
+    }
+}
+END_TEST
+
+START_TEST(test_frees_at_once_never_reserve_more_than_waiting_for_fences)
+{
+    const char *path = record("tests/integration/demo_train", NULL, NULL);
+    rd_log_t lf;
+    rp_log_t log;
+    load(path, &log, &lf);
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    rp_result_t waited = replay_once(&log, &cfg);
+    cfg.frees_at_once = 1;
+    rp_result_t at_once = replay_once(&log, &cfg);
+    ck_assert_msg(at_once.peak_reserved <= waited.peak_reserved, "at once %llu > waiting %llu",
+                  (unsigned long long)at_once.peak_reserved, (unsigned long long)waited.peak_reserved);
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+END_TEST
+
+START_TEST(test_parallel_replays_give_what_one_at_a_time_gives)
+{
+    const char *path = record("tests/integration/oom_split", NULL, NULL);
+    rd_log_t lf;
+    rp_log_t log;
+    load(path, &log, &lf);
+    rp_cfg_t cfgs[6];
+    rp_result_t par[6];
+    for (int i = 0; i < 6; i++) {
+        rp_cfg_recorded(&cfgs[i]);
+        cfgs[i].max_split = i ? (32 * MiB) << i : 0;
+    }
+    replay_many(&log, cfgs, par, 6, 3, NULL, NULL);
+    for (int i = 0; i < 6; i++) {
+        rp_result_t one = replay_once(&log, &cfgs[i]);
+        ck_assert_msg(one.peak_reserved == par[i].peak_reserved && one.failures == par[i].failures,
+                      "config %d: alone %llu/%llu, in parallel %llu/%llu", i, (unsigned long long)one.peak_reserved,
+                      (unsigned long long)one.failures, (unsigned long long)par[i].peak_reserved,
+                      (unsigned long long)par[i].failures);
+    }
+    ck_assert_msg(par[0].failures && !par[1].failures, "a 64 MiB split limit should get oom_split past its OOM");
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+END_TEST
+
+Suite *analyzer_replay_suite(void)
+{
+    Suite *s = suite_create("analyzer_replay");
+    TCase *tc = tcase_create("fidelity");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_replay_reproduces_each_workloads_peak_and_ooms);
+    tcase_add_test(tc, test_replay_reproduces_each_fixtures_peak_and_oom);
+    tcase_add_test(tc, test_replay_of_a_hand_written_log_fails_where_it_failed);
+    tcase_add_test(tc, test_replay_follows_a_generated_logs_segments);
+    tcase_add_test(tc, test_replay_reproduces_the_real_traces);
+    tcase_add_test(tc, test_frees_at_once_never_reserve_more_than_waiting_for_fences);
+    tcase_add_test(tc, test_parallel_replays_give_what_one_at_a_time_gives);
+    suite_add_tcase(s, tc);
+    return s;
+}
