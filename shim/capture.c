@@ -2,7 +2,10 @@
  * graph's private heap is released when the graph and every instance made from it are gone,
  * as PyTorch keeps a private pool per graph. */
 #include "capture.h"
+#include "capheap.h"
+#include "device.h"
 #include "evlog.h"
+#include "logrec.h"
 #include "real.h"
 
 #include <stdlib.h>
@@ -96,16 +99,8 @@ int capture_stream_device(cudaStream_t stream)
 
 static void log_capture(gm_graph_t *g, int event, unsigned mode)
 {
-    if (!evlog_enabled())
-        return;
-    gmlog_capture_t rec;
-    memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_CAPTURE, sizeof rec, g->dev->id, (unsigned)event);
-    rec.stream = (uint64_t)(uintptr_t)g->stream;
-    rec.graph = (uint64_t)(uintptr_t)g->graph;
-    rec.id = g->id;
-    rec.mode = mode;
-    evlog_append(&rec, sizeof rec, gm_now_ns());
+    logrec_capture(g->dev->id, event, (uint64_t)(uintptr_t)g->stream, (uint64_t)(uintptr_t)g->graph, g->id,
+                   mode);
 }
 
 /* The capture heap the device should use now: the newest capture still under way. */

@@ -2,12 +2,13 @@
  * it ignores calls made inside gmshim (gm_depth), takes only leaf locks, the stacks lock and the
  * log's chunk, never a pool lock, and never changes what the driver call returns. */
 #include "cupti.h"
-#include "objects.h"
 #include "common.h"
-#include "device.h"
+#include "devctx.h"
 #include "diag.h"
 #include "evlog.h"
+#include "logrec.h"
 #include "init.h"
+#include "objects.h"
 #include "stacks.h"
 
 /* NVIDIA's header (the include path has CUDA's directory first; ours is "cupti.h"): callback
@@ -625,7 +626,6 @@ static GM_COLD void log_oom(int dev, uint64_t request)
 {
     gmlog_oom_t r;
     memset(&r, 0, sizeof r);
-    evlog_hdr(&r.h, GMLOG_OOM, sizeof r, dev, 0);
     r.request = request;
     r.segment = request;
     resolve_driver();
@@ -638,7 +638,7 @@ static GM_COLD void log_oom(int dev, uint64_t request)
         r.driver_total = t;
     }
     r.site = stacks_site_skip(machinery_pc);
-    evlog_append(&r, sizeof r, gm_now_ns());
+    logrec_oom(dev, 0, &r);
 }
 
 /* Injection mode has no pool to describe the devices: the first allocation seen on a device,
@@ -660,14 +660,7 @@ static void describe_device(int dev)
     if (!get_name || get_name(name, (int)sizeof name, dev) != CUDA_SUCCESS)
         name[0] = 0;
     name[sizeof name - 1] = 0;
-    size_t len = strlen(name);
-    gmlog_device_t rec;
-    memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_DEVICE, sizeof rec + gm_round_up(len, 8), dev, 0);
-    rec.total = t;
-    rec.free_at_start = f;
-    rec.name_len = (uint32_t)len;
-    evlog_append2(&rec, sizeof rec, name, len, gm_now_ns());
+    logrec_device(dev, t, f, name, sizeof name);
 }
 
 static void at_api_enter(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int inside)

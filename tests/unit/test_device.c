@@ -1,7 +1,12 @@
 /* Unit tests of a device's pool (shim/device.c, fence.c) in this process, against the fake CUDA
  * runtime: arenas, fences over non-blocking and destroyed streams, OOM release, reset. Each test
  * runs in its own forked process (Check's default), so the fake starts fresh every time. */
+#include "capheap.h"
+#include "devctx.h"
 #include "device.h"
+#include "fencepol.h"
+#include "hit.h"
+#include "slowpath.h"
 #include "options.h"
 #include "suites.h"
 #include "trim.h"
