@@ -5,7 +5,7 @@
 #include "logstate.h"
 #include "diag.h"
 #include "evlog.h"
-#include "init.h"
+#include "state.h"
 
 #include <signal.h>
 #include <stdlib.h>

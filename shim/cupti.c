@@ -7,7 +7,7 @@
 #include "diag.h"
 #include "evlog.h"
 #include "logrec.h"
-#include "init.h"
+#include "state.h"
 #include "objects.h"
 #include "stacks.h"
 
@@ -917,33 +917,6 @@ int cupti_start(int kind)
     return start(kind);
 }
 
-/* Whether gmshim is preloaded, so that its hooks serve the program and what CUPTI sees
- * bypassed them. (Not "is the global cudaMalloc ours": the driver loads the injection library
- * into the global scope, where nothing may ever call it.) */
-static int preloaded(void)
-{
-    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_UNINIT)
-        return 1; /* a hook initialized gmshim before the driver started */
-    Dl_info self;
-    const char *pre = getenv("LD_PRELOAD");
-    if (!pre || !dladdr((void *)preloaded, &self) || !self.dli_fname)
-        return 0;
-    const char *me = base_name(self.dli_fname);
-    size_t len = strlen(me);
-    for (const char *p = pre; *p;) {
-        size_t n = strcspn(p, " :");
-        const char *b = p;
-        for (const char *q = p; q < p + n; q++)
-            if (*q == '/')
-                b = q + 1;
-        if ((size_t)(p + n - b) == len && !strncmp(b, me, len))
-            return 1;
-        p += n;
-        p += *p != 0;
-    }
-    return 0;
-}
-
 static int injection_only;
 
 int cupti_injection_only(void)
@@ -951,24 +924,17 @@ int cupti_injection_only(void)
     return __atomic_load_n(&injection_only, __ATOMIC_ACQUIRE);
 }
 
-GM_EXPORT int InitializeInjection(void)
+void cupti_set_injection_only(void)
 {
-    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)
-        return 1;
-    int hooks = gm_depth || preloaded();
-    /* gm_depth set: the driver was started from inside gmshim (a hook's real call, the init):
-     * the shim is initialized or being initialized on this very thread; do not wait for it. */
-    if (!gm_depth) {
-        if (!hooks) {
-            evlog_set_mode("injection");
-            __atomic_store_n(&injection_only, 1, __ATOMIC_RELEASE);
-        }
-        __atomic_store_n(&C.injecting, 1, __ATOMIC_RELEASE);
-        gm_depth = 1;
-        gm_init();
-        gm_depth = 0;
-        __atomic_store_n(&C.injecting, 0, __ATOMIC_RELEASE);
-    }
-    start(hooks ? GMLOG_KIND_FOREIGN : GMLOG_KIND_OBSERVED);
-    return 1;
+    __atomic_store_n(&injection_only, 1, __ATOMIC_RELEASE);
+}
+
+void cupti_set_injecting(int on)
+{
+    __atomic_store_n(&C.injecting, on, __ATOMIC_RELEASE);
+}
+
+int cupti_start_as(int kind)
+{
+    return start(kind);
 }

@@ -12,13 +12,15 @@
  * when subscribed, -1 when CUPTI is missing, unusable or taken (one warning said so). */
 int cupti_start(int kind);
 
-/* The driver's entry point for CUDA_INJECTION64_PATH=libgmshim.so: initializes gmshim in
- * injection mode (or, under the preload too, adds CUPTI to it) and subscribes. Returns 1. */
-int InitializeInjection(void);
-
 /* 1 when gmshim runs only as the injection library (not preloaded): its hooks, which the driver
- * put in the global scope, must then pass calls through rather than pool them. */
+ * put in the global scope, must then pass calls through rather than pool them. Set by the
+ * injection entry point (inject.c). */
 int cupti_injection_only(void);
+void cupti_set_injection_only(void);
+/* While InitializeInjection initializes the shim, cupti_start leaves the start (and the kind)
+ * to it; it then starts with cupti_start_as (which, unlike cupti_start, always starts). */
+void cupti_set_injecting(int on);
+int cupti_start_as(int kind);
 
 /* ---- for the tests ------------------------------------------------------------------------- */
 

@@ -7,7 +7,6 @@
 #include "evlog.h"
 #include "logstate.h"
 #include "diag.h"
-#include "init.h"
 #include "options.h"
 
 #include <errno.h>
