@@ -5,7 +5,7 @@
  * a ring of slots: at the limit, a new extent takes the slot of one whose records are all older
  * than the newest complete checkpoint, each chunk zeroed as it is claimed. Everything here runs
  * under gm_log.lock, but the page work. */
-#include "logstate.h"
+#include "logring.h"
 #include "diag.h"
 
 #include <errno.h>
