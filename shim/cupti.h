@@ -28,9 +28,6 @@ int cupti_start_as(int kind);
  * them): up to `max` paths of at most `len` bytes each into out[i * len]; returns the count.
  * GMSHIM_TEST_CUPTI_NO_SYSTEM=1 leaves out /usr/local/cuda and the loader's own search. */
 int cupti_candidates(char *out, size_t len, int max);
-/* Whether frames in the object with this path belong to the CUDA stack, gmshim or the C
- * runtime, and so cannot be the library that asked for an allocation. */
-int cupti_is_cuda_stack(const char *path);
 /* The libcupti in use, or NULL. */
 const char *cupti_loaded_path(void);
 

@@ -4,6 +4,7 @@
  * layouts of gmlog.h), and the soft failures: no libcupti, CUPTI taken, CUPTI unusable. */
 #include "../../shim/cupti.h"
 #include "../../shim/objects.h"
+#include "../../shim/requester.h"
 #include "evlog.h"
 #include "options.h"
 #include "stacks.h"
@@ -289,9 +290,9 @@ START_TEST(test_only_the_cuda_stack_and_gmshim_are_skipped)
     const char *user[] = {"/sp/nvidia/cu13/lib/libcublasLt.so.13", "libnccl.so.2", "libcudnn_ops.so.9",
                           "/usr/bin/python3.12", "libcuda_helper.so", "cupti_static_leak"};
     for (size_t i = 0; i < sizeof cuda / sizeof *cuda; i++)
-        ck_assert_msg(cupti_is_cuda_stack(cuda[i]), "%s must be skipped", cuda[i]);
+        ck_assert_msg(requester_is_cuda_stack(cuda[i]), "%s must be skipped", cuda[i]);
     for (size_t i = 0; i < sizeof user / sizeof *user; i++)
-        ck_assert_msg(!cupti_is_cuda_stack(user[i]), "%s can ask for memory", user[i]);
+        ck_assert_msg(!requester_is_cuda_stack(user[i]), "%s can ask for memory", user[i]);
 }
 END_TEST
 
