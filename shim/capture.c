@@ -1,4 +1,4 @@
-/* Bookkeeping of captures and graphs; the allocation side is in device.c (capture_heap). A
+/* Bookkeeping of captures and graphs; the allocation side is capheap.c (capture_heap). A
  * graph's private heap is released when the graph and every instance made from it are gone,
  * as PyTorch keeps a private pool per graph. */
 #include "capture.h"
@@ -33,8 +33,8 @@ static gm_graph_t *graphs;
 static uint32_t next_id;
 
 /* Streams created through the hooks and their devices: cudaStreamGetDevice cannot be asked
- * about a capturing stream (on CUDA 13 it returns 900 and invalidates the capture, even in
- * relaxed mode, as measured on the H200), so the device is remembered at creation. */
+ * about a capturing stream (it invalidates the capture, even in relaxed mode: docs/performance.md,
+ * "Measurements the code relies on"), so the device is remembered at creation. */
 typedef struct stream_dev {
     cudaStream_t stream;
     int device;

@@ -453,7 +453,7 @@ static GM_COLD void log_oom(int dev, uint64_t request)
 }
 
 /* Injection mode has no pool to describe the devices: the first allocation seen on a device,
- * whose context is current on this thread, writes its DEVICE record, unless device.c has
+ * whose context is current on this thread, writes its DEVICE record, unless the pool has
  * (a call through the hooks; one made later still writes its own, which readers take twice). */
 static void describe_device(int dev)
 {
@@ -518,15 +518,11 @@ static void at_api_enter(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, in
     }
 }
 
-static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int inside)
+/* What an allocation call asked for: where the driver writes the device (or host) pointer, and
+ * the bytes. 0 for a call that is not one of these. */
+static int alloc_request(CUpti_CallbackId cbid, const void *prm, CUresult res, CUdeviceptr **outp,
+                         void ***host_outp, uint64_t *sizep)
 {
-    if (inside)
-        return; /* gmshim's own call (the pool's segments) or the runtime working for a hook */
-    const void *prm = cb->functionParams;
-    CUresult res = cb->functionReturnValue ? *(const CUresult *)cb->functionReturnValue : CUDA_SUCCESS;
-    uint64_t now = gm_now_ns();
-    uint64_t t0 = cb->correlationData && *cb->correlationData ? *cb->correlationData : now;
-    int kind = __atomic_load_n(&C.kind, __ATOMIC_RELAXED);
     CUdeviceptr *out = NULL;
     void **host_out = NULL;
     uint64_t size = 0;
@@ -575,8 +571,22 @@ static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int
         size = p->bytesize;
         break;
     }
+    default:
+        return 0;
+    }
+    *outp = out;
+    *host_outp = host_out;
+    *sizep = size;
+    return 1;
+}
+
+/* Virtual memory management: physical memory created (remembered with its call site), then
+ * mapped (logged then, as the allocation the program sees). */
+static void at_vmm_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, const void *prm, CUresult res,
+                        int kind, uint64_t now, uint64_t t0)
+{
+    switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
-        /* Physical memory: remembered with its call site; logged when it is mapped. */
         const cuMemCreate_params *p = prm;
         int dev = p->prop && p->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE
                       ? p->prop->location.id : device_of(cb->context);
@@ -599,6 +609,26 @@ static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int
     default:
         return;
     }
+}
+
+static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int inside)
+{
+    if (inside)
+        return; /* gmshim's own call (the pool's segments) or the runtime working for a hook */
+    const void *prm = cb->functionParams;
+    CUresult res = cb->functionReturnValue ? *(const CUresult *)cb->functionReturnValue : CUDA_SUCCESS;
+    uint64_t now = gm_now_ns();
+    uint64_t t0 = cb->correlationData && *cb->correlationData ? *cb->correlationData : now;
+    int kind = __atomic_load_n(&C.kind, __ATOMIC_RELAXED);
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate || cbid == CUPTI_DRIVER_TRACE_CBID_cuMemMap) {
+        at_vmm_exit(cbid, cb, prm, res, kind, now, t0);
+        return;
+    }
+    CUdeviceptr *out;
+    void **host_out;
+    uint64_t size;
+    if (!alloc_request(cbid, prm, res, &out, &host_out, &size))
+        return;
     if (host_out) {
         if (res != CUDA_SUCCESS || !*host_out)
             return;

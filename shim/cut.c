@@ -1,7 +1,8 @@
 /* A device's state at one instant, for a bounded log's checkpoint. It holds every arena lock of
- * the device (create_lock first, so that no arena is added meanwhile) while it writes, so that each of
- * the device's records is either before the cut and in it, or after and not: allocations, frees
- * and segment changes are all logged under their arena's lock. It makes no CUDA call. */
+ * the device (the device table's lock first, so that no arena is added meanwhile) while it
+ * writes, so that each of the device's records is either before the cut and in it, or after and
+ * not: allocations, frees and segment changes are all logged under their arena's lock. It makes
+ * no CUDA call. */
 #include "cut.h"
 #include "common.h"
 #include "devctx.h"

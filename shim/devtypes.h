@@ -44,7 +44,7 @@ typedef struct gm_arena {
 struct gm_device {
     int id;
     gm_arena_t *arenas[GM_MAX_ARENAS];
-    int narenas;                /* read atomically; grows under create_lock */
+    int narenas;                /* read atomically; grows under the table's lock */
     int max_arenas;
     /* Captures, guarded by arena 0's lock (captures is also read atomically). */
     int captures;

@@ -87,7 +87,7 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
     size_t rounded = pool_round(size);
     unsigned flags = 0;
     cudaError_t err = cudaErrorMemoryAllocation;
-    uint64_t t0 = 0; /* only a slow path is timed: a hit costs less than reading the clock twice */
+    uint64_t t0 = 0; /* only a slow path is timed (timing a hit would double its clock reads) */
     gm_block_t *b;
     gm_arena_t *a = arena_lock_for_alloc(d);
     if (unlikely(a->index != 0 && device_captures(d))) {

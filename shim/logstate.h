@@ -31,8 +31,8 @@ typedef struct extent {
                                                 * threads (idle ones keep theirs): never claimed */
 } extent_t;
 
-/* What a thread does after unlocking: fault the next extent in (milliseconds), ask for a
- * checkpoint. */
+/* What a thread does after unlocking: fault the next extent in (slow: never under the lock), ask
+ * for a checkpoint. */
 typedef struct after_unlock {
     uint8_t *populate;
     int checkpoint;

@@ -116,8 +116,9 @@ static objrange_t *range_find(uintptr_t pc)
 }
 
 /* The unwinder that backtrace() uses, called directly so that the walk stops at the first
- * frame outside CUDA instead of unwinding the whole stack (a deep Python stack costs tens of
- * microseconds). Resolved once libgcc_s is loaded; backtrace() is the fallback. */
+ * frame outside CUDA instead of unwinding the whole stack (what a deep Python stack would cost:
+ * docs/performance.md, "Measurements the code relies on"). Resolved once libgcc_s is loaded;
+ * backtrace() is the fallback. */
 typedef _Unwind_Reason_Code (*unwind_backtrace_fn)(_Unwind_Trace_Fn, void *);
 typedef _Unwind_Ptr (*unwind_get_ip_fn)(struct _Unwind_Context *);
 static unwind_backtrace_fn unwind_backtrace;
