@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--log", action="store_true")
     ap.add_argument("sizes", nargs="*", default=["512", "4096", "65536"])
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     log_dir = tempfile.mkdtemp(prefix="p1ab-") if a.log else None
     try:
         one_round(a.build_a, a.sizes, log_dir)  # warm-up, not counted
