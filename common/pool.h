@@ -180,6 +180,10 @@ static inline void pool_set_max_split(gm_heap_t *heap, size_t max_split)
 {
     heap->max_split = max_split;
 }
+static inline size_t pool_max_split(const gm_heap_t *heap)
+{
+    return heap->max_split;
+}
 /* Bytes in wholly free segments (what could go back to the driver now). */
 size_t pool_whole_free_bytes(const gm_heap_t *heap);
 /* The wholly free segment free the longest, or NULL. */

@@ -54,7 +54,7 @@ gm_heap_t *device_graph_heap(gm_device_t *d, void *owner, uint32_t id)
     pthread_mutex_lock(&a->lock);
     pool_init(heap, &a->bytes, owner);
     heap->graph_id = id;
-    pool_set_max_split(heap, a->general.max_split);
+    pool_set_max_split(heap, pool_max_split(&a->general));
     heap->next_heap = d->graph_heaps;
     d->graph_heaps = heap;
     pthread_mutex_unlock(&a->lock);

@@ -32,7 +32,7 @@ static void add_stats(gmlog_cut_t *c, const gm_arena_t *a)
 static uint32_t heap_segments(const gm_heap_t *h, int dev, int write, uint64_t now)
 {
     uint32_t n = 0;
-    for (const gm_segment_t *seg = h->segments; seg; seg = seg->next, n++)
+    for (const gm_segment_t *seg = pool_segments(h); seg; seg = seg->next, n++)
         if (write)
             evlog_segment(GMLOG_SEGMENT_ALLOC, dev, seg->base, seg->size, h->graph_id, now, now);
     return n;
