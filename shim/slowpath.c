@@ -1,7 +1,7 @@
 /* The slow path (slowpath.h): everything an allocation does when no free block fits, in relaxed
  * capture mode with the device current, and the passes that give memory back. Never a driver
- * free during a capture; other arenas are only ever try-locked from here (an OOM in two arenas
- * at once must not deadlock). */
+ * free during a capture; while one arena is held, another is only ever try-locked (an OOM in two
+ * arenas at once must not deadlock). */
 #include "slowpath.h"
 #include "devctx.h"
 #include "fencepol.h"
