@@ -1,9 +1,10 @@
 /* The log writer's shared state (shim/logstate.c): space reserved past the file size limit is
  * refused with EFBIG instead of a SIGXFSZ that would end the program; a request for a
- * checkpoint with no writer installed does nothing. */
+ * checkpoint with no writer installed starts no thread. */
 #include "../../shim/logstate.h"
 #include "suites.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -26,9 +27,23 @@ START_TEST(test_space_past_the_file_size_limit_is_refused_not_signalled)
 }
 END_TEST
 
-START_TEST(test_a_checkpoint_request_without_a_writer_does_nothing)
+static int threads(void)
 {
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+START_TEST(test_a_checkpoint_request_without_a_writer_starts_no_thread)
+{
+    int before = threads();
     checkpoint_request();
+    ck_assert_int_eq(threads(), before);
     checkpoint_stop();
 }
 END_TEST
@@ -38,7 +53,7 @@ Suite *logstate_suite(void)
     Suite *s = suite_create("logstate");
     TCase *tc = tcase_create("state");
     tcase_add_test(tc, test_space_past_the_file_size_limit_is_refused_not_signalled);
-    tcase_add_test(tc, test_a_checkpoint_request_without_a_writer_does_nothing);
+    tcase_add_test(tc, test_a_checkpoint_request_without_a_writer_starts_no_thread);
     suite_add_tcase(s, tc);
     return s;
 }
