@@ -431,11 +431,6 @@ size_t pool_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns)
     return bytes;
 }
 
-uint64_t pool_oldest_pending_seq(const gm_heap_t *heap)
-{
-    return heap->pending_head ? heap->pending_head->fence_seq : 0;
-}
-
 int pool_segment_is_free(const gm_segment_t *seg)
 {
     for (const gm_block_t *b = seg->first; b; b = b->next)
@@ -504,6 +499,35 @@ void pool_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64
             pending_append(to, b);
         }
     }
+}
+
+size_t pool_whole_free_bytes(const gm_heap_t *heap)
+{
+    size_t whole = 0;
+    for (const gm_segment_t *seg = heap->segments; seg; seg = seg->next)
+        if (pool_segment_is_free(seg))
+            whole += seg->size;
+    return whole;
+}
+
+gm_segment_t *pool_oldest_free_segment(const gm_heap_t *heap)
+{
+    gm_segment_t *oldest = NULL;
+    for (gm_segment_t *seg = heap->segments; seg; seg = seg->next)
+        if (pool_segment_is_free(seg) && (!oldest || seg->free_since_ns < oldest->free_since_ns))
+            oldest = seg;
+    return oldest;
+}
+
+gm_segment_t *pool_best_free_segment(const gm_heap_t *heap, size_t rounded)
+{
+    int small = pool_is_small(rounded);
+    gm_segment_t *best = NULL;
+    for (gm_segment_t *seg = heap->segments; seg; seg = seg->next)
+        if (seg->small == small && !seg->ipc && seg->size >= rounded && pool_segment_is_free(seg) &&
+            (!best || seg->size < best->size))
+            best = seg;
+    return best;
 }
 
 gm_segment_t *pool_find_segment(const gm_heap_t *heap, uintptr_t addr)

@@ -146,8 +146,51 @@ void pool_defer_block(gm_heap_t *heap, gm_block_t *b, uint64_t seq);
 void pool_hold_block(gm_heap_t *heap, gm_block_t *b);
 /* PENDING blocks with fence_seq <= done become FREE; returns the bytes released. */
 size_t pool_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns);
-/* The fence sequence the oldest pending block waits for; 0 when none is pending. */
-uint64_t pool_oldest_pending_seq(const gm_heap_t *heap);
+/* The fence sequence the oldest (newest) pending block waits for; 0 when none is pending. */
+static inline uint64_t pool_oldest_pending_seq(const gm_heap_t *heap)
+{
+    return heap->pending_head ? heap->pending_head->fence_seq : 0;
+}
+static inline uint64_t pool_newest_pending_seq(const gm_heap_t *heap)
+{
+    return heap->pending_tail ? heap->pending_tail->fence_seq : 0;
+}
+/* Bytes pending, and bytes free or pending (what the heap caches), over both classes. */
+static inline size_t pool_pending_bytes(const gm_heap_t *heap)
+{
+    return heap->pending_bytes[0] + heap->pending_bytes[1];
+}
+static inline size_t pool_cached_bytes(const gm_heap_t *heap)
+{
+    return heap->free_bytes[0] + heap->free_bytes[1] + pool_pending_bytes(heap);
+}
+/* Whether blocks of the request's class are pending and, once free, pending and free bytes of
+ * that class could hold the request: waiting for fences might serve it. */
+static inline int pool_pending_could_serve(const gm_heap_t *heap, size_t rounded)
+{
+    int cls = pool_is_small(rounded);
+    return heap->pending_bytes[cls] && heap->pending_bytes[cls] + heap->free_bytes[cls] >= rounded;
+}
+/* The heap's segments, newest first, linked by seg->next. */
+static inline gm_segment_t *pool_segments(const gm_heap_t *heap)
+{
+    return heap->segments;
+}
+static inline void pool_set_max_split(gm_heap_t *heap, size_t max_split)
+{
+    heap->max_split = max_split;
+}
+static inline size_t pool_max_split(const gm_heap_t *heap)
+{
+    return heap->max_split;
+}
+/* Bytes in wholly free segments (what could go back to the driver now). */
+size_t pool_whole_free_bytes(const gm_heap_t *heap);
+/* The wholly free segment free the longest, or NULL. */
+gm_segment_t *pool_oldest_free_segment(const gm_heap_t *heap);
+/* The smallest wholly free, never exported segment of the request's class that holds it, or
+ * NULL (a capture's heap takes such a segment over). */
+gm_segment_t *pool_best_free_segment(const gm_heap_t *heap, size_t rounded);
 /* Whether `seg` holds no live or pending block (it can go back to the driver). */
 int pool_segment_is_free(const gm_segment_t *seg);
 /* Unlinks a segment that pool_segment_is_free() and frees its bookkeeping. */

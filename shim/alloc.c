@@ -2,13 +2,17 @@
  * the real runtime so that its exact result and last-error state reach the program. */
 #include "alloc.h"
 #include "capture.h"
+#include "devctx.h"
 #include "device.h"
 #include "diag.h"
 #include "evlog.h"
-#include "init.h"
+#include "fallback.h"
+#include "fencepol.h"
+#include "hit.h"
 #include "options.h"
 #include "real.h"
 #include "stacks.h"
+#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>

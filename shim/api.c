@@ -1,9 +1,11 @@
 /* The gmshim_* functions an application may call (shim/gmshim.h). Each works before the first
  * CUDA call too (it initializes the shim) and never fails the program. */
 #include "device.h"
+#include "devctx.h"
 #include "evlog.h"
 #include "gmshim.h"
 #include "init.h"
+#include "slowpath.h"
 
 #include <string.h>
 

@@ -1,8 +1,11 @@
-/* Bookkeeping of captures and graphs; the allocation side is in device.c (capture_heap). A
+/* Bookkeeping of captures and graphs; the allocation side is capheap.c (capture_heap). A
  * graph's private heap is released when the graph and every instance made from it are gone,
  * as PyTorch keeps a private pool per graph. */
 #include "capture.h"
+#include "capheap.h"
+#include "device.h"
 #include "evlog.h"
+#include "logrec.h"
 #include "real.h"
 
 #include <stdlib.h>
@@ -30,8 +33,8 @@ static gm_graph_t *graphs;
 static uint32_t next_id;
 
 /* Streams created through the hooks and their devices: cudaStreamGetDevice cannot be asked
- * about a capturing stream (on CUDA 13 it returns 900 and invalidates the capture, even in
- * relaxed mode, as measured on the H200), so the device is remembered at creation. */
+ * about a capturing stream (it invalidates the capture, even in relaxed mode: docs/performance.md,
+ * "Measurements the code relies on"), so the device is remembered at creation. */
 typedef struct stream_dev {
     cudaStream_t stream;
     int device;
@@ -96,16 +99,8 @@ int capture_stream_device(cudaStream_t stream)
 
 static void log_capture(gm_graph_t *g, int event, unsigned mode)
 {
-    if (!evlog_enabled())
-        return;
-    gmlog_capture_t rec;
-    memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_CAPTURE, sizeof rec, g->dev->id, (unsigned)event);
-    rec.stream = (uint64_t)(uintptr_t)g->stream;
-    rec.graph = (uint64_t)(uintptr_t)g->graph;
-    rec.id = g->id;
-    rec.mode = mode;
-    evlog_append(&rec, sizeof rec, gm_now_ns());
+    logrec_capture(g->dev->id, event, (uint64_t)(uintptr_t)g->stream, (uint64_t)(uintptr_t)g->graph, g->id,
+                   mode);
 }
 
 /* The capture heap the device should use now: the newest capture still under way. */

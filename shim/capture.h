@@ -4,7 +4,7 @@
 #ifndef GM_CAPTURE_H
 #define GM_CAPTURE_H
 
-#include "device.h"
+#include "devtypes.h"
 
 #include <cuda_runtime_api.h>
 

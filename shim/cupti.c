@@ -2,12 +2,13 @@
  * it ignores calls made inside gmshim (gm_depth), takes only leaf locks, the stacks lock and the
  * log's chunk, never a pool lock, and never changes what the driver call returns. */
 #include "cupti.h"
-#include "objects.h"
 #include "common.h"
-#include "device.h"
+#include "devctx.h"
 #include "diag.h"
 #include "evlog.h"
-#include "init.h"
+#include "logrec.h"
+#include "state.h"
+#include "requester.h"
 #include "stacks.h"
 
 /* NVIDIA's header (the include path has CUDA's directory first; ours is "cupti.h"): callback
@@ -15,7 +16,6 @@
 #include <cupti.h>
 
 #include <dlfcn.h>
-#include <execinfo.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -23,11 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <unwind.h>
 #include <uthash.h>
 
 #define MAX_CANDIDATES 48
-#define LIB_FRAMES 48           /* frames searched for the requesting library */
 
 typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
 typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
@@ -270,192 +268,6 @@ static const char *result_text(CUptiResult r)
     return "error";
 }
 
-/* ---- which library asked: the first frame outside the CUDA stack and gmshim ---------------- */
-
-int cupti_is_cuda_stack(const char *path)
-{
-    /* The CUDA stack, gmshim, and what runs backtrace() itself (libc, libgcc_s, a sanitizer's
-     * interceptor). */
-    static const char *const prefixes[] = {"libcuda.so", "libcudart.so", "libcupti.so", "libgmshim",
-                                           "libc.so", "ld-linux", "libgcc_s.so", "libasan.so",
-                                           "libtsan.so", "libubsan.so"};
-    const char *b = base_name(path);
-    for (size_t i = 0; i < GM_ARRAY_LEN(prefixes); i++)
-        if (!strncmp(b, prefixes[i], strlen(prefixes[i])))
-            return 1;
-    return 0;
-}
-
-typedef struct objrange {
-    gm_span_t span;             /* first: objects.c sorts and searches by it */
-    size_t name;                /* offset in M.names */
-    uint32_t id;                /* interned base name, 0 until first needed */
-    int cuda;
-} objrange_t;
-
-static struct {
-    pthread_mutex_t lock;
-    objrange_t *r;
-    size_t n, cap;
-    char *names;
-    size_t names_len, names_cap;
-    unsigned long long stamp[2]; /* the loader's counters when the table was built */
-    unsigned gen;
-} M = {.lock = PTHREAD_MUTEX_INITIALIZER, .stamp = {~0ull, ~0ull}};
-
-static int cb_ranges(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    (void)data;
-    gm_span_t span;
-    if (objects_exec_span(info, &span))
-        return 0;
-    char exe[PATH_MAX];
-    const char *path = info->dlpi_name;
-    if (!path || !*path) {
-        ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        exe[l > 0 ? l : 0] = 0;
-        path = exe;
-    }
-    const char *b = base_name(path);
-    size_t bl = strlen(b) + 1;
-    if (M.n == M.cap) {
-        size_t ncap = M.cap ? M.cap * 2 : 128;
-        objrange_t *nr = realloc(M.r, ncap * sizeof *nr);
-        if (!nr)
-            return 1;
-        M.r = nr;
-        M.cap = ncap;
-    }
-    if (M.names_len + bl > M.names_cap) {
-        size_t ncap = M.names_cap ? M.names_cap * 2 : 8192;
-        while (ncap < M.names_len + bl)
-            ncap *= 2;
-        char *nn = realloc(M.names, ncap);
-        if (!nn)
-            return 1;
-        M.names = nn;
-        M.names_cap = ncap;
-    }
-    memcpy(M.names + M.names_len, b, bl);
-    uintptr_t self = (uintptr_t)cupti_is_cuda_stack;
-    M.r[M.n++] = (objrange_t){span, M.names_len, 0, cupti_is_cuda_stack(path) || (self >= span.lo && self < span.hi)};
-    M.names_len += bl;
-    return 0;
-}
-
-/* M.lock held. */
-static void ranges_refresh(void)
-{
-    if (!objects_changed(M.stamp))
-        return;
-    M.n = 0;
-    M.names_len = 0;
-    M.gen++;
-    dl_iterate_phdr(cb_ranges, NULL);
-    objects_sort(M.r, M.n, sizeof *M.r);
-}
-
-static objrange_t *range_find(uintptr_t pc)
-{
-    return objects_find(M.r, M.n, sizeof *M.r, pc);
-}
-
-/* The unwinder that backtrace() uses, called directly so that the walk stops at the first
- * frame outside CUDA instead of unwinding the whole stack (a deep Python stack costs tens of
- * microseconds). Resolved once libgcc_s is loaded; backtrace() is the fallback. */
-typedef _Unwind_Reason_Code (*unwind_backtrace_fn)(_Unwind_Trace_Fn, void *);
-typedef _Unwind_Ptr (*unwind_get_ip_fn)(struct _Unwind_Context *);
-static unwind_backtrace_fn unwind_backtrace;
-static unwind_get_ip_fn unwind_get_ip;
-
-static void resolve_unwinder(void)
-{
-    void *pcs[2];
-    backtrace(pcs, 2); /* loads libgcc_s now, not inside a driver call */
-    void *h = dlopen("libgcc_s.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-        return;
-    unwind_get_ip = (unwind_get_ip_fn)dlsym(h, "_Unwind_GetIP");
-    if (unwind_get_ip)
-        unwind_backtrace = (unwind_backtrace_fn)dlsym(h, "_Unwind_Backtrace");
-    dlclose(h);
-}
-
-typedef struct lib_walk {
-    int frames;
-    objrange_t *hit;
-} lib_walk_t;
-
-/* M.lock held. */
-static _Unwind_Reason_Code lib_step(struct _Unwind_Context *ctx, void *data)
-{
-    lib_walk_t *w = data;
-    uintptr_t ip = (uintptr_t)unwind_get_ip(ctx);
-    if (!ip || ++w->frames > LIB_FRAMES)
-        return _URC_END_OF_STACK;
-    /* A return address points after the call: look up the call itself. */
-    objrange_t *r = range_find(ip - 1);
-    if (r && !r->cuda) {
-        w->hit = r;
-        return _URC_END_OF_STACK; /* found: stop the walk */
-    }
-    return _URC_NO_REASON;
-}
-
-/* For stacks_site_skip: whether a frame belongs to CUDA's machinery (the driver, libcupti, a
- * shared libcudart, gmshim), which the call site should not start with. */
-static int machinery_pc(uintptr_t pc)
-{
-    pthread_mutex_lock(&M.lock);
-    ranges_refresh();
-    objrange_t *r = range_find(pc - 1);
-    int cuda = r && r->cuda;
-    pthread_mutex_unlock(&M.lock);
-    return cuda;
-}
-
-/* The string id of the base name of the first object on this thread's stack that is not
- * CUDA's or gmshim's own (libcublasLt.so.13, libnccl.so.2, the program); 0 if none. */
-static uint32_t requesting_library(void)
-{
-    char name[256];
-    unsigned gen;
-    size_t idx = 0;
-    pthread_mutex_lock(&M.lock);
-    ranges_refresh();
-    objrange_t *hit = NULL;
-    if (unwind_backtrace) {
-        lib_walk_t w = {0, NULL};
-        unwind_backtrace(lib_step, &w);
-        hit = w.hit;
-    } else {
-        void *pcs[LIB_FRAMES];
-        int n = backtrace(pcs, LIB_FRAMES);
-        for (int i = 0; i < n && !hit; i++) {
-            objrange_t *r = range_find((uintptr_t)pcs[i] - 1);
-            if (r && !r->cuda)
-                hit = r;
-        }
-    }
-    if (!hit || hit->id) {
-        uint32_t id = hit ? hit->id : 0;
-        pthread_mutex_unlock(&M.lock);
-        return id;
-    }
-    snprintf(name, sizeof name, "%s", M.names + hit->name);
-    gen = M.gen;
-    idx = (size_t)(hit - M.r);
-    pthread_mutex_unlock(&M.lock);
-    /* Interned outside M.lock: the stacks lock is never taken under it. */
-    uint32_t id = stacks_intern_string(name);
-    pthread_mutex_lock(&M.lock);
-    if (M.gen == gen && idx < M.n)
-        M.r[idx].id = id;
-    pthread_mutex_unlock(&M.lock);
-    return id;
-}
-
 /* ---- what CUPTI saw and gmshim logged: live pointers and physical VMM allocations ---------- */
 
 typedef struct live {
@@ -625,7 +437,6 @@ static GM_COLD void log_oom(int dev, uint64_t request)
 {
     gmlog_oom_t r;
     memset(&r, 0, sizeof r);
-    evlog_hdr(&r.h, GMLOG_OOM, sizeof r, dev, 0);
     r.request = request;
     r.segment = request;
     resolve_driver();
@@ -637,12 +448,12 @@ static GM_COLD void log_oom(int dev, uint64_t request)
         r.driver_free = f;
         r.driver_total = t;
     }
-    r.site = stacks_site_skip(machinery_pc);
-    evlog_append(&r, sizeof r, gm_now_ns());
+    r.site = stacks_site_skip(requester_is_machinery);
+    logrec_oom(dev, 0, &r);
 }
 
 /* Injection mode has no pool to describe the devices: the first allocation seen on a device,
- * whose context is current on this thread, writes its DEVICE record, unless device.c has
+ * whose context is current on this thread, writes its DEVICE record, unless the pool has
  * (a call through the hooks; one made later still writes its own, which readers take twice). */
 static void describe_device(int dev)
 {
@@ -660,14 +471,7 @@ static void describe_device(int dev)
     if (!get_name || get_name(name, (int)sizeof name, dev) != CUDA_SUCCESS)
         name[0] = 0;
     name[sizeof name - 1] = 0;
-    size_t len = strlen(name);
-    gmlog_device_t rec;
-    memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_DEVICE, sizeof rec + gm_round_up(len, 8), dev, 0);
-    rec.total = t;
-    rec.free_at_start = f;
-    rec.name_len = (uint32_t)len;
-    evlog_append2(&rec, sizeof rec, name, len, gm_now_ns());
+    logrec_device(dev, t, f, name, sizeof name);
 }
 
 static void at_api_enter(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int inside)
@@ -714,15 +518,11 @@ static void at_api_enter(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, in
     }
 }
 
-static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int inside)
+/* What an allocation call asked for: where the driver writes the device (or host) pointer, and
+ * the bytes. 0 for a call that is not one of these. */
+static int alloc_request(CUpti_CallbackId cbid, const void *prm, CUresult res, CUdeviceptr **outp,
+                         void ***host_outp, uint64_t *sizep)
 {
-    if (inside)
-        return; /* gmshim's own call (the pool's segments) or the runtime working for a hook */
-    const void *prm = cb->functionParams;
-    CUresult res = cb->functionReturnValue ? *(const CUresult *)cb->functionReturnValue : CUDA_SUCCESS;
-    uint64_t now = gm_now_ns();
-    uint64_t t0 = cb->correlationData && *cb->correlationData ? *cb->correlationData : now;
-    int kind = __atomic_load_n(&C.kind, __ATOMIC_RELAXED);
     CUdeviceptr *out = NULL;
     void **host_out = NULL;
     uint64_t size = 0;
@@ -771,15 +571,29 @@ static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int
         size = p->bytesize;
         break;
     }
+    default:
+        return 0;
+    }
+    *outp = out;
+    *host_outp = host_out;
+    *sizep = size;
+    return 1;
+}
+
+/* Virtual memory management: physical memory created (remembered with its call site), then
+ * mapped (logged then, as the allocation the program sees). */
+static void at_vmm_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, const void *prm, CUresult res,
+                        int kind, uint64_t now, uint64_t t0)
+{
+    switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
-        /* Physical memory: remembered with its call site; logged when it is mapped. */
         const cuMemCreate_params *p = prm;
         int dev = p->prop && p->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE
                       ? p->prop->location.id : device_of(cb->context);
         if (res == CUDA_ERROR_OUT_OF_MEMORY)
             log_oom(dev, p->size);
         else if (res == CUDA_SUCCESS && p->handle)
-            phys_put(*p->handle, p->size, dev, stacks_site_skip(machinery_pc), requesting_library());
+            phys_put(*p->handle, p->size, dev, stacks_site_skip(requester_is_machinery), requester_library());
         return;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
@@ -795,13 +609,33 @@ static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int
     default:
         return;
     }
+}
+
+static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int inside)
+{
+    if (inside)
+        return; /* gmshim's own call (the pool's segments) or the runtime working for a hook */
+    const void *prm = cb->functionParams;
+    CUresult res = cb->functionReturnValue ? *(const CUresult *)cb->functionReturnValue : CUDA_SUCCESS;
+    uint64_t now = gm_now_ns();
+    uint64_t t0 = cb->correlationData && *cb->correlationData ? *cb->correlationData : now;
+    int kind = __atomic_load_n(&C.kind, __ATOMIC_RELAXED);
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate || cbid == CUPTI_DRIVER_TRACE_CBID_cuMemMap) {
+        at_vmm_exit(cbid, cb, prm, res, kind, now, t0);
+        return;
+    }
+    CUdeviceptr *out;
+    void **host_out;
+    uint64_t size;
+    if (!alloc_request(cbid, prm, res, &out, &host_out, &size))
+        return;
     if (host_out) {
         if (res != CUDA_SUCCESS || !*host_out)
             return;
         uint64_t ptr = (uint64_t)(uintptr_t)*host_out;
         int dev = device_of(cb->context);
         live_put(ptr, size, dev, GMLOG_KIND_HOST, 0);
-        evlog_alloc(dev, GMLOG_KIND_HOST << GMLOG_KIND_SHIFT, ptr, size, 0, stacks_site_skip(machinery_pc), now, t0);
+        evlog_alloc(dev, GMLOG_KIND_HOST << GMLOG_KIND_SHIFT, ptr, size, 0, stacks_site_skip(requester_is_machinery), now, t0);
         return;
     }
     int dev = device_of(cb->context);
@@ -814,8 +648,8 @@ static void at_api_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, int
     uint64_t ptr = *out;
     if (kind == GMLOG_KIND_OBSERVED)
         describe_device(dev);
-    uint32_t site = stacks_site_skip(machinery_pc);
-    uint32_t lib = requesting_library();
+    uint32_t site = stacks_site_skip(requester_is_machinery);
+    uint32_t lib = requester_library();
     live_put(ptr, size, dev, kind, 0);
     evlog_alloc(dev, (unsigned)kind << GMLOG_KIND_SHIFT, ptr, size, lib, site, now, t0);
 }
@@ -858,7 +692,7 @@ static int start_impl(int kind)
         return -1;
     }
     __atomic_store_n(&C.kind, kind, __ATOMIC_RELEASE);
-    resolve_unwinder();
+    requester_init();
     char other[128] = "";
     CUptiResult r;
     if (C.subscribe_v2) {
@@ -924,33 +758,6 @@ int cupti_start(int kind)
     return start(kind);
 }
 
-/* Whether gmshim is preloaded, so that its hooks serve the program and what CUPTI sees
- * bypassed them. (Not "is the global cudaMalloc ours": the driver loads the injection library
- * into the global scope, where nothing may ever call it.) */
-static int preloaded(void)
-{
-    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_UNINIT)
-        return 1; /* a hook initialized gmshim before the driver started */
-    Dl_info self;
-    const char *pre = getenv("LD_PRELOAD");
-    if (!pre || !dladdr((void *)preloaded, &self) || !self.dli_fname)
-        return 0;
-    const char *me = base_name(self.dli_fname);
-    size_t len = strlen(me);
-    for (const char *p = pre; *p;) {
-        size_t n = strcspn(p, " :");
-        const char *b = p;
-        for (const char *q = p; q < p + n; q++)
-            if (*q == '/')
-                b = q + 1;
-        if ((size_t)(p + n - b) == len && !strncmp(b, me, len))
-            return 1;
-        p += n;
-        p += *p != 0;
-    }
-    return 0;
-}
-
 static int injection_only;
 
 int cupti_injection_only(void)
@@ -958,24 +765,17 @@ int cupti_injection_only(void)
     return __atomic_load_n(&injection_only, __ATOMIC_ACQUIRE);
 }
 
-GM_EXPORT int InitializeInjection(void)
+void cupti_set_injection_only(void)
 {
-    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)
-        return 1;
-    int hooks = gm_depth || preloaded();
-    /* gm_depth set: the driver was started from inside gmshim (a hook's real call, the init):
-     * the shim is initialized or being initialized on this very thread; do not wait for it. */
-    if (!gm_depth) {
-        if (!hooks) {
-            evlog_set_mode("injection");
-            __atomic_store_n(&injection_only, 1, __ATOMIC_RELEASE);
-        }
-        __atomic_store_n(&C.injecting, 1, __ATOMIC_RELEASE);
-        gm_depth = 1;
-        gm_init();
-        gm_depth = 0;
-        __atomic_store_n(&C.injecting, 0, __ATOMIC_RELEASE);
-    }
-    start(hooks ? GMLOG_KIND_FOREIGN : GMLOG_KIND_OBSERVED);
-    return 1;
+    __atomic_store_n(&injection_only, 1, __ATOMIC_RELEASE);
+}
+
+void cupti_set_injecting(int on)
+{
+    __atomic_store_n(&C.injecting, on, __ATOMIC_RELEASE);
+}
+
+int cupti_start_as(int kind)
+{
+    return start(kind);
 }

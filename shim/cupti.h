@@ -12,13 +12,15 @@
  * when subscribed, -1 when CUPTI is missing, unusable or taken (one warning said so). */
 int cupti_start(int kind);
 
-/* The driver's entry point for CUDA_INJECTION64_PATH=libgmshim.so: initializes gmshim in
- * injection mode (or, under the preload too, adds CUPTI to it) and subscribes. Returns 1. */
-int InitializeInjection(void);
-
 /* 1 when gmshim runs only as the injection library (not preloaded): its hooks, which the driver
- * put in the global scope, must then pass calls through rather than pool them. */
+ * put in the global scope, must then pass calls through rather than pool them. Set by the
+ * injection entry point (inject.c). */
 int cupti_injection_only(void);
+void cupti_set_injection_only(void);
+/* While InitializeInjection initializes the shim, cupti_start leaves the start (and the kind)
+ * to it; it then starts with cupti_start_as (which, unlike cupti_start, always starts). */
+void cupti_set_injecting(int on);
+int cupti_start_as(int kind);
 
 /* ---- for the tests ------------------------------------------------------------------------- */
 
@@ -26,9 +28,6 @@ int cupti_injection_only(void);
  * them): up to `max` paths of at most `len` bytes each into out[i * len]; returns the count.
  * GMSHIM_TEST_CUPTI_NO_SYSTEM=1 leaves out /usr/local/cuda and the loader's own search. */
 int cupti_candidates(char *out, size_t len, int max);
-/* Whether frames in the object with this path belong to the CUDA stack, gmshim or the C
- * runtime, and so cannot be the library that asked for an allocation. */
-int cupti_is_cuda_stack(const char *path);
 /* The libcupti in use, or NULL. */
 const char *cupti_loaded_path(void);
 

@@ -1,11 +1,14 @@
 /* A device's state at one instant, for a bounded log's checkpoint. It holds every arena lock of
- * the device (create_lock first, so that no arena is added meanwhile) while it writes, so that each of
- * the device's records is either before the cut and in it, or after and not: allocations, frees
- * and segment changes are all logged under their arena's lock. It makes no CUDA call. */
+ * the device (the device table's lock first, so that no arena is added meanwhile) while it
+ * writes, so that each of the device's records is either before the cut and in it, or after and
+ * not: allocations, frees and segment changes are all logged under their arena's lock. It makes
+ * no CUDA call. */
 #include "cut.h"
 #include "common.h"
+#include "devctx.h"
 #include "device.h"
 #include "evlog.h"
+#include "logrec.h"
 
 #include <string.h>
 #include <uthash.h>
@@ -29,7 +32,7 @@ static void add_stats(gmlog_cut_t *c, const gm_arena_t *a)
 static uint32_t heap_segments(const gm_heap_t *h, int dev, int write, uint64_t now)
 {
     uint32_t n = 0;
-    for (const gm_segment_t *seg = h->segments; seg; seg = seg->next, n++)
+    for (const gm_segment_t *seg = pool_segments(h); seg; seg = seg->next, n++)
         if (write)
             evlog_segment(GMLOG_SEGMENT_ALLOC, dev, seg->base, seg->size, h->graph_id, now, now);
     return n;
@@ -73,15 +76,13 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     uint64_t now = gm_now_ns();
     gmlog_cut_t c;
     memset(&c, 0, sizeof c);
-    evlog_hdr(&c.h, GMLOG_CUT, sizeof c, d->id, 0);
-    c.cut_ns = now > start_mono ? now - start_mono : 0;
     for (int i = 0; i < narenas; i++)
         add_stats(&c, d->arenas[i]);
     c.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
     c.peak_reserved = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
     c.segments = device_segments(d, narenas, 0, now);
     c.blocks = device_blocks(d, narenas, 0, now);
-    evlog_append(&c, sizeof c, now);
+    logrec_cut(d->id, &c, now > start_mono ? now - start_mono : 0, now);
     device_segments(d, narenas, 1, now);
     device_blocks(d, narenas, 1, now);
     /* Records after the cut must be timed after it. */

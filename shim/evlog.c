@@ -6,8 +6,9 @@
  * stored survives kill -9: it is in the page cache. */
 #include "evlog.h"
 #include "logstate.h"
+#include "logkeep.h"
+#include "logring.h"
 #include "diag.h"
-#include "init.h"
 #include "options.h"
 
 #include <errno.h>
@@ -32,27 +33,12 @@ _Static_assert(sizeof(gmlog_alloc_t) == 40, "alloc layout");
 _Static_assert(sizeof(gmlog_free_t) == 24, "free layout");
 _Static_assert(sizeof(gmlog_oom_t) == 96, "oom layout");
 
-evlog_state_t gm_log = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
-
-__thread evlog_tls_t gm_log_tls __attribute__((tls_model("initial-exec")));
-pthread_key_t evlog_exit_key;
-
-#define MAX_RECORD (GMLOG_CHUNK_SIZE - sizeof(gmlog_chunk_header_t) - sizeof(gmlog_clock_t))
-
 int evlog_enabled(void)
 {
     return __atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED);
 }
 
-/* posix_fallocate, except past the file size limit (`ulimit -f`), where the kernel would send
- * SIGXFSZ, which ends the program: EFBIG then. */
-int evlog_reserve(int fd, off_t off, off_t len)
-{
-    struct rlimit lim;
-    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && (rlim_t)(off + len) > lim.rlim_cur)
-        return EFBIG;
-    return posix_fallocate(fd, off, len);
-}
+#define MAX_RECORD (GMLOG_CHUNK_SIZE - sizeof(gmlog_chunk_header_t) - sizeof(gmlog_clock_t))
 
 const char *evlog_path(void)
 {
@@ -257,7 +243,6 @@ static int open_exclusive(const char *tmpl_path)
 
 static void install_signal_handlers(void);
 
-static int log_warned;
 
 void evlog_open(void)
 {
@@ -276,13 +261,13 @@ void evlog_open(void)
     clock_gettime(CLOCK_MONOTONIC, &mono);
     char path[PATH_MAX];
     if (evlog_expand_path(tmpl, path, sizeof path, rt.tv_sec) != 0) {
-        diag_warn_once(&log_warned, "GMSHIM_LOG='%s' expands to an empty or too long path; no log", tmpl);
+        diag_warn_once(&gm_log.warned, "GMSHIM_LOG='%s' expands to an empty or too long path; no log", tmpl);
         pthread_mutex_unlock(&gm_log.lock);
         return;
     }
     int fd = open_exclusive(path);
     if (fd < 0) {
-        diag_warn_once(&log_warned, "cannot create the log %s: %s; the program goes on without it",
+        diag_warn_once(&gm_log.warned, "cannot create the log %s: %s; the program goes on without it",
                        path, errno == EINVAL ? "it exists and is not a regular file" : strerror(errno));
         pthread_mutex_unlock(&gm_log.lock);
         return;
@@ -294,7 +279,7 @@ void evlog_open(void)
     int err = evlog_reserve(fd, 0, header_size);
     void *map = err ? MAP_FAILED : mmap(NULL, header_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
-        diag_warn_once(&log_warned, "cannot write the log %s: %s; the program goes on without it",
+        diag_warn_once(&gm_log.warned, "cannot write the log %s: %s; the program goes on without it",
                        gm_log.path, strerror(err ? err : errno));
         free(meta);
         close(fd);
@@ -336,21 +321,6 @@ void evlog_open(void)
     pthread_mutex_unlock(&gm_log.lock);
     install_signal_handlers();
     diag_verbose("writing the event log to %s", gm_log.path);
-}
-
-/* Header fields of a clean end; async-signal-safe (plain stores into the mapped header). */
-void evlog_mark_closed(uint32_t reason)
-{
-    gmlog_file_header_t *h = gm_log.hdr;
-    if (!h)
-        return;
-    struct timespec mono;
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    uint64_t now = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
-    h->end_ns = now - gm_log.start_mono;
-    h->close_reason = reason;
-    /* One atomic or: a thread setting GMLOG_F_WRAPPED meanwhile keeps its bit. */
-    __atomic_or_fetch(&h->flags, GMLOG_F_CLOSED, __ATOMIC_RELEASE);
 }
 
 void evlog_close(uint32_t reason)
@@ -431,7 +401,7 @@ void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, u
     ((gmlog_rec_t *)rec)->len8 = (uint8_t)(len / 8);
     uint64_t rel = now > gm_log.start_mono ? now - gm_log.start_mono : 0;
     if (unlikely(gm_log.keep) && (KEEP_MASK >> ((gmlog_rec_t *)rec)->type & 1) && !gm_log_tls.in_checkpoint)
-        rel = checkpoint_keep(rec, fixed, tail, tail_len, len, rel);
+        rel = logkeep_add(rec, fixed, tail, tail_len, len, rel);
     if (unlikely(!gm_log_tls.chunk || gm_log_tls.gen != __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED) || gm_log_tls.used + len + sizeof(gmlog_clock_t) > GMLOG_CHUNK_SIZE)) {
         if (ring_switch_chunk(rel))
             return;
@@ -454,14 +424,6 @@ void evlog_append(void *rec, size_t len, uint64_t now)
 }
 
 /* ---- chunks and records ------------------------------------------------------------------- */
-
-void evlog_stop_writing(const char *why, int err)
-{
-    diag_warn_once(&log_warned, "the log %s stopped: %s: %s; the program goes on", gm_log.path, why, strerror(err));
-    __atomic_store_n(&gm_log.enabled, 0, __ATOMIC_RELEASE);
-    gm_log.closed = 1;
-    evlog_mark_closed(GMLOG_CLOSE_DISK);
-}
 
 /* ---- typed records ------------------------------------------------------------------------- */
 

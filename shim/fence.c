@@ -1,5 +1,5 @@
 /* Recording and polling fences. Events are recycled; nothing here blocks: a wait for a fence is
- * the pool's (device.c), made on fences_oldest_pending_event outside the fence lock, and only
+ * the fence policy's (fencepol.c), made on fences_oldest_pending_event outside the fence lock, and only
  * instead of growing or failing. */
 #include "fence.h"
 #include "common.h"

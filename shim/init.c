@@ -16,9 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gm_state;
-__thread int gm_depth __attribute__((tls_model("initial-exec")));
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int torch_took_over;
 
@@ -98,14 +95,4 @@ static void init_impl(void)
 void gm_init(void)
 {
     pthread_once(&init_once, init_impl);
-}
-
-void gm_fall_back(const char *why)
-{
-    static int once;
-    diag_warn_once(&once, "%s; falling back to pass-through (the program goes on without the pool)", why);
-    evlog_warning(GMLOG_WARN_PASSTHROUGH, GMLOG_NO_DEVICE, 0, 0, 0);
-    int expected = GM_POOLED;
-    __atomic_compare_exchange_n(&gm_state, &expected, GM_PASSTHROUGH, 0, __ATOMIC_ACQ_REL,
-                                __ATOMIC_ACQUIRE);
 }

@@ -1,20 +1,10 @@
-/* The shim's life: inert until the first CUDA call, then initialized once; a per-thread guard
- * so that calls made by the runtime, backtrace() or dlsym inside gmshim pass straight through;
- * pass-through after an internal failure; fork and exit handling. */
+/* The roof: the shim's life. Inert until the first CUDA call, then initialized once (which calls
+ * every module's start); fork and exit handling. Only the entry points (hooks, the API, the
+ * injection entry) include this; the state the modules read is the floor, state.h. */
 #ifndef GM_INIT_H
 #define GM_INIT_H
 
-#include "common.h"
-
-typedef enum gm_state {
-    GM_UNINIT = 0,
-    GM_POOLED,          /* the pool serves cudaMalloc/cudaFree */
-    GM_PASSTHROUGH,     /* forward every call, keep counting (GMSHIM_POOL=0 or a failure) */
-    GM_CHILD,           /* a fork child: forward everything, touch nothing of the parent */
-} gm_state_t;
-
-extern int gm_state;
-extern __thread int gm_depth __attribute__((tls_model("initial-exec")));
+#include "state.h"
 
 void gm_init(void);
 
@@ -33,8 +23,5 @@ static inline void gm_leave(void)
 {
     gm_depth = 0;
 }
-
-/* After an internal failure: one warning, then pass-through for good. */
-void gm_fall_back(const char *why);
 
 #endif

@@ -5,7 +5,7 @@
  * a ring of slots: at the limit, a new extent takes the slot of one whose records are all older
  * than the newest complete checkpoint, each chunk zeroed as it is claimed. Everything here runs
  * under gm_log.lock, but the page work. */
-#include "logstate.h"
+#include "logring.h"
 #include "diag.h"
 
 #include <errno.h>
@@ -120,8 +120,8 @@ static int map_extent_locked(size_t e, int ahead)
 
 /* Extent e, once all its chunks were claimed and given up, is unmapped: only the extents being
  * written stay mapped. Its pages stay in the page cache, the kernel's to write back and reclaim
- * (pushing them out early, or dropping them, cost the writer a fifth to a half of its speed on the
- * H200 machine: docs/performance.md). gm_log.lock held. */
+ * (pushing them out early, or dropping them, slowed the writer: docs/performance.md, "The bounded
+ * log"). gm_log.lock held. */
 static void maybe_unmap_locked(size_t e)
 {
     extent_t *x = &gm_log.extents[e];

@@ -1,7 +1,8 @@
-/* The log writer's state, shared by its three parts: evlog.c (open, close, the records),
- * logring.c (where chunks go in the file: extents, the ring of a bounded log, what stays mapped)
- * and checkpoint.c (what a bounded log repeats before it drops old records). Nothing outside
- * them includes this. */
+/* The log writer's state, shared by its parts, bottom up: logstate.c (this state, the file's
+ * end marks, the checkpoint thread), logkeep.c (what a bounded log repeats), logring.c (where
+ * chunks go in the file: extents, the ring of a bounded log, what stays mapped), evlog.c (open,
+ * close, the records) and checkpoint.c (a bounded log's checkpoint). Nothing outside them
+ * includes this. */
 #ifndef GM_LOGSTATE_H
 #define GM_LOGSTATE_H
 
@@ -30,8 +31,8 @@ typedef struct extent {
                                                 * threads (idle ones keep theirs): never claimed */
 } extent_t;
 
-/* What a thread does after unlocking: fault the next extent in (milliseconds), ask for a
- * checkpoint. */
+/* What a thread does after unlocking: fault the next extent in (slow: never under the lock), ask
+ * for a checkpoint. */
 typedef struct after_unlock {
     uint8_t *populate;
     int checkpoint;
@@ -59,6 +60,7 @@ typedef struct evlog_state {
     uint64_t ckpt_done_at;                     /* log time of the newest complete checkpoint */
     uint64_t ckpt_extent;                      /* extent number when the newest one was asked for */
     int ckpt_busy;
+    int warned;                                /* the log's one warning was given */
     uint32_t next_mark;
     char path[PATH_MAX];
     pthread_mutex_t lock;
@@ -81,7 +83,7 @@ extern evlog_state_t gm_log;
 extern __thread evlog_tls_t gm_log_tls __attribute__((tls_model("initial-exec")));
 extern pthread_key_t evlog_exit_key;
 
-/* evlog.c */
+/* logstate.c */
 /* posix_fallocate, except past the file size limit (`ulimit -f`): EFBIG then. */
 int evlog_reserve(int fd, off_t off, off_t len);
 /* Header fields of a clean end; async-signal-safe. */
@@ -89,31 +91,14 @@ void evlog_mark_closed(uint32_t reason);
 /* The log stops (disk full, out of memory) with its one warning. gm_log.lock held. */
 void evlog_stop_writing(const char *why, int err);
 
-/* logring.c */
-/* This thread's chunk is full (or gone stale): gives it up and claims the next. 0, or -1 when
- * the log cannot take more. */
-int ring_switch_chunk(uint64_t rel);
-/* This thread gives its chunk up (it ends, or a checkpoint is done). gm_log.lock held. */
-void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after);
-/* What a thread does once gm_log.lock is released (pages in or out, a checkpoint to ask for). */
-void ring_after_unlock(const after_unlock_t *after);
-/* The thread-exit destructor of evlog_exit_key. */
-void ring_thread_exit(void *unused);
-/* Forgets every extent and slot (a fork child, which must not touch the parent's file). */
-void ring_forget(void);
-
-/* checkpoint.c */
+/* The checkpoint thread (logstate.c): asked for a checkpoint (started the first time), told to
+ * stop; forgotten with every copy in a fork child. It runs the writer installed here
+ * (checkpoint.c's, by evlog_set_cut); without one a request does nothing. */
 #define KEEP_MASK ((1u << GMLOG_SITE) | (1u << GMLOG_STRING) | (1u << GMLOG_MODULE) | \
                    (1u << GMLOG_DEVICE) | (1u << GMLOG_LIMIT) | (1u << GMLOG_MARK) | (1u << GMLOG_OOM))
-/* A copy of a record a checkpoint repeats (a type in KEEP_MASK); rel is its log time. Returns
- * the time to write it at: a MARK, OOM or LIMIT timed at or before a checkpoint that has already
- * made its copies without it is moved just after that checkpoint (else it would be in neither). */
-uint64_t checkpoint_keep(const void *rec, size_t fixed, const void *tail, size_t tail_len, size_t len,
-                         uint64_t rel);
-/* The checkpoint thread: asked for a checkpoint (started the first time), told to stop. */
 void checkpoint_request(void);
 void checkpoint_stop(void);
-/* Forgets the copies and the thread (a fork child). */
 void checkpoint_forget(void);
+void logstate_set_checkpoint_writer(void (*write)(void));
 
 #endif

@@ -1,5 +1,5 @@
 /* The loaded objects' executable address spans: what the call-site module map (modules.c) and
- * CUPTI's caller classification (cupti.c) both need. Each keeps its own table of entries that
+ * CUPTI's caller classification (requester.c) both need. Each keeps its own table of entries that
  * begin with a gm_span_t; this file walks the loader's list and searches such tables. */
 #ifndef GM_OBJECTS_H
 #define GM_OBJECTS_H

@@ -5,10 +5,11 @@
  * no call on a device while a capture runs there. */
 #include "trim.h"
 #include "common.h"
-#include "device.h"
+#include "devctx.h"
 #include "diag.h"
-#include "init.h"
 #include "options.h"
+#include "slowpath.h"
+#include "state.h"
 
 #include <errno.h>
 #include <pthread.h>

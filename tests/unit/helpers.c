@@ -139,3 +139,30 @@ int spawn_preloaded(const char *prog, const char *const *env, int *out_fd)
     *out_fd = pfd[0];
     return pid;
 }
+
+int run_built(const char *prog, const char *const *env, const char *arg, char **out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", build_path(prog));
+    const char *argv[] = {path, arg, NULL};
+    return run_program(argv, env, 1, out);
+}
+
+const char *stderr_of(void (*fn)(void))
+{
+    static char buf[8192];
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(p[1], 2);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(p[1]);
+    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    buf[n > 0 ? n : 0] = 0;
+    close(p[0]);
+    return buf;
+}

@@ -4,10 +4,38 @@
 
 #include <check.h>
 
+/* The shim's suites (and common/pool.c's), one per module. */
 Suite *pool_suite(void);
 Suite *options_suite(void);
 Suite *device_suite(void);
-Suite *integration_suite(void);
+Suite *hit_suite(void);
+Suite *fencepol_suite(void);
+Suite *slowpath_suite(void);
+Suite *segments_suite(void);
+Suite *devctx_suite(void);
+Suite *capheap_suite(void);
+Suite *capture_suite(void);
+Suite *fence_suite(void);
+Suite *alloc_suite(void);
+Suite *api_suite(void);
+Suite *init_suite(void);
+Suite *inject_suite(void);
+Suite *state_suite(void);
+Suite *fallback_suite(void);
+Suite *real_suite(void);
+Suite *hooks_suite(void);
+Suite *diag_suite(void);
+Suite *logrec_suite(void);
+Suite *logstate_suite(void);
+Suite *logkeep_suite(void);
+Suite *logring_suite(void);
+Suite *checkpoint_suite(void);
+Suite *stacks_suite(void);
+Suite *pyframes_suite(void);
+Suite *modules_suite(void);
+Suite *objects_suite(void);
+Suite *requester_suite(void);
+Suite *trim_suite(void);
 Suite *cupti_suite(void);
 Suite *evlog_suite(void);
 Suite *cut_suite(void);
@@ -44,5 +72,19 @@ int run_program(const char *const *argv, const char *const *env, int preload, ch
 int spawn_preloaded(const char *prog, const char *const *env, int *out_fd);
 /* A fresh empty directory under /tmp for a test. */
 const char *temp_dir(void);
+/* What fn printed on stderr (at most 8 KiB; a static buffer, overwritten by the next call). */
+const char *stderr_of(void (*fn)(void));
+/* Runs build/<prog> [arg] under the preload with extra environment entries; as run_program. */
+int run_built(const char *prog, const char *const *env, const char *arg, char **out);
+/* Runs build/<prog> under the preload with the environment entries given; fails the test with
+ * its output unless it exits 0. */
+#define RUN_OK(prog, ...)                                                                         \
+    do {                                                                                          \
+        const char *env_[] = {__VA_ARGS__, NULL};                                                 \
+        char *out_ = NULL;                                                                        \
+        int rc_ = run_built(prog, env_, NULL, &out_);                                             \
+        ck_assert_msg(rc_ == 0, "%s exited %d:\n%s", prog, rc_, out_);                           \
+        free(out_);                                                                               \
+    } while (0)
 
 #endif

@@ -2,7 +2,12 @@
  * against the fake CUDA runtime: every segment and live block with its site, and a consistent
  * instant even while threads contend for the arenas. */
 #include "cut.h"
+#include "capheap.h"
+#include "devctx.h"
 #include "device.h"
+#include "fencepol.h"
+#include "hit.h"
+#include "slowpath.h"
 #include "options.h"
 #include "suites.h"
 

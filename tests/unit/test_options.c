@@ -1,12 +1,18 @@
 /* Unit tests of the options table (shim/options.c): parsers, lazy reads, the bad-value rule,
- * and docs/options.md listing every variable with its default. */
+ * and docs/options.md listing every variable with its default; under the preload, bad settings
+ * warned about once, the verbose table, silence by default, and a sweep of hostile values. */
 #include "options.h"
 #include "suites.h"
-#include <unistd.h>
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void reset(void)
 {
@@ -401,6 +407,236 @@ START_TEST(test_docs_list_every_variable_with_its_default)
 }
 END_TEST
 
+
+START_TEST(test_bad_settings_warn_once_and_keep_defaults)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_POOL=maybe", "GMSHIM_FENCE_BYTES=12Q",
+                         "GMSHIM_MAX_SPLIT=1M", "GMSHIM_DEVICE_LIMIT=half", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/pool_hits", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    const char *want[] = {"GMSHIM_POOL='maybe'", "GMSHIM_FENCE_BYTES='12Q'", "GMSHIM_MAX_SPLIT='1M'",
+                          "GMSHIM_DEVICE_LIMIT='half'"};
+    for (int i = 0; i < 4; i++) {
+        const char *at = strstr(out, want[i]);
+        ck_assert_msg(at != NULL, "no warning about %s:\n%s", want[i], out);
+        ck_assert_msg(strstr(at + 1, want[i]) == NULL, "%s warned twice:\n%s", want[i], out);
+    }
+    free(out);
+}
+END_TEST
+
+START_TEST(test_verbose_prints_the_effective_settings)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_VERBOSE=1", "GMSHIM_CACHE_LIMIT=1G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/pool_hits", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "effective settings") && strstr(out, "GMSHIM_CACHE_LIMIT") &&
+                  strstr(out, "1 GiB"), "no settings table:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_quiet_by_default)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/pool_hits", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "gmshim[") == NULL, "gmshim printed without being asked:\n%s", out);
+    free(out);
+}
+END_TEST
+
+/* ---- the hostile-environment sweep ----------------------------------------------------------- */
+
+typedef struct sweep_job {
+    const char *name, *value;   /* the variable set (NULL: none, the baseline) */
+    pid_t pid;
+    int status;
+} sweep_job_t;
+
+/* Runs hostile_env with one variable set, in `dir` (a relative GMSHIM_LOG lands there), its stdout
+ * and stderr into dir/out.K and dir/err.K. */
+static pid_t sweep_spawn(const char *prog, const char *dir, const char *preload, int k, const sweep_job_t *j)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/out.%d", dir, k);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    snprintf(path, sizeof path, "%s/err.%d", dir, k);
+    int fe = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || fe < 0 || chdir(dir) != 0)
+        _exit(126);
+    dup2(fd, 1);
+    dup2(fe, 2);
+    extern char **environ;
+    for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "GMSHIM_", 7)) {
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+            unsetenv(name);
+            e = environ - 1;
+        }
+    setenv("FAKECUDA_MEM", "1G", 1);
+    /* Under TSan each exit would sleep a second (its default), for a thousand runs. */
+    const char *tsan = getenv("TSAN_OPTIONS");
+    snprintf(path, sizeof path, "%s%satexit_sleep_ms=0", tsan ? tsan : "", tsan && *tsan ? ":" : "");
+    setenv("TSAN_OPTIONS", path, 1);
+    /* A log costs a run three times as much (its pages are faulted in ahead): only where the
+     * variable is the log's or the call sites' that it records. */
+    snprintf(path, sizeof path, "%s/%%p.gmlog", dir);
+    setenv("GMSHIM_LOG", j->name && (strstr(j->name, "LOG") || strstr(j->name, "DEPTH")) ? path : "off", 1);
+    if (j->name)
+        setenv(j->name, j->value, 1);
+    setenv("LD_PRELOAD", preload, 1);
+    execl(prog, prog, (char *)NULL);
+    _exit(127);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    static char buf[1 << 16];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[8192];
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* For every GMSHIM_* variable of the table (and a per-device limit), values that are empty,
+ * spaced, signed, hex, huge, exponents, nan/inf, tiny fractions, paths, format directives,
+ * control bytes, non-ASCII and 10 KB long: the program ends as it does without the variable,
+ * by no signal, with at most one line (a gmshim warning) on stderr. */
+START_TEST(test_hostile_values_of_every_setting_neither_crash_nor_chatter)
+{
+    static char digits[10241], letters[10241];
+    memset(digits, '9', sizeof digits - 1);
+    memset(letters, 'A', sizeof letters - 1);
+    const char *values[] = {
+        "", " ", "  16", "16 ", "\t1", "+1", "-1", "-0", "0x10", "0X7fffffff", "010x", "1e3", "1e30", "1E-9",
+        "nan", "NaN", "inf", "-inf", "infinity", "2147483647", "2147483648", "4294967295", "4294967296",
+        "9223372036854775807", "9223372036854775808", "18446744073709551616", "99999999999999999999999999999",
+        "0.0000001", "0.00001%", "1..5", "1.5.5", ".", "..", "%", "%%", "%n%n%n", "%s%s%s%s%s", "/", "//", "\\",
+        "1 G", "8GiBB", "0.5G ", "5s ", "1\n2", "\x01", "\x7f", "\x1b[31m", "\xc3\xa9", "\xef\xbc\x91",
+        "1\xef\xbc\xa7", "\xf0\x9f\x92\xa5", "\xff\xfe", "100%", "101%", "-50%", "0%", "1.0000000001",
+        "'", "\"", "$(id)", ";", digits, letters};
+    enum { NV = sizeof values / sizeof *values };
+    const char *names[GM_OPT__COUNT + 1];
+    int nn = 0;
+    for (int i = 0; i < GM_OPT__COUNT; i++)
+        names[nn++] = options_name((gm_option_t)i);
+    names[nn++] = "GMSHIM_DEVICE_LIMIT_0";
+    int njobs = 1 + nn * NV;
+    sweep_job_t *jobs = calloc((size_t)njobs, sizeof *jobs);
+    for (int v = 0; v < nn; v++)
+        for (int k = 0; k < NV; k++) {
+            /* A log template of "/" once made gmshim create "/.1": try such paths below the
+             * run's own directory, so that a regression writes nothing outside it. */
+            const char *value = values[k];
+            if (!strcmp(names[v], "GMSHIM_LOG") && value[0] == '/')
+                value = value[1] ? "sub//" : "./";
+            jobs[1 + v * NV + k] = (sweep_job_t){.name = names[v], .value = value};
+        }
+    char preload[8192];
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    snprintf(preload, sizeof preload, "%s%s%s", san && *san ? san : "", san && *san ? " " : "",
+             build_path("libgmshim.so"));
+    char dir[256], prog[4096], base_err[512];
+    snprintf(dir, sizeof dir, "%s", temp_dir());
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/hostile_env"));
+    snprintf(base_err, sizeof base_err, "%s/err.0", dir);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int width = cpus < 2 ? 2 : cpus > 16 ? 16 : (int)cpus, running = 0, next = 1;
+    /* The baseline first, alone: its status is what every other run must end with. */
+    jobs[0].pid = sweep_spawn(prog, dir, preload, 0, &jobs[0]);
+    ck_assert_int_gt(jobs[0].pid, 0);
+    waitpid(jobs[0].pid, &jobs[0].status, 0);
+    ck_assert_msg(WIFEXITED(jobs[0].status) && WEXITSTATUS(jobs[0].status) == 0 && !*slurp(base_err),
+                  "baseline: status %#x, stderr:\n%s", jobs[0].status, slurp(base_err));
+    while (next < njobs || running) {
+        while (next < njobs && running < width) {
+            jobs[next].pid = sweep_spawn(prog, dir, preload, next, &jobs[next]);
+            ck_assert_int_gt(jobs[next].pid, 0);
+            next++;
+            running++;
+        }
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        ck_assert_int_gt(pid, 0);
+        for (int k = 1; k < next; k++)
+            if (jobs[k].pid == pid) {
+                jobs[k].status = status;
+                char log[512];
+                snprintf(log, sizeof log, "%s/%d.gmlog", dir, (int)pid);
+                unlink(log);
+            }
+        running--;
+    }
+    char report[16384];
+    size_t rl = 0;
+    int bad = 0;
+    for (int k = 1; k < njobs; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/err.%d", dir, k);
+        const char *err = slurp(path);
+        int lines = 0, foreign = 0;
+        for (const char *l = err; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+            lines++;
+            foreign += strncmp(l, "gmshim[", 7) != 0;
+        }
+        int st = jobs[k].status;
+        const char *why = WIFSIGNALED(st)                                      ? "killed by a signal"
+                          : !WIFEXITED(st) || WEXITSTATUS(st) != WEXITSTATUS(jobs[0].status) ? "another exit status"
+                          : lines > 1                                          ? "more than one line on stderr"
+                          : foreign                                            ? "stderr that is not a gmshim warning"
+                                                                               : NULL;
+        if (!why) {
+            snprintf(path, sizeof path, "%s/out.%d", dir, k);
+            if (!strstr(slurp(path), "ok ("))
+                why = "no 'ok' on stdout";
+        }
+        if (why && bad++ < 12) {
+            char shown[80];
+            snprintf(shown, sizeof shown, "%.60s", jobs[k].value);
+            for (char *c = shown; *c; c++)
+                if ((unsigned char)*c < 0x20)
+                    *c = '?';
+            snprintf(path, sizeof path, "%s/err.%d", dir, k);
+            rl += (size_t)snprintf(report + rl, sizeof report - rl, "%s='%s': %s (status %#x):\n%.400s\n",
+                                   jobs[k].name, shown, why, st, slurp(path));
+            if (rl >= sizeof report)
+                rl = sizeof report - 1;
+        }
+    }
+    remove_dir(dir);
+    free(jobs);
+    ck_assert_msg(!bad, "%d of %d hostile settings went wrong:\n%s", bad, njobs - 1, report);
+}
+END_TEST
+
 Suite *options_suite(void)
 {
     Suite *s = suite_create("options");
@@ -423,5 +659,15 @@ Suite *options_suite(void)
     tcase_add_test(tc, test_every_default_parses);
     tcase_add_test(tc, test_docs_list_every_variable_with_its_default);
     suite_add_tcase(s, tc);
+    TCase *tc2 = tcase_create("preload");
+    tcase_set_timeout(tc2, 120);
+    tcase_add_test(tc2, test_bad_settings_warn_once_and_keep_defaults);
+    tcase_add_test(tc2, test_verbose_prints_the_effective_settings);
+    tcase_add_test(tc2, test_quiet_by_default);
+    suite_add_tcase(s, tc2);
+    tc2 = tcase_create("sweep");
+    tcase_set_timeout(tc2, 300);
+    tcase_add_test(tc2, test_hostile_values_of_every_setting_neither_crash_nor_chatter);
+    suite_add_tcase(s, tc2);
     return s;
 }

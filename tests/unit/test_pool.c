@@ -1,8 +1,10 @@
-/* Unit tests of the pool's data structure (common/pool.c): pure bookkeeping on made-up addresses. */
+/* Unit tests of the pool's data structure (common/pool.c): pure bookkeeping on made-up addresses;
+ * under the preload, GMSHIM_MAX_SPLIT changing which blocks split. */
 #include "pool.h"
 #include "suites.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define MiB ((size_t)1 << 20)
 #define BASE ((uintptr_t)1 << 40)
@@ -340,6 +342,21 @@ START_TEST(test_random_operations_keep_every_invariant)
 }
 END_TEST
 
+
+START_TEST(test_max_split_changes_which_blocks_split)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/max_split", env, "split", &out);
+    ck_assert_msg(rc == 0, "without GMSHIM_MAX_SPLIT: exit %d:\n%s", rc, out);
+    free(out);
+    const char *env2[] = {"FAKECUDA_MEM=2G", "GMSHIM_MAX_SPLIT=64M", NULL};
+    rc = run_built("tests/integration/max_split", env2, "nosplit", &out);
+    ck_assert_msg(rc == 0, "with GMSHIM_MAX_SPLIT=64M: exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *pool_suite(void)
 {
     Suite *s = suite_create("pool");
@@ -361,5 +378,9 @@ Suite *pool_suite(void)
     tcase_add_loop_test(tc, test_random_operations_keep_every_invariant, 0, 3);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
+    TCase *tc2 = tcase_create("preload");
+    tcase_set_timeout(tc2, 120);
+    tcase_add_test(tc2, test_max_split_changes_which_blocks_split);
+    suite_add_tcase(s, tc2);
     return s;
 }

@@ -1,0 +1,110 @@
+/* The types every part of a device's pool shares: the device, its arenas, their counters, and
+ * the few atomic reads every part makes of them. No functions with bodies beyond those reads;
+ * nothing here calls CUDA or takes a lock. Lock order: the device table's lock, then arena
+ * locks by index, then the device's fence lock. */
+#ifndef GM_DEVTYPES_H
+#define GM_DEVTYPES_H
+
+#include "common.h"
+#include "fence.h"
+#include "pool.h"
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+
+#define GM_MAX_ARENAS 16
+
+typedef struct gm_counters {
+    uint64_t allocs, frees, hits, misses, driver_mallocs, driver_frees, oom_retries, ooms;
+    uint64_t fences, fence_waits, fence_wait_ns, unpooled_allocs, foreign_frees, bad_frees;
+} gm_counters_t;
+
+typedef struct gm_device gm_device_t;
+
+/* Arena 0 also holds the captures' private heaps and everything allocated while a capture runs
+ * on the device. */
+typedef struct gm_arena {
+    _Alignas(GM_CACHE_LINE) pthread_mutex_t lock; /* arenas are allocated line-aligned */
+    gm_device_t *dev;
+    int index;
+    gm_heap_t general;
+    gm_block_t *live;           /* uthash: ptr -> block (and pass-through/unpooled blocks) */
+    gm_block_t sentinel;        /* ptr 0, never removed: an empty uthash frees its table */
+    gm_pool_stats_t bytes;
+    gm_counters_t n;
+    size_t open_bytes;          /* freed since the device's last fence (as this arena saw it) */
+    unsigned open_count;
+    uint64_t open_seen;         /* the device's fence count when open_bytes/open_count began */
+    unsigned since_poll;        /* allocations since fences were last polled */
+    const void *last_user;      /* the thread that allocated here last (a thread-local address) */
+} gm_arena_t;
+
+/* Fields that every call reads come first and are written rarely; what any thread writes often
+ * sits on cache lines of its own, so that threads in different arenas do not share lines. */
+struct gm_device {
+    int id;
+    gm_arena_t *arenas[GM_MAX_ARENAS];
+    int narenas;                /* read atomically; grows under the table's lock */
+    int max_arenas;
+    /* Captures, guarded by arena 0's lock (captures is also read atomically). */
+    int captures;
+    gm_heap_t *capture_heap;
+    gm_heap_t *graph_heaps;     /* private heaps of live graphs and captures, via ->next_heap */
+    size_t limit;               /* cap on reserved bytes, 0 = none (atomic) */
+    /* Settings read once at creation (the hot path does not consult the options table). */
+    size_t fence_bytes, cache_limit;
+    unsigned fence_frees;
+    int trust_stream_order, pending_wait;
+    int gpu_order;              /* GMSHIM_GPU_ORDER, while the process uses one device (atomic) */
+    int gpu_order_ever;         /* it had GPU order: its ordered fences may still be running */
+    uint64_t order_stop_seq;    /* fences ordered when GPU order stopped: completed before any
+                                   other device's work starts (fence lock) */
+    size_t total;               /* device memory, from cudaMemGetInfo at creation */
+    _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
+    uint64_t reserved_peak;
+    unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */
+    uint64_t stats_logged_ns;   /* when the last stats snapshot went to the log (atomic) */
+    _Alignas(GM_CACHE_LINE) pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
+    gm_fences_t fences;         /* its issued/done counters have a line of their own */
+};
+
+/* The atomic reads every part makes. */
+static inline uint64_t device_issued(gm_device_t *d) { return __atomic_load_n(&d->fences.issued, __ATOMIC_SEQ_CST); }
+static inline uint64_t device_done(gm_device_t *d) { return __atomic_load_n(&d->fences.done, __ATOMIC_ACQUIRE); }
+/* Blocks waiting for fences up to here may be handed out: the fences completed, or (GPU order)
+ * every stream waits for them on the GPU. */
+static inline uint64_t device_reusable(gm_device_t *d)
+{
+    uint64_t done = device_done(d), ordered = __atomic_load_n(&d->fences.ordered, __ATOMIC_ACQUIRE);
+    return ordered > done ? ordered : done;
+}
+static inline int device_captures(gm_device_t *d) { return __atomic_load_n(&d->captures, __ATOMIC_ACQUIRE); }
+static inline size_t device_limit(gm_device_t *d) { return __atomic_load_n(&d->limit, __ATOMIC_RELAXED); }
+static inline int device_narenas(gm_device_t *d) { return __atomic_load_n(&d->narenas, __ATOMIC_ACQUIRE); }
+static inline int device_gpu_order(gm_device_t *d) { return __atomic_load_n(&d->gpu_order, __ATOMIC_RELAXED); }
+static inline uint64_t device_reserved(gm_device_t *d) { return __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED); }
+
+/* Bytes held from the driver, device-wide. */
+static inline void device_reserved_add(gm_device_t *d, size_t n)
+{
+    uint64_t now = __atomic_add_fetch(&d->reserved_total, n, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&d->reserved_peak, &peak, now, 1,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+static inline void device_reserved_sub(gm_device_t *d, size_t n)
+{
+    __atomic_sub_fetch(&d->reserved_total, n, __ATOMIC_RELAXED);
+}
+
+/* Calls the device pool makes, wrapped: relaxed capture mode (so that they never invalidate
+ * someone's capture) and the device current (devctx.c). */
+typedef struct gm_ctx {
+    int saved_device;
+    int switched;
+    enum cudaStreamCaptureMode saved_mode;
+} gm_ctx_t;
+
+#endif

@@ -1,0 +1,9 @@
+/* Degrading to pass-through after an internal failure: the host program goes on without the
+ * pool. */
+#ifndef GM_FALLBACK_H
+#define GM_FALLBACK_H
+
+/* One warning, one WARNING record, then pass-through for good. */
+void gm_fall_back(const char *why);
+
+#endif

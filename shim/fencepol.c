@@ -1,0 +1,304 @@
+/* The fence policy (fencepol.h). Fences are shared by every arena of a device: one covers every
+ * free made before it, whichever arena made it. Lock order: arena lock, then the fence lock;
+ * waits on the GPU happen outside the fence lock. */
+#include "fencepol.h"
+#include "devctx.h"
+#include "diag.h"
+#include "evlog.h"
+#include "logrec.h"
+#include "options.h"
+#include "real.h"
+#include "segments.h"
+
+#define GM_STATS_EVERY_NS 10000000u /* the log's stats snapshots: at most one per 10 ms per device */
+
+size_t fencepol_take_in(gm_arena_t *a)
+{
+    uint64_t done = device_reusable(a->dev);
+    uint64_t oldest = pool_oldest_pending_seq(&a->general);
+    if (!oldest || oldest > done)
+        return 0; /* nothing to release: no clock read */
+    size_t bytes = pool_release_pending(&a->general, done, gm_now_ns());
+    if (bytes && a->dev->cache_limit)
+        segments_enforce_cache_limit(a);
+    return bytes;
+}
+
+/* Advances the device's completed fences; the caller holds the fence lock, which this releases. */
+static void poll_locked(gm_device_t *d)
+{
+    gm_fences_t *f = &d->fences;
+    /* GPU order: what the fences cover is reusable already; polling only recycles events. */
+    int batch = device_gpu_order(d) && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
+    cudaError_t err = fences_outstanding(f) >= batch ? fences_poll(f) : cudaSuccess;
+    pthread_mutex_unlock(&d->fence_lock);
+    if (err != cudaSuccess)
+        device_note_cuda_failure(d, "cudaEventQuery", err);
+}
+
+size_t fencepol_harvest(gm_arena_t *a, int blocking)
+{
+    gm_device_t *d = a->dev;
+    if (blocking)
+        pthread_mutex_lock(&d->fence_lock);
+    else if (pthread_mutex_trylock(&d->fence_lock) != 0)
+        return fencepol_take_in(a);
+    poll_locked(d);
+    return fencepol_take_in(a);
+}
+
+int fencepol_open_set_waiting(gm_arena_t *a)
+{
+    uint64_t newest = pool_newest_pending_seq(&a->general);
+    return newest && newest > device_issued(a->dev);
+}
+
+static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
+{
+    gm_device_t *d = a->dev;
+    uint64_t now = gm_now_ns();
+    logrec_fence(d->id, seq, a->bytes.pending.current, events, now);
+    /* Fences come with the rhythm of the program: a good moment for a snapshot of the arena's
+     * figures, at most one per GM_STATS_EVERY_NS on the device (a program that frees and
+     * allocates a segment-sized block in a loop records a fence per pair). */
+    uint64_t last = __atomic_load_n(&d->stats_logged_ns, __ATOMIC_RELAXED);
+    if (last && now - last < GM_STATS_EVERY_NS)
+        return;
+    __atomic_store_n(&d->stats_logged_ns, now, __ATOMIC_RELAXED);
+    logrec_stats(d->id, &a->bytes, a->n.hits, a->n.misses, now);
+}
+
+/* Records a fence covering every free so far, on every arena. Caller holds the arena lock
+ * and is inside device_ctx_enter, with the fence lock held, which this releases. */
+static int issue_locked(gm_arena_t *a)
+{
+    gm_device_t *d = a->dev;
+    if (device_captures(d)) {
+        pthread_mutex_unlock(&d->fence_lock);
+        return -1; /* an event on a capturing stream would join the capture */
+    }
+    cudaError_t err = fences_issue(&d->fences);
+    cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
+    uint64_t seq = d->fences.issued;
+    unsigned events = (unsigned)(1 + d->fences.nstreams);
+    pthread_mutex_unlock(&d->fence_lock);
+    if (order_err != cudaSuccess) /* the fence stands: its blocks wait for it on the CPU */
+        device_note_cuda_failure(d, "cudaStreamWaitEvent", order_err);
+    if (err != cudaSuccess) {
+        device_note_cuda_failure(d, "cudaEventRecord", err);
+        return -1;
+    }
+    a->n.fences++;
+    a->open_bytes = 0;
+    a->open_count = 0;
+    a->open_seen = seq;
+    if (evlog_enabled())
+        log_fence(a, seq, events);
+    return 0;
+}
+
+int fencepol_issue(gm_arena_t *a)
+{
+    pthread_mutex_lock(&a->dev->fence_lock);
+    return issue_locked(a);
+}
+
+cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq)
+{
+    cudaError_t err = cudaSuccess;
+    while (device_done(d) < seq && err == cudaSuccess) {
+        pthread_mutex_lock(&d->fence_lock);
+        cudaEvent_t ev = fences_oldest_pending_event(&d->fences);
+        pthread_mutex_unlock(&d->fence_lock);
+        if (ev)
+            err = REAL_CALL(cudaEventSynchronize, ev);
+        if (err == cudaSuccess) {
+            pthread_mutex_lock(&d->fence_lock);
+            err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
+            int left = fences_outstanding(&d->fences);
+            pthread_mutex_unlock(&d->fence_lock);
+            if (!ev && !left)
+                break;
+        }
+    }
+    return err;
+}
+
+size_t fencepol_wait_oldest(gm_arena_t *a)
+{
+    gm_device_t *d = a->dev;
+    if (device_gpu_order(d)) {
+        /* Recording a fence orders the open frees on the GPU: no waiting, unless that failed. */
+        uint64_t before = device_reusable(d);
+        if (fencepol_open_set_waiting(a))
+            fencepol_issue(a);
+        if (device_reusable(d) > before)
+            return fencepol_take_in(a) + 1;
+    }
+    pthread_mutex_lock(&d->fence_lock);
+    int any = fences_outstanding(&d->fences);
+    pthread_mutex_unlock(&d->fence_lock);
+    if (!any && (!fencepol_open_set_waiting(a) || fencepol_issue(a)))
+        return 0;
+    uint64_t t0 = gm_now_ns();
+    uint64_t seq = device_done(d) + 1;
+    cudaError_t err = fencepol_wait_until_done(d, seq);
+    if (err != cudaSuccess) {
+        device_note_cuda_failure(d, "cudaEventSynchronize", err);
+        return 0;
+    }
+    a->n.fence_waits++;
+    uint64_t now = gm_now_ns();
+    a->n.fence_wait_ns += now - t0;
+    logrec_fence_wait(d->id, seq, now, t0);
+    return fencepol_take_in(a) + 1;
+}
+
+void fencepol_wait_for(gm_arena_t *a, uint64_t seq)
+{
+    if (seq > device_issued(a->dev) && fencepol_issue(a))
+        return;
+    while (device_reusable(a->dev) < seq && fencepol_wait_oldest(a))
+        ;
+    fencepol_take_in(a);
+}
+
+/* When another thread already saw the oldest pending block's fence complete there is nothing to
+ * ask the runtime; when another thread is polling, its answer will do. */
+GM_NOINLINE void fencepol_poll_now(gm_arena_t *a)
+{
+    gm_device_t *d = a->dev;
+    a->since_poll = 0;
+    /* The try-lock comes before any runtime call: a thread that would only find the lock
+     * taken makes none. */
+    int ask = device_reusable(d) < pool_oldest_pending_seq(&a->general) &&
+              pthread_mutex_trylock(&d->fence_lock) == 0;
+    if (!ask && !d->cache_limit) {
+        fencepol_take_in(a);
+        return;
+    }
+    gm_ctx_t c;
+    device_ctx_enter(d, &c); /* the runtime is asked, or the cache cap may free segments */
+    if (ask)
+        poll_locked(d);
+    fencepol_take_in(a);
+    device_ctx_leave(&c);
+}
+
+GM_NOINLINE void fencepol_fence_now(gm_arena_t *a)
+{
+    gm_device_t *d = a->dev;
+    if (pthread_mutex_trylock(&d->fence_lock) != 0)
+        return; /* before any runtime call, as in fencepol_poll_now */
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    if (issue_locked(a) == 0)
+        fencepol_harvest(a, 0);
+    device_ctx_leave(&c);
+}
+
+/* ---- GMSHIM_GPU_ORDER and the devices in use ------------------------------------------------ */
+
+static int gpu_order_warned;
+
+/* GMSHIM_GPU_ORDER makes only the streams of the pool's device wait for its fences; work of
+ * another device (a peer copy, a kernel reading through peer access) would not. So it holds while
+ * the process uses one device: the first one made current or allocated on. */
+static int first_used = -1;
+static int many_used;     /* a second device came into use */
+static int order_settled; /* and the first device's ordered fences have all completed */
+
+/* A second device is in use: d (the first) leaves GPU order; blocks it handed out under it may
+ * only be touched by other devices' work once their fences complete, so wait for them here. */
+static void gpu_order_stop(gm_device_t *d)
+{
+    pthread_mutex_lock(&d->fence_lock);
+    int was = device_gpu_order(d);
+    if (was) {
+        __atomic_store_n(&d->gpu_order, 0, __ATOMIC_RELAXED);
+        d->order_stop_seq = d->fences.ordered;
+    }
+    uint64_t seq = d->order_stop_seq;
+    pthread_mutex_unlock(&d->fence_lock);
+    if (was)
+        diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 stops applying: the process uses a second device "
+                                          "besides device %d (its work could touch this device's memory "
+                                          "without waiting); freed memory waits on the CPU from now on", d->id);
+    if (device_done(d) >= seq)
+        return;
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    cudaError_t err = fencepol_wait_until_done(d, seq);
+    device_ctx_leave(&c);
+    if (err != cudaSuccess)
+        device_note_cuda_failure(d, "cudaEventSynchronize", err);
+}
+
+void device_note_used(int id)
+{
+    if (unlikely(id < 0 || id >= GM_MAX_DEVICES))
+        return; /* no pool can exist there */
+    int first = __atomic_load_n(&first_used, __ATOMIC_ACQUIRE);
+    if (likely(first == id) || __atomic_load_n(&order_settled, __ATOMIC_ACQUIRE))
+        return;
+    if (first < 0) {
+        if (__atomic_compare_exchange_n(&first_used, &first, id, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+            first == id)
+            return;
+    }
+    __atomic_store_n(&many_used, 1, __ATOMIC_SEQ_CST);
+    /* A pool being created decides on GPU order under the table's lock: once through it, the
+     * first device's pool either exists here or will see many_used. */
+    devctx_lock();
+    gm_device_t *d = devctx_find_locked(first);
+    devctx_unlock();
+    if (d && d->gpu_order_ever)
+        gpu_order_stop(d);
+    __atomic_store_n(&order_settled, 1, __ATOMIC_RELEASE);
+}
+
+int fencepol_gpu_order_for(int id)
+{
+    if (!options_get(GM_OPT_GPU_ORDER))
+        return 0;
+    /* Another device's streams could read this one's memory (peer copies) without waiting. */
+    if (!__atomic_load_n(&many_used, __ATOMIC_SEQ_CST))
+        return 1;
+    diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 does not apply to device %d: the process uses "
+                                      "more than one device (another device's work could touch its memory "
+                                      "without waiting); freed memory waits on the CPU", id);
+    return 0;
+}
+
+void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
+{
+    if (!(flags & cudaStreamNonBlocking))
+        return; /* the legacy stream's event covers blocking streams; they follow its waits */
+    gm_ctx_t c;
+    /* GPU order (now, or until a second device came into use and its fences are still running):
+     * blocks already handed out may still be in use by work before their fences. */
+    int order = d->gpu_order_ever;
+    if (order)
+        device_ctx_enter(d, &c);
+    pthread_mutex_lock(&d->fence_lock);
+    fences_add_stream(&d->fences, s);
+    cudaError_t err = order ? fences_order_stream(&d->fences, s) : cudaSuccess;
+    pthread_mutex_unlock(&d->fence_lock);
+    if (order)
+        device_ctx_leave(&c);
+    if (err != cudaSuccess)
+        device_note_cuda_failure(d, "cudaStreamWaitEvent", err);
+}
+
+void device_stream_destroyed(gm_device_t *d, cudaStream_t s)
+{
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    pthread_mutex_lock(&d->fence_lock);
+    fences_remove_stream(&d->fences, s);
+    /* Work queued on the stream still runs after cudaStreamDestroy returns: blocks freed from
+     * now on must wait for it too. The last event on it joins the next fence. */
+    fences_retire_stream(&d->fences, s);
+    pthread_mutex_unlock(&d->fence_lock);
+    device_ctx_leave(&c);
+}

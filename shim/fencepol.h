@@ -1,0 +1,71 @@
+/* The fence policy: when a device's frees get a fence, when fences are polled and waited for,
+ * when freed blocks come back, and GMSHIM_GPU_ORDER's hold on a process that uses one device.
+ * The fences themselves (events on streams) are fence.c. Callers hold the arena's lock and, for
+ * anything that may ask the runtime, are inside device_ctx_enter. */
+#ifndef GM_FENCEPOL_H
+#define GM_FENCEPOL_H
+
+#include "devtypes.h"
+
+/* Pending blocks of the arena whose fences completed become free (the cache cap may then give
+ * segments back); returns the bytes. */
+size_t fencepol_take_in(gm_arena_t *a);
+/* Polls the device's fences, then takes in what they released. `blocking` 0: if another thread
+ * holds the fence lock (polling or recording: what it learns is shared), do not wait for it. */
+size_t fencepol_harvest(gm_arena_t *a, int blocking);
+/* Whether some pending block of the arena waits for a fence not yet recorded. */
+int fencepol_open_set_waiting(gm_arena_t *a);
+/* Records a fence covering every free so far, on every arena: 0, or -1 (a capture, a failure). */
+int fencepol_issue(gm_arena_t *a);
+/* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
+size_t fencepol_wait_oldest(gm_arena_t *a);
+/* Waits until fence `seq` has completed (recording it first if it is still to come). */
+void fencepol_wait_for(gm_arena_t *a, uint64_t seq);
+/* Blocks until fence `seq` of the device has completed; the wait is outside the fence lock. */
+cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq);
+/* The periodic poll of the hit path (it asks the runtime only when nobody knows the answer). */
+GM_NOINLINE void fencepol_poll_now(gm_arena_t *a);
+/* The periodic fence of the free path: skipped when another thread holds the fence lock. */
+GM_NOINLINE void fencepol_fence_now(gm_arena_t *a);
+
+/* Freed bytes that make a fence worth recording now: without one they cannot be reused until
+ * the next miss, and a miss would then have to wait for all of them. */
+static inline size_t fencepol_threshold(const gm_arena_t *a)
+{
+    if (a->dev->fence_bytes)
+        return a->dev->fence_bytes;
+    size_t t = a->bytes.reserved.current / 64;
+    return t > 2 * GM_MiB ? t : 2 * GM_MiB;
+}
+
+/* A block of `size` just went PENDING on fence issued + 1: counted in the open set of frees, and
+ * a fence recorded when the set is large enough (and no capture runs). */
+static inline void fencepol_count_free(gm_arena_t *a, size_t size, uint64_t issued)
+{
+    gm_device_t *d = a->dev;
+    if (issued != a->open_seen) {
+        /* A fence was recorded since this arena last counted (by any arena): it covers every
+         * free counted so far. */
+        a->open_seen = issued;
+        a->open_bytes = 0;
+        a->open_count = 0;
+    }
+    a->open_bytes += size;
+    a->open_count++;
+    if ((a->open_bytes >= fencepol_threshold(a) || (d->fence_frees && a->open_count >= d->fence_frees)) &&
+        !device_captures(d))
+        fencepol_fence_now(a);
+}
+
+/* The process makes device `id` current or allocates on it. GMSHIM_GPU_ORDER holds while one
+ * device is in use; when a second one comes into use, the first device's blocks handed out under
+ * GPU order are waited for (their fences complete) before this returns, and its freed memory
+ * waits on the CPU from then on: the other device's work could touch it. */
+void device_note_used(int id);
+/* For a pool being created (under the table's lock): whether GPU order applies to it. */
+int fencepol_gpu_order_for(int id);
+/* A stream created or destroyed through the hooks. */
+void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags);
+void device_stream_destroyed(gm_device_t *d, cudaStream_t s);
+
+#endif

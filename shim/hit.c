@@ -1,0 +1,218 @@
+/* The hit path (hit.h): an arena lock, a best fit, a hash insert, a record; a free is a hash
+ * delete, a record and a list push. A reader should take it in at once: whatever is rare goes
+ * through a call to device_alloc_generic (the miss), capheap_alloc (a capture) or the fence
+ * policy. A free is logged inside the arena lock, before its block can be reused. */
+#include "hit.h"
+#include "capheap.h"
+#include "device.h"
+#include "devctx.h"
+#include "evlog.h"
+#include "fencepol.h"
+#include "real.h"
+#include "segments.h"
+#include "slowpath.h"
+#include "trim.h"
+
+#include <stdlib.h>
+
+#define GM_POLL_EVERY 32  /* allocations: completed fences polled at least this often */
+#define GM_CONTENDED 32   /* contended lock attempts after which a thread moves to another arena */
+#define GM_FORGIVEN 16    /* uncontended acquisitions that cancel one contended attempt */
+
+static __thread unsigned char my_arena __attribute__((tls_model("initial-exec")));
+static __thread unsigned char my_contention __attribute__((tls_model("initial-exec")));
+static __thread unsigned char my_uncontended __attribute__((tls_model("initial-exec")));
+
+void device_use_arena(int index)
+{
+    my_arena = (unsigned char)(index < 0 ? 0 : index);
+}
+
+int device_my_arena(void)
+{
+    return my_arena;
+}
+
+int device_note_lock(int contended)
+{
+    if (!contended) {
+        if (my_contention && ++my_uncontended >= GM_FORGIVEN) {
+            my_uncontended = 0;
+            my_contention--;
+        }
+        return 0;
+    }
+    if (++my_contention < GM_CONTENDED)
+        return 0;
+    my_contention = my_uncontended = 0;
+    return 1;
+}
+
+/* The arena this thread allocates from, locked. While a capture runs on the device everything
+ * goes to arena 0, where the capture's heap is. */
+static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
+{
+    int i = my_arena < device_narenas(d) ? my_arena : 0;
+    if (unlikely(device_captures(d)))
+        i = 0;
+    gm_arena_t *a = d->arenas[i];
+    const void *me = &my_arena;
+    int move;
+    if (likely(pthread_mutex_trylock(&a->lock) == 0)) {
+        /* Two threads taking turns on one arena rarely find its lock taken, but every turn
+         * moves the arena's cache lines to the other CPU: that counts as meeting too. */
+        int met = a->last_user != me;
+        a->last_user = me;
+        if (likely(!device_note_lock(met)) || device_captures(d))
+            return a;
+        pthread_mutex_unlock(&a->lock); /* the table's lock comes before arena locks */
+        move = 1;
+    } else {
+        move = device_note_lock(1) && !device_captures(d);
+    }
+    if (move) {
+        int n = device_move_arena(d, i);
+        if (n != i) {
+            my_arena = (unsigned char)n;
+            a = d->arenas[n];
+        }
+    }
+    pthread_mutex_lock(&a->lock);
+    a->last_user = me;
+    return a;
+}
+
+cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
+{
+    size_t rounded = pool_round(size);
+    unsigned flags = 0;
+    cudaError_t err = cudaErrorMemoryAllocation;
+    uint64_t t0 = 0; /* only a slow path is timed (timing a hit would double its clock reads) */
+    gm_block_t *b;
+    gm_arena_t *a = arena_lock_for_alloc(d);
+    if (unlikely(a->index != 0 && device_captures(d))) {
+        /* A capture began meanwhile: its allocations live in arena 0. */
+        pthread_mutex_unlock(&a->lock);
+        a = d->arenas[0];
+        pthread_mutex_lock(&a->lock);
+    }
+    if (unlikely(a->index == 0 && d->captures)) {
+        t0 = gm_now_ns();
+        b = capheap_alloc(a, rounded, size, site, &flags, &err);
+    } else {
+        /* Every so often, take in what completed fences released, so that hits choose among
+         * all the reusable blocks (freed neighbours merged), not a stale subset. */
+        if (unlikely(++a->since_poll >= GM_POLL_EVERY)) {
+            uint64_t oldest = pool_oldest_pending_seq(&a->general);
+            if (oldest && oldest <= device_issued(d))
+                fencepol_poll_now(a);
+        }
+        /* A large request that a pending block would fit better goes the slow way. */
+        b = !pool_is_small(rounded) && d->pending_wait && pool_better_pending(&a->general, rounded)
+                ? NULL
+                : pool_alloc(&a->general, rounded, size);
+        if (unlikely(!b)) {
+            t0 = gm_now_ns();
+            b = device_alloc_generic(a, rounded, size, site, &flags, &err);
+        }
+    }
+    if (likely(b != NULL)) {
+        HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
+        b->site = site;
+        a->n.allocs++;
+        if (flags & GMLOG_A_MISS)
+            a->n.misses++;
+        else
+            a->n.hits++;
+        if (evlog_enabled()) {
+            uint64_t now = gm_now_ns(); /* inside the lock: after the free that made b reusable */
+            evlog_alloc(d->id, flags, b->ptr, size, b->size, site, now, t0 ? t0 : now);
+        }
+        *out = (void *)b->ptr;
+        err = cudaSuccess;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return err;
+}
+
+/* A block the driver handed out itself (pass-through, managed, pitched): forgotten, forwarded. */
+static gm_free_result_t free_external(gm_arena_t *a, gm_block_t *b, uint32_t site, uint64_t now,
+                                      cudaError_t *err)
+{
+    gm_device_t *d = a->dev;
+    uintptr_t key = b->ptr;
+    evlog_free(d->id, (unsigned)b->kind << GMLOG_KIND_SHIFT, key, site, now, now);
+    if (b->kind == GMLOG_KIND_PASS) {
+        gm_stat_sub(&a->bytes.requested, b->requested);
+        gm_stat_sub(&a->bytes.allocated, b->size);
+        gm_stat_sub(&a->bytes.reserved, b->size);
+        device_reserved_sub(d, b->size);
+        a->n.driver_frees++;
+    }
+    pthread_mutex_unlock(&a->lock);
+    free(b);
+    *err = REAL_CALL(cudaFree, (void *)key);
+    return GM_FREE_DONE;
+}
+
+/* Frees a block found in arena a (locked); unlocks. */
+static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t site, cudaError_t *err)
+{
+    gm_device_t *d = a->dev;
+    uintptr_t key = b->ptr;
+    HASH_DEL(a->live, b);
+    a->n.frees++;
+    /* Inside the lock, before the block can be reused: its free is logged before any realloc. */
+    uint64_t now = evlog_enabled() ? gm_now_ns() : 0, t0 = now;
+    *err = cudaSuccess;
+    if (!b->seg)
+        return free_external(a, b, site, now, err);
+    gm_heap_t *heap = b->seg->heap;
+    size_t size = b->size;
+    if (heap != &a->general) {
+        evlog_free(d->id, GMLOG_F_GRAPH, key, site, now, t0);
+        pool_free_block(heap, b, now ? now : gm_now_ns()); /* a segment's idle time starts here */
+    } else if (b->ipc) {
+        evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
+        pool_hold_block(heap, b);
+    } else if (d->trust_stream_order) {
+        gm_segment_t *seg = b->seg;
+        evlog_free(d->id, 0, key, site, now, t0);
+        pool_free_block(heap, b, now ? now : gm_now_ns());
+        if (d->cache_limit && !device_captures(d) && seg->free_since_ns) {
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            segments_enforce_cache_limit(a);
+            device_ctx_leave(&c);
+        }
+    } else {
+        evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
+        uint64_t issued = device_issued(d);
+        pool_defer_block(heap, b, issued + 1);
+        fencepol_count_free(a, size, issued);
+    }
+    /* Over the cache cap: the trimmer sees it through once the GPU is done with the memory, even
+     * if no allocation comes to poll. */
+    if (unlikely(d->cache_limit) && heap == &a->general && device_reserved(d) > d->cache_limit)
+        trim_cache_kick();
+    pthread_mutex_unlock(&a->lock);
+    return GM_FREE_DONE;
+}
+
+gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
+{
+    uintptr_t key = (uintptr_t)ptr;
+    if (!key)
+        return GM_FREE_NOT_FOUND; /* the sentinel's key */
+    int n = device_narenas(d), first = my_arena < n ? my_arena : 0;
+    for (int k = 0; k < n; k++) {
+        gm_arena_t *a = d->arenas[(first + k) % n];
+        gm_block_t *b;
+        pthread_mutex_lock(&a->lock);
+        HASH_FIND(hh, a->live, &key, sizeof key, b);
+        if (b)
+            return free_in_arena(a, b, site, err);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return GM_FREE_NOT_FOUND;
+}

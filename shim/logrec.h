@@ -1,0 +1,30 @@
+/* One builder per log record type that the pool, captures and CUPTI write (the writer's own
+ * records, ALLOC, FREE, SEGMENT_*, WARNING and MARK are in evlog.c; interning records in
+ * stacks.c and modules.c). Each fills the header, sizes the record and appends it; each is a
+ * no-op while no log is written. Layouts: common/gmlog.h. */
+#ifndef GM_LOGREC_H
+#define GM_LOGREC_H
+
+#include "gmlog.h"
+#include "pool.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A device seen for the first time: its memory and name (at most name_max bytes of it). */
+void logrec_device(int dev, uint64_t total, uint64_t free_at_start, const char *name, size_t name_max);
+/* An allocation that failed or needed the cache released: `figures` carries every field but the
+ * header (the pool's side, the driver's side, or both). */
+void logrec_oom(int dev, unsigned flags, const gmlog_oom_t *figures);
+void logrec_limit(int dev, uint64_t bytes);
+void logrec_fence(int dev, uint64_t seq, uint64_t pending_bytes, unsigned events, uint64_t now);
+/* A snapshot of one arena's figures. */
+void logrec_stats(int dev, const gm_pool_stats_t *bytes, uint64_t hits, uint64_t misses, uint64_t now);
+void logrec_fence_wait(int dev, uint64_t seq, uint64_t now, uint64_t t0);
+void logrec_empty_cache(int dev, int reason, uint64_t bytes, unsigned segments, uint64_t t0);
+void logrec_reset(int dev, uint64_t reserved_bytes, uint64_t live_bytes);
+void logrec_capture(int dev, int event, uint64_t stream, uint64_t graph, uint32_t id, unsigned mode);
+/* A checkpoint's device cut: `figures` carries every field but the header and cut_ns. */
+void logrec_cut(int dev, const gmlog_cut_t *figures, uint64_t cut_ns, uint64_t now);
+
+#endif

@@ -1,0 +1,132 @@
+/* The log writer's shared state (logstate.h) and what every part of it needs: the file's
+ * reservation and clean-end marks, stopping the log, and the checkpoint thread that a bounded
+ * log's ring asks for (the checkpoint itself is written by checkpoint.c, installed at init). */
+#include "logstate.h"
+#include "diag.h"
+#include "logkeep.h"
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+evlog_state_t gm_log = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+__thread evlog_tls_t gm_log_tls __attribute__((tls_model("initial-exec")));
+pthread_key_t evlog_exit_key;
+
+/* posix_fallocate, except past the file size limit (`ulimit -f`), where the kernel would send
+ * SIGXFSZ, which ends the program: EFBIG then. */
+int evlog_reserve(int fd, off_t off, off_t len)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && (rlim_t)(off + len) > lim.rlim_cur)
+        return EFBIG;
+    return posix_fallocate(fd, off, len);
+}
+
+/* Header fields of a clean end; async-signal-safe (plain stores into the mapped header). */
+void evlog_mark_closed(uint32_t reason)
+{
+    gmlog_file_header_t *h = gm_log.hdr;
+    if (!h)
+        return;
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    uint64_t now = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
+    h->end_ns = now - gm_log.start_mono;
+    h->close_reason = reason;
+    /* One atomic or: a thread setting GMLOG_F_WRAPPED meanwhile keeps its bit. */
+    __atomic_or_fetch(&h->flags, GMLOG_F_CLOSED, __ATOMIC_RELEASE);
+}
+
+void evlog_stop_writing(const char *why, int err)
+{
+    diag_warn_once(&gm_log.warned, "the log %s stopped: %s: %s; the program goes on", gm_log.path, why, strerror(err));
+    __atomic_store_n(&gm_log.enabled, 0, __ATOMIC_RELEASE);
+    gm_log.closed = 1;
+    evlog_mark_closed(GMLOG_CLOSE_DISK);
+}
+
+
+/* ---- the checkpoint thread ---------------------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int wanted, stop, started, failed;
+    void (*write)(void);
+} C = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void *checkpoint_main(void *arg)
+{
+    (void)arg;
+    gm_log_tls.in_checkpoint = 1;
+    gm_depth = 1; /* nothing it calls may enter the hooks */
+    for (;;) {
+        pthread_mutex_lock(&C.lock);
+        while (!C.wanted && !C.stop)
+            pthread_cond_wait(&C.wake, &C.lock);
+        int stop = C.stop;
+        C.wanted = 0;
+        pthread_mutex_unlock(&C.lock);
+        if (stop || !__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
+            break;
+        C.write();
+    }
+    return NULL;
+}
+
+static void start_checkpoint_thread(void)
+{
+    if (C.started || C.failed)
+        return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the host's signals go to the host's threads */
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    C.started = pthread_create(&t, &attr, checkpoint_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!C.started) {
+        C.failed = 1;
+        gm_log.keep = 0; /* no checkpoint will repeat them */
+        diag_warn("cannot start the log's checkpoint thread; the log grows past GMSHIM_LOG_LIMIT");
+    }
+}
+
+void checkpoint_request(void)
+{
+    if (!C.write)
+        return; /* no writer installed (a program that links the writer alone) */
+    start_checkpoint_thread(); /* the first time a log reaches half its limit */
+    pthread_mutex_lock(&C.lock);
+    C.wanted = 1;
+    pthread_cond_signal(&C.wake);
+    pthread_mutex_unlock(&C.lock);
+}
+
+void checkpoint_stop(void)
+{
+    pthread_mutex_lock(&C.lock);
+    C.stop = 1;
+    pthread_cond_signal(&C.wake);
+    pthread_mutex_unlock(&C.lock);
+}
+
+void checkpoint_forget(void)
+{
+    C.started = 0; /* a fork child has no checkpoint thread */
+    logkeep_forget();
+}
+
+void logstate_set_checkpoint_writer(void (*write)(void))
+{
+    C.write = write;
+}

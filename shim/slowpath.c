@@ -1,0 +1,350 @@
+/* The slow path (slowpath.h): everything an allocation does when no free block fits, in relaxed
+ * capture mode with the device current, and the passes that give memory back. Never a driver
+ * free during a capture; while one arena is held, another is only ever try-locked (an OOM in two
+ * arenas at once must not deadlock). */
+#include "slowpath.h"
+#include "devctx.h"
+#include "fencepol.h"
+#include "logrec.h"
+#include "real.h"
+#include "segments.h"
+
+#include <stdlib.h>
+
+size_t device_trim(gm_device_t *d, uint64_t idle_ns)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < device_narenas(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        if (!device_captures(d)) {
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            uint64_t t0 = gm_now_ns();
+            fencepol_harvest(a, 1); /* completed fences only: the trimmer never waits for the GPU */
+            unsigned nseg = 0;
+            size_t b = segments_release_free(a, idle_ns, t0, &nseg);
+            if (nseg)
+                logrec_empty_cache(d->id, idle_ns ? GMLOG_EMPTY_IDLE : GMLOG_EMPTY_PERIODIC, b, nseg, t0);
+            bytes += b;
+            device_ctx_leave(&c);
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    return bytes;
+}
+
+/* GMSHIM_CACHE_LIMIT across the device: the whole free segments of every arena, newest first, are
+ * kept while they fit under the cap; the rest go back. Segments are told apart by base address
+ * (the arena lock is dropped between looking and releasing). */
+typedef struct cached_seg {
+    uint64_t free_since_ns;
+    uintptr_t base;
+    size_t size;
+} cached_seg_t;
+
+static int newer_first(const void *x, const void *y)
+{
+    const cached_seg_t *a = x, *b = y;
+    if (a->free_since_ns != b->free_since_ns)
+        return a->free_since_ns > b->free_since_ns ? -1 : 1;
+    return a->base > b->base ? -1 : a->base < b->base;
+}
+
+/* Whether segment key (t, base) is as old as the cutoff or older. */
+static int not_newer(uint64_t t, uintptr_t base, const cached_seg_t *cut)
+{
+    return t < cut->free_since_ns || (t == cut->free_since_ns && base <= cut->base);
+}
+
+unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
+{
+    size_t cap = d->cache_limit;
+    if (!cap)
+        return 0;
+    cached_seg_t *segs = NULL;
+    size_t n = 0, room = 0, whole = 0, pending = 0;
+    int n_arenas = device_narenas(d), capturing = 0, unfenced = -1;
+    /* First every arena: take in what completed fences released (queries only), and note its
+     * whole free segments and what still waits. */
+    for (int i = 0; i < n_arenas && !capturing; i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        capturing = device_captures(d);
+        if (!capturing) {
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            fencepol_harvest(a, 1);
+            device_ctx_leave(&c);
+            const gm_heap_t *h = &a->general;
+            pending += pool_pending_bytes(h);
+            if (unfenced < 0 && fencepol_open_set_waiting(a))
+                unfenced = i;
+            for (gm_segment_t *seg = pool_segments(h); seg; seg = seg->next) {
+                if (!pool_segment_is_free(seg))
+                    continue;
+                if (n == room) {
+                    size_t nroom = room ? room * 2 : 64;
+                    cached_seg_t *m = realloc(segs, nroom * sizeof *m);
+                    if (!m)
+                        break; /* short of host memory: what is listed still counts */
+                    segs = m;
+                    room = nroom;
+                }
+                segs[n++] = (cached_seg_t){seg->free_since_ns, seg->base, seg->size};
+                whole += seg->size;
+            }
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    /* Frees no fence covers yet can only come in after one: record it (one covers every arena),
+     * only when they are what keeps the cache over its cap. */
+    if (!capturing && pending && whole + pending > cap && unfenced >= 0) {
+        gm_arena_t *a = d->arenas[unfenced];
+        pthread_mutex_lock(&a->lock);
+        if (fencepol_open_set_waiting(a) && !device_captures(d)) {
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            fencepol_issue(a);
+            device_ctx_leave(&c);
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    if (capturing || (pending && whole + pending > cap))
+        *waiting = 1; /* poll again: after the capture, or once the GPU is done with them */
+    unsigned long long released = 0;
+    if (!capturing && whole > cap) {
+        qsort(segs, n, sizeof *segs, newer_first);
+        size_t kept = 0, k = 0;
+        while (k < n && kept + segs[k].size <= cap)
+            kept += segs[k++].size;
+        cached_seg_t cut = segs[k]; /* this one and everything older go */
+        for (int i = 0; i < n_arenas; i++) {
+            gm_arena_t *a = d->arenas[i];
+            pthread_mutex_lock(&a->lock);
+            if (device_captures(d)) {
+                pthread_mutex_unlock(&a->lock);
+                *waiting = 1;
+                break;
+            }
+            gm_ctx_t c;
+            device_ctx_enter(d, &c);
+            uint64_t t0 = gm_now_ns();
+            size_t bytes = 0;
+            unsigned nseg = 0;
+            for (gm_segment_t *seg = pool_segments(&a->general), *next; seg; seg = next) {
+                next = seg->next;
+                size_t size = seg->size;
+                if (pool_segment_is_free(seg) && not_newer(seg->free_since_ns, seg->base, &cut) &&
+                    segments_release(a, seg) == 0) {
+                    bytes += size;
+                    nseg++;
+                }
+            }
+            if (nseg)
+                logrec_empty_cache(d->id, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
+            released += bytes;
+            device_ctx_leave(&c);
+            pthread_mutex_unlock(&a->lock);
+        }
+    }
+    free(segs);
+    return released;
+}
+
+/* Waits for every fence, then frees the arena's whole free segments. Arena lock held. */
+static size_t empty_cache_locked(gm_arena_t *a, int reason)
+{
+    if (device_captures(a->dev))
+        return 0;
+    uint64_t t0 = gm_now_ns();
+    while (fencepol_wait_oldest(a))
+        ;
+    fencepol_take_in(a);
+    unsigned nseg = 0;
+    size_t bytes = segments_release_free(a, 0, t0, &nseg);
+    logrec_empty_cache(a->dev->id, reason, bytes, nseg, t0);
+    return bytes;
+}
+
+/* The other arenas' caches, for an OOM in arena `self`: only those whose lock is free right now
+ * (a blocking lock here could deadlock with a thread doing the same from another arena). */
+static size_t empty_other_arenas(gm_arena_t *self, int reason)
+{
+    gm_device_t *d = self->dev;
+    size_t bytes = 0;
+    for (int i = 0; i < device_narenas(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        if (a == self || pthread_mutex_trylock(&a->lock) != 0)
+            continue;
+        bytes += empty_cache_locked(a, reason);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return bytes;
+}
+
+size_t device_empty_cache(gm_device_t *d, int reason)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < device_narenas(d); i++) {
+        gm_arena_t *a = d->arenas[i];
+        gm_ctx_t c;
+        pthread_mutex_lock(&a->lock);
+        device_ctx_enter(d, &c);
+        bytes += empty_cache_locked(a, reason);
+        device_ctx_leave(&c);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return bytes;
+}
+
+/* The pool and the driver as they are at a failure; flags are filled in afterwards. */
+void slowpath_oom_figures(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_t segment,
+                          size_t drv_free, size_t drv_total, uint32_t site)
+{
+    gm_device_t *d = a->dev;
+    memset(rec, 0, sizeof *rec);
+    rec->request = request;
+    rec->segment = segment;
+    rec->driver_free = drv_free;
+    rec->driver_total = drv_total;
+    rec->reserved = device_reserved(d);
+    rec->allocated = a->bytes.allocated.current;
+    rec->requested = a->bytes.requested.current;
+    rec->cached = a->bytes.cached.current;
+    rec->pending = a->bytes.pending.current;
+    size_t largest, count;
+    pool_free_summary(&a->general, &largest, &count);
+    rec->largest_free = largest;
+    rec->free_blocks = (uint32_t)count;
+    rec->site = site;
+}
+
+/* Whether a segment for `rounded` fits under the device cap; may shrink *seg to the request and,
+ * if allowed, release the cache to make room. */
+static int fits_limit(gm_arena_t *a, size_t *seg, size_t rounded)
+{
+    if (segments_fit_limit(a->dev, seg, rounded))
+        return 1;
+    if (device_captures(a->dev))
+        return 0;
+    empty_cache_locked(a, GMLOG_EMPTY_DEVICE_LIMIT);
+    empty_other_arenas(a, GMLOG_EMPTY_DEVICE_LIMIT);
+    return segments_fit_limit(a->dev, seg, rounded);
+}
+
+/* A new segment for the request; on OOM: release the cache, retry once. */
+static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
+                        unsigned *flags, cudaError_t *errp)
+{
+    gm_device_t *d = a->dev;
+    int small = pool_is_small(rounded);
+    size_t seg = pool_segment_size(rounded);
+    if (device_limit(d) && !fits_limit(a, &seg, rounded)) {
+        gm_block_t *b = pool_alloc(&a->general, rounded, size); /* room the release made */
+        if (b)
+            return b;
+        a->n.ooms++;
+        *errp = cudaErrorMemoryAllocation;
+        gmlog_oom_t rec;
+        slowpath_oom_figures(a, &rec, size, seg, 0, 0, site);
+        logrec_oom(d->id, GMLOG_OOM_LIMIT | GMLOG_OOM_RELEASED, &rec);
+        return NULL;
+    }
+    cudaError_t before = REAL_CALL(cudaPeekAtLastError);
+    gm_block_t *b = NULL;
+    cudaError_t err = segments_grow(a, &a->general, seg, rounded, size, &b);
+    if (err == cudaSuccess) {
+        *flags |= GMLOG_A_MISS;
+        return b;
+    }
+    if (err != cudaErrorMemoryAllocation) {
+        *errp = err;
+        return NULL;
+    }
+    /* Out of memory: the driver and the pool as they are now, for the log (the driver's free
+     * and the pool's figures at the same moment), then release and retry. */
+    size_t drv_free = 0, drv_total = 0;
+    REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);
+    gmlog_oom_t rec;
+    slowpath_oom_figures(a, &rec, size, seg, drv_free, drv_total, site);
+    unsigned oflags = GMLOG_OOM_RELEASED;
+    a->n.oom_retries++;
+    size_t waited_fences = a->n.fence_waits;
+    empty_cache_locked(a, GMLOG_EMPTY_OOM);
+    empty_other_arenas(a, GMLOG_EMPTY_OOM);
+    if (a->n.fence_waits != waited_fences)
+        oflags |= GMLOG_OOM_WAITED;
+    b = pool_alloc(&a->general, rounded, size);
+    if (!b) {
+        oflags |= GMLOG_OOM_RETRIED;
+        err = segments_grow(a, &a->general, seg, rounded, size, &b);
+        size_t tight = gm_round_up(rounded, GM_LARGE_ROUND);
+        if (err == cudaErrorMemoryAllocation && !small && tight < seg)
+            err = segments_grow(a, &a->general, seg = tight, rounded, size, &b);
+        if (err == cudaSuccess)
+            *flags |= GMLOG_A_MISS;
+    }
+    if (b) {
+        oflags |= GMLOG_OOM_RECOVERED;
+        if (before == cudaSuccess)
+            REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
+    } else {
+        a->n.ooms++;
+        *errp = err;
+    }
+    rec.segment = seg;
+    logrec_oom(d->id, oflags, &rec);
+    return b;
+}
+
+GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
+                                             unsigned *flags, cudaError_t *err)
+{
+    gm_device_t *d = a->dev;
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    int small = pool_is_small(rounded);
+    gm_block_t *b = NULL;
+    const gm_heap_t *h = &a->general;
+    /* Every fence covers every arena's frees: with several threads, fences that others recorded
+     * often cover this arena's older frees already. Take in what they released first, asking the
+     * runtime only if they are not known to be reusable yet, and record a fence of this arena's
+     * own only when that does not serve the request. */
+    int busy = 0; /* the runtime said the oldest covered free is still in use */
+    uint64_t oldest = pool_oldest_pending_seq(h);
+    if (oldest && oldest <= device_issued(d)) {
+        if (device_reusable(d) < oldest) {
+            fencepol_harvest(a, 1);
+            busy = device_reusable(d) < oldest;
+        } else {
+            fencepol_take_in(a);
+        }
+        if (!(d->pending_wait && !small && pool_better_pending(h, rounded)))
+            b = pool_alloc(&a->general, rounded, size);
+    }
+    /* Frees since the last fence can only become reusable after one: record it now (cheap),
+     * then take whatever has completed (nothing newer has when the oldest is still in use). */
+    if (!b && fencepol_open_set_waiting(a))
+        fencepol_issue(a);
+    if (!b && !busy)
+        fencepol_harvest(a, 1);
+    for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
+        uint64_t want = d->pending_wait ? pool_better_pending(h, rounded) : 0;
+        if (want) {
+            /* A pending block fits better than any free one: wait for the GPU to finish with
+             * it rather than cut a larger block or grow (what makes a pool creep up when the
+             * program runs ahead of the GPU). */
+            fencepol_wait_for(a, want);
+            continue;
+        }
+        b = pool_alloc(&a->general, rounded, size);
+        if (b || !d->pending_wait || !pool_pending_could_serve(h, rounded) || !fencepol_wait_oldest(a))
+            break;
+    }
+    if (!b)
+        b = grow(a, rounded, size, site, flags, err);
+    device_ctx_leave(&c);
+    return b;
+}
+

@@ -1,0 +1,31 @@
+/* The slow path of a device's pool: what an allocation does when no free block fits (take in
+ * fenced frees, fence, wait, grow, release the cache and retry once), and the other ways memory
+ * goes back to the driver (empty_cache, the trimmer's passes, the device cap). */
+#ifndef GM_SLOWPATH_H
+#define GM_SLOWPATH_H
+
+#include "devtypes.h"
+#include "gmlog.h"
+
+/* The miss of device_alloc (arena a locked): a block for the rounded request, or NULL with
+ * *err set; *flags gains GMLOG_A_MISS when the driver was asked. */
+GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
+                                             unsigned *flags, cudaError_t *err);
+/* The pool and the driver as they are at a failure, for an OOM record. */
+void slowpath_oom_figures(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_t segment,
+                          size_t drv_free, size_t drv_total, uint32_t site);
+
+/* Returns whole free segments to the driver after waiting for pending frees (not during a
+ * capture). Returns bytes released. */
+size_t device_empty_cache(gm_device_t *d, int reason);
+/* The trimmer's pass: returns whole free segments idle for at least idle_ns (0: all of them);
+ * nothing while a capture is under way on the device. */
+size_t device_trim(gm_device_t *d, uint64_t idle_ns);
+/* The trimmer's pass for GMSHIM_CACHE_LIMIT: fences the device's uncovered frees, takes in what
+ * completed fences released (non-blocking queries), and returns the oldest whole free segments of
+ * all its arenas beyond the cap. Nothing while a capture is under way there. Sets *waiting when
+ * freed memory over the cap still waits for the GPU (or a capture), so that the trimmer polls
+ * again. Returns the bytes released. */
+unsigned long long device_cache_trim(gm_device_t *d, int *waiting);
+
+#endif

@@ -1,0 +1,85 @@
+/* Graph capture (shim/capture.c) on the fake runtime, in this process and under the preload: a
+ * capture stays valid and its memory private. */
+#include "capheap.h"
+#include "capture.h"
+#include "devctx.h"
+#include "device.h"
+#include "fencepol.h"
+#include "hit.h"
+#include "options.h"
+#include "slowpath.h"
+#include "suites.h"
+
+#include "../fakecuda.h"
+#include "pooltest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+START_TEST(test_capture_stays_valid_and_graph_memory_stays_private)
+{
+    RUN_OK("tests/integration/capture", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+
+/* In this process: a capture begun on a stream counts on the device of the stream, serves its
+ * allocations from its own heap, and ends with its graph holding that memory until the graph is
+ * destroyed; no call made meanwhile invalidates it. */
+START_TEST(test_a_capture_counts_until_it_ends_and_its_graph_keeps_the_memory)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    capture_stream_created(s, 0);
+    ck_assert_int_eq(capture_stream_device(s), 0);
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    capture_begun(s, cudaStreamCaptureModeGlobal, NULL);
+    ck_assert_int_eq(device_captures(d), 1);
+    gm_heap_t *heap = d->capture_heap;
+    ck_assert_ptr_nonnull(heap);
+    void *p = alloc_or_fail(8192);
+    ck_assert_ptr_nonnull(pool_find_segment(heap, (uintptr_t)p));
+    free_ok(p);
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(s, &graph);
+    ck_assert_int_eq(err, cudaSuccess);
+    capture_ended(s, err, graph);
+    ck_assert_int_eq(device_captures(d), 0);
+    struct fakecuda_stats fs;
+    fakecuda_get_stats(0, &fs);
+    ck_assert_uint_eq(fs.captures_invalidated, 0);
+    ck_assert_uint_eq(fs.unsafe_calls, 0);
+    void *q = alloc_or_fail(8192);
+    ck_assert_msg(q != p, "the graph's block was handed out while the graph lives");
+    free_ok(q);
+    capture_graph_destroyed(graph);
+    ck_assert_int_eq(cudaGraphDestroy(graph), cudaSuccess);
+    ck_assert_ptr_nonnull(pool_find_segment(&d->arenas[0]->general, (uintptr_t)p));
+}
+END_TEST
+
+Suite *capture_suite(void)
+{
+    Suite *s = suite_create("capture");
+    TCase *tc = tcase_create("in process");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_a_capture_counts_until_it_ends_and_its_graph_keeps_the_memory);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("preload");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_capture_stays_valid_and_graph_memory_stays_private);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,313 @@
+/* The fence policy (shim/fencepol.c): fences over non-blocking and destroyed streams, one
+ * arena's fence covering another's frees, waits outside the arenas' locks, GMSHIM_GPU_ORDER's
+ * batches; under the preload, a freed block kept from a kernel still using it, and GPU order
+ * with every kind of stream and with a second device. */
+#include "capheap.h"
+#include "devctx.h"
+#include "device.h"
+#include "fencepol.h"
+#include "hit.h"
+#include "options.h"
+#include "slowpath.h"
+#include "suites.h"
+#include "trim.h"
+
+#include "../fakecuda.h"
+#include "pooltest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+START_TEST(test_fence_covers_a_kernel_on_a_nonblocking_stream)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    static int done;
+    void *p = alloc_or_fail(2 << 20);
+    ck_assert_int_eq(fakecuda_launch(s, late_write, p, 100000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(s, mark_done, &done, 0), cudaSuccess);
+    free_ok(p);
+    void *q = alloc_or_fail(2 << 20);
+    ck_assert_msg(q != p || __atomic_load_n(&done, __ATOMIC_ACQUIRE),
+                  "the block came back while the kernel on the non-blocking stream still ran");
+    free_ok(q);
+}
+END_TEST
+
+START_TEST(test_work_of_a_destroyed_stream_is_still_fenced)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    static int done;
+    void *p = alloc_or_fail(2 << 20);
+    ck_assert_int_eq(fakecuda_launch(s, late_write, p, 100000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(s, mark_done, &done, 0), cudaSuccess);
+    device_stream_destroyed(d, s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    free_ok(p);
+    void *q = alloc_or_fail(2 << 20);
+    ck_assert_msg(q != p || __atomic_load_n(&done, __ATOMIC_ACQUIRE),
+                  "the block came back while the destroyed stream's kernel still ran");
+    free_ok(q);
+}
+END_TEST
+
+START_TEST(test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted)
+{
+    enum { N = 4 };
+    d->fence_frees = N;
+    ck_assert_int_eq(device_add_arena(d), 1);
+    void *p[N], *q[N];
+    device_use_arena(1);
+    for (int i = 0; i < N; i++)
+        p[i] = alloc_or_fail(4096);
+    device_use_arena(0);
+    for (int i = 0; i < N; i++)
+        q[i] = alloc_or_fail(4096);
+    unsigned long long before = stats().fences;
+    device_use_arena(1);
+    for (int i = 0; i < N - 1; i++)
+        free_ok(p[i]);
+    device_use_arena(0);
+    for (int i = 0; i < N; i++)
+        free_ok(q[i]); /* the N-th free records a fence: it covers arena 1's frees too */
+    ck_assert_uint_eq(stats().fences, before + 1);
+    device_use_arena(1);
+    free_ok(p[N - 1]); /* arena 1 has counted one free since that fence, not N */
+    ck_assert_uint_eq(stats().fences, before + 1);
+}
+END_TEST
+
+static void *wait_in_arena_1(void *arg)
+{
+    void **block = arg;
+    device_use_arena(1);
+    free_ok(*block);                  /* pending behind the long kernel */
+    *block = alloc_or_fail(64u << 20); /* it fits best: waits for the kernel's fence */
+    return NULL;
+}
+
+START_TEST(test_a_wait_for_the_gpu_does_not_hold_up_other_arenas)
+{
+    ck_assert_int_eq(device_add_arena(d), 1);
+    device_use_arena(1);
+    void *big = alloc_or_fail(64u << 20);
+    device_use_arena(0);
+    void *small = alloc_or_fail(4096);
+    ck_assert_int_eq(fakecuda_launch(0, NULL, NULL, 1000000), cudaSuccess); /* 1 s of GPU work */
+    pthread_t th;
+    pthread_create(&th, NULL, wait_in_arena_1, &big);
+    usleep(100000); /* arena 1's thread is now waiting for the fence */
+    free_ok(small);
+    double t0 = now_ms();
+    void *other = alloc_or_fail(100u << 20); /* a miss: records a fence for `small`, then grows */
+    double took = now_ms() - t0;
+    pthread_join(th, NULL);
+    ck_assert_msg(took < 500, "an allocation in arena 0 took %.0f ms while arena 1 waited", took);
+    free_ok(other);
+    free_ok(big);
+}
+END_TEST
+
+/* While a kernel on a non-blocking stream still runs, blocks come back at once (no CPU wait), no
+ * fence counts as complete, and fences pile up; once it ends, one poll retires them in a batch. */
+START_TEST(test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    static int done;
+    void *p = alloc_or_fail(4 << 20);
+    ck_assert_int_eq(fakecuda_launch(s, late_write, p, 300000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(s, mark_done, &done, 0), cudaSuccess);
+    uint64_t done_before = d->fences.done;
+    for (int i = 0; i < 3 * GM_FENCE_BATCH; i++) {
+        free_ok(p);
+        void *q = alloc_or_fail(4 << 20);
+        ck_assert_ptr_eq(q, p);
+    }
+    ck_assert_msg(!__atomic_load_n(&done, __ATOMIC_ACQUIRE), "the kernel ended too soon for the test");
+    ck_assert_uint_eq(__atomic_load_n(&d->fences.done, __ATOMIC_ACQUIRE), done_before);
+    ck_assert_int_ge(outstanding(), 3 * GM_FENCE_BATCH);
+    ck_assert_uint_eq(stats().fence_waits, 0);
+    fakecuda_drain();
+    free_ok(p);
+    p = alloc_or_fail(4 << 20);
+    ck_assert_int_le(outstanding(), 2);
+    free_ok(p);
+}
+END_TEST
+
+/* With the GPU idle, the fences of a long run of reuses stay few: their events are recycled. */
+START_TEST(test_gpu_order_keeps_few_fences_outstanding)
+{
+    void *p = alloc_or_fail(4 << 20);
+    for (int i = 0; i < 1000; i++) {
+        free_ok(p);
+        p = alloc_or_fail(4 << 20);
+    }
+    ck_assert_uint_ge(stats().fences, 1000);
+    /* The fake GPU's thread can lag behind on a loaded machine (it did under ASan): once it has
+     * caught up, one batch of reuses retires every fence before it. */
+    fakecuda_drain();
+    for (int i = 0; i < GM_FENCE_BATCH; i++) {
+        free_ok(p);
+        p = alloc_or_fail(4 << 20);
+    }
+    ck_assert_int_le(outstanding(), 2 * GM_FENCE_BATCH);
+    ck_assert_uint_eq(stats().fence_waits, 0);
+    free_ok(p);
+}
+END_TEST
+
+START_TEST(test_freed_block_waits_for_the_kernel_still_using_it)
+{
+    RUN_OK("tests/integration/reuse_order", "FAKECUDA_MEM=1G");
+}
+END_TEST
+
+START_TEST(test_trusting_stream_order_shows_the_hazard)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_TRUST_STREAM_ORDER=1", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/reuse_order", env, "3", &out);
+    ck_assert_msg(rc != 0 && strstr(out, "corrupted"),
+                  "without gmshim's ordering the late kernel write must corrupt the new block; "
+                  "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* GMSHIM_GPU_ORDER: the freed block comes back at once and the new owner's stream waits on the
+ * GPU, whatever kind of stream the old and new owners use. `devices`: the program's use of two
+ * visible devices (gpu_order.c), "" for one device visible; `warning`: what stderr must say
+ * once (NULL: nothing about GMSHIM_GPU_ORDER). */
+static void gpu_order_on(const char *streams, const char *expect, const char *devices, const char *warning)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_GPU_ORDER=1", "GMSHIM_LOG=off",
+                         *devices ? "FAKECUDA_DEVICES=2" : "FAKECUDA_DEVICES=1", NULL};
+    char path[4096];
+    snprintf(path, sizeof path, "%s", build_path("tests/integration/gpu_order"));
+    const char *argv[] = {path, streams, expect, *devices ? devices : NULL, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "gpu_order %s %s %s exited %d:\n%s", streams, expect, devices, rc, out);
+    const char *said = strstr(out, "GMSHIM_GPU_ORDER=1");
+    if (warning) {
+        ck_assert_msg(said && strstr(out, warning), "gpu_order %s %s %s: no warning '%s':\n%s", streams, expect,
+                      devices, warning, out);
+        ck_assert_msg(!strstr(said + 1, "GMSHIM_GPU_ORDER=1"), "gpu_order %s: said more than once:\n%s", devices, out);
+    } else {
+        ck_assert_msg(!said, "gpu_order %s %s %s: unexpected warning:\n%s", streams, expect, devices, out);
+    }
+    free(out);
+}
+
+START_TEST(test_gpu_order_new_owner_on_another_nonblocking_stream)
+{
+    gpu_order_on("nb:nb2", "ordered", "", NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_a_blocking_stream)
+{
+    gpu_order_on("nb:blocking", "ordered", "", NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_the_legacy_stream)
+{
+    gpu_order_on("nb:legacy", "ordered", "", NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_the_per_thread_stream)
+{
+    gpu_order_on("nb:perthread", "ordered", "", NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_order_new_owner_on_a_stream_created_after_the_allocation)
+{
+    gpu_order_on("nb:later", "ordered", "", NULL);
+    gpu_order_on("blocking:later", "ordered", "", NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_order_old_owner_on_the_legacy_or_a_blocking_stream)
+{
+    gpu_order_on("legacy:nb2", "ordered", "", NULL);
+    gpu_order_on("blocking:nb2", "ordered", "", NULL);
+}
+END_TEST
+
+/* Two devices visible, one in use (a torchrun rank sees every GPU): GPU order applies there. */
+START_TEST(test_gpu_order_applies_when_two_devices_are_visible_and_one_is_used)
+{
+    gpu_order_on("nb:nb2", "ordered", "dev0", NULL);
+    gpu_order_on("nb:nb2", "ordered", "dev1", NULL);
+}
+END_TEST
+
+/* Both devices in use before the first allocation: it does not apply, and says so once. */
+START_TEST(test_gpu_order_waits_on_the_cpu_when_two_devices_are_in_use)
+{
+    gpu_order_on("nb:nb2", "waited", "both", "does not apply to device 0: the process uses more than one device");
+}
+END_TEST
+
+/* A second device comes into use right after a block was handed out under GPU order, and its
+ * stream writes the block: that write must come after the old owner's late kernel (the switch
+ * waits for the first device's ordered fences); later reuse waits on the CPU. */
+START_TEST(test_gpu_order_stops_and_waits_when_a_second_device_comes_into_use)
+{
+    gpu_order_on("nb:nb2", "switched", "peer", "stops applying: the process uses a second device besides device 0");
+}
+END_TEST
+
+Suite *fencepol_suite(void)
+{
+    Suite *s = suite_create("fencepol");
+    TCase *tc = tcase_create("in process");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_fence_covers_a_kernel_on_a_nonblocking_stream);
+    tcase_add_test(tc, test_work_of_a_destroyed_stream_is_still_fenced);
+    tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
+    tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("GPU order");
+    tcase_add_checked_fixture(tc, setup_gpu_order, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches);
+    tcase_add_test(tc, test_gpu_order_keeps_few_fences_outstanding);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("preload");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_freed_block_waits_for_the_kernel_still_using_it);
+    tcase_add_test(tc, test_trusting_stream_order_shows_the_hazard);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_another_nonblocking_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_a_blocking_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_the_legacy_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_the_per_thread_stream);
+    tcase_add_test(tc, test_gpu_order_new_owner_on_a_stream_created_after_the_allocation);
+    tcase_add_test(tc, test_gpu_order_old_owner_on_the_legacy_or_a_blocking_stream);
+    tcase_add_test(tc, test_gpu_order_applies_when_two_devices_are_visible_and_one_is_used);
+    tcase_add_test(tc, test_gpu_order_waits_on_the_cpu_when_two_devices_are_in_use);
+    tcase_add_test(tc, test_gpu_order_stops_and_waits_when_a_second_device_comes_into_use);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,92 @@
+/* The shim's life (shim/init.c), under the preload: a fork child leaves the parent's pool and log
+ * alone, a program without CUDA gets no file and no thread, GMSHIM_TORCH=own at load. */
+#include "suites.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+START_TEST(test_fork_child_leaves_the_parent_pool_alone)
+{
+    const char *dir = temp_dir();
+    char logenv[512];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/fork-%%p.gmlog", dir);
+    RUN_OK("tests/integration/fork_child", "FAKECUDA_MEM=1G", logenv);
+    /* Only the parent wrote a log. */
+    int logs = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        logs += strstr(e->d_name, ".gmlog") != NULL;
+    closedir(d);
+    ck_assert_msg(logs == 1, "%d logs in %s, expected the parent's only", logs, dir);
+}
+END_TEST
+
+START_TEST(test_program_without_cuda_gets_no_file_and_no_thread)
+{
+    const char *dir = temp_dir();
+    char logenv[512];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/gmshim-%%n-%%p.gmlog", dir);
+    RUN_OK("tests/integration/no_cuda", logenv, "GMSHIM_VERBOSE=1");
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int files = 0;
+    while (d && (e = readdir(d)))
+        files += e->d_name[0] != '.';
+    closedir(d);
+    ck_assert_msg(files == 0, "%d files appeared in %s", files, dir);
+}
+END_TEST
+
+static char *torch_env(const char *const *env, int preload)
+{
+    const char *argv[] = {build_path("tests/integration/torch_env"), NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, preload, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    return out;
+}
+
+START_TEST(test_torch_takeover_sets_the_variable_only_when_unset)
+{
+    const char *own[] = {"GMSHIM_TORCH=own", NULL};
+    char *out = torch_env(own, 1);
+    ck_assert_msg(strstr(out, "PYTORCH_NO_CUDA_MEMORY_CACHING=1\n") != NULL, "own: %s", out);
+    free(out);
+    const char *preset[] = {"GMSHIM_TORCH=own", "PYTORCH_NO_CUDA_MEMORY_CACHING=0", NULL};
+    out = torch_env(preset, 1);
+    ck_assert_msg(strstr(out, "PYTORCH_NO_CUDA_MEMORY_CACHING=0\n") != NULL, "preset: %s", out);
+    free(out);
+    const char *keep[] = {"GMSHIM_TORCH=keep", NULL};
+    out = torch_env(keep, 1);
+    ck_assert_msg(strstr(out, "=(unset)") != NULL, "keep: %s", out);
+    free(out);
+    const char *dflt[] = {NULL};
+    out = torch_env(dflt, 1);
+    ck_assert_msg(strstr(out, "=(unset)") != NULL, "default: %s", out);
+    free(out);
+}
+END_TEST
+
+Suite *init_suite(void)
+{
+    Suite *s = suite_create("init");
+    TCase *tc = tcase_create("preload");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_fork_child_leaves_the_parent_pool_alone);
+    tcase_add_test(tc, test_program_without_cuda_gets_no_file_and_no_thread);
+    tcase_add_test(tc, test_torch_takeover_sets_the_variable_only_when_unset);
+    suite_add_tcase(s, tc);
+    return s;
+}
