@@ -106,8 +106,9 @@ torch-bridge: $(LIB)
 	$(Q)$(PYTHON) -c 'import torch' 2>/dev/null || { echo "torch-bridge: $(PYTHON) cannot import torch;" \
 	    "gmshim will build the bridge at first use instead" >&2; exit 1; }
 	$(Q)$(PYTHON) -c 'import ctypes, os, sys, torch; lib = ctypes.CDLL(os.path.abspath("$(LIB)")); \
+	    f = lib.gmshim_torch_bridge_build; f.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong]; \
 	    out = ctypes.create_string_buffer(4096); \
-	    rc = lib.gmshim_torch_bridge_build(os.path.dirname(torch.__file__).encode(), \
+	    rc = f(os.path.dirname(torch.__file__).encode(), \
 	                                       os.path.abspath("$(BUILD)/gmshim-torch").encode(), out, 4096); \
 	    print("  BRIDGE  " + out.value.decode()) if rc == 0 else sys.exit(1)'
 
