@@ -102,7 +102,8 @@ $(BUILD)/shim/torchload.o: ALL_CFLAGS += -I$(BUILD)/shim
 # `make torch-bridge`: the bridge for the torch that $(PYTHON) imports, built by the library's own
 # builder into $(BUILD)/gmshim-torch/ (where libgmshim.so looks first; `make install` copies it).
 .PHONY: torch-bridge
-torch-bridge: $(LIB)
+torch-bridge:
+	$(Q)[ -f $(LIB) ] || $(MAKE) --no-print-directory $(LIB)
 	$(Q)$(PYTHON) -c 'import torch' 2>/dev/null || { echo "torch-bridge: $(PYTHON) cannot import torch;" \
 	    "gmshim will build the bridge at first use instead" >&2; exit 1; }
 	$(Q)$(PYTHON) -c 'import ctypes, os, sys, torch; lib = ctypes.CDLL(os.path.abspath("$(LIB)")); \

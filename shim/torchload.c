@@ -122,33 +122,43 @@ int torchload_is_allocator_lib(const char *path)
     return !strncmp(base, "libc10_cuda.so", 14);
 }
 
-/* torch/version.py: `__version__ = '2.11.0+cu130'` (quotes of either kind). */
+/* torch/version.py: `__version__ = '2.11.0+cu130'` (quotes of either kind, maybe `: str`); the
+ * name also appears earlier, in __all__. */
 static int read_version(const char *root, char *out, size_t len)
 {
     char path[PATH_MAX + 16], text[4096];
     snprintf(path, sizeof path, "%s/version.py", root);
     if (slurp(path, text, sizeof text) <= 0)
         return -1;
-    const char *v = strstr(text, "__version__");
-    if (!v)
-        return -1;
-    v = strpbrk(v, "'\"");
-    if (!v)
-        return -1;
-    char q = *v++;
-    size_t n = 0;
-    for (; v[n] && v[n] != q && v[n] != '\n'; n++) {
-        char c = v[n];
-        int ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
-                 c == '+' || c == '-' || c == '_';
-        if (!ok || n + 1 >= len)
+    for (const char *v = strstr(text, "__version__"); v; v = strstr(v + 1, "__version__")) {
+        const char *p = v + 11;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == ':')
+            while (*p && *p != '=' && *p != '\n')
+                p++;
+        if (*p != '=' || p[1] == '=')
+            continue;
+        for (p++; *p == ' ' || *p == '\t'; p++)
+            ;
+        if (*p != '\'' && *p != '"')
+            continue;
+        char q = *p++;
+        size_t n = 0;
+        for (; p[n] && p[n] != q; n++) {
+            char c = p[n];
+            int ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+                     c == '+' || c == '-' || c == '_';
+            if (!ok || n + 1 >= len)
+                return -1;
+            out[n] = c;
+        }
+        if (!n || p[n] != q)
             return -1;
-        out[n] = c;
+        out[n] = 0;
+        return 0;
     }
-    if (!n || v[n] != q)
-        return -1;
-    out[n] = 0;
-    return 0;
+    return -1;
 }
 
 /* The C++ ABI torch was built with, from its CMake config; -1 when it does not say. */

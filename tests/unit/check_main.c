@@ -23,6 +23,7 @@ int main(void)
     srunner_add_suite(sr, analyzer_cli_suite());
     srunner_add_suite(sr, analyzer_args_suite());
     srunner_add_suite(sr, analyzer_ranks_suite());
+    srunner_add_suite(sr, torchev_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -19,6 +19,7 @@ Suite *analyzer_oom_suite(void);
 Suite *analyzer_cli_suite(void);
 Suite *analyzer_args_suite(void);
 Suite *analyzer_ranks_suite(void);
+Suite *torchev_suite(void);
 
 /* Helpers shared by the suites (tests/unit/helpers.c). */
 /* Absolute path of a file under the build directory (GMSHIM_BUILD). */
