@@ -96,6 +96,19 @@ static int write_file(const char *path, const char *text)
     return close(fd);
 }
 
+/* The reason a build failed, last in its log (the compiler may have said nothing). */
+static void append_line(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    char line[PATH_MAX + 512];
+    int n = snprintf(line, sizeof line, "gmshim: %s\n", text);
+    if (n > 0 && write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0)
+        n = 0;
+    close(fd);
+}
+
 /* mkdir -p, private to the user (0700 for what it creates). */
 static int make_dirs(const char *path)
 {
@@ -177,8 +190,9 @@ static int read_abi(const char *root)
     return -1;
 }
 
-/* cuda_runtime_api.h: the CUDA wheels beside torch first (the headers of the runtime torch
- * loads), then the toolkit. */
+/* The CUDA runtime's headers: the CUDA wheels beside torch first (the runtime torch loads), then
+ * $CUDA_HOME and the toolkit. A wheel may ship cuda_runtime_api.h without the crt/ headers that
+ * cuda_runtime.h includes (nvidia/cu13 beside torch 2.11 does): such a directory is passed over. */
 static int find_cuda_include(const char *root, char *out, size_t len)
 {
     char site[PATH_MAX];
@@ -187,22 +201,19 @@ static int find_cuda_include(const char *root, char *out, size_t len)
     if (slash)
         *slash = 0;
     const char *home = getenv("CUDA_HOME");
-    const char *cand[8];
-    char buf[8][PATH_MAX + 64];
+    char cand[5][PATH_MAX + 64];
     int n = 0;
-    snprintf(buf[n], sizeof buf[n], "%s/nvidia/cu13/include", site), cand[n] = buf[n], n++;
-    snprintf(buf[n], sizeof buf[n], "%s/nvidia/cuda_runtime/include", site), cand[n] = buf[n], n++;
+    snprintf(cand[n++], sizeof cand[0], "%s/nvidia/cu13/include", site);
+    snprintf(cand[n++], sizeof cand[0], "%s/nvidia/cuda_runtime/include", site);
     if (home && *home)
-        snprintf(buf[n], sizeof buf[n], "%s/include", home), cand[n] = buf[n], n++;
-    cand[n++] = "/usr/local/cuda/include";
+        snprintf(cand[n++], sizeof cand[0], "%s/include", home);
+    snprintf(cand[n++], sizeof cand[0], "/usr/local/cuda/include");
     for (int i = 0; i < n; i++) {
-        char h[PATH_MAX + 96];
-        snprintf(h, sizeof h, "%s/cuda_runtime_api.h", cand[i]);
-        if (is_file(h)) {
-            if (snprintf(out, len, "%s", cand[i]) >= (int)len)
-                return -1;
-            return 0;
-        }
+        char api[PATH_MAX + 96], crt[PATH_MAX + 96];
+        snprintf(api, sizeof api, "%.4000s/cuda_runtime_api.h", cand[i]);
+        snprintf(crt, sizeof crt, "%.4000s/crt/host_config.h", cand[i]);
+        if (is_file(api) && is_file(crt))
+            return snprintf(out, len, "%s", cand[i]) < (int)len ? 0 : -1;
     }
     return -1;
 }
@@ -241,8 +252,8 @@ int torchload_find_install(const char *c10_path, torch_install_t *out, char *why
         return -1;
     }
     if (find_cuda_include(root, out->cuda_include, sizeof out->cuda_include) != 0) {
-        snprintf(why, why_len, "no CUDA headers (cuda_runtime_api.h) beside torch, in $CUDA_HOME or "
-                 "/usr/local/cuda");
+        snprintf(why, why_len, "no CUDA headers (cuda_runtime_api.h and crt/) beside torch, in $CUDA_HOME "
+                 "or /usr/local/cuda");
         return -1;
     }
     out->cxx11_abi = read_abi(root);
@@ -390,7 +401,12 @@ int torchload_build(const torch_install_t *t, const char *dir, const char *name,
     if (lfd >= 0)
         flock(lfd, LOCK_EX);
     int rc = 0;
-    if (!is_file(final)) {
+    if (!is_file(final) && is_file(log)) {
+        /* A build that failed is not tried again by every process of every job: its log stays
+         * until someone reads it and removes it (or the torch version or the bridge changes). */
+        snprintf(why, why_len, "an earlier build failed; see %s (remove it to build again)", log);
+        rc = -1;
+    } else if (!is_file(final)) {
         rc = -1;
         if (!mkdtemp(tmp)) {
             snprintf(why, why_len, "cannot create a build directory in %s: %s", dir, strerror(errno));
@@ -406,6 +422,10 @@ int torchload_build(const torch_install_t *t, const char *dir, const char *name,
                 rc = rename(so, final) == 0 ? 0 : (snprintf(why, why_len, "cannot move the bridge to %s", final), -1);
             unlink(path), unlink(hdr), unlink(so), rmdir(tmp);
         }
+        if (rc == 0)
+            unlink(log);
+        else
+            append_line(log, why);
     }
     if (lfd >= 0)
         close(lfd); /* the lock goes with it */
@@ -498,6 +518,12 @@ int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_
             snprintf(why, why_len, "no bridge built for torch %s", t.version);
             return -1;
         }
+        char log[PATH_MAX + 170];
+        snprintf(log, sizeof log, "%s.log", so);
+        if (is_file(log)) {
+            snprintf(why, why_len, "an earlier build failed; see %s (remove it to build again)", log);
+            return -1;
+        }
         diag_warn("building the PyTorch bridge for torch %s into %s (once per torch version; this "
                   "process waits for it)", t.version, dir);
         uint64_t t0 = gm_now_ns();
@@ -582,6 +608,9 @@ GM_EXPORT int gmshim_torch_bridge_build(const char *torch_dir, const char *out_d
         return -1;
     }
     torchload_bridge_name(&t, name, sizeof name);
+    char log[PATH_MAX + 136];
+    snprintf(log, sizeof log, "%s/%s.log", dir, name);
+    unlink(log); /* asked for by name: an earlier failure is tried again */
     if (torchload_build(&t, dir, name, BUILD_TIMEOUT_MS, why, sizeof why) != 0) {
         diag_warn("no PyTorch bridge: %s", why);
         return -1;

@@ -384,6 +384,57 @@ START_TEST(test_a_failing_build_points_at_its_log)
 }
 END_TEST
 
+START_TEST(test_a_failed_build_is_not_tried_again_by_the_next_process)
+{
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    use_fake_bridge();
+    stub_compiler("cxx-broken", "exit 1");
+    char why[1024] = "";
+    ck_assert_int_eq(torchload_attach_for(c10, 1, why, sizeof why), -1);
+    use_fake_bridge(); /* a working compiler now: still not run, the log says why */
+    ck_assert_msg(torchload_attach_for(c10, 1, why, sizeof why) == -1 && strstr(why, "an earlier build failed") &&
+                  calls_of("cxx-broken") == 1 && calls_of("cxx-ok") == 0,
+                  "why: %s; broken compiler ran %d times, good one %d", why, calls_of("cxx-broken"), calls_of("cxx-ok"));
+    char log[PATH_MAX + 8];
+    snprintf(log, sizeof log, "%s", strstr(why, "see ") + 4);
+    *strchr(log, ' ') = 0;
+    unlink(log);
+    ck_assert_msg(torchload_attach_for(c10, 1, why, sizeof why) == 0 && calls_of("cxx-ok") == 1,
+                  "after removing the log: %s", why);
+}
+END_TEST
+
+/* The H200's torch 2.11 wheel: nvidia/cu13/include has cuda_runtime_api.h but not crt/. */
+START_TEST(test_cuda_headers_without_crt_are_passed_over)
+{
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    char dir[PATH_MAX + 64], file[PATH_MAX + 128];
+    snprintf(dir, sizeof dir, "%s/site-packages/nvidia/cu13/include", scratch());
+    mkdir_p(dir);
+    snprintf(file, sizeof file, "%s/cuda_runtime_api.h", dir);
+    write_text(file, "");
+    snprintf(dir, sizeof dir, "%s/toolkit/include/crt", scratch());
+    mkdir_p(dir);
+    snprintf(file, sizeof file, "%s/host_config.h", dir);
+    write_text(file, "");
+    snprintf(file, sizeof file, "%s/toolkit/include/cuda_runtime_api.h", scratch());
+    write_text(file, "");
+    snprintf(dir, sizeof dir, "%s/toolkit", scratch());
+    setenv("CUDA_HOME", dir, 1);
+    torch_install_t t;
+    char why[512] = "";
+    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
+    ck_assert_msg(strstr(t.cuda_include, "/toolkit/include") != NULL, "chose %s", t.cuda_include);
+    /* complete, the wheel's own headers come first */
+    snprintf(dir, sizeof dir, "%s/site-packages/nvidia/cu13/include/crt", scratch());
+    mkdir_p(dir);
+    snprintf(file, sizeof file, "%s/host_config.h", dir);
+    write_text(file, "");
+    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
+    ck_assert_msg(strstr(t.cuda_include, "/nvidia/cu13/include") != NULL, "chose %s", t.cuda_include);
+}
+END_TEST
+
 START_TEST(test_a_bridge_without_the_entry_point_is_refused)
 {
     char src[PATH_MAX], so[PATH_MAX], cmd[3 * PATH_MAX], why[1024] = "";
@@ -440,6 +491,8 @@ Suite *torchev_suite(void)
     tcase_add_test(ld, test_without_build_a_missing_bridge_is_reported);
     tcase_add_test(ld, test_no_compiler_is_reported_by_name);
     tcase_add_test(ld, test_a_failing_build_points_at_its_log);
+    tcase_add_test(ld, test_a_failed_build_is_not_tried_again_by_the_next_process);
+    tcase_add_test(ld, test_cuda_headers_without_crt_are_passed_over);
     tcase_add_test(ld, test_a_bridge_without_the_entry_point_is_refused);
     tcase_add_test(ld, test_callers_outside_pytorch_settle_nothing);
     tcase_add_test(ld, test_segments_mode_settles_at_once);
