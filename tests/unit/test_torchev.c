@@ -1,5 +1,5 @@
 /* The PyTorch bridge's C side without torch: gmshim_torch_event's records (a fake bridge replays
- * a TraceEntry stream recorded on the H200, tests/fixtures/torch_trace_small.txt), and the
+ * a TraceEntry stream, tests/fixtures/torch_trace.txt: see its header), and the
  * loader's decisions on fake torch trees with stub compilers (shim/torchload.c). */
 #include "suites.h"
 #include "evlog.h"
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FIXTURE "tests/fixtures/torch_trace_small.txt"
+#define FIXTURE "tests/fixtures/torch_trace.txt"
 
 /* One scratch directory per test (temp_dir() makes a new one at each call). */
 static char scratch_dir[256];
