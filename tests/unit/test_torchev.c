@@ -3,6 +3,7 @@
  * loader's decisions on fake torch trees with stub compilers (shim/torchload.c). */
 #include "suites.h"
 #include "evlog.h"
+#include "init.h"
 #include "options.h"
 #include "reader.h"
 #include "stacks.h"
@@ -179,6 +180,23 @@ START_TEST(test_without_a_log_events_are_dropped_quietly)
     ev.size = sizeof ev;
     ev.action = GMSHIM_TORCH_ALLOC;
     ck_assert_msg(gmshim_torch_event(&ev) == -1 && torchev_count() == 0, "recorded with no log");
+}
+END_TEST
+
+START_TEST(test_a_fork_child_records_nothing)
+{
+    const char *log = open_log();
+    gmshim_torch_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.size = sizeof ev;
+    ev.action = GMSHIM_TORCH_ALLOC;
+    int saved = gm_state;
+    gm_state = GM_CHILD; /* what fork_child sets: the parent's log is not the child's */
+    int rc = gmshim_torch_event(&ev);
+    gm_state = saved;
+    counts_t c = read_back(log);
+    ck_assert_msg(rc == -1 && c.by_type[GMLOG_T_ALLOC] == 0, "a fork child logged (rc %d, %u records)", rc,
+                  c.by_type[GMLOG_T_ALLOC]);
 }
 END_TEST
 
@@ -477,6 +495,7 @@ Suite *torchev_suite(void)
     tcase_add_test(ev, test_allocations_carry_a_site_and_completed_frees_none);
     tcase_add_test(ev, test_bad_events_are_refused_and_write_nothing);
     tcase_add_test(ev, test_without_a_log_events_are_dropped_quietly);
+    tcase_add_test(ev, test_a_fork_child_records_nothing);
     suite_add_tcase(s, ev);
     TCase *ld = tcase_create("loader");
     tcase_add_checked_fixture(ld, new_scratch, NULL);
