@@ -23,6 +23,9 @@ static const uint8_t min_len[GMLOG_TYPE_MAX + 1] = {
     [GMLOG_CLOCK] = 16,        [GMLOG_END] = 16,       [GMLOG_CAPTURE] = 32,
     [GMLOG_RESET] = 24,        [GMLOG_LIMIT] = 16,     [GMLOG_CHECKPOINT] = 40,
     [GMLOG_CUT] = 128,         [GMLOG_AT] = 16,
+    [GMLOG_T_ALLOC] = 40,      [GMLOG_T_FREE_REQUESTED] = 40, [GMLOG_T_FREE_COMPLETED] = 40,
+    [GMLOG_T_SEGMENT_ALLOC] = 40, [GMLOG_T_SEGMENT_FREE] = 40, [GMLOG_T_SEGMENT_MAP] = 40,
+    [GMLOG_T_SEGMENT_UNMAP] = 40, [GMLOG_T_OOM] = 40,
 };
 
 static const char *const type_names[GMLOG_TYPE_MAX + 1] = {
@@ -34,6 +37,10 @@ static const char *const type_names[GMLOG_TYPE_MAX + 1] = {
     [GMLOG_CLOCK] = "clock",     [GMLOG_END] = "end",           [GMLOG_CAPTURE] = "capture",
     [GMLOG_RESET] = "reset",     [GMLOG_LIMIT] = "limit",       [GMLOG_CHECKPOINT] = "checkpoint",
     [GMLOG_CUT] = "cut",         [GMLOG_AT] = "at",
+    [GMLOG_T_ALLOC] = "torch_alloc", [GMLOG_T_FREE_REQUESTED] = "torch_free_requested",
+    [GMLOG_T_FREE_COMPLETED] = "torch_free_completed", [GMLOG_T_SEGMENT_ALLOC] = "torch_segment_alloc",
+    [GMLOG_T_SEGMENT_FREE] = "torch_segment_free", [GMLOG_T_SEGMENT_MAP] = "torch_segment_map",
+    [GMLOG_T_SEGMENT_UNMAP] = "torch_segment_unmap", [GMLOG_T_OOM] = "torch_oom",
 };
 
 unsigned rd_min_len(unsigned type)

@@ -109,6 +109,11 @@ void rd_swap_record(uint8_t *buf, unsigned len)
     case GMLOG_AT:
         sw64(buf + 8);
         break;
+    case GMLOG_T_ALLOC: case GMLOG_T_FREE_REQUESTED: case GMLOG_T_FREE_COMPLETED:
+    case GMLOG_T_SEGMENT_ALLOC: case GMLOG_T_SEGMENT_FREE: case GMLOG_T_SEGMENT_MAP:
+    case GMLOG_T_SEGMENT_UNMAP: case GMLOG_T_OOM:
+        sw64(buf + 8), sw64(buf + 16), sw64(buf + 24), sw32(buf + 32), sw32(buf + 36);
+        break;
     default:
         break;
     }

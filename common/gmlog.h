@@ -117,7 +117,16 @@ enum gmlog_type {
     GMLOG_CHECKPOINT = 21,
     GMLOG_CUT = 22,
     GMLOG_AT = 23,
-    GMLOG_TYPE_MAX = 23,
+    /* PyTorch's caching allocator, seen from inside (one gmlog_tensor_t layout each) */
+    GMLOG_T_ALLOC = 24,
+    GMLOG_T_FREE_REQUESTED = 25,
+    GMLOG_T_FREE_COMPLETED = 26,
+    GMLOG_T_SEGMENT_ALLOC = 27,
+    GMLOG_T_SEGMENT_FREE = 28,
+    GMLOG_T_SEGMENT_MAP = 29,
+    GMLOG_T_SEGMENT_UNMAP = 30,
+    GMLOG_T_OOM = 31,
+    GMLOG_TYPE_MAX = 31,         /* the writer's keep mask is 32 bits wide: widen it past 31 */
 };
 
 /* Allocation kinds (bits 2..4 of ALLOC and FREE flags). */
@@ -398,5 +407,20 @@ typedef struct gmlog_at {
     gmlog_rec_t h;
     uint64_t at_ns;
 } gmlog_at_t;
+
+/* ---- PyTorch's caching allocator (GMLOG_T_*) --------------------------------------------
+ * Written from PyTorch's own trace tracker (docs/pytorch.md) while PyTorch's cache is on. Its
+ * segments are also the cudaMallocs the hooks log (ALLOC or SEGMENT_ALLOC of the same address);
+ * its tensors are blocks inside them. */
+/* GMLOG_T_*, 40 bytes; h.device as PyTorch says (255: not known). */
+typedef struct gmlog_tensor {
+    gmlog_rec_t h;
+    uint64_t addr;               /* block / segment address; T_OOM: free bytes on the device */
+    uint64_t size;               /* T_ALLOC, T_FREE_*: bytes requested; T_SEGMENT_*: bytes;
+                                  * T_OOM: bytes the failed allocation asked for */
+    uint64_t stream;             /* cudaStream_t of the block (0: the legacy stream) */
+    uint32_t site;               /* gmshim's call site, captured in the allocating thread */
+    uint32_t pool;               /* 0: PyTorch's default pool; else a private pool (CUDA graph) */
+} gmlog_tensor_t;
 
 #endif

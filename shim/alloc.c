@@ -13,6 +13,7 @@
 #include "real.h"
 #include "stacks.h"
 #include "state.h"
+#include "torchload.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
         return REAL_CALL(cudaMalloc, out, size);
     }
     hint_device = dev;
+    torchload_note_malloc(caller); /* PyTorch's allocator: follow it from inside (torchload.h) */
     uint32_t site = stacks_site_from(caller);
     if (gm_state != GM_POOLED)
         return device_alloc_pass(d, size, site, gm_now_ns(), out);

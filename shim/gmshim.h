@@ -63,6 +63,45 @@ int gmshim_set_limit(int device, unsigned long long bytes);
 /* The library's version (GMSHIM_API_VERSION it was built with). */
 int gmshim_version(void);
 
+/* ---- PyTorch's caching allocator, followed from inside (docs/pytorch.md) -------------------
+ * The bridge (shim/torch/bridge.cpp, built against the installed torch) attaches a trace tracker
+ * to PyTorch's caching allocator and hands each of its events to gmshim_torch_event, in the
+ * allocating thread, under PyTorch's allocator lock: the entry point takes no lock PyTorch could
+ * wait for, never the GIL, and never calls CUDA. */
+enum gmshim_torch_action {
+    GMSHIM_TORCH_ALLOC = 1,          /* a tensor's block handed out (addr, bytes requested) */
+    GMSHIM_TORCH_FREE_REQUESTED = 2, /* the tensor was freed; the block may wait for its streams */
+    GMSHIM_TORCH_FREE_COMPLETED = 3, /* the block is reusable (after record_stream's events) */
+    GMSHIM_TORCH_SEGMENT_ALLOC = 4,  /* PyTorch took a segment from cudaMalloc */
+    GMSHIM_TORCH_SEGMENT_FREE = 5,   /* PyTorch gave a segment back (cudaFree) */
+    GMSHIM_TORCH_SEGMENT_MAP = 6,    /* expandable segments: pages mapped */
+    GMSHIM_TORCH_SEGMENT_UNMAP = 7,  /* expandable segments: pages unmapped */
+    GMSHIM_TORCH_OOM = 8,            /* PyTorch raised OutOfMemoryError (addr: the driver's free bytes) */
+};
+
+/* One allocator event. Grows only at its end: `size` says how much of it the caller filled. */
+typedef struct gmshim_torch_event {
+    unsigned int size;               /* sizeof(struct gmshim_torch_event) of the caller */
+    int action;                      /* enum gmshim_torch_action; others are ignored */
+    int device;                      /* -1: not known */
+    unsigned int pool;               /* 0: the default pool; else a private pool (CUDA graph) id */
+    unsigned long long addr;         /* block or segment address; OOM: free bytes on the device */
+    unsigned long long bytes;        /* as PyTorch's trace gives it (ALLOC/FREE_*: the request) */
+    unsigned long long stream;       /* the cudaStream_t of the block */
+} gmshim_torch_event_t;
+
+/* Records one event in the log. Returns 0, or -1 (no log, a bad event). */
+int gmshim_torch_event(const gmshim_torch_event_t *ev);
+
+/* What a bridge exports under this name: attaches the tracker, forwarding every event to
+ * `event`. Returns 0 once attached, else a negative number (nothing attached). */
+#define GMSHIM_TORCH_BRIDGE_ATTACH "gmshim_torch_bridge_attach"
+typedef int (*gmshim_torch_attach_fn)(int (*event)(const gmshim_torch_event_t *));
+
+/* Builds (or finds built) the bridge for the torch package at `torch_dir` (.../torch) into
+ * `out_dir` (NULL: the per-user cache) and writes its path. 0, or -1 with a line on stderr. */
+int gmshim_torch_bridge_build(const char *torch_dir, const char *out_dir, char *path, unsigned long len);
+
 #ifdef __cplusplus
 }
 #endif

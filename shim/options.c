@@ -79,7 +79,9 @@ static option_row_t table[GM_OPT__COUNT] = {
         .doc = "return segments that have been wholly free for this many seconds; 0 = off", .max = SECONDS_MAX_MS},
     [GM_OPT_TORCH] = {.name = "GMSHIM_TORCH", .kind = GM_KIND_STRING, .default_text = "keep",
         .doc = "own = set PYTORCH_NO_CUDA_MEMORY_CACHING=1 (unless set) so that gmshim is PyTorch's "
-        "allocator; keep = leave PyTorch's own cache alone", .choices = "own keep"},
+        "allocator; keep = leave PyTorch's own cache alone and follow it from inside (every tensor, "
+        "through its trace tracker); segments = leave it alone, log its segments only",
+        .choices = "own keep segments"},
     [GM_OPT_CUPTI] = {.name = "GMSHIM_CUPTI", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "also observe, through CUPTI, the device allocations that bypass the hooks (cuBLAS, "
         "cuDNN, NCCL, the driver API) and log them as foreign with the requesting library", .max = 1},

@@ -228,6 +228,11 @@ uint32_t stacks_site_skip(int (*skip)(uintptr_t pc))
     return site_capture(NULL, skip);
 }
 
+uint32_t stacks_site_from_skip(const void *caller, int (*skip)(uintptr_t pc))
+{
+    return site_capture(caller, skip);
+}
+
 static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
 {
     if (!enabled)

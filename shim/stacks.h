@@ -18,6 +18,8 @@ uint32_t stacks_site_from(const void *caller);
  * gmshim (CUPTI, the driver, a static cudart): those are dropped too, and enough frames are
  * unwound that GMSHIM_STACK_DEPTH of the program's remain. */
 uint32_t stacks_site_skip(int (*skip)(uintptr_t pc));
+/* Both: the cheap key of stacks_site_from, and on a miss the frames `skip` names dropped. */
+uint32_t stacks_site_from_skip(const void *caller, int (*skip)(uintptr_t pc));
 /* The id of an interned string (written to the log once as a GMLOG_STRING); 0 on failure. */
 uint32_t stacks_intern_string(const char *s);
 

@@ -1,0 +1,30 @@
+/* The shim's layers as docs/architecture.md orders them: scripts/shim-graph reads the #include
+ * lines and the objects' symbols of the build and fails on a cycle other than diag <-> options or
+ * on a call up the documented order. */
+#include "suites.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(test_shim_calls_run_one_way_down_the_documented_order)
+{
+    const char *build = build_path("");
+    const char *const argv[] = {"/usr/bin/env", "python3", "scripts/shim-graph", build, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, NULL, 0, &out);
+    ck_assert_msg(rc == 0 && out && strstr(out, "no cycle but diag<->options, every call down the documented order"),
+                  "scripts/shim-graph exited %d:\n%s", rc, out ? out : "");
+    free(out);
+}
+END_TEST
+
+Suite *layers_suite(void)
+{
+    Suite *s = suite_create("layers");
+    TCase *tc = tcase_create("graph");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_shim_calls_run_one_way_down_the_documented_order);
+    suite_add_tcase(s, tc);
+    return s;
+}
