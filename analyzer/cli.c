@@ -3,7 +3,6 @@
  * (a killed process) is normal input and says so in the report, not as an error. */
 #include "cli.h"
 
-#include "commands.h"
 #include "output.h"
 #include "symbolize.h"
 

@@ -18,6 +18,13 @@ enum {
     CLI_PARTIAL = 2,           /* a report printed, but from an incomplete log */
 };
 
+/* Settings main() parsed before the command name. */
+typedef struct cli_global {
+    int json;
+    int no_symbols;
+} cli_global_t;
+extern cli_global_t cli_global;
+
 typedef struct cli_ctx {
     FILE *out;
     FILE *err;                 /* diagnostics; stderr in the CLI */

@@ -7,13 +7,6 @@
 
 #include "cli.h"
 
-/* Settings main() parsed before the command name. */
-typedef struct cli_global {
-    int json;
-    int no_symbols;
-} cli_global_t;
-extern cli_global_t cli_global;
-
 typedef struct leaks_opts {
     int at_mark;              /* the report is at a mark, not at the end */
     int missing;              /* logs that lack the mark asked for (exit 2) */
