@@ -452,44 +452,44 @@ static void members_text(FILE *f, const job_t *j, const group_t *g)
         fprintf(f, " and %d more", g->more);
 }
 
-static void text_report(cli_ctx_t *c, const job_t *j)
+/* The first failure: who, where and when, what it was, and a second one within the skew. */
+static void first_failure_text(FILE *f, const job_t *j)
 {
-    FILE *f = c->out;
     const ranks_log_t *r = j->r;
     char a[32], b[32], d[32], e[64], w[64];
-    rep_heading(f, "== Job: %d log%s, %d host%s%s ==", j->n, j->n == 1 ? "" : "s", j->hosts, j->hosts == 1 ? "" : "s",
-                j->world > 0 ? "" : "");
-    if (j->world > 0)
-        fprintf(f, "ranks          %d of WORLD_SIZE %d have a log\n", j->world - j->nmissing, j->world);
-    if (j->readable < j->n)
-        fprintf(f, "unreadable     %d log%s (see the messages below)\n", j->n - j->readable, j->n - j->readable == 1 ? "" : "s");
     if (j->first < 0) {
         fprintf(f, "first failure  none: no OOM reached a program, every log was closed without a signal\n");
-    } else {
-        const ranks_log_t *x = &r[j->first];
-        fprintf(f, "%sfirst failure%s  %s on host %s", rep_red(), rep_reset(), who(x, a, sizeof a), x->host);
-        if (x->fail_dev >= 0)
-            fprintf(f, ", device %d", x->fail_dev);
-        fprintf(f, ", at %s (%s s into its log, +%s s into the job): ", wall_text(wall_fail(x), w, sizeof w),
-                gap_text((int64_t)x->fail_t, b, sizeof b), gap_text((int64_t)(wall_fail(x) - j->t0), d, sizeof d));
-        if (x->fail == RANKS_FAIL_OOM) {
-            fprintf(f, "out of memory, cause %s, %s asked for from %s\n", x->cause, rep_bytes(x->request, e), x->site);
-            fprintf(f, "  why          %s\n", x->why);
-            fprintf(f, "  then         it ended: %s, %s s after the OOM\n", end_words(x, b, sizeof b),
-                    gap_text((int64_t)(x->end_t - x->fail_t), d, sizeof d));
-        } else if (x->fail == RANKS_FAIL_SIGNAL) {
-            fprintf(f, "killed by %s\n", sig_name(x->sig, b, sizeof b));
-        } else {
-            fprintf(f, "its log was not closed (killed, e.g. SIGKILL or the OOM killer): the time is its last "
-                       "record's\n");
-        }
-        if (j->uncertain) {
-            const ranks_log_t *y = &r[j->second];
-            fprintf(f, "%s  uncertain%s    %s on %s failed %s s later (%s), within the clock skew assumed between "
-                    "hosts: either may be first\n", rep_yellow(), rep_reset(), who(y, a, sizeof a), y->host,
-                    gap_text((int64_t)(wall_fail(y) - wall_fail(x)), b, sizeof b), fail_kind(y->fail));
-        }
+        return;
     }
+    const ranks_log_t *x = &r[j->first];
+    fprintf(f, "%sfirst failure%s  %s on host %s", rep_red(), rep_reset(), who(x, a, sizeof a), x->host);
+    if (x->fail_dev >= 0)
+        fprintf(f, ", device %d", x->fail_dev);
+    fprintf(f, ", at %s (%s s into its log, +%s s into the job): ", wall_text(wall_fail(x), w, sizeof w),
+            gap_text((int64_t)x->fail_t, b, sizeof b), gap_text((int64_t)(wall_fail(x) - j->t0), d, sizeof d));
+    if (x->fail == RANKS_FAIL_OOM) {
+        fprintf(f, "out of memory, cause %s, %s asked for from %s\n", x->cause, rep_bytes(x->request, e), x->site);
+        fprintf(f, "  why          %s\n", x->why);
+        fprintf(f, "  then         it ended: %s, %s s after the OOM\n", end_words(x, b, sizeof b),
+                gap_text((int64_t)(x->end_t - x->fail_t), d, sizeof d));
+    } else if (x->fail == RANKS_FAIL_SIGNAL) {
+        fprintf(f, "killed by %s\n", sig_name(x->sig, b, sizeof b));
+    } else {
+        fprintf(f, "its log was not closed (killed, e.g. SIGKILL or the OOM killer): the time is its last "
+                   "record's\n");
+    }
+    if (j->uncertain) {
+        const ranks_log_t *y = &r[j->second];
+        fprintf(f, "%s  uncertain%s    %s on %s failed %s s later (%s), within the clock skew assumed between "
+                "hosts: either may be first\n", rep_yellow(), rep_reset(), who(y, a, sizeof a), y->host,
+                gap_text((int64_t)(wall_fail(y) - wall_fail(x)), b, sizeof b), fail_kind(y->fail));
+    }
+}
+
+/* The other logs, one line per way they ended, with when relative to the first failure. */
+static void others_text(FILE *f, const job_t *j)
+{
+    char a[32], b[32];
     group_t g[16];
     int ng = groups_make(j, g, 16);
     for (int k = 0; k < ng; k++) {
@@ -510,6 +510,12 @@ static void text_report(cli_ctx_t *c, const job_t *j)
             fprintf(f, ", %s", pattern_text);
         fputc('\n', f);
     }
+}
+
+/* The ranks WORLD_SIZE promised that left no log, and how far the logs' clocks agree. */
+static void missing_and_clocks_text(FILE *f, const job_t *j)
+{
+    char a[32];
     if (j->nmissing) {
         fprintf(f, "%smissing%s        rank%s ", rep_yellow(), rep_reset(), j->nmissing == 1 ? "" : "s");
         for (int k = 0; k < j->nmissing && k < 64; k++)
@@ -524,7 +530,13 @@ static void text_report(cli_ctx_t *c, const job_t *j)
                    "across hosts closer than that are uncertain\n", j->hosts, rep_dur(RANKS_SKEW_NS, a));
     else if (j->readable > 1)
         fprintf(f, "clocks         one host: every log's times are on its clock\n");
-    fprintf(f, "\n");
+}
+
+/* Each rank's peaks in a table, and the outlier's top live sites (or why there is none). */
+static void imbalance_text(FILE *f, const job_t *j)
+{
+    const ranks_log_t *r = j->r;
+    char a[32], b[32], d[32], e[64];
     rep_heading(f, "Imbalance");
     fprintf(f, "  %-8s %-20s %14s %14s %12s\n", "rank", "host", "peak reserved", "peak live", "peak at");
     for (int k = 0; k < j->readable; k++) {
@@ -551,6 +563,22 @@ static void text_report(cli_ctx_t *c, const job_t *j)
         fprintf(f, "no outlier: no rank's peak live is a tenth (and 1 MiB) above the median (%s)\n",
                 rep_bytes(j->median_live, a));
     }
+}
+
+static void text_report(cli_ctx_t *c, const job_t *j)
+{
+    FILE *f = c->out;
+    rep_heading(f, "== Job: %d log%s, %d host%s%s ==", j->n, j->n == 1 ? "" : "s", j->hosts, j->hosts == 1 ? "" : "s",
+                j->world > 0 ? "" : "");
+    if (j->world > 0)
+        fprintf(f, "ranks          %d of WORLD_SIZE %d have a log\n", j->world - j->nmissing, j->world);
+    if (j->readable < j->n)
+        fprintf(f, "unreadable     %d log%s (see the messages below)\n", j->n - j->readable, j->n - j->readable == 1 ? "" : "s");
+    first_failure_text(f, j);
+    others_text(f, j);
+    missing_and_clocks_text(f, j);
+    fprintf(f, "\n");
+    imbalance_text(f, j);
     fputc('\n', f);
 }
 

@@ -63,7 +63,10 @@ int main(void)
     srunner_add_suite(sr, analyzer_dump_suite());
     srunner_add_suite(sr, analyzer_run_suite());
     srunner_add_suite(sr, analyzer_replay_suite());
+    srunner_add_suite(sr, analyzer_timeline_suite());
+    srunner_add_suite(sr, analyzer_whatif_suite());
     srunner_add_suite(sr, torchev_suite());
+    srunner_add_suite(sr, torchload_suite());
     srunner_add_suite(sr, layers_suite());
     srunner_add_suite(sr, analyzer_causes_suite());
     srunner_run_all(sr, CK_NORMAL);

@@ -60,7 +60,10 @@ Suite *analyzer_leaks_suite(void);
 Suite *analyzer_dump_suite(void);
 Suite *analyzer_run_suite(void);
 Suite *analyzer_replay_suite(void);
+Suite *analyzer_timeline_suite(void);
+Suite *analyzer_whatif_suite(void);
 Suite *torchev_suite(void);
+Suite *torchload_suite(void);
 Suite *layers_suite(void);
 Suite *analyzer_causes_suite(void);
 

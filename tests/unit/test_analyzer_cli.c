@@ -1,7 +1,7 @@
 /* End-to-end tests of the gmshim CLI (analyzer/cli.c, main.c: what every command shares): help
- * and exit statuses, two logs recorded on the H200, one log per rank, timeline, colour, write
- * errors, damaged, cut and empty logs (every command), and the fuzz target. The commands' own
- * tests are in their modules' files (test_analyzer_report.c, _leaks, _summary, _dump, _run);
+ * and exit statuses, two logs recorded on the H200, one log per rank, colour, write errors,
+ * damaged, cut and empty logs (every command), and the fuzz target. The commands' own tests
+ * are in their modules' files (test_analyzer_report.c, _leaks, _summary, _dump, _run, _timeline);
  * the helpers they share are in test_analyzer_cli.h. */
 #include "gmlog.h"
 #include "suites.h"
@@ -35,6 +35,28 @@ static char *record(const char *prog, const char *log, const char *env1)
     char *out = NULL;
     int rc = run_program(argv, env, 1, &out);
     ck_assert_msg(rc == 0, "%s exited %d:\n%s", prog, rc, out);
+    return out;
+}
+
+char gm_last_log[512];
+
+char *gm_oom_report(const char *prog, const char *extra_env, int json)
+{
+    const char *dir = temp_dir();
+    char *log = gm_last_log, logenv[600], path[4096];
+    snprintf(gm_last_log, sizeof gm_last_log, "%s/%s.gmlog", dir, prog);
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    snprintf(path, sizeof path, "tests/integration/%s", prog);
+    snprintf(path, sizeof path, "%s", build_path(path));
+    const char *argv[] = {path, NULL};
+    const char *env[] = {logenv, "FAKECUDA_MEM=1G", extra_env, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "expected OOM"), "%s exited %d:\n%s", prog, rc, out);
+    free(out);
+    const char *gargv[] = {build_path("gmshim"), json ? "--json" : "--color=never", "oom", log, NULL};
+    rc = run_program(gargv, NULL, 0, &out);
+    ck_assert_msg(rc == 0, "gmshim oom %s exited %d:\n%s", log, rc, out);
     return out;
 }
 
@@ -437,38 +459,6 @@ START_TEST(test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has)
 }
 END_TEST
 
-START_TEST(test_timeline_is_a_self_contained_svg_or_html)
-{
-    const char *dir = temp_dir();
-    char svg[512], html[512];
-    snprintf(svg, sizeof svg, "%s/t.svg", dir);
-    snprintf(html, sizeof html, "%s/t.html", dir);
-    char *out;
-    int rc = gm(&out, "timeline", "--svg", svg, FIXTURE, NULL, NULL);
-    ck_assert_msg(rc == 0, "timeline --svg exited %d:\n%s", rc, out);
-    free(out);
-    rc = gm(&out, "timeline", "--html", html, FIXTURE, NULL, NULL);
-    ck_assert_msg(rc == 0, "timeline --html exited %d:\n%s", rc, out);
-    free(out);
-    for (int i = 0; i < 2; i++) {
-        FILE *f = fopen(i ? html : svg, "r");
-        ck_assert_msg(f != NULL, "%s was not written", i ? html : svg);
-        static char doc[1 << 20];
-        size_t n = fread(doc, 1, sizeof doc - 1, f);
-        fclose(f);
-        doc[n] = 0;
-        ck_assert_msg(strstr(doc, "<svg") && strstr(doc, "</svg>") && strstr(doc, "class=\"alloc\"") &&
-                      strstr(doc, "class=\"res\"") && gm_count(doc, "class=\"mark\"") >= 13 && strstr(doc, "class=\"oom\""),
-                      "%s lacks the chart's parts", i ? html : svg);
-        ck_assert_msg(!strstr(doc, "src=") && !strstr(doc, "href=") && gm_count(doc, "http") == 1,
-                      "%s refers to something outside itself", i ? html : svg);
-        if (i)
-            ck_assert_msg(strstr(doc, "<!DOCTYPE html>") && strstr(doc, "<script>") && strstr(doc, "leak"),
-                          "the HTML page lacks its read-out or OOM table");
-    }
-}
-END_TEST
-
 START_TEST(test_colour_only_when_asked_and_write_errors_fail)
 {
     char *out;
@@ -659,7 +649,6 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_a_damaged_record_at_the_end_is_named_by_every_command);
     tcase_add_test(tc, test_the_log_keeps_every_fence_and_few_stats_snapshots);
     tcase_add_test(tc, test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has);
-    tcase_add_test(tc, test_timeline_is_a_self_contained_svg_or_html);
     tcase_add_test(tc, test_colour_only_when_asked_and_write_errors_fail);
     tcase_add_test(tc, test_a_uniquely_named_allocator_is_named_with_its_line);
     tcase_add_test(tc, test_fuzz_target_survives_the_corpus);

@@ -21,5 +21,9 @@ size_t gm_count(const char *hay, const char *needle);
 uint8_t *gm_slurp(const char *path, size_t *len);
 /* Writes a file (the test fails when it cannot). */
 void gm_spew(const char *path, const void *data, size_t len);
+/* Records tests/integration/<prog> (which must end in an expected OOM) and returns
+ * `gmshim [--json] oom` of its log, whose path is left in gm_last_log (malloc'd). */
+char *gm_oom_report(const char *prog, const char *extra_env, int json);
+extern char gm_last_log[512];
 
 #endif

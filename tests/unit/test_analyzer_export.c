@@ -2,8 +2,8 @@
  * Perfetto trace and the memory_viz pickle of each fixture, read back by Python's json and
  * pickle modules (tests/export/check_*.py: the formats' rules and the viewers' own checks),
  * their figures against what the reports say of the same log; options, windows and usage
- * errors; strings a log may hold that no viewer must choke on; and the timeline page driven in
- * a headless Chromium (tests/browser/timeline_test.py), skipped with one line without it. */
+ * errors; strings a log may hold that no viewer must choke on. The timeline page in a browser
+ * is tested in test_analyzer_timeline.c. */
 #include "gmlog.h"
 #include "suites.h"
 #include "testlog.h"
@@ -376,18 +376,6 @@ START_TEST(test_export_usage_errors_say_what_is_wrong)
 }
 END_TEST
 
-START_TEST(test_timeline_page_answers_hover_click_zoom_in_headless_chromium)
-{
-    const char *dir = temp_dir();
-    char *out;
-    int rc = py(&out, "tests/browser/timeline_test.py", build_path("gmshim"), FIXTURES, dir);
-    if (rc == 0 && strstr(out, "skipped"))
-        fprintf(stderr, "%s", out); /* the one line saying why, in the test run's output */
-    ck_assert_msg(rc == 0, "the timeline page in Chromium (exit %d):\n%s", rc, out);
-    free(out);
-}
-END_TEST
-
 Suite *analyzer_export_suite(void)
 {
     Suite *s = suite_create("analyzer_export");
@@ -405,9 +393,5 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_script);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
     suite_add_tcase(s, tc);
-    TCase *br = tcase_create("browser");
-    tcase_set_timeout(br, 300);
-    tcase_add_test(br, test_timeline_page_answers_hover_click_zoom_in_headless_chromium);
-    suite_add_tcase(s, br);
     return s;
 }

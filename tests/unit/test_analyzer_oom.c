@@ -1,41 +1,19 @@
 /* Unit tests of the OOM causes (analyzer/oom.c, causes.c): each cause on workloads built to
  * produce it (tests/integration/oom_*.c, a real OOM against FAKECUDA_MEM=1G), the arithmetic of
  * every cause on every fixture and workload, each recommended setting applied to the program it
- * came from, `gmshim whatif`'s answers and exit codes, and the snapshot rules used where no
- * replay is possible. */
+ * came from, and the snapshot rules used where no replay is possible. `gmshim whatif`'s answers
+ * and exit codes are tested in test_analyzer_whatif.c. */
 #include "causes.h"
 #include "commands.h"
 #include "suites.h"
 #include "testlog.h"
+#include "test_analyzer_cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MiB ((uint64_t)1 << 20)
-
-static char last_log[512];
-
-/* Records tests/integration/<prog> and returns `gmshim [--json] oom` of its log (in last_log). */
-static char *oom_report(const char *prog, const char *extra_env, int json)
-{
-    const char *dir = temp_dir();
-    char *log = last_log, logenv[600], path[4096];
-    snprintf(last_log, sizeof last_log, "%s/%s.gmlog", dir, prog);
-    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
-    snprintf(path, sizeof path, "tests/integration/%s", prog);
-    snprintf(path, sizeof path, "%s", build_path(path));
-    const char *argv[] = {path, NULL};
-    const char *env[] = {logenv, "FAKECUDA_MEM=1G", extra_env, NULL};
-    char *out = NULL;
-    int rc = run_program(argv, env, 1, &out);
-    ck_assert_msg(rc == 0 && strstr(out, "expected OOM"), "%s exited %d:\n%s", prog, rc, out);
-    free(out);
-    const char *gargv[] = {build_path("gmshim"), json ? "--json" : "--color=never", "oom", log, NULL};
-    rc = run_program(gargv, NULL, 0, &out);
-    ck_assert_msg(rc == 0, "gmshim oom %s exited %d:\n%s", log, rc, out);
-    return out;
-}
 
 /* The cause of the last failed OOM in a JSON report. */
 static const char *last_cause(const char *json, char *buf, size_t len)
@@ -52,21 +30,14 @@ static const char *last_cause(const char *json, char *buf, size_t len)
 
 static void expect_last_cause(const char *prog, const char *env, const char *cause)
 {
-    char *out = oom_report(prog, env, 1), got[64];
+    char *out = gm_oom_report(prog, env, 1), got[64];
     ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), cause), "%s: cause %s, want %s:\n%s", prog, got, cause, out);
     free(out);
 }
 
-/* Runs `gmshim ARGS...`; its exit status, the output in *out. */
-static int gm(char **out, const char *a1, const char *a2, const char *a3, const char *a4)
-{
-    const char *argv[] = {build_path("gmshim"), a1, a2, a3, a4, NULL};
-    return run_program(argv, NULL, 0, out);
-}
-
 static void expect_cause(const char *prog, const char *cause, const char *remedy)
 {
-    char *out = oom_report(prog, NULL, 1);
+    char *out = gm_oom_report(prog, NULL, 1);
     char want[64];
     snprintf(want, sizeof want, "\"cause\":\"%s\"", cause);
     ck_assert_msg(strstr(out, want), "%s: want %s in:\n%s", prog, want, out);
@@ -91,7 +62,7 @@ END_TEST
 START_TEST(test_an_output_kept_every_step_is_a_leak_with_its_site)
 {
     expect_cause("oom_leak", "leak", "loss.item()");
-    char *out = oom_report("oom_leak", NULL, 0);
+    char *out = gm_oom_report("oom_leak", NULL, 0);
     ck_assert_msg(strstr(out, "growing sites") && strstr(out, "remember_output"),
                   "the leak's growing site is not named:\n%s", out);
     free(out);
@@ -102,7 +73,7 @@ START_TEST(test_holes_in_every_segment_are_fragmentation)
 {
     /* No setting gets this one past (the holes are the program's own): none may be suggested. */
     expect_cause("oom_fragmentation", "fragmentation", "allocate large, long-lived buffers first");
-    char *out = oom_report("oom_fragmentation", NULL, 1);
+    char *out = gm_oom_report("oom_fragmentation", NULL, 1);
     ck_assert_msg(!strstr(out, "GMSHIM_MAX_SPLIT=") && strstr(out, "no setting tried gets past"),
                   "an untested setting is suggested:\n%s", out);
     free(out);
@@ -112,7 +83,7 @@ END_TEST
 START_TEST(test_weights_loaded_after_one_mark_are_capacity)
 {
     expect_cause("oom_weights_after_mark", "capacity", "sharding");
-    char *out = oom_report("oom_weights_after_mark", NULL, 1);
+    char *out = gm_oom_report("oom_weights_after_mark", NULL, 1);
     ck_assert_msg(strstr(out, "\"cannot_tell\":\"the log holds only one iteration"),
                   "a one-iteration log does not say what it cannot tell:\n%s", out);
     free(out);
@@ -122,7 +93,7 @@ END_TEST
 START_TEST(test_a_slice_kept_every_step_without_marks_is_a_leak)
 {
     expect_last_cause("oom_keep_slice", NULL, "leak");
-    char *out = oom_report("oom_keep_slice", NULL, 1);
+    char *out = gm_oom_report("oom_keep_slice", NULL, 1);
     const char *site = strstr(out, "\"leak_site\":");
     ck_assert_msg(site && strstr(site, "\"function\":\"keep_slice\""), "the leaking line is not named:\n%s", out);
     free(out);
@@ -164,7 +135,7 @@ static const char *recommended(const char *json, char *buf, size_t len)
 
 START_TEST(test_a_block_cut_by_small_ones_is_fragmentation_a_split_limit_cures)
 {
-    char *out = oom_report("oom_split", NULL, 1), set[160], got[64];
+    char *out = gm_oom_report("oom_split", NULL, 1), set[160], got[64];
     ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "fragmentation"), "oom_split: %s", got);
     recommended(out, set, sizeof set);
     ck_assert_msg(!strncmp(set, "GMSHIM_MAX_SPLIT=", 17), "no split limit recommended:\n%s", out);
@@ -177,7 +148,7 @@ END_TEST
 
 START_TEST(test_holes_under_a_cap_are_fragmentation_and_the_tested_cap_avoids_them)
 {
-    char *out = oom_report("oom_capped_fragmentation", "GMSHIM_DEVICE_LIMIT=512M", 1), set[160], got[64];
+    char *out = gm_oom_report("oom_capped_fragmentation", "GMSHIM_DEVICE_LIMIT=512M", 1), set[160], got[64];
     ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "fragmentation"), "capped holes: %s\n%s", got, out);
     recommended(out, set, sizeof set);
     ck_assert_msg(!strncmp(set, "GMSHIM_DEVICE_LIMIT=", 20) && strcmp(set, "GMSHIM_DEVICE_LIMIT=512M"),
@@ -207,7 +178,7 @@ START_TEST(test_every_recommendation_applied_to_a_fixed_workload_avoids_the_fail
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
         if (!workloads[i].fixed)
             continue;
-        char *out = oom_report(workloads[i].prog, workloads[i].env, 1), set[160];
+        char *out = gm_oom_report(workloads[i].prog, workloads[i].env, 1), set[160];
         recommended(out, set, sizeof set);
         free(out);
         if (!set[0])
@@ -247,8 +218,8 @@ START_TEST(test_every_cause_adds_up_on_every_fixture_and_workload)
     check_arithmetic("tests/fixtures/h200_torch_leak_oom.gmlog");
     check_arithmetic("tests/fixtures/h200_cupti_static_inject.gmlog");
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
-        free(oom_report(workloads[i].prog, workloads[i].env, 1));
-        check_arithmetic(last_log);
+        free(gm_oom_report(workloads[i].prog, workloads[i].env, 1));
+        check_arithmetic(gm_last_log);
     }
 }
 END_TEST
@@ -273,82 +244,6 @@ START_TEST(test_the_arithmetic_check_catches_figures_that_contradict_the_cause)
 }
 END_TEST
 
-START_TEST(test_whatif_answers_in_json_and_exits_by_whether_it_fits)
-{
-    free(oom_report("oom_split", NULL, 1));
-    char *out = NULL;
-    int rc = gm(&out, "--json", "whatif", last_log, NULL);
-    ck_assert_msg(rc == 0 && strstr(out, "\"min_device_bytes\":") && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_MAX_SPLIT\"") &&
-                  strstr(out, "\"why\":") && strstr(out, "\"runs\":["), "oom_split: rc %d:\n%s", rc, out);
-    free(out);
-    free(oom_report("oom_capacity", NULL, 1));
-    rc = gm(&out, "--json", "whatif", last_log, NULL);
-    ck_assert_msg(rc == 3 && strstr(out, "\"env\":{}"), "oom_capacity: rc %d (want 3: nothing fits):\n%s", rc, out);
-    free(out);
-    rc = gm(&out, "whatif", "tests/fixtures/h200_cupti_static_inject.gmlog", NULL, NULL);
-    ck_assert_msg(rc == 0 && strstr(out, "fits as it ran"), "a log without OOM: rc %d:\n%s", rc, out);
-    free(out);
-    rc = gm(&out, "whatif", "--max-split", "10M", last_log);
-    ck_assert_msg(rc == 1 && strstr(out, "more than 20 MiB"), "--max-split 10M: rc %d:\n%s", rc, out);
-    free(out);
-    rc = gm(&out, "whatif", "/nonexistent.gmlog", NULL, NULL);
-    ck_assert_msg(rc == 1, "a missing log: rc %d:\n%s", rc, out);
-    free(out);
-    rc = gm(&out, "whatif", "--max-split", "256M", NULL);
-    ck_assert_msg(rc == 1, "no log: rc %d:\n%s", rc, out);
-    free(out);
-}
-END_TEST
-
-START_TEST(test_whatif_replays_the_settings_asked_for)
-{
-    free(oom_report("oom_split", NULL, 1));
-    char *out = NULL;
-    int rc = gm(&out, "--color=never", "whatif", "--max-split=64M", last_log);
-    ck_assert_msg(rc == 0 && strstr(out, "the settings asked for") && strstr(out, "smallest device:") &&
-                  strstr(out, "recommendation"), "rc %d:\n%s", rc, out);
-    free(out);
-}
-END_TEST
-
-START_TEST(test_whatif_never_suggests_the_setting_in_force)
-{
-    /* 512 MiB does not keep the 400 MiB block whole: oom_split still fails under it. */
-    free(oom_report("oom_split", "GMSHIM_MAX_SPLIT=512M", 1));
-    char *out = NULL;
-    gm(&out, "--json", "whatif", last_log, NULL);
-    ck_assert_msg(strstr(out, "\"GMSHIM_MAX_SPLIT\":\"256M\"") && !strstr(out, "\"GMSHIM_MAX_SPLIT\":\"512M\""),
-                  "the split limit in force was tried again:\n%s", out);
-    free(out);
-}
-END_TEST
-
-START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
-{
-    free(oom_report("oom_capacity", NULL, 1));
-    rd_log_t lf;
-    rp_log_t log;
-    ck_assert(rd_open_path(&lf, last_log) == 0 && rp_load(&log, &lf, 0) == 0);
-    wi_opts_t o;
-    wi_opts_default(&o);
-    wi_plan_t p;
-    ck_assert(wi_plan_make(&log, &o, &p) == 0);
-    ck_assert_msg(p.min_found && p.min_device_bytes % MiB == 0, "min %llu", (unsigned long long)p.min_device_bytes);
-    rp_cfg_t cfg;
-    rp_cfg_as_recorded(&log, &cfg);
-    cfg.device_bytes = p.min_device_bytes;
-    rp_result_t fits = replay_once(&log, &cfg);
-    cfg.device_bytes = p.min_device_bytes - MiB;
-    rp_result_t fails = replay_once(&log, &cfg);
-    ck_assert_msg(!fits.failures && fails.failures, "at %llu: %llu failures; 1 MiB less: %llu",
-                  (unsigned long long)p.min_device_bytes, (unsigned long long)fits.failures,
-                  (unsigned long long)fails.failures);
-    wi_plan_free(&p);
-    rp_log_free(&log);
-    rd_close(&lf);
-}
-END_TEST
-
 START_TEST(test_memory_taken_around_the_pool_is_outside)
 {
     expect_cause("oom_outside", "outside", "GMSHIM_CUPTI=1");
@@ -357,7 +252,7 @@ END_TEST
 
 START_TEST(test_a_device_limit_is_what_the_device_gives)
 {
-    char *out = oom_report("oom_capacity", "GMSHIM_DEVICE_LIMIT=512M", 1);
+    char *out = gm_oom_report("oom_capacity", "GMSHIM_DEVICE_LIMIT=512M", 1);
     ck_assert_msg(strstr(out, "\"cause\":\"capacity\"") && strstr(out, "\"under_limit\":true") &&
                   strstr(out, "\"available\":536870912"), "under a 512 MiB cap:\n%s", out);
     free(out);
@@ -573,10 +468,6 @@ Suite *analyzer_oom_suite(void)
     tcase_add_test(tc, test_every_recommendation_applied_to_a_fixed_workload_avoids_the_failure);
     tcase_add_test(tc, test_every_cause_adds_up_on_every_fixture_and_workload);
     tcase_add_test(tc, test_the_arithmetic_check_catches_figures_that_contradict_the_cause);
-    tcase_add_test(tc, test_whatif_answers_in_json_and_exits_by_whether_it_fits);
-    tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
-    tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
-    tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
     tcase_add_test(tc, test_pytorch_segments_growing_at_one_line_are_a_probable_leak);
     tcase_add_test(tc, test_a_retry_is_not_a_failure_and_what_follows_is_capacity);
     suite_add_tcase(s, tc);

@@ -1,0 +1,102 @@
+/* `gmshim whatif` (analyzer/whatif*.c): its answers in JSON and exit codes by whether the run
+ * fits, the settings asked for replayed, the setting in force never suggested again, and the
+ * smallest device found to a mebibyte, on workloads that end in a real OOM (tests/integration). */
+#include "causes.h"
+#include "commands.h"
+#include "suites.h"
+#include "test_analyzer_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB ((uint64_t)1 << 20)
+
+START_TEST(test_whatif_answers_in_json_and_exits_by_whether_it_fits)
+{
+    free(gm_oom_report("oom_split", NULL, 1));
+    char *out = NULL;
+    int rc = gm(&out, "--json", "whatif", gm_last_log, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"min_device_bytes\":") && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_MAX_SPLIT\"") &&
+                  strstr(out, "\"why\":") && strstr(out, "\"runs\":["), "oom_split: rc %d:\n%s", rc, out);
+    free(out);
+    free(gm_oom_report("oom_capacity", NULL, 1));
+    rc = gm(&out, "--json", "whatif", gm_last_log, NULL);
+    ck_assert_msg(rc == 3 && strstr(out, "\"env\":{}"), "oom_capacity: rc %d (want 3: nothing fits):\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "tests/fixtures/h200_cupti_static_inject.gmlog", NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "fits as it ran"), "a log without OOM: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "--max-split", "10M", gm_last_log);
+    ck_assert_msg(rc == 1 && strstr(out, "more than 20 MiB"), "--max-split 10M: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "/nonexistent.gmlog", NULL, NULL);
+    ck_assert_msg(rc == 1, "a missing log: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "--max-split", "256M", NULL);
+    ck_assert_msg(rc == 1, "no log: rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_whatif_replays_the_settings_asked_for)
+{
+    free(gm_oom_report("oom_split", NULL, 1));
+    char *out = NULL;
+    int rc = gm(&out, "--color=never", "whatif", "--max-split=64M", gm_last_log);
+    ck_assert_msg(rc == 0 && strstr(out, "the settings asked for") && strstr(out, "smallest device:") &&
+                  strstr(out, "recommendation"), "rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_whatif_never_suggests_the_setting_in_force)
+{
+    /* 512 MiB does not keep the 400 MiB block whole: oom_split still fails under it. */
+    free(gm_oom_report("oom_split", "GMSHIM_MAX_SPLIT=512M", 1));
+    char *out = NULL;
+    gm(&out, "--json", "whatif", gm_last_log, NULL);
+    ck_assert_msg(strstr(out, "\"GMSHIM_MAX_SPLIT\":\"256M\"") && !strstr(out, "\"GMSHIM_MAX_SPLIT\":\"512M\""),
+                  "the split limit in force was tried again:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
+{
+    free(gm_oom_report("oom_capacity", NULL, 1));
+    rd_log_t lf;
+    rp_log_t log;
+    ck_assert(rd_open_path(&lf, gm_last_log) == 0 && rp_load(&log, &lf, 0) == 0);
+    wi_opts_t o;
+    wi_opts_default(&o);
+    wi_plan_t p;
+    ck_assert(wi_plan_make(&log, &o, &p) == 0);
+    ck_assert_msg(p.min_found && p.min_device_bytes % MiB == 0, "min %llu", (unsigned long long)p.min_device_bytes);
+    rp_cfg_t cfg;
+    rp_cfg_as_recorded(&log, &cfg);
+    cfg.device_bytes = p.min_device_bytes;
+    rp_result_t fits = replay_once(&log, &cfg);
+    cfg.device_bytes = p.min_device_bytes - MiB;
+    rp_result_t fails = replay_once(&log, &cfg);
+    ck_assert_msg(!fits.failures && fails.failures, "at %llu: %llu failures; 1 MiB less: %llu",
+                  (unsigned long long)p.min_device_bytes, (unsigned long long)fits.failures,
+                  (unsigned long long)fails.failures);
+    wi_plan_free(&p);
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+END_TEST
+
+Suite *analyzer_whatif_suite(void)
+{
+    Suite *s = suite_create("analyzer_whatif");
+    TCase *tc = tcase_create("workloads");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_whatif_answers_in_json_and_exits_by_whether_it_fits);
+    tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
+    tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
+    tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
+    suite_add_tcase(s, tc);
+    return s;
+}
