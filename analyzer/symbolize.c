@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,14 +346,14 @@ static sym_mod_t *get_module(const char *path, const uint8_t *id, size_t id_len)
     return m;
 }
 
-void sym_resolve(const char *path, const uint8_t *build_id, size_t build_id_len, uint64_t offset,
-                 sym_frame_t *out)
+/* The loaded modules are shared by every thread that names frames (the parallel readers of
+ * many logs, the cross-rank verdict, the OOM causes): one lock around loading and looking up.
+ * What sym_resolve hands out stays valid until sym_reset. */
+static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void resolve_locked(const char *path, const uint8_t *build_id, size_t build_id_len, uint64_t offset,
+                           sym_frame_t *out)
 {
-    memset(out, 0, sizeof *out);
-    if (!enabled || !path || !*path) {
-        out->no_file = 1;
-        return;
-    }
     sym_mod_t *m = get_module(path, build_id, build_id_len);
     if (!m || !m->ok) {
         out->no_file = 1;
@@ -376,8 +377,22 @@ void sym_resolve(const char *path, const uint8_t *build_id, size_t build_id_len,
     }
 }
 
+void sym_resolve(const char *path, const uint8_t *build_id, size_t build_id_len, uint64_t offset,
+                 sym_frame_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!enabled || !path || !*path) {
+        out->no_file = 1;
+        return;
+    }
+    pthread_mutex_lock(&sym_lock);
+    resolve_locked(path, build_id, build_id_len, offset, out);
+    pthread_mutex_unlock(&sym_lock);
+}
+
 void sym_reset(void)
 {
+    pthread_mutex_lock(&sym_lock);
     while (mods) {
         sym_mod_t *m = mods;
         mods = m->next;
@@ -393,5 +408,6 @@ void sym_reset(void)
         free(m->path);
         free(m);
     }
+    pthread_mutex_unlock(&sym_lock);
 }
 
