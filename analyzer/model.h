@@ -206,6 +206,11 @@ typedef struct model_dev {
     uint64_t peak_requested_t, peak_allocated_t, peak_reserved_t;
     uint64_t peak_seq, peak_seq_alloc;         /* where reserved peaked with the most allocated */
     uint64_t pending_release;                  /* bytes an OOM-reason empty cache just released */
+    /* PyTorch's tensors (model_torch.c): the device's allocations are its tensors */
+    int torch;
+    uint64_t torch_allocs, torch_ooms;
+    uint64_t torch_pending, torch_pending_count, torch_pending_peak; /* freed, not yet reusable */
+    uint64_t torch_cross_stream;               /* frees requested on another stream than the alloc's */
     int limit_seen;
     /* a wrapped log's checkpoint (CUT): what the figures started from */
     int cut_seen;
@@ -276,6 +281,14 @@ typedef struct model {
     model_unfree_t *unfree;
     size_t nunfree, capunfree;
     int saw_reset;
+    /* PyTorch's tensors (model_torch.c) */
+    int torch;                     /* some device has tensor events */
+    uint8_t torch_dev[256];        /* which devices */
+    model_map_t torch_segbase;     /* PyTorch's segment bases (their ALLOCs are left out) */
+    model_map_t torch_pending;     /* block freed, not completed -> its bytes */
+    model_map_t torch_stream;      /* live tensor -> its stream + 1 */
+    gmlog_oom_t torch_hook_oom;    /* the hooks' last failed cudaMalloc, for the next T_OOM */
+    int torch_hook_oom_seen;
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */
     struct model_split *split;     /* a MODEL_SPLIT window's output */
     /* MODEL_DEFER: called for each block released instead of updating its site's figures (the
@@ -291,6 +304,9 @@ int model_build(model_t *m, rd_log_t *lf, unsigned flags);
 int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id,
                       const char *mark_label);
 void model_free(model_t *m);
+
+/* Whether ptr is a tensor block freed and not yet reusable (PyTorch's pending free). */
+int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block);
 
 /* The fragmentation of device `dev` now. */
 void model_frag_now(const model_t *m, int dev, model_frag_t *out);

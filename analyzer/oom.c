@@ -204,6 +204,10 @@ static const char torch_note[] =
     "segment was taken from the driver, sizes are segment sizes); to see tensors, run with GMSHIM_TORCH=own "
     "(or PYTORCH_NO_CUDA_MEMORY_CACHING=1)";
 
+static const char torch_tensors_note[] =
+    "PyTorch's caching allocator was on and its bridge logged its tensors: gmshim saw PyTorch's tensors "
+    "(a site is where a tensor was allocated, sizes are tensor sizes; reserved memory is PyTorch's segments)";
+
 static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom_verdict_t *v, int replayed)
 {
     char a[32], lbl[512];
@@ -296,6 +300,8 @@ void rep_oom_text(cli_ctx_t *c, const model_t *m)
     cause_t cz;
     if (m->nooms && causes_of(m, &m->ooms[0], &cz) == 0 && cz.torch_cache_kept)
         fprintf(f, "%snote%s: %s\n", rep_yellow(), rep_reset(), torch_note);
+    else if (m->nooms && causes_of(m, &m->ooms[0], &cz) == 0 && cz.torch_tensors)
+        fprintf(f, "note: %s\n", torch_tensors_note);
     for (size_t i = 0; i < m->nooms; i++)
         one_text(c, m, &m->ooms[i], (unsigned)i + 1);
     if (m->ooms_total > m->nooms)
@@ -440,6 +446,8 @@ void rep_oom_json(cli_ctx_t *c, const model_t *m)
     cause_t first;
     if (m->nooms && causes_of(m, &m->ooms[0], &first) == 0 && first.torch_cache_kept)
         json_str(j, "note", torch_note);
+    else if (m->nooms && causes_of(m, &m->ooms[0], &first) == 0 && first.torch_tensors)
+        json_str(j, "note", torch_tensors_note);
     json_arr(j, "ooms");
     for (size_t i = 0; i < m->nooms; i++)
         one_json(j, m, &m->ooms[i]);

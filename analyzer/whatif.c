@@ -133,7 +133,8 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     FILE *f = c->out;
     char a[32], b[32], d[32], e[32], line[600];
     fprintf(f, "%sdevice %d%s: %" PRIu64 " events replayed per run, %zu runs%s\n", rep_bold(), log->dev, rep_reset(),
-            (uint64_t)log->nev, p->nruns + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)" : "");
+            (uint64_t)log->nev, p->nruns + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)"
+            : log->torch_tensors ? " (PyTorch's tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
     fprintf(f, "  %-28s %13s %7s  %s\n", "run", "peak reserved", "frag", "failed allocations");
