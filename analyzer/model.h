@@ -126,7 +126,19 @@ typedef struct model_frag {
     uint64_t largest_free;         /* largest gap */
     uint64_t free_gaps, segments;
     uint64_t stray_blocks;         /* live pool blocks outside every known segment */
+    uint64_t pending;              /* PyTorch's blocks freed and not yet reusable (occupied) */
 } model_frag_t;
+
+/* One segment's free space: the free pieces between its blocks (for PyTorch's segments, the
+ * inactive split blocks of a segment that holds tensors). */
+typedef struct model_segfrag {
+    uint64_t base, size;
+    uint64_t free, largest_free;
+    uint64_t free_blocks;          /* free pieces */
+    uint64_t blocks;               /* blocks in it, live or pending */
+} model_segfrag_t;
+
+#define MODEL_SEG_TOP 8
 
 typedef struct model_top {
     uint32_t sidx;
@@ -160,6 +172,9 @@ typedef struct model_oom {
     unsigned ntop;
     model_grow_t grow[MODEL_TOP];
     unsigned ngrow;
+    model_segfrag_t seg[MODEL_SEG_TOP]; /* a tensor device's segments with the most free, most first */
+    unsigned nseg;
+    uint64_t seg_total;            /* its segments then */
 } model_oom_t;
 
 typedef struct model_retry {
@@ -310,6 +325,9 @@ int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block);
 
 /* The fragmentation of device `dev` now. */
 void model_frag_now(const model_t *m, int dev, model_frag_t *out);
+/* The free space of each of device dev's segments now, the max with the most free first (in out);
+ * *nsegs gets how many segments there are. */
+unsigned model_frag_segments(const model_t *m, int dev, model_segfrag_t *out, unsigned max, uint64_t *nsegs);
 /* Fragmentation at the device's peak: replays the log up to it (a second pass). */
 int model_frag_at_peak(const model_t *m, int dev, model_frag_t *out);
 

@@ -69,7 +69,7 @@ static void t_alloc(model_t *m, model_dev_t *d, const rd_rec_t *r, const gmlog_t
     rd_rec_t n = rewritten(r, GMLOG_ALLOC, flags, &a, 32);
     uint64_t *old = map_find(&m->torch_pending, t->addr);
     if (old) { /* its FREE_COMPLETED was lost: the block is reused */
-        uint64_t b = *old;
+        uint64_t b = *old & MODEL_48;
         d->torch_pending -= b <= d->torch_pending ? b : d->torch_pending;
         map_del(&m->torch_pending, t->addr, NULL);
     }
@@ -95,7 +95,7 @@ static void t_free_requested(model_t *m, model_dev_t *d, const rd_rec_t *r, cons
     rd_rec_t n = rewritten(r, GMLOG_FREE, (uint8_t)(GMLOG_KIND_POOL << GMLOG_KIND_SHIFT), &f, 24);
     model_reduce_record(m, &n);
     if (e && block) { /* pending until FREE_COMPLETED: the tensor is gone, its block not yet reusable */
-        map_put(&m->torch_pending, t->addr, block);
+        map_put(&m->torch_pending, t->addr, block | (uint64_t)r->device << 48);
         d->torch_pending += block;
         d->torch_pending_count++;
         if (d->torch_pending > d->torch_pending_peak)
@@ -108,6 +108,7 @@ static void t_free_completed(model_t *m, model_dev_t *d, const gmlog_tensor_t *t
     uint64_t block;
     if (!map_del(&m->torch_pending, t->addr, &block))
         return;
+    block &= MODEL_48;
     d->torch_pending -= block <= d->torch_pending ? block : d->torch_pending;
     if (d->torch_pending_count)
         d->torch_pending_count--;
@@ -125,6 +126,23 @@ static void t_segment(model_t *m, const rd_rec_t *r, const gmlog_tensor_t *t, in
     s.h.type = type;
     rd_rec_t n = rewritten(r, type, 0, &s, 32);
     model_reduce_record(m, &n);
+}
+
+/* The OOM's pool figures as PyTorch's allocator had them: its segments, live tensors, pending
+ * frees, and the free space between them (the hooks' figures were of its segments as blocks). */
+static void pool_figures(const model_t *m, const model_dev_t *d, gmlog_oom_t *o)
+{
+    model_frag_t fr;
+    model_frag_now(m, d->id, &fr);
+    o->reserved = d->reserved;
+    o->allocated = d->allocated;
+    o->requested = d->requested;
+    o->pending = d->torch_pending;
+    uint64_t used = d->allocated + d->torch_pending;
+    o->cached = d->reserved > used ? d->reserved - used : 0;
+    o->largest_free = fr.largest_free;
+    uint64_t pieces = fr.free_gaps + fr.cached_segments;
+    o->free_blocks = pieces > UINT32_MAX ? UINT32_MAX : (uint32_t)pieces;
 }
 
 void model_torch_step(model_t *m, const rd_rec_t *r)
@@ -148,6 +166,7 @@ void model_torch_step(model_t *m, const rd_rec_t *r)
         d->torch_ooms++;
         gmlog_oom_t o;
         torch_oom_record(&o, m->torch_hook_oom_seen ? &m->torch_hook_oom : NULL, t);
+        pool_figures(m, d, &o);
         rd_rec_t n = rewritten(r, GMLOG_OOM, (uint8_t)(o.h.flags = m->torch_hook_oom.h.flags & ~GMLOG_OOM_RECOVERED),
                                &o, sizeof o);
         m->torch_hook_oom_seen = 0;
@@ -163,6 +182,6 @@ int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block)
 {
     const uint64_t *b = map_find(&m->torch_pending, ptr);
     if (b && block)
-        *block = *b;
+        *block = *b & MODEL_48;
     return b != NULL;
 }

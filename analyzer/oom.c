@@ -250,6 +250,11 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     fprintf(f, "  pool     reserved %s, allocated %s (requested %s), cached %s, pending %s, largest free %s\n",
             rep_bytes(o->rec.reserved, a), rep_bytes(o->rec.allocated, b), rep_bytes(o->rec.requested, d),
             rep_bytes(o->rec.cached, e), rep_bytes(o->rec.pending, t), rep_bytes(o->rec.largest_free, lbl));
+    if (o->nseg && o->seg[0].free)
+        fprintf(f, "  segments %" PRIu64 " of PyTorch's; %" PRIu64 " inactive split blocks hold %s free between tensors, "
+                   "the most in %#" PRIx64 " (%s free of %s, largest piece %s)\n", o->seg_total, o->frag.free_gaps,
+                rep_bytes(o->frag.external, a), o->seg[0].base, rep_bytes(o->seg[0].free, b),
+                rep_bytes(o->seg[0].size, d), rep_bytes(o->seg[0].largest_free, e));
     if (replayed) {
         fprintf(f, "  replay   %s: reserved %s after the cache release, of the %s the pool could reserve\n",
                 cz.reproduced ? "under the recorded settings it fails here too" : "it got past this failure (the "

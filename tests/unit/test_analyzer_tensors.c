@@ -152,6 +152,67 @@ START_TEST(test_a_tensor_freed_on_another_stream_is_counted)
 }
 END_TEST
 
+START_TEST(test_a_pending_block_is_occupied_space_in_its_segment)
+{
+    built_t *x = model_of(1, UINT64_MAX); /* A completed, B pending: free is A's 1 MiB and the tail */
+    model_frag_t fr;
+    model_frag_now(&x->m, 0, &fr);
+    ck_assert_uint_eq(fr.pending, 2 * MiB);
+    ck_assert_uint_eq(fr.external, 18 * MiB);
+    ck_assert_uint_eq(fr.free_gaps, 2);
+    ck_assert_uint_eq(fr.largest_free, 17 * MiB);
+    model_segfrag_t g[2];
+    uint64_t nsegs;
+    ck_assert_uint_eq(model_frag_segments(&x->m, 0, g, 2, &nsegs), 1);
+    ck_assert_uint_eq(nsegs, 1);
+    ck_assert_uint_eq(g[0].base, SEG);
+    ck_assert_uint_eq(g[0].free, 18 * MiB);
+    ck_assert_uint_eq(g[0].free_blocks, 2);
+    ck_assert_uint_eq(g[0].largest_free, 17 * MiB);
+    ck_assert_uint_eq(g[0].blocks, 1);
+    done(x);
+}
+END_TEST
+
+/* PyTorch's OutOfMemoryError (T_OOM) is the OOM: the tensor's request and site, the figures of
+ * PyTorch's allocator then; the hooks' failed cudaMalloc before it is not a second OOM. */
+START_TEST(test_pytorchs_oom_is_the_oom_with_the_tensors_request)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    torch_keep_meta(&b);
+    tlog_chunk(&b, 1, 0, 0, 1000);
+    tlog_device(&b, 1000, "test GPU", 80 * 1024 * MiB);
+    tlog_segment(&b, 1100, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
+    tlog_alloc(&b, 1101, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
+    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tensor(&b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 0, 9);
+    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tlog_oom(&b, 1500, 40 * MiB, 20 * MiB, 12); /* PyTorch asked for a 40 MiB segment */
+    tensor(&b, 1600, GMLOG_T_OOM, 512 * MiB, 30 * MiB, 0, 12);
+    tlog_end_chunk(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "oom"), 0);
+    model_t m;
+    model_build(&m, &lf, MODEL_SITES | MODEL_EPOCHS);
+    ck_assert_uint_eq(m.nooms, 1);
+    const model_oom_t *o = &m.ooms[0];
+    ck_assert_uint_eq(o->rec.request, 30 * MiB);
+    ck_assert_uint_eq(o->rec.segment, 40 * MiB);
+    ck_assert_uint_eq(o->rec.site, 12);
+    ck_assert_uint_eq(o->rec.allocated, 2 * MiB);
+    ck_assert_uint_eq(o->rec.reserved, 20 * MiB);
+    ck_assert_uint_eq(o->rec.largest_free, 17 * MiB);
+    ck_assert_uint_eq(o->nseg, 1);
+    ck_assert_uint_eq(o->seg[0].free, 18 * MiB);
+    model_free(&m);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
 START_TEST(test_a_log_without_tensor_events_reads_as_before)
 {
     built_t *x = model_of(0, UINT64_MAX);
@@ -173,6 +234,8 @@ Suite *analyzer_tensors_suite(void)
     tcase_add_test(tc, test_a_tensors_site_holds_its_bytes);
     tcase_add_test(tc, test_a_requested_free_stays_pending_until_completed);
     tcase_add_test(tc, test_a_tensor_freed_on_another_stream_is_counted);
+    tcase_add_test(tc, test_a_pending_block_is_occupied_space_in_its_segment);
+    tcase_add_test(tc, test_pytorchs_oom_is_the_oom_with_the_tensors_request);
     tcase_add_test(tc, test_a_log_without_tensor_events_reads_as_before);
     suite_add_tcase(s, tc);
     return s;
