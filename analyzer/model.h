@@ -224,8 +224,10 @@ typedef struct model_dev {
     /* PyTorch's tensors (model_torch.c): the device's allocations are its tensors */
     int torch;
     uint64_t torch_allocs, torch_ooms;
-    uint64_t torch_pending, torch_pending_count, torch_pending_peak; /* freed, not yet reusable */
+    uint64_t torch_pending, torch_pending_count; /* freed, not yet reusable */
+    uint64_t torch_pending_peak;               /* most pending while the allocator went on */
     uint64_t torch_cross_stream;               /* frees requested on another stream than the alloc's */
+    uint64_t torch_waited;                     /* frees not completed at once (pending for real) */
     int limit_seen;
     /* a wrapped log's checkpoint (CUT): what the figures started from */
     int cut_seen;
@@ -304,6 +306,7 @@ typedef struct model {
     model_map_t torch_stream;      /* live tensor -> its stream + 1 */
     gmlog_oom_t torch_hook_oom;    /* the hooks' last failed cudaMalloc, for the next T_OOM */
     int torch_hook_oom_seen;
+    uint64_t torch_just_requested; /* the block whose free was the last tensor event */
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */
     struct model_split *split;     /* a MODEL_SPLIT window's output */
     /* MODEL_DEFER: called for each block released instead of updating its site's figures (the

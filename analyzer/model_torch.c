@@ -74,6 +74,7 @@ static void t_alloc(model_t *m, model_dev_t *d, const rd_rec_t *r, const gmlog_t
         map_del(&m->torch_pending, t->addr, NULL);
     }
     model_reduce_record(m, &n);
+    d->hits--; /* a tensor is no hit of gmshim's cache: PyTorch's cache served it */
     map_put(&m->torch_stream, t->addr, t->stream + 1);
     d->torch_allocs++;
 }
@@ -98,8 +99,7 @@ static void t_free_requested(model_t *m, model_dev_t *d, const rd_rec_t *r, cons
         map_put(&m->torch_pending, t->addr, block | (uint64_t)r->device << 48);
         d->torch_pending += block;
         d->torch_pending_count++;
-        if (d->torch_pending > d->torch_pending_peak)
-            d->torch_pending_peak = d->torch_pending;
+        m->torch_just_requested = t->addr; /* pending for real if something comes before its completion */
     }
 }
 
@@ -154,6 +154,14 @@ void model_torch_step(model_t *m, const rd_rec_t *r)
     }
     const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
     d->torch = 1;
+    if (m->torch_just_requested && !(r->type == GMLOG_T_FREE_COMPLETED && t->addr == m->torch_just_requested)) {
+        /* The last free requested was not completed at once: it waited (record_stream's events) */
+        if (model_torch_pending_at(m, m->torch_just_requested, NULL))
+            d->torch_waited++;
+        if (d->torch_pending > d->torch_pending_peak)
+            d->torch_pending_peak = d->torch_pending;
+    }
+    m->torch_just_requested = 0;
     switch (r->type) {
     case GMLOG_T_ALLOC: t_alloc(m, d, r, t); break;
     case GMLOG_T_FREE_REQUESTED: t_free_requested(m, d, r, t); break;

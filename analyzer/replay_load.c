@@ -325,6 +325,21 @@ static void add_segment_base(void *arg, uint64_t base)
     }
 }
 
+/* PyTorch's allocator, not gmshim's pool, placed the tensors: its settings are PyTorch's own
+ * (PYTORCH_CUDA_ALLOC_CONF's max_split_size_mb, when the log's environment names it). */
+static void torch_settings(rp_log_t *log, const rd_log_t *lf)
+{
+    log->max_split = 0;
+    log->cache_limit = 0;
+    log->idle_release_ns = 0;
+    for (size_t i = 0; i < lf->nmeta; i++) {
+        const char *v = lf->meta[i].tag == GMLOG_META_ENV ? lf->meta[i].value : NULL;
+        const char *ms = v && !strncmp(v, "PYTORCH_CUDA_ALLOC_CONF=", 24) ? strstr(v, "max_split_size_mb:") : NULL;
+        if (ms)
+            log->max_split = strtoull(ms + 18, NULL, 10) << 20;
+    }
+}
+
 static int is_segment_base(const idmap_t *m, uint64_t ptr)
 {
     return m->cap && m->key[idmap_slot(m, ptr)] == ptr;
@@ -498,6 +513,8 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     unsigned char devs[256] = {0};
     if (dev >= 0 && dev < 255)
         L.tensors = log->torch_tensors = torch_events_scan(lf, dev, devs, add_segment_base, &L.segbase);
+    if (L.tensors)
+        torch_settings(log, lf);
     int rc = decode(&L, lf);
     free(L.segbase.key);
     free(L.segbase.val);

@@ -225,6 +225,11 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
     uint64_t live_n, live_b = live_bytes(d, &live_n);
     fprintf(f, "  allocations   %s allocs, %s frees; %s live at the end (%s)\n", rep_count(d->allocs, a),
             rep_count(d->frees, b), rep_count(live_n, e), rep_bytes(live_b, g));
+    if (d->torch)
+        fprintf(f, "  tensors       PyTorch's, from its bridge: allocated = live tensors, reserved = its segments; "
+                   "%s frees waited for other streams (at most %s pending), %s freed on another stream than "
+                   "allocated\n", rep_count(d->torch_waited, e), rep_bytes(d->torch_pending_peak, a),
+                rep_count(d->torch_cross_stream, b));
     int kinds = 0;
     for (int i = 1; i < 8; i++)
         kinds += d->allocs_kind[i] != 0;

@@ -137,11 +137,15 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
             : log->torch_tensors ? " (PyTorch's tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
-    fprintf(f, "  %-28s %13s %7s  %s\n", "run", "peak reserved", "frag", "failed allocations");
+    int w = 28; /* wider for PyTorch's longer settings */
+    for (size_t i = 0; i < p->nruns; i++)
+        if ((int)strlen(p->runs[i].label) > w)
+            w = (int)strlen(p->runs[i].label);
+    fprintf(f, "  %-*s %13s %7s  %s\n", w, "run", "peak reserved", "frag", "failed allocations");
     for (size_t i = 0; i < p->nruns; i++) {
         const wi_run_t *r = &p->runs[i];
         failure_text(f, m, &r->res, line, sizeof line);
-        fprintf(f, "  %-28s %13s %7s  %s%s\n", r->label, rep_bytes(r->res.peak_reserved, a),
+        fprintf(f, "  %-*s %13s %7s  %s%s\n", w, r->label, rep_bytes(r->res.peak_reserved, a),
                 rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line, (int)i == p->rec ? "  <- recommended" : "");
     }
     if (p->min_found)

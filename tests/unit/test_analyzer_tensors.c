@@ -138,9 +138,36 @@ START_TEST(test_a_requested_free_stays_pending_until_completed)
     d = x->m.dev[0];
     ck_assert_uint_eq(d->torch_pending, 2 * MiB); /* B's never completed */
     ck_assert_uint_eq(d->torch_pending_peak, 3 * MiB);
+    ck_assert_uint_eq(d->torch_waited, 2); /* neither completed at once */
     ck_assert(!model_torch_pending_at(&x->m, TA, NULL));
     ck_assert(model_torch_pending_at(&x->m, TB, NULL));
     done(x);
+}
+END_TEST
+
+/* A free completed as soon as it was requested (no other stream used the block) never waited. */
+START_TEST(test_a_free_completed_at_once_did_not_wait)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    torch_keep_meta(&b);
+    tlog_chunk(&b, 1, 0, 0, 1000);
+    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tensor(&b, 1500, GMLOG_T_ALLOC, TB, MiB, 0, 7);
+    tlog_end_chunk(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "at once"), 0);
+    model_t m;
+    model_build(&m, &lf, 0);
+    ck_assert_uint_eq(m.dev[0]->torch_waited, 0);
+    ck_assert_uint_eq(m.dev[0]->torch_pending_peak, 0);
+    ck_assert_uint_eq(m.dev[0]->torch_pending, 0);
+    model_free(&m);
+    rd_close(&lf);
+    tlog_free_buf(&b);
 }
 END_TEST
 
@@ -233,6 +260,7 @@ Suite *analyzer_tensors_suite(void)
     tcase_add_test(tc, test_pytorchs_segment_is_reserved_once);
     tcase_add_test(tc, test_a_tensors_site_holds_its_bytes);
     tcase_add_test(tc, test_a_requested_free_stays_pending_until_completed);
+    tcase_add_test(tc, test_a_free_completed_at_once_did_not_wait);
     tcase_add_test(tc, test_a_tensor_freed_on_another_stream_is_counted);
     tcase_add_test(tc, test_a_pending_block_is_occupied_space_in_its_segment);
     tcase_add_test(tc, test_pytorchs_oom_is_the_oom_with_the_tensors_request);
