@@ -325,6 +325,8 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
     json_obj(j, "replay");
     json_bool(j, "reproduced", c->reproduced);
     json_bool(j, "torch_cache_kept", c->torch_cache_kept);
+    if (c->torch_tensors) /* only then: the JSON of other logs stays as it was */
+        json_bool(j, "torch_tensors", 1);
     json_u64(j, "request", c->request);
     json_u64(j, "cap", c->cap);
     json_u64(j, "total", c->total);

@@ -115,6 +115,11 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
     json_u64(j, "peak_allocated", d->peak_allocated);
     json_u64(j, "peak_reserved", d->peak_reserved);
     json_u64(j, "peak_segments", d->peak_segments);
+    if (d->torch) { /* PyTorch's tensors (docs/pytorch.md); absent for other logs */
+        json_u64(j, "torch_frees_waited", d->torch_waited);
+        json_u64(j, "torch_pending_peak", d->torch_pending_peak);
+        json_u64(j, "torch_cross_stream_frees", d->torch_cross_stream);
+    }
     json_u64(j, "cache_hits", d->hits);
     json_u64(j, "cache_misses", d->misses);
     if (d->hits + d->misses)
