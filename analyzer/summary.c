@@ -133,7 +133,7 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
     json_u64(j, "driver_alloc_mean_ns", k.mean_driver_alloc);
     json_u64(j, "pool_alloc_mean_ns", k.mean_pool_alloc);
     json_u64(j, "pool_free_mean_ns", k.mean_pool_free);
-    if (k.have_estimate)
+    if (k.have_estimate && !d->torch)
         json_i64(j, "est_time_saved_ns", k.saved_ns);
     else
         json_null(j, "est_time_saved_ns");
@@ -193,7 +193,9 @@ static void driver_text(FILE *f, const model_dev_t *d, const calls_t *k)
             fprintf(f, ": %s fewer", rep_pct(k->unpooled - k->made, k->unpooled, h));
         fputc('\n', f);
     }
-    if (k->have_estimate) {
+    if (d->torch) {
+        fprintf(f, "  time          not estimated: PyTorch's cache served the tensors, not gmshim's pool\n");
+    } else if (k->have_estimate) {
         fprintf(f, "  time          ");
         if (k->saved_ns > 0)
             fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k->saved_ns, a), rep_reset());
