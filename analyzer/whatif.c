@@ -221,6 +221,8 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_u64(j, "device", (uint64_t)log->dev);
     json_u64(j, "events", log->nev);
     json_bool(j, "torch_cache_kept", log->torch_cache_kept);
+    if (log->torch_tensors) /* only then: the JSON of other logs stays as it was */
+        json_bool(j, "torch_tensors", 1);
     json_bool(j, "wrapped", log->wrapped);
     json_u64(j, "recorded_peak_reserved", log->peak_reserved_recorded);
     json_u64(j, "recorded_ooms", log->nooms);
