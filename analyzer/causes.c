@@ -293,6 +293,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     const rp_fail_t *f = &r.res.last;
     c->reproduced = r.res.recorded_failed > failed && f->oom == k;
     c->torch_cache_kept = log->torch_cache_kept;
+    c->torch_tensors = log->torch_tensors;
     c->by_limit = log->ooms[k].by_limit;
     c->fail_site = o->rec.site;
     c->request = pool_round((size_t)o->rec.request);

@@ -13,6 +13,7 @@ typedef struct cause {
     oom_cause_t cause;
     int reproduced;          /* the replay failed at this OOM too */
     int torch_cache_kept;    /* PyTorch's cache on: the blocks are its segments */
+    int torch_tensors;       /* PyTorch's cache on, its tensors logged by the bridge: they are the blocks */
     int by_limit;            /* GMSHIM_DEVICE_LIMIT refused it */
     int epoch_system;        /* EPOCH_MARKS, EPOCH_TROUGHS or -1 */
     uint32_t epoch_index;    /* boundaries (marks, troughs) before the failure */

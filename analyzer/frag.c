@@ -42,6 +42,52 @@ static void frag_json(json_t *j, const char *key, const model_frag_t *x)
     json_obj_end(j);
 }
 
+/* Inside PyTorch's segments at an OOM (pytorch/pytorch#29554): its free blocks between tensors
+ * (inactive split blocks), and the segments with the most free space, from its tensor events. */
+static void torch_segments_text(FILE *f, const model_oom_t *o)
+{
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "    inside PyTorch's segments: %" PRIu64 " inactive split block%s (%s free between tensors), "
+               "%s in pending frees, largest free block %s\n", o->frag.free_gaps, o->frag.free_gaps == 1 ? "" : "s",
+            rep_bytes(o->frag.external, a), rep_bytes(o->frag.pending, b), rep_bytes(o->frag.largest_free, c));
+    unsigned shown = 0;
+    for (unsigned i = 0; i < o->nseg; i++) {
+        const model_segfrag_t *g = &o->seg[i];
+        if (!g->free)
+            break; /* most free first: the rest have none */
+        if (!shown++) {
+            fprintf(f, "    its segments with free space, most first (of %" PRIu64 " segment%s):\n", o->seg_total,
+                    o->seg_total == 1 ? "" : "s");
+            fprintf(f, "      %18s %10s %10s %8s %10s %8s\n", "segment", "size", "free", "pieces", "largest", "blocks");
+        }
+        fprintf(f, "      %#18" PRIx64 " %10s %10s %8" PRIu64 " %10s %8" PRIu64 "\n", g->base, rep_bytes(g->size, a),
+                rep_bytes(g->free, b), g->free_blocks, rep_bytes(g->largest_free, d), g->blocks);
+    }
+    if (!shown)
+        fprintf(f, "      no free space in any of its %" PRIu64 " segment%s\n", o->seg_total, o->seg_total == 1 ? "" : "s");
+}
+
+static void torch_segments_json(json_t *j, const model_oom_t *o)
+{
+    json_u64(j, "inactive_split_blocks", o->frag.free_gaps);
+    json_u64(j, "inactive_split_bytes", o->frag.external);
+    json_u64(j, "pending", o->frag.pending);
+    json_u64(j, "segments_total", o->seg_total);
+    json_arr(j, "segments");
+    for (unsigned i = 0; i < o->nseg; i++) {
+        const model_segfrag_t *g = &o->seg[i];
+        json_obj(j, NULL);
+        json_u64(j, "base", g->base);
+        json_u64(j, "size", g->size);
+        json_u64(j, "free", g->free);
+        json_u64(j, "free_blocks", g->free_blocks);
+        json_u64(j, "largest_free", g->largest_free);
+        json_u64(j, "blocks", g->blocks);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+}
+
 void rep_frag_text(cli_ctx_t *c, const model_t *m, int over_time)
 {
     FILE *f = c->out;
@@ -85,9 +131,12 @@ void rep_frag_text(cli_ctx_t *c, const model_t *m, int over_time)
                 continue;
             fprintf(f, "  at OOM %u (%s, a request of %s):\n", ++k, rep_time(o->t, t), rep_bytes(o->rec.request, a));
             frag_line(f, &o->frag, "    ");
-            fprintf(f, "    the pool itself said: largest free block %s in %u free blocks, %s cached, %s pending\n",
-                    rep_bytes(o->rec.largest_free, a), o->rec.free_blocks, rep_bytes(o->rec.cached, b),
-                    rep_bytes(o->rec.pending, d));
+            if (dv->torch)
+                torch_segments_text(f, o);
+            else
+                fprintf(f, "    the pool itself said: largest free block %s in %u free blocks, %s cached, %s pending\n",
+                        rep_bytes(o->rec.largest_free, a), o->rec.free_blocks, rep_bytes(o->rec.cached, b),
+                        rep_bytes(o->rec.pending, d));
         }
     }
 }
@@ -126,6 +175,8 @@ void rep_frag_json(cli_ctx_t *c, const model_t *m, int over_time)
             json_u64(j, "pool_free_blocks", o->rec.free_blocks);
             json_u64(j, "pool_cached", o->rec.cached);
             json_u64(j, "pool_pending", o->rec.pending);
+            if (m->dev[dev]->torch)
+                torch_segments_json(j, o);
             json_obj_end(j);
         }
         json_arr_end(j);

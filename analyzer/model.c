@@ -53,6 +53,11 @@ void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int
     map_init(&m->sstmap, 1024);
     map_init(&m->sitemap, 256);
     map_init(&m->strmap, 256);
+    map_init(&m->torch_segbase, 64);
+    map_init(&m->torch_pending, 64);
+    map_init(&m->torch_stream, 256);
+    if (!(flags & (MODEL_RANGE | MODEL_SPLIT))) /* a parallel replay's windows: a log without tensors */
+        model_torch_scan(m, lf);
     uint64_t span = lf->t_last > lf->t_first ? lf->t_last - lf->t_first : 0;
     for (unsigned i = 0; i < MODEL_FRAG_SAMPLES; i++)
         m->sample_t[i] = lf->t_first + span * (i + 1) / MODEL_FRAG_SAMPLES;
@@ -113,7 +118,7 @@ int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_se
 {
     model_init(m, lf, flags, stop_seq, mark_id, mark_label);
     int done = 0;
-    if (stop_seq == UINT64_MAX && !mark_id && !mark_label && (!flags || flags == (MODEL_SITES | MODEL_EPOCHS))) {
+    if (!m->torch && stop_seq == UINT64_MAX && !mark_id && !mark_label && (!flags || flags == (MODEL_SITES | MODEL_EPOCHS))) {
         uint64_t from = 0, unknown = 0;
         done = flags ? model_build_parallel_sites(m, lf, &from, &unknown) : model_build_parallel(m, lf);
         if (done == 2) { /* an OOM or a reset: in order from the window where it lies */
@@ -189,6 +194,9 @@ void model_free(model_t *m)
         free(m->strings[i]);
     free(m->strings);
     map_free(&m->strmap);
+    map_free(&m->torch_segbase);
+    map_free(&m->torch_pending);
+    map_free(&m->torch_stream);
     for (size_t i = 0; i < m->nmodules; i++)
         free(m->modules[i].path);
     free(m->modules);

@@ -126,7 +126,19 @@ typedef struct model_frag {
     uint64_t largest_free;         /* largest gap */
     uint64_t free_gaps, segments;
     uint64_t stray_blocks;         /* live pool blocks outside every known segment */
+    uint64_t pending;              /* PyTorch's blocks freed and not yet reusable (occupied) */
 } model_frag_t;
+
+/* One segment's free space: the free pieces between its blocks (for PyTorch's segments, the
+ * inactive split blocks of a segment that holds tensors). */
+typedef struct model_segfrag {
+    uint64_t base, size;
+    uint64_t free, largest_free;
+    uint64_t free_blocks;          /* free pieces */
+    uint64_t blocks;               /* blocks in it, live or pending */
+} model_segfrag_t;
+
+#define MODEL_SEG_TOP 8
 
 typedef struct model_top {
     uint32_t sidx;
@@ -160,6 +172,9 @@ typedef struct model_oom {
     unsigned ntop;
     model_grow_t grow[MODEL_TOP];
     unsigned ngrow;
+    model_segfrag_t seg[MODEL_SEG_TOP]; /* a tensor device's segments with the most free, most first */
+    unsigned nseg;
+    uint64_t seg_total;            /* its segments then */
 } model_oom_t;
 
 typedef struct model_retry {
@@ -206,6 +221,13 @@ typedef struct model_dev {
     uint64_t peak_requested_t, peak_allocated_t, peak_reserved_t;
     uint64_t peak_seq, peak_seq_alloc;         /* where reserved peaked with the most allocated */
     uint64_t pending_release;                  /* bytes an OOM-reason empty cache just released */
+    /* PyTorch's tensors (model_torch.c): the device's allocations are its tensors */
+    int torch;
+    uint64_t torch_allocs, torch_ooms;
+    uint64_t torch_pending, torch_pending_count; /* freed, not yet reusable */
+    uint64_t torch_pending_peak;               /* most pending while the allocator went on */
+    uint64_t torch_cross_stream;               /* frees requested on another stream than the alloc's */
+    uint64_t torch_waited;                     /* frees not completed at once (pending for real) */
     int limit_seen;
     /* a wrapped log's checkpoint (CUT): what the figures started from */
     int cut_seen;
@@ -276,6 +298,15 @@ typedef struct model {
     model_unfree_t *unfree;
     size_t nunfree, capunfree;
     int saw_reset;
+    /* PyTorch's tensors (model_torch.c) */
+    int torch;                     /* some device has tensor events */
+    uint8_t torch_dev[256];        /* which devices */
+    model_map_t torch_segbase;     /* PyTorch's segment bases (their ALLOCs are left out) */
+    model_map_t torch_pending;     /* block freed, not completed -> its bytes */
+    model_map_t torch_stream;      /* live tensor -> its stream + 1 */
+    gmlog_oom_t torch_hook_oom;    /* the hooks' last failed cudaMalloc, for the next T_OOM */
+    int torch_hook_oom_seen;
+    uint64_t torch_just_requested; /* the block whose free was the last tensor event */
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */
     struct model_split *split;     /* a MODEL_SPLIT window's output */
     /* MODEL_DEFER: called for each block released instead of updating its site's figures (the
@@ -292,8 +323,14 @@ int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_se
                       const char *mark_label);
 void model_free(model_t *m);
 
+/* Whether ptr is a tensor block freed and not yet reusable (PyTorch's pending free). */
+int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block);
+
 /* The fragmentation of device `dev` now. */
 void model_frag_now(const model_t *m, int dev, model_frag_t *out);
+/* The free space of each of device dev's segments now, the max with the most free first (in out);
+ * *nsegs gets how many segments there are. */
+unsigned model_frag_segments(const model_t *m, int dev, model_segfrag_t *out, unsigned max, uint64_t *nsegs);
 /* Fragmentation at the device's peak: replays the log up to it (a second pass). */
 int model_frag_at_peak(const model_t *m, int dev, model_frag_t *out);
 

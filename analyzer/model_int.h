@@ -407,6 +407,16 @@ static inline __attribute__((always_inline)) void free_count(model_dev_t *d, uns
         d->pass_free_ns += f->dur_ns;
 }
 
+/* ---- model_torch.c: PyTorch's tensors as the allocations ---- */
+/* Finds the devices with tensor events and PyTorch's segment bases (a log kept PyTorch's cache). */
+void model_torch_scan(model_t *m, rd_log_t *lf);
+/* A T_* record on a tensor device. */
+void model_torch_step(model_t *m, const rd_rec_t *r);
+/* Whether a hook record (ALLOC, FREE, SEGMENT_*) of a tensor device is left out. */
+int model_torch_drops(model_t *m, const rd_rec_t *r);
+/* An ALLOC, FREE or SEGMENT_* record in the model's layout, through the reducer. */
+void model_reduce_record(model_t *m, const rd_rec_t *r);
+
 /* ---- model_snap.c: snapshots and OOMs ---- */
 /* Live bytes and counts per device and kind, from the live map (they are not kept per event). */
 void model_refresh_kinds(model_t *m);

@@ -400,6 +400,29 @@ static __attribute__((noinline)) void step_checkpoint(model_t *m, const rd_rec_t
     }
 }
 
+/* A record of a device with tensor events that model_torch.c handles or drops: 1 when done. */
+static __attribute__((noinline)) int torch_record(model_t *m, const rd_rec_t *r)
+{
+    if (r->type >= GMLOG_T_ALLOC && r->type <= GMLOG_T_OOM) {
+        model_torch_step(m, r);
+        return 1;
+    }
+    int hook = r->type == GMLOG_ALLOC || r->type == GMLOG_FREE || r->type == GMLOG_SEGMENT_ALLOC ||
+               r->type == GMLOG_SEGMENT_FREE || r->type == GMLOG_OOM;
+    return hook && r->len >= 16 && model_torch_drops(m, r);
+}
+
+void model_reduce_record(model_t *m, const rd_rec_t *r)
+{
+    switch (r->type) {
+    case GMLOG_ALLOC: on_alloc(m, r); break;
+    case GMLOG_FREE: on_free(m, r); break;
+    case GMLOG_SEGMENT_ALLOC:
+    case GMLOG_SEGMENT_FREE: on_segment(m, r); break;
+    default: break;
+    }
+}
+
 /* One record. */
 static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_t *r)
 {
@@ -411,6 +434,11 @@ static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_
     m->last_t = r->t;
     if (m->next_sample < MODEL_FRAG_SAMPLES && (m->flags & MODEL_FRAG))
         model_take_samples(m, r->t);
+    if (__builtin_expect(m->torch, 0) && r->device < MODEL_MAX_DEVICES && m->torch_dev[r->device] &&
+        torch_record(m, r)) {
+        m->by_type[r->type]++;
+        return;
+    }
     switch (r->type) {
     case GMLOG_ALLOC: on_alloc(m, r); break;
     case GMLOG_FREE: on_free(m, r); break;

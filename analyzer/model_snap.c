@@ -32,6 +32,73 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* The device's segments and occupied blocks, each sorted by address: live pool blocks, and
+ * PyTorch's blocks whose free is still pending (not reusable yet). */
+static void collect(const model_t *m, const model_dev_t *d, span_t **segsp, size_t *nsp, span_t **blksp,
+                    size_t *nbp, uint64_t *internal, uint64_t *pending)
+{
+    size_t nseg = d->segmap.count, nblk = m->live.count + m->torch_pending.count;
+    span_t *segs = malloc((nseg ? nseg : 1) * sizeof *segs);
+    span_t *blks = malloc((nblk ? nblk : 1) * sizeof *blks);
+    if (!segs || !blks)
+        model_die_oom();
+    size_t ns = 0, nb = 0;
+    for (size_t i = 0; i < d->segmap.cap && ns < nseg; i++)
+        if (d->segmap.slots[i].key)
+            segs[ns++] = (span_t){d->segmap.slots[i].key, d->segmap.slots[i].val};
+    *internal = *pending = 0;
+    for (size_t i = 0; i < m->live.cap && nb < nblk; i++) {
+        const model_live_t *e = &m->live.slots[i];
+        if (e->ptr && model_live_dev(e) == (unsigned)d->id && model_live_kind(e) == GMLOG_KIND_POOL) {
+            uint64_t block = model_live_block(e), req = model_live_req(e);
+            blks[nb++] = (span_t){e->ptr, block};
+            *internal += block > req ? block - req : 0;
+        }
+    }
+    for (size_t i = 0; i < m->torch_pending.cap && nb < nblk; i++) {
+        const model_kv_t *kv = &m->torch_pending.slots[i];
+        if (kv->key && (kv->val >> 48) == (unsigned)d->id) {
+            blks[nb++] = (span_t){kv->key, kv->val & MODEL_48};
+            *pending += kv->val & MODEL_48;
+        }
+    }
+    qsort(segs, ns, sizeof *segs, by_start);
+    qsort(blks, nb, sizeof *blks, by_start);
+    *segsp = segs, *nsp = ns, *blksp = blks, *nbp = nb;
+}
+
+/* One segment's free pieces between the blocks from *bi on; *bi moves past its blocks. */
+static void segment_gaps(const span_t *seg, const span_t *blks, size_t nb, size_t *bi, model_segfrag_t *g)
+{
+    uint64_t at = seg->start, end = seg->start + seg->size;
+    if (end < at) /* wraps: garbage */
+        end = UINT64_MAX;
+    memset(g, 0, sizeof *g);
+    g->base = seg->start;
+    g->size = end - at;
+    while (*bi < nb && blks[*bi].start < end) {
+        if (blks[*bi].start > at) {
+            uint64_t gap = blks[*bi].start - at;
+            g->free += gap;
+            g->free_blocks++;
+            if (gap > g->largest_free)
+                g->largest_free = gap;
+        }
+        uint64_t bend = blks[*bi].start + blks[*bi].size;
+        if (bend > at)
+            at = bend < end ? bend : end;
+        g->blocks++;
+        (*bi)++;
+    }
+    if (end > at) {
+        uint64_t gap = end - at;
+        g->free += gap;
+        g->free_blocks++;
+        if (gap > g->largest_free)
+            g->largest_free = gap;
+    }
+}
+
 void model_frag_now(const model_t *m, int dev, model_frag_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -44,67 +111,63 @@ void model_frag_now(const model_t *m, int dev, model_frag_t *out)
     out->allocated = d->allocated;
     out->requested = d->requested;
     out->segments = d->segments;
-    size_t nseg = d->segmap.count, nblk = m->live.count;
-    span_t *segs = malloc((nseg ? nseg : 1) * sizeof *segs);
-    span_t *blks = malloc((nblk ? nblk : 1) * sizeof *blks);
-    if (!segs || !blks)
-        model_die_oom();
-    size_t ns = 0, nb = 0;
-    for (size_t i = 0; i < d->segmap.cap && ns < nseg; i++)
-        if (d->segmap.slots[i].key)
-            segs[ns++] = (span_t){d->segmap.slots[i].key, d->segmap.slots[i].val};
-    uint64_t internal = 0;
-    for (size_t i = 0; i < m->live.cap && nb < nblk; i++) {
-        const model_live_t *e = &m->live.slots[i];
-        if (e->ptr && model_live_dev(e) == (unsigned)dev && model_live_kind(e) == GMLOG_KIND_POOL) {
-            uint64_t block = model_live_block(e), req = model_live_req(e);
-            blks[nb++] = (span_t){e->ptr, block};
-            internal += block > req ? block - req : 0;
-        }
-    }
-    qsort(segs, ns, sizeof *segs, by_start);
-    qsort(blks, nb, sizeof *blks, by_start);
-    out->internal = internal;
-    size_t bi = 0;
+    span_t *segs, *blks;
+    size_t ns, nb, bi = 0;
+    collect(m, d, &segs, &ns, &blks, &nb, &out->internal, &out->pending);
     for (size_t si = 0; si < ns; si++) {
-        uint64_t at = segs[si].start, end = segs[si].start + segs[si].size;
-        if (end < at) /* wraps: garbage */
-            end = UINT64_MAX;
         while (bi < nb && blks[bi].start < segs[si].start) {
             out->stray_blocks++;
             bi++;
         }
-        if (bi >= nb || blks[bi].start >= end) { /* wholly free: cached, not fragmented */
-            out->cached_whole += end - at;
+        model_segfrag_t g;
+        segment_gaps(&segs[si], blks, nb, &bi, &g);
+        if (!g.blocks) { /* wholly free: cached, not fragmented */
+            out->cached_whole += g.size;
             out->cached_segments++;
-            if (end - at > out->largest_free)
-                out->largest_free = end - at;
-            continue;
+        } else {
+            out->external += g.free;
+            out->free_gaps += g.free_blocks;
         }
-        while (bi < nb && blks[bi].start < end) {
-            if (blks[bi].start > at) {
-                uint64_t gap = blks[bi].start - at;
-                out->external += gap;
-                out->free_gaps++;
-                if (gap > out->largest_free)
-                    out->largest_free = gap;
-            }
-            uint64_t bend = blks[bi].start + blks[bi].size;
-            if (bend > at)
-                at = bend < end ? bend : end;
-            bi++;
-        }
-        if (end > at) {
-            uint64_t gap = end - at;
-            out->external += gap;
-            out->free_gaps++;
-            if (gap > out->largest_free)
-                out->largest_free = gap;
-        }
+        if (g.largest_free > out->largest_free)
+            out->largest_free = g.largest_free;
     }
     out->stray_blocks += nb - bi;
     free(segs);
     free(blks);
+}
+
+static int by_free_desc(const void *a, const void *b)
+{
+    const model_segfrag_t *x = a, *y = b;
+    return x->free > y->free ? -1 : x->free < y->free ? 1 : (x->base > y->base) - (x->base < y->base);
+}
+
+unsigned model_frag_segments(const model_t *m, int dev, model_segfrag_t *out, unsigned max, uint64_t *nsegs)
+{
+    const model_dev_t *d = dev >= 0 && dev < MODEL_MAX_DEVICES ? m->dev[dev] : NULL;
+    *nsegs = 0;
+    if (!d || !max)
+        return 0;
+    span_t *segs, *blks;
+    size_t ns, nb, bi = 0;
+    uint64_t internal, pending;
+    collect(m, d, &segs, &ns, &blks, &nb, &internal, &pending);
+    model_segfrag_t *all = malloc((ns ? ns : 1) * sizeof *all);
+    if (!all)
+        model_die_oom();
+    for (size_t si = 0; si < ns; si++) {
+        while (bi < nb && blks[bi].start < segs[si].start)
+            bi++;
+        segment_gaps(&segs[si], blks, nb, &bi, &all[si]);
+    }
+    qsort(all, ns, sizeof *all, by_free_desc);
+    unsigned n = ns < max ? (unsigned)ns : max;
+    memcpy(out, all, n * sizeof *out);
+    *nsegs = ns;
+    free(all);
+    free(segs);
+    free(blks);
+    return n;
 }
 
 static int by_bytes_desc(const void *a, const void *b)
@@ -165,6 +228,8 @@ static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
             o->persistent += model_live_block(e);
     }
     model_frag_now(m, d->id, &o->frag);
+    if (d->torch)
+        o->nseg = model_frag_segments(m, d->id, o->seg, MODEL_SEG_TOP, &o->seg_total);
     o->ntop = model_top_sites(m, d->id, o->top, MODEL_TOP);
     int gsys = model_epoch_system(m, d->id, 3);
     if (gsys < 0)

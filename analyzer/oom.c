@@ -204,6 +204,10 @@ static const char torch_note[] =
     "segment was taken from the driver, sizes are segment sizes); to see tensors, run with GMSHIM_TORCH=own "
     "(or PYTORCH_NO_CUDA_MEMORY_CACHING=1)";
 
+static const char torch_tensors_note[] =
+    "PyTorch's caching allocator was on and its bridge logged its tensors: gmshim saw PyTorch's tensors "
+    "(a site is where a tensor was allocated, sizes are tensor sizes; reserved memory is PyTorch's segments)";
+
 static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom_verdict_t *v, int replayed)
 {
     char a[32], lbl[512];
@@ -246,6 +250,11 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     fprintf(f, "  pool     reserved %s, allocated %s (requested %s), cached %s, pending %s, largest free %s\n",
             rep_bytes(o->rec.reserved, a), rep_bytes(o->rec.allocated, b), rep_bytes(o->rec.requested, d),
             rep_bytes(o->rec.cached, e), rep_bytes(o->rec.pending, t), rep_bytes(o->rec.largest_free, lbl));
+    if (o->nseg && o->seg[0].free)
+        fprintf(f, "  segments %" PRIu64 " of PyTorch's; %" PRIu64 " inactive split blocks hold %s free between tensors, "
+                   "the most in %#" PRIx64 " (%s free of %s, largest piece %s)\n", o->seg_total, o->frag.free_gaps,
+                rep_bytes(o->frag.external, a), o->seg[0].base, rep_bytes(o->seg[0].free, b),
+                rep_bytes(o->seg[0].size, d), rep_bytes(o->seg[0].largest_free, e));
     if (replayed) {
         fprintf(f, "  replay   %s: reserved %s after the cache release, of the %s the pool could reserve\n",
                 cz.reproduced ? "under the recorded settings it fails here too" : "it got past this failure (the "
@@ -296,6 +305,8 @@ void rep_oom_text(cli_ctx_t *c, const model_t *m)
     cause_t cz;
     if (m->nooms && causes_of(m, &m->ooms[0], &cz) == 0 && cz.torch_cache_kept)
         fprintf(f, "%snote%s: %s\n", rep_yellow(), rep_reset(), torch_note);
+    else if (m->nooms && causes_of(m, &m->ooms[0], &cz) == 0 && cz.torch_tensors)
+        fprintf(f, "note: %s\n", torch_tensors_note);
     for (size_t i = 0; i < m->nooms; i++)
         one_text(c, m, &m->ooms[i], (unsigned)i + 1);
     if (m->ooms_total > m->nooms)
@@ -314,6 +325,8 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
     json_obj(j, "replay");
     json_bool(j, "reproduced", c->reproduced);
     json_bool(j, "torch_cache_kept", c->torch_cache_kept);
+    if (c->torch_tensors) /* only then: the JSON of other logs stays as it was */
+        json_bool(j, "torch_tensors", 1);
     json_u64(j, "request", c->request);
     json_u64(j, "cap", c->cap);
     json_u64(j, "total", c->total);
@@ -440,6 +453,8 @@ void rep_oom_json(cli_ctx_t *c, const model_t *m)
     cause_t first;
     if (m->nooms && causes_of(m, &m->ooms[0], &first) == 0 && first.torch_cache_kept)
         json_str(j, "note", torch_note);
+    else if (m->nooms && causes_of(m, &m->ooms[0], &first) == 0 && first.torch_tensors)
+        json_str(j, "note", torch_tensors_note);
     json_arr(j, "ooms");
     for (size_t i = 0; i < m->nooms; i++)
         one_json(j, m, &m->ooms[i]);

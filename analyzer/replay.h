@@ -111,6 +111,7 @@ typedef struct rp_log {
     int pending_wait, trust_stream_order, pool_off;
     uint64_t limit_first;    /* the first cap in force */
     int torch_cache_kept;    /* PyTorch with its caching allocator on: blocks are its segments */
+    int torch_tensors;       /* ...unless its bridge logged its tensors: then they are the blocks */
     int foreign;             /* not written by gmshim's pool (no GMSHIM_* settings): its segments are
                                 followed as recorded, not re-decided */
     int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */

@@ -2,6 +2,7 @@
  * ids instead of pointers, so that a replay never hashes), the recorded OOMs and the settings
  * the log says were in force. Never trusts the log: unknown frees are dropped, sizes bounded. */
 #include "replay.h"
+#include "torch_events.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,11 @@ typedef struct loader {
     size_t nfree, capfree;
     uint64_t reserved, issued;
     int oom_failed;
+    /* PyTorch's tensors (torch_events.h): the device's blocks are its tensors */
+    int tensors;
+    idmap_t segbase;             /* PyTorch's segment bases: their ALLOC and FREE are left out */
+    gmlog_oom_t hook_oom;        /* the hooks' last failed cudaMalloc, for the next T_OOM */
+    int hook_oom_seen;
 } loader_t;
 
 static rp_ev_t *push(rp_log_t *log, unsigned type, uint64_t t, uint64_t x, uint32_t id, uint32_t site)
@@ -184,6 +190,11 @@ static int on_alloc(loader_t *L, const rd_rec_t *r)
 
 static int on_oom(loader_t *L, const rd_rec_t *r)
 {
+    if (L->tensors && r->type == GMLOG_OOM) { /* PyTorch's segment ask: kept for its T_OOM */
+        memcpy(&L->hook_oom, r->p, sizeof L->hook_oom);
+        L->hook_oom_seen = 1;
+        return 0;
+    }
     rp_log_t *log = L->log;
     rp_oom_t *n = realloc(log->ooms, (log->nooms + 1) * sizeof *n);
     if (!n)
@@ -209,6 +220,24 @@ static int on_oom(loader_t *L, const rd_rec_t *r)
                 o->rec.site)
                ? 0
                : -1;
+}
+
+static int on_segment_alloc(loader_t *L, uint64_t t, uint64_t base, uint64_t size)
+{
+    rp_log_t *log = L->log;
+    if (!base || base % GM_ROUND || !size || size % GM_ROUND || size > GMLOG_SIZE_MASK)
+        return 0; /* not a segment the pool could have had: nothing to follow */
+    L->reserved += size;
+    if (L->reserved > log->peak_reserved_recorded)
+        log->peak_reserved_recorded = L->reserved;
+    uint64_t units = size / GM_ROUND;
+    return push(log, RP_SEG_ALLOC, t, base, units > UINT32_MAX ? 0 : (uint32_t)units, 0) ? 0 : -1;
+}
+
+static int on_segment_free(loader_t *L, uint64_t t, uint64_t base, uint64_t size)
+{
+    L->reserved = L->reserved > size ? L->reserved - size : 0;
+    return push(L->log, RP_SEG_FREE, t, base, 0, 0) ? 0 : -1;
 }
 
 /* "128 MiB", "0 B", "on", "1.5 s" as options_format writes them. */
@@ -283,6 +312,100 @@ static int is_torch_module(const rd_rec_t *r)
     return 0;
 }
 
+static void add_segment_base(void *arg, uint64_t base)
+{
+    idmap_t *m = arg;
+    if (m->count * 2 >= m->cap && idmap_grow(m))
+        return;
+    size_t i = idmap_slot(m, base);
+    if (!m->key[i]) {
+        m->key[i] = base;
+        m->val[i] = 1;
+        m->count++;
+    }
+}
+
+/* PyTorch's allocator, not gmshim's pool, placed the tensors: its settings are PyTorch's own
+ * (PYTORCH_CUDA_ALLOC_CONF's max_split_size_mb, when the log's environment names it). */
+static void torch_settings(rp_log_t *log, const rd_log_t *lf)
+{
+    log->max_split = 0;
+    log->cache_limit = 0;
+    log->idle_release_ns = 0;
+    for (size_t i = 0; i < lf->nmeta; i++) {
+        const char *v = lf->meta[i].tag == GMLOG_META_ENV ? lf->meta[i].value : NULL;
+        const char *ms = v && !strncmp(v, "PYTORCH_CUDA_ALLOC_CONF=", 24) ? strstr(v, "max_split_size_mb:") : NULL;
+        if (ms)
+            log->max_split = strtoull(ms + 18, NULL, 10) << 20;
+    }
+}
+
+static int is_segment_base(const idmap_t *m, uint64_t ptr)
+{
+    return m->cap && m->key[idmap_slot(m, ptr)] == ptr;
+}
+
+/* A record of a tensor device: 1 when handled here (a tensor event, or a hook record that
+ * PyTorch's own events stand for), 0 for the decoder's usual switch. The block is reusable at
+ * T_FREE_COMPLETED: that is when PyTorch's allocator may hand it out again. */
+static int tensor_record(loader_t *L, const rd_rec_t *r, int *rc)
+{
+    *rc = 0;
+    if (r->type == GMLOG_SEGMENT_ALLOC || r->type == GMLOG_SEGMENT_FREE)
+        return 1;
+    if ((r->type == GMLOG_ALLOC || r->type == GMLOG_FREE) && r->len >= 16) {
+        uint64_t ptr;
+        memcpy(&ptr, r->p + 8, 8);
+        return is_segment_base(&L->segbase, ptr);
+    }
+    if (!torch_is_tensor_type(r->type))
+        return 0;
+    if (r->len < sizeof(gmlog_tensor_t))
+        return 1;
+    const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
+    switch (r->type) {
+    case GMLOG_T_ALLOC: {
+        gmlog_alloc_t a;
+        memset(&a, 0, sizeof a);
+        a.ptr = t->addr;
+        a.size = t->size & GMLOG_SIZE_MASK;
+        a.site = t->site;
+        rd_rec_t n = *r;
+        n.p = (const uint8_t *)&a;
+        n.flags = GMLOG_KIND_POOL << GMLOG_KIND_SHIFT;
+        *rc = t->addr ? on_alloc(L, &n) : 0;
+        break;
+    }
+    case GMLOG_T_FREE_COMPLETED:
+        *rc = on_free(L, r->t, t->addr, 0);
+        break;
+    case GMLOG_T_SEGMENT_ALLOC:
+        *rc = on_segment_alloc(L, r->t, t->addr, t->size);
+        break;
+    case GMLOG_T_SEGMENT_FREE:
+        *rc = on_segment_free(L, r->t, t->addr, t->size);
+        break;
+    case GMLOG_T_OOM: {
+        gmlog_oom_t o;
+        torch_oom_record(&o, L->hook_oom_seen ? &L->hook_oom : NULL, t);
+        o.h.flags = L->hook_oom.h.flags & ~GMLOG_OOM_RECOVERED;
+        rd_rec_t n = *r;
+        n.p = (const uint8_t *)&o;
+        n.type = GMLOG_OOM;
+        n.flags = o.h.flags;
+        L->tensors = 0; /* on_oom then takes it as an OOM */
+        *rc = on_oom(L, &n);
+        L->tensors = 1;
+        L->hook_oom_seen = 0;
+        memset(&L->hook_oom, 0, sizeof L->hook_oom);
+        break;
+    }
+    default:
+        break; /* FREE_REQUESTED: the tensor is gone, its block not yet reusable */
+    }
+    return 1;
+}
+
 static int decode(loader_t *L, rd_log_t *lf)
 {
     rp_log_t *log = L->log;
@@ -310,6 +433,11 @@ static int decode(loader_t *L, rd_log_t *lf)
         if (r.ckpt == RD_CKPT_HISTORY)
             continue;
         int rc = 0;
+        if (L->tensors && tensor_record(L, &r, &rc)) {
+            if (rc)
+                return -1;
+            continue;
+        }
         switch (r.type) {
         case GMLOG_DEVICE: {
             const gmlog_device_t *d = (const gmlog_device_t *)r.p;
@@ -335,19 +463,12 @@ static int decode(loader_t *L, rd_log_t *lf)
         }
         case GMLOG_SEGMENT_ALLOC: {
             const gmlog_segment_t *s = (const gmlog_segment_t *)r.p;
-            if (!s->base || s->base % GM_ROUND || !s->size || s->size % GM_ROUND || s->size > GMLOG_SIZE_MASK)
-                break; /* not a segment the pool could have had: nothing to follow */
-            L->reserved += s->size;
-            if (L->reserved > log->peak_reserved_recorded)
-                log->peak_reserved_recorded = L->reserved;
-            uint64_t units = s->size / GM_ROUND;
-            rc = push(log, RP_SEG_ALLOC, r.t, s->base, units > UINT32_MAX ? 0 : (uint32_t)units, 0) ? 0 : -1;
+            rc = on_segment_alloc(L, r.t, s->base, s->size);
             break;
         }
         case GMLOG_SEGMENT_FREE: {
             const gmlog_segment_t *s = (const gmlog_segment_t *)r.p;
-            L->reserved = L->reserved > s->size ? L->reserved - s->size : 0;
-            rc = push(log, RP_SEG_FREE, r.t, s->base, 0, 0) ? 0 : -1;
+            rc = on_segment_free(L, r.t, s->base, s->size);
             break;
         }
         case GMLOG_FENCE:
@@ -376,8 +497,8 @@ static int decode(loader_t *L, rd_log_t *lf)
     }
     if (log->torch_cache_kept == 0 && torch)
         log->torch_cache_kept = 1;
-    if (log->torch_cache_kept < 0)
-        log->torch_cache_kept = 0;
+    if (log->torch_cache_kept < 0 || log->torch_tensors)
+        log->torch_cache_kept = 0; /* its tensors are the blocks */
     return 0;
 }
 
@@ -389,7 +510,14 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     loader_t L;
     memset(&L, 0, sizeof L);
     L.log = log;
+    unsigned char devs[256] = {0};
+    if (dev >= 0 && dev < 255)
+        L.tensors = log->torch_tensors = torch_events_scan(lf, dev, devs, add_segment_base, &L.segbase);
+    if (L.tensors)
+        torch_settings(log, lf);
     int rc = decode(&L, lf);
+    free(L.segbase.key);
+    free(L.segbase.val);
     free(L.map.key);
     free(L.map.val);
     free(L.free_ids);

@@ -115,6 +115,11 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
     json_u64(j, "peak_allocated", d->peak_allocated);
     json_u64(j, "peak_reserved", d->peak_reserved);
     json_u64(j, "peak_segments", d->peak_segments);
+    if (d->torch) { /* PyTorch's tensors (docs/pytorch.md); absent for other logs */
+        json_u64(j, "torch_frees_waited", d->torch_waited);
+        json_u64(j, "torch_pending_peak", d->torch_pending_peak);
+        json_u64(j, "torch_cross_stream_frees", d->torch_cross_stream);
+    }
     json_u64(j, "cache_hits", d->hits);
     json_u64(j, "cache_misses", d->misses);
     if (d->hits + d->misses)
@@ -128,7 +133,7 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
     json_u64(j, "driver_alloc_mean_ns", k.mean_driver_alloc);
     json_u64(j, "pool_alloc_mean_ns", k.mean_pool_alloc);
     json_u64(j, "pool_free_mean_ns", k.mean_pool_free);
-    if (k.have_estimate)
+    if (k.have_estimate && !d->torch)
         json_i64(j, "est_time_saved_ns", k.saved_ns);
     else
         json_null(j, "est_time_saved_ns");
@@ -188,7 +193,9 @@ static void driver_text(FILE *f, const model_dev_t *d, const calls_t *k)
             fprintf(f, ": %s fewer", rep_pct(k->unpooled - k->made, k->unpooled, h));
         fputc('\n', f);
     }
-    if (k->have_estimate) {
+    if (d->torch) {
+        fprintf(f, "  time          not estimated: PyTorch's cache served the tensors, not gmshim's pool\n");
+    } else if (k->have_estimate) {
         fprintf(f, "  time          ");
         if (k->saved_ns > 0)
             fprintf(f, "%sest. %s saved%s", rep_green(), rep_dur((uint64_t)k->saved_ns, a), rep_reset());
@@ -225,6 +232,11 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
     uint64_t live_n, live_b = live_bytes(d, &live_n);
     fprintf(f, "  allocations   %s allocs, %s frees; %s live at the end (%s)\n", rep_count(d->allocs, a),
             rep_count(d->frees, b), rep_count(live_n, e), rep_bytes(live_b, g));
+    if (d->torch)
+        fprintf(f, "  tensors       PyTorch's, from its bridge: allocated = live tensors, reserved = its segments; "
+                   "%s frees waited for other streams (at most %s pending), %s freed on another stream than "
+                   "allocated\n", rep_count(d->torch_waited, e), rep_bytes(d->torch_pending_peak, a),
+                rep_count(d->torch_cross_stream, b));
     int kinds = 0;
     for (int i = 1; i < 8; i++)
         kinds += d->allocs_kind[i] != 0;

@@ -133,14 +133,19 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     FILE *f = c->out;
     char a[32], b[32], d[32], e[32], line[600];
     fprintf(f, "%sdevice %d%s: %" PRIu64 " events replayed per run, %zu runs%s\n", rep_bold(), log->dev, rep_reset(),
-            (uint64_t)log->nev, p->nruns + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)" : "");
+            (uint64_t)log->nev, p->nruns + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)"
+            : log->torch_tensors ? " (PyTorch's tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
-    fprintf(f, "  %-28s %13s %7s  %s\n", "run", "peak reserved", "frag", "failed allocations");
+    int w = 28; /* wider for PyTorch's longer settings */
+    for (size_t i = 0; i < p->nruns; i++)
+        if ((int)strlen(p->runs[i].label) > w)
+            w = (int)strlen(p->runs[i].label);
+    fprintf(f, "  %-*s %13s %7s  %s\n", w, "run", "peak reserved", "frag", "failed allocations");
     for (size_t i = 0; i < p->nruns; i++) {
         const wi_run_t *r = &p->runs[i];
         failure_text(f, m, &r->res, line, sizeof line);
-        fprintf(f, "  %-28s %13s %7s  %s%s\n", r->label, rep_bytes(r->res.peak_reserved, a),
+        fprintf(f, "  %-*s %13s %7s  %s%s\n", w, r->label, rep_bytes(r->res.peak_reserved, a),
                 rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line, (int)i == p->rec ? "  <- recommended" : "");
     }
     if (p->min_found)
@@ -216,6 +221,8 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_u64(j, "device", (uint64_t)log->dev);
     json_u64(j, "events", log->nev);
     json_bool(j, "torch_cache_kept", log->torch_cache_kept);
+    if (log->torch_tensors) /* only then: the JSON of other logs stays as it was */
+        json_bool(j, "torch_tensors", 1);
     json_bool(j, "wrapped", log->wrapped);
     json_u64(j, "recorded_peak_reserved", log->peak_reserved_recorded);
     json_u64(j, "recorded_ooms", log->nooms);

@@ -60,6 +60,14 @@ static void set_env(wi_run_t *r, const char *name, uint64_t v, int is_size)
     snprintf(r->label, sizeof r->label, "%s=%s", name, is_size ? wi_size(v, b) : r->env_value);
 }
 
+/* PyTorch's max_split_size_mb: blocks larger than it are never split, as GMSHIM_MAX_SPLIT. */
+static void set_torch_split(wi_run_t *r, uint64_t v)
+{
+    snprintf(r->env_name, sizeof r->env_name, "PYTORCH_CUDA_ALLOC_CONF");
+    snprintf(r->env_value, sizeof r->env_value, "max_split_size_mb:%" PRIu64, (uint64_t)(v / MiB));
+    snprintf(r->label, sizeof r->label, "%s=%s", r->env_name, r->env_value);
+}
+
 typedef struct prog {
     const wi_opts_t *o;
     size_t base, total;
@@ -116,9 +124,12 @@ static void add_candidates(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
             return;
         r->cfg.max_split = v;
         r->candidate = 1;
-        set_env(r, "GMSHIM_MAX_SPLIT", v, 1);
+        if (log->torch_tensors) /* PyTorch's allocator is the one to set: its own split limit */
+            set_torch_split(r, v);
+        else
+            set_env(r, "GMSHIM_MAX_SPLIT", v, 1);
     }
-    if (!log->pending_wait && !log->trust_stream_order) {
+    if (!log->pending_wait && !log->trust_stream_order && !log->torch_tensors) {
         wi_run_t *r = add_run(p, "");
         if (r) {
             r->cfg.pending_wait = 1;

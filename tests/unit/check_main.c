@@ -69,6 +69,7 @@ int main(void)
     srunner_add_suite(sr, torchload_suite());
     srunner_add_suite(sr, layers_suite());
     srunner_add_suite(sr, analyzer_causes_suite());
+    srunner_add_suite(sr, analyzer_tensors_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -66,6 +66,7 @@ Suite *torchev_suite(void);
 Suite *torchload_suite(void);
 Suite *layers_suite(void);
 Suite *analyzer_causes_suite(void);
+Suite *analyzer_tensors_suite(void);
 
 /* Helpers shared by the suites (tests/unit/helpers.c). */
 /* Absolute path of a file under the build directory (GMSHIM_BUILD). */

@@ -1,0 +1,270 @@
+/* The model's reading of PyTorch's tensor events (analyzer/model_torch.c) on logs built record by
+ * record: the tensors are the allocations, PyTorch's segments the segments (the cudaMalloc the
+ * hooks logged for each is not counted again), a free requested stays pending until PyTorch
+ * completes it, a free on another stream than the allocation's is counted, and a log without
+ * tensor events reads as before. */
+#include "model.h"
+#include "suites.h"
+#include "testlog.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB TLOG_MiB
+#define SEG (TLOG_SEG + 0x4000000)     /* PyTorch's 20 MiB segment */
+#define TA SEG                         /* its first tensor, at the segment's base */
+#define TB (SEG + MiB)
+
+/* The header's metadata: GMSHIM_TORCH=keep, as the shim writes it with PyTorch's cache kept. */
+static void torch_keep_meta(tlog_t *b)
+{
+    static const char opt[] = "GMSHIM_TORCH=keep";
+    gmlog_meta_t e = {GMLOG_META_OPTION, 0, (uint32_t)(sizeof opt - 1)};
+    size_t at = sizeof(gmlog_file_header_t), padded = (sizeof opt - 1 + 7) / 8 * 8;
+    memcpy(b->buf + at, &e, sizeof e);
+    memcpy(b->buf + at + sizeof e, opt, sizeof opt - 1);
+    uint32_t meta_size = (uint32_t)(sizeof e + padded + sizeof e); /* and a tag 0 that ends the list */
+    memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
+}
+
+static void tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site)
+{
+    gmlog_tensor_t r = {{(uint8_t)type, 0, 0, 0, 0}, addr, size, stream, site, 0};
+    tlog_rec(b, &r, sizeof r, t);
+}
+
+/* Records, by number: 0 DEVICE; 1 gmshim's segment, 2 PyTorch's cudaMalloc of it (an ALLOC of
+ * 20 MiB), 3 T_SEGMENT_ALLOC; 4 tensor A (1 MiB, stream 0, site 7), 5 tensor B (2 MiB,
+ * stream 5, site 9); 6 A's free requested on stream 0, 7 B's requested on stream 7 (another
+ * stream: it stays pending to the end); 8 A's free completed. With tensors 0 the T_* records are
+ * left out: the log of a run without the bridge. */
+static void build(tlog_t *b, int tensors)
+{
+    tlog_begin(b, 0);
+    torch_keep_meta(b);
+    tlog_chunk(b, 1, 0, 0, 1000);
+    tlog_device(b, 1000, "test GPU", 80 * 1024 * MiB);
+    tlog_segment(b, 1100, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
+    tlog_alloc(b, 1101, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
+    if (tensors) {
+        tensor(b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+        tensor(b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+        tensor(b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 5, 9);
+        tensor(b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+        tensor(b, 1500, GMLOG_T_FREE_REQUESTED, TB, 2 * MiB, 7, 11);
+        tensor(b, 1600, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    }
+    tlog_end_chunk(b);
+}
+
+typedef struct built {
+    tlog_t b;
+    rd_log_t lf;
+    model_t m;
+} built_t;
+
+static built_t *model_of(int tensors, uint64_t stop_seq)
+{
+    built_t *x = calloc(1, sizeof *x);
+    ck_assert(x);
+    build(&x->b, tensors);
+    ck_assert_int_eq(rd_open_mem(&x->lf, x->b.buf, x->b.len, "tensors"), 0);
+    model_build_until(&x->m, &x->lf, MODEL_ALL, stop_seq, 0, NULL);
+    ck_assert(x->m.dev[0]);
+    return x;
+}
+
+static void done(built_t *x)
+{
+    model_free(&x->m);
+    rd_close(&x->lf);
+    tlog_free_buf(&x->b);
+    free(x);
+}
+
+START_TEST(test_pytorchs_tensors_are_the_allocations)
+{
+    built_t *x = model_of(1, UINT64_MAX);
+    const model_dev_t *d = x->m.dev[0];
+    ck_assert(x->m.torch && d->torch);
+    ck_assert_uint_eq(d->torch_allocs, 2);
+    ck_assert_uint_eq(d->allocs, 2); /* the segment's cudaMalloc is not an allocation */
+    ck_assert_uint_eq(d->peak_allocated, 3 * MiB);
+    ck_assert_uint_eq(d->peak_requested, 3 * MiB);
+    done(x);
+}
+END_TEST
+
+START_TEST(test_pytorchs_segment_is_reserved_once)
+{
+    built_t *x = model_of(1, UINT64_MAX);
+    const model_dev_t *d = x->m.dev[0];
+    ck_assert_uint_eq(d->peak_reserved, 20 * MiB); /* not gmshim's segment and PyTorch's both */
+    ck_assert_uint_eq(d->segments, 1);
+    done(x);
+}
+END_TEST
+
+START_TEST(test_a_tensors_site_holds_its_bytes)
+{
+    built_t *x = model_of(1, 6); /* before the first free */
+    const model_t *m = &x->m;
+    uint64_t site7 = 0, site9 = 0, site3 = 0;
+    for (size_t i = 1; i < m->nsst; i++) {
+        if (m->sst[i].site == 7)
+            site7 = m->sst[i].live_req;
+        if (m->sst[i].site == 9)
+            site9 = m->sst[i].live_req;
+        if (m->sst[i].site == 3)
+            site3 = m->sst[i].live_req;
+    }
+    ck_assert_uint_eq(site7, MiB);
+    ck_assert_uint_eq(site9, 2 * MiB);
+    ck_assert_uint_eq(site3, 0); /* the segment's cudaMalloc site holds nothing */
+    done(x);
+}
+END_TEST
+
+START_TEST(test_a_requested_free_stays_pending_until_completed)
+{
+    built_t *x = model_of(1, 8); /* both frees requested, A's not yet completed */
+    const model_dev_t *d = x->m.dev[0];
+    ck_assert_uint_eq(d->allocated, 0); /* the tensors are gone */
+    ck_assert_uint_eq(d->torch_pending, 3 * MiB);
+    ck_assert_uint_eq(d->torch_pending_count, 2);
+    ck_assert(model_torch_pending_at(&x->m, TA, NULL));
+    done(x);
+    x = model_of(1, UINT64_MAX);
+    d = x->m.dev[0];
+    ck_assert_uint_eq(d->torch_pending, 2 * MiB); /* B's never completed */
+    ck_assert_uint_eq(d->torch_pending_peak, 3 * MiB);
+    ck_assert_uint_eq(d->torch_waited, 2); /* neither completed at once */
+    ck_assert(!model_torch_pending_at(&x->m, TA, NULL));
+    ck_assert(model_torch_pending_at(&x->m, TB, NULL));
+    done(x);
+}
+END_TEST
+
+/* A free completed as soon as it was requested (no other stream used the block) never waited. */
+START_TEST(test_a_free_completed_at_once_did_not_wait)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    torch_keep_meta(&b);
+    tlog_chunk(&b, 1, 0, 0, 1000);
+    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tensor(&b, 1500, GMLOG_T_ALLOC, TB, MiB, 0, 7);
+    tlog_end_chunk(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "at once"), 0);
+    model_t m;
+    model_build(&m, &lf, 0);
+    ck_assert_uint_eq(m.dev[0]->torch_waited, 0);
+    ck_assert_uint_eq(m.dev[0]->torch_pending_peak, 0);
+    ck_assert_uint_eq(m.dev[0]->torch_pending, 0);
+    model_free(&m);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
+START_TEST(test_a_tensor_freed_on_another_stream_is_counted)
+{
+    built_t *x = model_of(1, UINT64_MAX);
+    ck_assert_uint_eq(x->m.dev[0]->torch_cross_stream, 1); /* B: allocated on 5, freed on 7 */
+    done(x);
+}
+END_TEST
+
+START_TEST(test_a_pending_block_is_occupied_space_in_its_segment)
+{
+    built_t *x = model_of(1, UINT64_MAX); /* A completed, B pending: free is A's 1 MiB and the tail */
+    model_frag_t fr;
+    model_frag_now(&x->m, 0, &fr);
+    ck_assert_uint_eq(fr.pending, 2 * MiB);
+    ck_assert_uint_eq(fr.external, 18 * MiB);
+    ck_assert_uint_eq(fr.free_gaps, 2);
+    ck_assert_uint_eq(fr.largest_free, 17 * MiB);
+    model_segfrag_t g[2];
+    uint64_t nsegs;
+    ck_assert_uint_eq(model_frag_segments(&x->m, 0, g, 2, &nsegs), 1);
+    ck_assert_uint_eq(nsegs, 1);
+    ck_assert_uint_eq(g[0].base, SEG);
+    ck_assert_uint_eq(g[0].free, 18 * MiB);
+    ck_assert_uint_eq(g[0].free_blocks, 2);
+    ck_assert_uint_eq(g[0].largest_free, 17 * MiB);
+    ck_assert_uint_eq(g[0].blocks, 1);
+    done(x);
+}
+END_TEST
+
+/* PyTorch's OutOfMemoryError (T_OOM) is the OOM: the tensor's request and site, the figures of
+ * PyTorch's allocator then; the hooks' failed cudaMalloc before it is not a second OOM. */
+START_TEST(test_pytorchs_oom_is_the_oom_with_the_tensors_request)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    torch_keep_meta(&b);
+    tlog_chunk(&b, 1, 0, 0, 1000);
+    tlog_device(&b, 1000, "test GPU", 80 * 1024 * MiB);
+    tlog_segment(&b, 1100, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
+    tlog_alloc(&b, 1101, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
+    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tensor(&b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 0, 9);
+    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tlog_oom(&b, 1500, 40 * MiB, 20 * MiB, 12); /* PyTorch asked for a 40 MiB segment */
+    tensor(&b, 1600, GMLOG_T_OOM, 512 * MiB, 30 * MiB, 0, 12);
+    tlog_end_chunk(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "oom"), 0);
+    model_t m;
+    model_build(&m, &lf, MODEL_SITES | MODEL_EPOCHS);
+    ck_assert_uint_eq(m.nooms, 1);
+    const model_oom_t *o = &m.ooms[0];
+    ck_assert_uint_eq(o->rec.request, 30 * MiB);
+    ck_assert_uint_eq(o->rec.segment, 40 * MiB);
+    ck_assert_uint_eq(o->rec.site, 12);
+    ck_assert_uint_eq(o->rec.allocated, 2 * MiB);
+    ck_assert_uint_eq(o->rec.reserved, 20 * MiB);
+    ck_assert_uint_eq(o->rec.largest_free, 17 * MiB);
+    ck_assert_uint_eq(o->nseg, 1);
+    ck_assert_uint_eq(o->seg[0].free, 18 * MiB);
+    model_free(&m);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
+START_TEST(test_a_log_without_tensor_events_reads_as_before)
+{
+    built_t *x = model_of(0, UINT64_MAX);
+    const model_dev_t *d = x->m.dev[0];
+    ck_assert(!x->m.torch && !d->torch);
+    ck_assert_uint_eq(d->allocs, 1); /* PyTorch's segment, as the hooks saw it */
+    ck_assert_uint_eq(d->peak_allocated, 20 * MiB);
+    ck_assert_uint_eq(d->peak_reserved, 20 * MiB);
+    done(x);
+}
+END_TEST
+
+Suite *analyzer_tensors_suite(void)
+{
+    Suite *s = suite_create("analyzer_tensors");
+    TCase *tc = tcase_create("built");
+    tcase_add_test(tc, test_pytorchs_tensors_are_the_allocations);
+    tcase_add_test(tc, test_pytorchs_segment_is_reserved_once);
+    tcase_add_test(tc, test_a_tensors_site_holds_its_bytes);
+    tcase_add_test(tc, test_a_requested_free_stays_pending_until_completed);
+    tcase_add_test(tc, test_a_free_completed_at_once_did_not_wait);
+    tcase_add_test(tc, test_a_tensor_freed_on_another_stream_is_counted);
+    tcase_add_test(tc, test_a_pending_block_is_occupied_space_in_its_segment);
+    tcase_add_test(tc, test_pytorchs_oom_is_the_oom_with_the_tensors_request);
+    tcase_add_test(tc, test_a_log_without_tensor_events_reads_as_before);
+    suite_add_tcase(s, tc);
+    return s;
+}
