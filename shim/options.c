@@ -62,6 +62,10 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_PYTHON_DEPTH] = {.name = "GMSHIM_PYTHON_DEPTH", .kind = GM_KIND_INT, .default_text = "16",
         .doc = "Python frames (file:line, function) recorded per allocation from a Python thread; 0 = none; "
         "at most 64", .max = GM_OPT_DEPTH_MAX},
+    [GM_OPT_UNWIND] = {.name = "GMSHIM_UNWIND", .kind = GM_KIND_STRING, .default_text = "tables",
+        .doc = "how native frames are walked: tables = from the unwind tables with each return "
+        "address's rule cached per thread (backtrace() where a rule is beyond it); backtrace = "
+        "backtrace() for every site", .choices = "tables backtrace"},
     [GM_OPT_DEVICE_LIMIT] = {.name = "GMSHIM_DEVICE_LIMIT", .kind = GM_KIND_LIMIT, .default_text = "0",
         .doc = "never reserve more than this on a device (size, or fraction like 0.5 or 50%); 0 = no cap; "
         "GMSHIM_DEVICE_LIMIT_<n> sets device n", .max = SIZE_MAX_OPT},

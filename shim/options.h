@@ -16,6 +16,7 @@ typedef enum gm_option {
     GM_OPT_LOG,
     GM_OPT_STACK_DEPTH,
     GM_OPT_PYTHON_DEPTH,
+    GM_OPT_UNWIND,
     GM_OPT_DEVICE_LIMIT,
     GM_OPT_CACHE_LIMIT,
     GM_OPT_MAX_SPLIT,

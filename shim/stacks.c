@@ -1,5 +1,5 @@
-/* Call-site capture and interning. The hit path: backtrace(), Python frames, one hash, and a
- * per-thread cache lookup. A miss takes the global lock, resolves names (modules, code objects),
+/* Call-site capture and interning. The hit path: the native frames (unwind.c's cached walk, else
+ * backtrace()), Python frames, one hash, and a per-thread cache lookup. A miss takes the global lock, resolves names (modules, code objects),
  * and writes the site (and any new string or module) to the log once. */
 #include "stacks.h"
 #include "common.h"
@@ -7,6 +7,7 @@
 #include "modules.h"
 #include "options.h"
 #include "pyframes.h"
+#include "unwind.h"
 
 #include <execinfo.h>
 #include <pthread.h>
@@ -28,7 +29,7 @@ typedef struct idmap {
     size_t cap, count;
 } idmap_t;
 
-static int native_depth, py_depth, enabled;
+static int native_depth, py_depth, enabled, use_tables;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static idmap_t sites, strings;
 static uint32_t next_site = 1, next_string = 1;
@@ -100,6 +101,7 @@ void stacks_init(void)
     long long nd = options_get(GM_OPT_STACK_DEPTH), pd = options_get(GM_OPT_PYTHON_DEPTH);
     native_depth = nd < 0 ? 0 : nd > MAX_NATIVE ? MAX_NATIVE : (int)nd;
     py_depth = pd < 0 ? 0 : pd > MAX_PY ? MAX_PY : (int)pd;
+    use_tables = strcmp(options_get_str(GM_OPT_UNWIND), "backtrace") != 0;
     enabled = evlog_enabled() && (native_depth > 0 || py_depth > 0);
     if (!enabled)
         return;
@@ -252,7 +254,13 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
             return qs->id;
     }
     void *raw[MAX_NATIVE + 8 + MAX_SKIPPED];
-    int got = native_depth ? backtrace(raw, native_depth + 8 + (skip_fn ? MAX_SKIPPED : 0)) : 0;
+    int want = native_depth + 8 + (skip_fn ? MAX_SKIPPED : 0), got = 0;
+    if (native_depth) {
+        /* The cached walk gives backtrace()'s frames; it declines what it cannot follow. */
+        got = use_tables ? unwind_backtrace(raw, want) : -1;
+        if (got < 0)
+            got = backtrace(raw, want);
+    }
     /* Drop gmshim's own frames (the hook and what it called), and the machinery's. */
     int skip = 0;
     while (skip < got && modules_is_self((uintptr_t)raw[skip]))

@@ -96,6 +96,85 @@ START_TEST(test_no_log_no_call_site)
 }
 END_TEST
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The sites a log holds, as sorted "native=[...] python=[...]" texts (ids and times left out: a
+ * threaded program meets its sites in another order each run). */
+static char *site_texts(const char *log)
+{
+    const char *dump[] = {build_path("gmshim"), "dump", log, NULL};
+    const char *none[] = {NULL};
+    char *out = NULL;
+    int rc = run_program(dump, none, 0, &out);
+    ck_assert_msg(rc == 0, "gmshim dump %s exited %d:\n%.2000s", log, rc, out);
+    char *lines[4096];
+    size_t n = 0, total = 0;
+    for (char *l = strtok(out, "\n"); l && n < 4096; l = strtok(NULL, "\n")) {
+        char *at = strstr(l, " site ");
+        char *nat = at ? strstr(at, "native=[") : NULL;
+        if (nat) {
+            lines[n++] = nat;
+            total += strlen(nat) + 1;
+        }
+    }
+    qsort(lines, n, sizeof *lines, cmp_str);
+    char *all = malloc(total + 1);
+    ck_assert_ptr_nonnull(all);
+    all[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        strcat(all, lines[i]);
+        strcat(all, "\n");
+    }
+    free(out);
+    return all;
+}
+
+static char *sites_walked_by(const char *how, const char *prog, const char *const *argv)
+{
+    char log[512], logenv[600], unwind[64], fake[4096];
+    snprintf(log, sizeof log, "%s/walk-%s.gmlog", temp_dir(), how);
+    unlink(log);
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    snprintf(unwind, sizeof unwind, "GMSHIM_UNWIND=%s", how);
+    snprintf(fake, sizeof fake, "FAKE_CUDART=%s", build_path("fake/libcudart.so.13"));
+    const char *env[] = {"FAKECUDA_MEM=1G", logenv, unwind, fake, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    char *out = NULL;
+    int rc = argv ? run_program(argv, env, 1, &out) : run_built(prog, env, NULL, &out);
+    ck_assert_msg(rc == 0, "%s under GMSHIM_UNWIND=%s exited %d:\n%.2000s", prog, how, rc, out);
+    free(out);
+    char *texts = site_texts(log);
+    unlink(log);
+    return texts;
+}
+
+/* The cached table walk must log exactly the sites backtrace() gives: the same native frames for
+ * every allocation, so the same sites, in a C program's threads and under CPython (built without
+ * frame pointers). */
+START_TEST(test_the_table_walk_logs_the_sites_backtrace_logs)
+{
+    const char *progs[] = {"tests/integration/threads", "tests/integration/oom_leak"};
+    for (size_t i = 0; i < sizeof progs / sizeof *progs; i++) {
+        char *bt = sites_walked_by("backtrace", progs[i], NULL), *tb = sites_walked_by("tables", progs[i], NULL);
+        ck_assert_msg(strchr(bt, '\n'), "%s: no site logged", progs[i]);
+        ck_assert_msg(!strcmp(bt, tb), "%s: sites differ:\nbacktrace:\n%.3000s\ntables:\n%.3000s", progs[i], bt, tb);
+        free(bt);
+        free(tb);
+    }
+    const char *python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : NULL;
+    if (!python)
+        return;
+    const char *argv[] = {python, "tests/integration/pyleak.py", NULL};
+    char *bt = sites_walked_by("backtrace", "pyleak.py", argv), *tb = sites_walked_by("tables", "pyleak.py", argv);
+    ck_assert_msg(strstr(bt, "python=[") && strchr(bt, '\n'), "pyleak.py: no site logged");
+    ck_assert_msg(!strcmp(bt, tb), "pyleak.py: sites differ:\nbacktrace:\n%.3000s\ntables:\n%.3000s", bt, tb);
+    free(bt);
+    free(tb);
+}
+END_TEST
+
 Suite *stacks_suite(void)
 {
     Suite *s = suite_create("stacks");
@@ -104,6 +183,7 @@ Suite *stacks_suite(void)
     tcase_add_test(tc, test_no_log_no_call_site);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_stack_depth_of_two_to_the_31_or_more_warns_and_the_log_reads);
+    tcase_add_test(tc, test_the_table_walk_logs_the_sites_backtrace_logs);
     suite_add_tcase(s, tc);
     return s;
 }

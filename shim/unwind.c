@@ -1,0 +1,570 @@
+/* A stack walker over the loaded objects' .eh_frame tables that caches, per thread, the rule of
+ * each return address it met: where the caller's frame starts (the CFA) and where the caller's
+ * frame pointer was saved. A repeated stack then costs a cache probe and two loads per frame.
+ * It must never read outside the thread's own stack and never guess: any frame whose rule it does
+ * not follow exactly makes the whole walk -1, and the caller uses backtrace(). */
+#include "unwind.h"
+#include "common.h"
+
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__linux__)
+
+/* DWARF register numbers on x86-64. */
+#define REG_BP 6
+#define REG_SP 7
+#define REG_RA 16
+
+enum cfa_kind { CFA_NONE, CFA_SP, CFA_BP, CFA_DEREF_BP, CFA_END, CFA_FAIL };
+enum bp_kind { BP_SAME, BP_AT_CFA, BP_AT_BP };
+
+typedef struct rule {
+    uintptr_t pc; /* the return address this rule is for; 0: an empty slot */
+    int32_t cfa_off;
+    int16_t bp_off;
+    uint8_t cfa_kind, bp_kind;
+} rule_t;
+
+#define NRULES_LOG2 12 /* per thread: 4096 rules, 64 KiB, for the distinct frames of a framework */
+#define NRULES (1u << NRULES_LOG2)
+#define REMEMBER_DEPTH 8
+
+typedef struct uw_thread {
+    uintptr_t lo, hi; /* the thread's stack */
+    int usable;       /* 1 bounds known, -1 unknown (every walk is -1) */
+    unsigned long long cached, computed;
+    rule_t rules[NRULES];
+} uw_thread_t;
+
+static __thread uw_thread_t *self_uw __attribute__((tls_model("initial-exec")));
+static pthread_key_t uw_key;
+static pthread_once_t uw_once = PTHREAD_ONCE_INIT;
+static int uw_key_ok;
+
+static void uw_free(void *p)
+{
+    free(p);
+}
+
+static void uw_key_create(void)
+{
+    uw_key_ok = pthread_key_create(&uw_key, uw_free) == 0;
+}
+
+static uw_thread_t *uw_thread(void)
+{
+    if (likely(self_uw != NULL))
+        return self_uw;
+    pthread_once(&uw_once, uw_key_create);
+    if (!uw_key_ok)
+        return NULL;
+    uw_thread_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    t->usable = -1;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size) {
+            t->lo = (uintptr_t)addr;
+            t->hi = (uintptr_t)addr + size;
+            t->usable = 1;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    pthread_setspecific(uw_key, t);
+    self_uw = t;
+    return t;
+}
+
+/* ---- reading the tables ---- */
+
+typedef struct cursor {
+    const uint8_t *p, *end;
+    int bad;
+} cursor_t;
+
+static uint64_t rd_uleb(cursor_t *c)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; c->p < c->end; shift += 7) {
+        uint8_t b = *c->p++;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    c->bad = 1;
+    return 0;
+}
+
+static int64_t rd_sleb(cursor_t *c)
+{
+    int64_t v = 0;
+    unsigned shift = 0;
+    while (c->p < c->end) {
+        uint8_t b = *c->p++;
+        if (shift < 64)
+            v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+        shift += 7;
+        if (!(b & 0x80)) {
+            if (shift < 64 && (b & 0x40))
+                v |= -((int64_t)1 << shift);
+            return v;
+        }
+    }
+    c->bad = 1;
+    return 0;
+}
+
+static uint64_t rd_fixed(cursor_t *c, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n) {
+        c->bad = 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    memcpy(&v, c->p, n); /* little-endian */
+    c->p += n;
+    return v;
+}
+
+#define PE_OMIT 0xff
+
+/* A pointer in the DW_EH_PE encoding `enc`; `datarel` is the base of datarel values. */
+static uintptr_t rd_encoded(cursor_t *c, uint8_t enc, uintptr_t datarel)
+{
+    if (enc == PE_OMIT)
+        return 0;
+    uintptr_t at = (uintptr_t)c->p;
+    uint64_t v;
+    switch (enc & 0x0f) {
+    case 0x00: v = rd_fixed(c, 8); break;
+    case 0x01: v = rd_uleb(c); break;
+    case 0x02: v = rd_fixed(c, 2); break;
+    case 0x03: v = rd_fixed(c, 4); break;
+    case 0x04: v = rd_fixed(c, 8); break;
+    case 0x09: v = (uint64_t)rd_sleb(c); break;
+    case 0x0a: v = (uint64_t)(int64_t)(int16_t)rd_fixed(c, 2); break;
+    case 0x0b: v = (uint64_t)(int64_t)(int32_t)rd_fixed(c, 4); break;
+    case 0x0c: v = rd_fixed(c, 8); break;
+    default: c->bad = 1; return 0;
+    }
+    switch (enc & 0x70) {
+    case 0x00: break;
+    case 0x10: v += at; break;
+    case 0x30: v += datarel; break;
+    default: c->bad = 1; return 0; /* textrel, funcrel, aligned: not emitted on x86-64 Linux */
+    }
+    if (enc & 0x80) /* indirect: the value is where the pointer is stored */
+        c->bad = 1;  /* only personality routines use it, and they are skipped, not read */
+    return (uintptr_t)v;
+}
+
+/* ---- the call frame program ---- */
+
+typedef struct regrule {
+    uint8_t how; /* 0 same value, 1 at CFA + off, 2 at BP + off, 3 undefined, 4 beyond us */
+    int64_t off;
+} regrule_t;
+
+typedef struct frame_state {
+    int cfa_reg; /* REG_SP, REG_BP, or -1 for *(BP + cfa_off) */
+    int64_t cfa_off;
+    regrule_t bp, ra;
+} frame_state_t;
+
+typedef struct cie {
+    uint64_t code_align;
+    int64_t data_align;
+    uint64_t ra_reg;
+    uint8_t fde_enc;
+    int has_aug_data, signal;
+    const uint8_t *insns, *end;
+} cie_t;
+
+static int expr_is_breg_bp(cursor_t *c, size_t len, int64_t *off, int deref)
+{
+    const uint8_t *end = c->p + len;
+    if (len < 2 || end > c->end || *c->p != 0x76) /* DW_OP_breg6 */
+        return 0;
+    c->p++;
+    cursor_t e = {c->p, end, 0};
+    *off = rd_sleb(&e);
+    int ok = !e.bad && (deref ? (e.p + 1 == end && *e.p == 0x06) : e.p == end); /* DW_OP_deref */
+    c->p = end;
+    return ok;
+}
+
+static void set_reg(frame_state_t *fs, uint64_t reg, uint8_t how, int64_t off)
+{
+    if (reg == REG_BP) {
+        fs->bp.how = how;
+        fs->bp.off = off;
+    } else if (reg == REG_RA) {
+        fs->ra.how = how;
+        fs->ra.off = off;
+    }
+}
+
+/* Runs a CFA program until the row that covers `target` (locations < target apply). Returns 0,
+ * or -1 on anything this walker does not follow. */
+static int run_program(const cie_t *cie, cursor_t c, uintptr_t loc, uintptr_t target, frame_state_t *fs,
+                       const frame_state_t *initial)
+{
+    frame_state_t saved[REMEMBER_DEPTH];
+    int nsaved = 0;
+    while (c.p < c.end && !c.bad) {
+        uint8_t op = *c.p++, low = op & 0x3f;
+        uint64_t reg, delta = 0;
+        int64_t off;
+        switch (op >> 6) {
+        case 1: delta = low; goto advance;
+        case 2: set_reg(fs, low, 1, (int64_t)rd_uleb(&c) * cie->data_align); continue;
+        case 3: set_reg(fs, low, low == REG_BP ? initial->bp.how : initial->ra.how,
+                        low == REG_BP ? initial->bp.off : initial->ra.off); continue;
+        }
+        switch (op) {
+        case 0x00: break; /* nop */
+        case 0x01: loc = rd_encoded(&c, cie->fde_enc, 0); if (loc >= target) return 0; break;
+        case 0x02: delta = rd_fixed(&c, 1); goto advance;
+        case 0x03: delta = rd_fixed(&c, 2); goto advance;
+        case 0x04: delta = rd_fixed(&c, 4); goto advance;
+        case 0x05: reg = rd_uleb(&c); set_reg(fs, reg, 1, (int64_t)rd_uleb(&c) * cie->data_align); break;
+        case 0x06: reg = rd_uleb(&c);
+            if (reg == REG_BP) fs->bp = initial->bp;
+            else if (reg == REG_RA) fs->ra = initial->ra;
+            break;
+        case 0x07: set_reg(fs, rd_uleb(&c), 3, 0); break;
+        case 0x08: set_reg(fs, rd_uleb(&c), 0, 0); break;
+        case 0x09: reg = rd_uleb(&c); rd_uleb(&c); set_reg(fs, reg, 4, 0); break;
+        case 0x0a: if (nsaved == REMEMBER_DEPTH) return -1; saved[nsaved++] = *fs; break;
+        case 0x0b: if (!nsaved) return -1; *fs = saved[--nsaved]; break; /* the CFA too, as libgcc */
+        case 0x0c: fs->cfa_reg = (int)rd_uleb(&c); fs->cfa_off = (int64_t)rd_uleb(&c); break;
+        case 0x0d: fs->cfa_reg = (int)rd_uleb(&c); break;
+        case 0x0e: fs->cfa_off = (int64_t)rd_uleb(&c); break;
+        case 0x0f: { size_t len = rd_uleb(&c);
+            if (!expr_is_breg_bp(&c, len, &off, 1)) return -1;
+            fs->cfa_reg = -1; fs->cfa_off = off; break; }
+        case 0x10: { reg = rd_uleb(&c); size_t len = rd_uleb(&c);
+            if (reg == REG_BP) { if (!expr_is_breg_bp(&c, len, &off, 0)) return -1; set_reg(fs, reg, 2, off); }
+            else if (reg == REG_RA) return -1;
+            else c.p += len;
+            break; }
+        case 0x11: reg = rd_uleb(&c); set_reg(fs, reg, 1, rd_sleb(&c) * cie->data_align); break;
+        case 0x12: fs->cfa_reg = (int)rd_uleb(&c); fs->cfa_off = rd_sleb(&c) * cie->data_align; break;
+        case 0x13: fs->cfa_off = rd_sleb(&c) * cie->data_align; break;
+        case 0x14: reg = rd_uleb(&c); rd_uleb(&c); set_reg(fs, reg, 4, 0); break;
+        case 0x15: reg = rd_uleb(&c); rd_sleb(&c); set_reg(fs, reg, 4, 0); break;
+        case 0x16: { reg = rd_uleb(&c); size_t len = rd_uleb(&c); c.p += len; set_reg(fs, reg, 4, 0); break; }
+        case 0x2e: rd_uleb(&c); break; /* GNU_args_size */
+        case 0x2f: reg = rd_uleb(&c); set_reg(fs, reg, 1, -(int64_t)rd_uleb(&c) * cie->data_align); break;
+        default: return -1;
+        }
+        continue;
+    advance:
+        loc += delta * cie->code_align;
+        if (loc >= target)
+            return 0;
+    }
+    return c.bad || c.p > c.end ? -1 : 0;
+}
+
+static int parse_cie(const uint8_t *p, const uint8_t *limit, cie_t *cie)
+{
+    cursor_t c = {p, limit, 0};
+    uint64_t len = rd_fixed(&c, 4);
+    if (len == 0xffffffffu || len == 0)
+        return -1;
+    if ((uint64_t)(limit - c.p) < len)
+        return -1;
+    c.end = c.p + len;
+    if (rd_fixed(&c, 4) != 0) /* a CIE's id is 0 in .eh_frame */
+        return -1;
+    uint8_t version = (uint8_t)rd_fixed(&c, 1);
+    const char *aug = (const char *)c.p;
+    size_t alen = strnlen(aug, (size_t)(c.end - c.p));
+    if (c.p + alen >= c.end || (version != 1 && version != 3))
+        return -1;
+    c.p += alen + 1;
+    memset(cie, 0, sizeof *cie);
+    cie->code_align = rd_uleb(&c);
+    cie->data_align = rd_sleb(&c);
+    cie->ra_reg = version == 1 ? rd_fixed(&c, 1) : rd_uleb(&c);
+    cie->fde_enc = 0; /* absptr */
+    if (aug[0] == 'z') {
+        cie->has_aug_data = 1;
+        uint64_t dlen = rd_uleb(&c);
+        const uint8_t *dend = c.p + dlen;
+        for (const char *a = aug + 1; *a; a++) {
+            if (*a == 'L')
+                rd_fixed(&c, 1);
+            else if (*a == 'R')
+                cie->fde_enc = (uint8_t)rd_fixed(&c, 1);
+            else if (*a == 'P') {
+                uint8_t penc = (uint8_t)rd_fixed(&c, 1);
+                cursor_t skip = {c.p, c.end, 0};
+                rd_encoded(&skip, penc & 0x7f, 0); /* only its length matters */
+                if (skip.bad)
+                    return -1;
+                c.p = skip.p;
+            } else if (*a == 'S')
+                cie->signal = 1;
+            else
+                return -1;
+        }
+        if (c.bad || dend > c.end)
+            return -1;
+        c.p = dend;
+    } else if (aug[0]) {
+        return -1;
+    }
+    if (c.bad || cie->ra_reg != REG_RA || cie->code_align == 0)
+        return -1;
+    cie->insns = c.p;
+    cie->end = c.end;
+    return 0;
+}
+
+/* ---- finding the FDE ---- */
+
+typedef struct find {
+    uintptr_t pc;
+    const uint8_t *hdr; /* the object's .eh_frame_hdr */
+    uintptr_t hdr_end;  /* the end of its segment */
+} find_t;
+
+static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    find_t *f = arg;
+    const ElfW(Phdr) *eh = NULL;
+    int hit = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && f->pc >= lo && f->pc < lo + ph->p_memsz)
+            hit = 1;
+        else if (ph->p_type == PT_GNU_EH_FRAME)
+            eh = ph;
+    }
+    if (!hit)
+        return 0;
+    if (eh) {
+        f->hdr = (const uint8_t *)(info->dlpi_addr + eh->p_vaddr);
+        f->hdr_end = info->dlpi_addr + eh->p_vaddr + eh->p_memsz;
+    }
+    return 1;
+}
+
+/* The FDE covering `pc` through the object's sorted table; NULL when there is none. *fail is
+ * set when there is a table this walker cannot read. */
+static const uint8_t *find_fde(uintptr_t pc, int *fail)
+{
+    find_t f = {pc, NULL, 0};
+    if (!dl_iterate_phdr(find_object, &f) || !f.hdr)
+        return NULL; /* no object or no table: the unwinder stops here too */
+    const uint8_t *h = f.hdr;
+    cursor_t c = {h + 4, (const uint8_t *)f.hdr_end, 0};
+    if (h[0] != 1 || h[3] != 0x3b) { /* version 1, datarel sdata4 table */
+        *fail = 1;
+        return NULL;
+    }
+    rd_encoded(&c, h[1], (uintptr_t)h);
+    uint64_t count = rd_encoded(&c, h[2], (uintptr_t)h);
+    if (c.bad || (uint64_t)((const uint8_t *)f.hdr_end - c.p) / 8 < count) {
+        *fail = 1;
+        return NULL;
+    }
+    const int32_t *table = (const int32_t *)c.p;
+    uint64_t lo = 0, hi = count;
+    while (lo < hi) { /* the last entry whose start is <= pc */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)h + (intptr_t)table[2 * mid] <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo)
+        return NULL;
+    return h + table[2 * (lo - 1) + 1];
+}
+
+/* The rule of return address `ra` (the frame's pc is ra - 1, inside the call). */
+static rule_t compute_rule(uintptr_t ra)
+{
+    rule_t r = {ra, 0, 0, CFA_FAIL, BP_SAME};
+    uintptr_t pc = ra - 1;
+    int fail = 0;
+    const uint8_t *fde = find_fde(pc, &fail);
+    if (!fde) {
+        r.cfa_kind = fail ? CFA_FAIL : CFA_END;
+        return r;
+    }
+    cursor_t c = {fde, fde + 8, 0};
+    uint64_t len = rd_fixed(&c, 4);
+    if (len == 0 || len == 0xffffffffu)
+        return r;
+    c.end = fde + 4 + len;
+    const uint8_t *idp = c.p;
+    uint32_t cie_off = (uint32_t)rd_fixed(&c, 4);
+    cie_t cie;
+    if (!cie_off || parse_cie(idp - cie_off, idp, &cie) != 0)
+        return r;
+    if (cie.signal)
+        return r;
+    uintptr_t begin = rd_encoded(&c, cie.fde_enc, 0);
+    uintptr_t range = rd_encoded(&c, cie.fde_enc & 0x0f, 0);
+    if (c.bad)
+        return r;
+    if (pc < begin || pc >= begin + range) {
+        r.cfa_kind = CFA_END; /* a gap in the table: no rule, as the unwinder sees it */
+        return r;
+    }
+    if (cie.has_aug_data) {
+        uint64_t alen = rd_uleb(&c);
+        c.p += alen;
+    }
+    if (c.bad || c.p > c.end)
+        return r;
+    frame_state_t fs = {REG_SP, 8, {0, 0}, {0, 0}}, initial;
+    cursor_t ci = {cie.insns, cie.end, 0};
+    /* The CIE's initial rules (a target of 0 stops only at an advance, which a CIE does not hold). */
+    if (run_program(&cie, ci, 0, 0, &fs, &fs) != 0)
+        return r;
+    initial = fs;
+    if (run_program(&cie, c, begin, ra, &fs, &initial) != 0)
+        return r;
+    if (fs.ra.how == 3) {
+        r.cfa_kind = CFA_END;
+        return r;
+    }
+    if (fs.ra.how != 1 || fs.ra.off != -8 || fs.bp.how == 4 || fs.bp.off < INT16_MIN || fs.bp.off > INT16_MAX ||
+        fs.cfa_off < INT32_MIN || fs.cfa_off > INT32_MAX)
+        return r;
+    r.cfa_off = (int32_t)fs.cfa_off;
+    r.cfa_kind = fs.cfa_reg == REG_SP ? CFA_SP : fs.cfa_reg == REG_BP ? CFA_BP : fs.cfa_reg == -1 ? CFA_DEREF_BP : CFA_FAIL;
+    r.bp_kind = fs.bp.how == 1 ? BP_AT_CFA : fs.bp.how == 2 ? BP_AT_BP : BP_SAME;
+    r.bp_off = (int16_t)fs.bp.off;
+    return r;
+}
+
+/* ---- the walk ---- */
+
+typedef struct regs {
+    uintptr_t pc, sp, bp;
+} regs_t;
+
+/* The caller's return address, stack pointer after the return, and frame pointer. */
+void gm_unwind_regs(regs_t *r);
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        ".hidden gm_unwind_regs\n"
+        ".type gm_unwind_regs,@function\n"
+        "gm_unwind_regs:\n"
+        "  movq (%rsp), %rax\n"
+        "  movq %rax, 0(%rdi)\n"
+        "  leaq 8(%rsp), %rax\n"
+        "  movq %rax, 8(%rdi)\n"
+        "  movq %rbp, 16(%rdi)\n"
+        "  ret\n"
+        ".size gm_unwind_regs, .-gm_unwind_regs\n"
+        ".popsection\n");
+
+static inline int in_stack(const uw_thread_t *t, uintptr_t sp, uintptr_t addr)
+{
+    return addr >= sp && addr <= t->hi - 8 && !(addr & 7);
+}
+
+/* One frame up. 1: moved; 0: the stack ends here; -1: not followed. */
+__attribute__((no_sanitize("address"))) static int step(uw_thread_t *t, regs_t *r)
+{
+    rule_t *slot = &t->rules[(r->pc * 0x9E3779B97F4A7C15ull) >> (64 - NRULES_LOG2)];
+    if (likely(slot->pc == r->pc)) {
+        t->cached++;
+    } else {
+        *slot = compute_rule(r->pc);
+        t->computed++;
+    }
+    uintptr_t cfa;
+    switch (slot->cfa_kind) {
+    case CFA_SP: cfa = r->sp + (intptr_t)slot->cfa_off; break;
+    case CFA_BP: cfa = r->bp + (intptr_t)slot->cfa_off; break;
+    case CFA_DEREF_BP: {
+        uintptr_t at = r->bp + (intptr_t)slot->cfa_off;
+        if (!in_stack(t, r->sp, at))
+            return -1;
+        cfa = *(const uintptr_t *)at;
+        break;
+    }
+    case CFA_END: return 0;
+    default: return -1;
+    }
+    if (cfa <= r->sp || !in_stack(t, r->sp, cfa - 8))
+        return -1;
+    uintptr_t bp = r->bp;
+    if (slot->bp_kind != BP_SAME) {
+        uintptr_t at = (slot->bp_kind == BP_AT_CFA ? cfa : r->bp) + (intptr_t)slot->bp_off;
+        if (!in_stack(t, r->sp, at))
+            return -1;
+        bp = *(const uintptr_t *)at;
+    }
+    r->pc = *(const uintptr_t *)(cfa - 8);
+    r->sp = cfa;
+    r->bp = bp;
+    return 1;
+}
+
+__attribute__((noinline)) int unwind_backtrace(void **out, int max)
+{
+    uw_thread_t *t = uw_thread();
+    if (!t || t->usable != 1 || max <= 0)
+        return -1;
+    regs_t r;
+    gm_unwind_regs(&r);
+    if (r.sp < t->lo || r.sp >= t->hi)
+        return -1; /* on another stack (a signal stack, a coroutine's): bounds unknown */
+    /* Our own frame first: backtrace() starts at its caller's. */
+    if (step(t, &r) != 1)
+        return -1;
+    int n = 0;
+    while (n < max) {
+        if (!r.pc)
+            break;
+        out[n++] = (void *)r.pc;
+        int s = step(t, &r);
+        if (s < 0)
+            return -1;
+        if (s == 0)
+            break;
+    }
+    return n;
+}
+
+void unwind_counts(unsigned long long *cached, unsigned long long *computed)
+{
+    uw_thread_t *t = self_uw;
+    *cached = t ? t->cached : 0;
+    *computed = t ? t->computed : 0;
+}
+
+#else /* not x86-64 Linux: backtrace() does it all */
+
+int unwind_backtrace(void **out, int max)
+{
+    (void)out;
+    (void)max;
+    return -1;
+}
+
+void unwind_counts(unsigned long long *cached, unsigned long long *computed)
+{
+    *cached = *computed = 0;
+}
+
+#endif

@@ -1,0 +1,212 @@
+/* The cached stack walker (shim/unwind.c) against backtrace(): the same return addresses for
+ * frames without frame pointers, with alloca, with a realigned stack, through libc and on a new
+ * thread, and a second walk of a stack that computes no rule; -1 where it cannot know. */
+#include "suites.h"
+#include "unwind.h"
+
+#include <alloca.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#define MAXF 64
+
+typedef struct walk {
+    void *bt[MAXF], *uw[MAXF];
+    int nbt, nuw;
+} walk_t;
+
+/* Both walks from one function: their first entries are the two calls' return addresses. */
+static void __attribute__((noinline)) take(walk_t *w)
+{
+    w->nbt = backtrace(w->bt, MAXF);
+    w->nuw = unwind_backtrace(w->uw, MAXF);
+    __asm__ volatile("" ::: "memory");
+}
+
+static void check_same(const walk_t *w, const char *what)
+{
+    ck_assert_msg(w->nuw > 0, "%s: the walker gave %d (backtrace %d frames)", what, w->nuw, w->nbt);
+    ck_assert_msg(w->nuw == w->nbt, "%s: %d frames against backtrace's %d", what, w->nuw, w->nbt);
+    uintptr_t d = (uintptr_t)w->uw[0] - (uintptr_t)w->bt[0];
+    ck_assert_msg(d > 0 && d < 64, "%s: the first frames are %p and %p, not one function's two calls", what,
+                  w->uw[0], w->bt[0]);
+    for (int i = 1; i < w->nbt; i++)
+        ck_assert_msg(w->uw[i] == w->bt[i], "%s: frame %d is %p, backtrace has %p", what, i, w->uw[i], w->bt[i]);
+}
+
+#define NOFP __attribute__((noinline, optimize("omit-frame-pointer")))
+
+static volatile int sink;
+
+static int NOFP plain(walk_t *w, int depth)
+{
+    volatile char pad[24 + 8 * (depth % 5)];
+    pad[0] = (char)depth;
+    if (depth == 0)
+        take(w);
+    else
+        sink += plain(w, depth - 1);
+    return pad[0];
+}
+
+static int NOFP with_alloca(walk_t *w, int n)
+{
+    volatile char *p = alloca((size_t)n);
+    p[0] = 1;
+    if (n > 64)
+        sink += with_alloca(w, n / 2);
+    else
+        take(w);
+    return p[0];
+}
+
+static int NOFP realigned(walk_t *w, int depth)
+{
+    char buf[96] __attribute__((aligned(64)));
+    memset(buf, depth, sizeof buf);
+    __asm__ volatile("" : : "r"(buf) : "memory");
+    if (depth == 0)
+        take(w);
+    else
+        sink += realigned(w, depth - 1);
+    return buf[depth % 96];
+}
+
+static walk_t *cmp_walk;
+static int cmp_calls;
+
+static int cmp_take(const void *a, const void *b)
+{
+    if (cmp_calls++ == 0)
+        take(cmp_walk);
+    return *(const int *)a - *(const int *)b;
+}
+
+START_TEST(test_frames_without_frame_pointers_match_backtrace)
+{
+    for (int depth = 0; depth < 40; depth += 7) {
+        walk_t w;
+        plain(&w, depth);
+        char what[64];
+        snprintf(what, sizeof what, "%d frames without frame pointers", depth + 1);
+        check_same(&w, what);
+    }
+}
+END_TEST
+
+START_TEST(test_frames_with_alloca_match_backtrace)
+{
+    walk_t w;
+    with_alloca(&w, 4096);
+    check_same(&w, "alloca frames");
+}
+END_TEST
+
+START_TEST(test_a_realigned_stack_matches_backtrace_or_falls_back)
+{
+    walk_t w;
+    realigned(&w, 3);
+    if (w.nuw == -1) /* a rule beyond the walker: backtrace() serves, which is correct */
+        return;
+    check_same(&w, "realigned frames");
+}
+END_TEST
+
+START_TEST(test_frames_through_libc_match_backtrace)
+{
+    walk_t w;
+    int v[8] = {5, 3, 7, 1, 8, 2, 6, 4};
+    cmp_walk = &w;
+    cmp_calls = 0;
+    qsort(v, 8, sizeof *v, cmp_take);
+    check_same(&w, "a qsort comparator's frames");
+}
+END_TEST
+
+static void *thread_walk(void *arg)
+{
+    plain(arg, 5);
+    return NULL;
+}
+
+START_TEST(test_a_new_threads_stack_matches_backtrace_to_its_end)
+{
+    walk_t w;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, thread_walk, &w), 0);
+    pthread_join(t, NULL);
+    check_same(&w, "a new thread's frames");
+}
+END_TEST
+
+START_TEST(test_a_repeated_stack_computes_no_rule)
+{
+    walk_t w;
+    unsigned long long c0, r0, c1, r1;
+    for (volatile int i = 0; i < 2; i++) { /* one call site, so one stack (volatile: not peeled) */
+        unwind_counts(&c0, &r0);
+        plain(&w, 12);
+    }
+    unwind_counts(&c1, &r1);
+    check_same(&w, "the second walk");
+    ck_assert_msg(r1 == r0, "the second walk of one stack computed %llu rules", r1 - r0);
+    ck_assert_msg(c1 - c0 >= (unsigned long long)w.nuw, "the second walk read %llu cached rules for %d frames",
+                  c1 - c0, w.nuw);
+}
+END_TEST
+
+START_TEST(test_a_short_buffer_gets_the_innermost_frames)
+{
+    walk_t w;
+    plain(&w, 20);
+    void *few[4];
+    int n = unwind_backtrace(few, 4);
+    ck_assert_int_eq(n, 4);
+    check_same(&w, "the full walk");
+}
+END_TEST
+
+static walk_t ctx_walk;
+static ucontext_t ctx_main, ctx_other;
+
+static void on_other_stack(void)
+{
+    take(&ctx_walk);
+}
+
+START_TEST(test_a_stack_of_unknown_bounds_falls_back)
+{
+    size_t size = 256 * 1024;
+    char *stack = malloc(size);
+    ck_assert_ptr_nonnull(stack);
+    getcontext(&ctx_other);
+    ctx_other.uc_stack.ss_sp = stack;
+    ctx_other.uc_stack.ss_size = size;
+    ctx_other.uc_link = &ctx_main;
+    makecontext(&ctx_other, on_other_stack, 0);
+    ck_assert_int_eq(swapcontext(&ctx_main, &ctx_other), 0);
+    free(stack);
+    ck_assert_msg(ctx_walk.nuw == -1, "a walk on a heap stack gave %d frames, not the fallback", ctx_walk.nuw);
+}
+END_TEST
+
+Suite *unwind_suite(void)
+{
+    Suite *s = suite_create("unwind");
+    TCase *tc = tcase_create("walk");
+    tcase_add_test(tc, test_frames_without_frame_pointers_match_backtrace);
+    tcase_add_test(tc, test_frames_with_alloca_match_backtrace);
+    tcase_add_test(tc, test_a_realigned_stack_matches_backtrace_or_falls_back);
+    tcase_add_test(tc, test_frames_through_libc_match_backtrace);
+    tcase_add_test(tc, test_a_new_threads_stack_matches_backtrace_to_its_end);
+    tcase_add_test(tc, test_a_repeated_stack_computes_no_rule);
+    tcase_add_test(tc, test_a_short_buffer_gets_the_innermost_frames);
+    tcase_add_test(tc, test_a_stack_of_unknown_bounds_falls_back);
+    suite_add_tcase(s, tc);
+    return s;
+}
