@@ -2,7 +2,7 @@
 # environment selects (PyTorch's cache; PYTORCH_NO_CUDA_MEMORY_CACHING=1; either under gmshim).
 # Prints one JSON object: step times per block of steps (median and spread), peak memory as
 # PyTorch and gmshim see it, and gmshim's reuse-ordering figures.
-#   python3 bench/p2_torch.py resnet50|gpt2|empty [--blocks 6] [--block-steps 5] [--device N]
+#   python3 bench/p2_torch.py resnet50|gpt2|vit|empty [--blocks 6] [--block-steps 5] [--device N]
 # --device N: torch.cuda.set_device(N) first and everything on cuda:N (a torchrun rank's view when
 # every GPU is visible).
 import argparse, json, os, sys, time
@@ -12,7 +12,7 @@ import gmshim_stats
 import torch
 
 ap = argparse.ArgumentParser()
-ap.add_argument("workload", choices=["resnet50", "gpt2", "empty"])
+ap.add_argument("workload", choices=["resnet50", "gpt2", "vit", "empty"])
 ap.add_argument("--blocks", type=int, default=6)
 ap.add_argument("--block-steps", type=int, default=5)
 ap.add_argument("--warmup", type=int, default=5)
@@ -52,10 +52,14 @@ if args.workload == "empty":
         times.append((time.perf_counter() - t0) / n * 1e6)
     out.update({"empty_del_us": median(times), "min_us": min(times), "max_us": max(times)})
 else:
-    if args.workload == "resnet50":
+    if args.workload in ("resnet50", "vit"):
         import torchvision
-        model = torchvision.models.resnet50(weights=None).to(dev)
-        batch = args.batch or 128
+        if args.workload == "resnet50":
+            model = torchvision.models.resnet50(weights=None).to(dev)
+            batch = args.batch or 128
+        else:  # ViT-B/16: bound by the CPU's kernel launches at this batch
+            model = torchvision.models.vit_b_16(weights=None).to(dev)
+            batch = args.batch or 64
         x = torch.randn(batch, 3, 224, 224, device=dev)
         y = torch.randint(0, 1000, (batch,), device=dev)
 
