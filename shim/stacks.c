@@ -254,10 +254,27 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
             return qs->id;
     }
     void *raw[MAX_NATIVE + 8 + MAX_SKIPPED];
-    int want = native_depth + 8 + (skip_fn ? MAX_SKIPPED : 0), got = 0;
+    int want = native_depth + 8 + (skip_fn ? MAX_SKIPPED : 0), got = 0, memo = 0;
+    uint64_t pykey = 0x3c6ef372fe94f82bull;
+    for (int i = 0; i < npy; i++)
+        pykey = mix(pykey, py[i].code ^ ((uint64_t)(uint32_t)py[i].addr << 40));
     if (native_depth) {
-        /* The cached walk gives backtrace()'s frames; it declines what it cannot follow. */
-        got = use_tables ? unwind_backtrace(raw, want) : -1;
+        /* The table walk gives backtrace()'s frames, or declines. Remembered: a stack walked
+         * before with the same Python frames and skip gives that walk's site at once. */
+        if (use_tables) {
+            uint32_t known;
+            got = unwind_backtrace_memo(raw, want, mix(pykey, (uintptr_t)skip_fn) | 1, &known);
+            if (got == -2) {
+                if (qs && known) {
+                    qs->key = quick;
+                    qs->id = known;
+                }
+                return known;
+            }
+            memo = got >= 0;
+        } else {
+            got = -1;
+        }
         if (got < 0)
             got = backtrace(raw, want);
     }
@@ -273,8 +290,7 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
     uint64_t key = 0x2545F4914F6CDD1Dull;
     for (int i = 0; i < n; i++)
         key = mix(key, (uintptr_t)raw[skip + i]);
-    for (int i = 0; i < npy; i++)
-        key = mix(key, py[i].code ^ ((uint64_t)(uint32_t)py[i].addr << 40));
+    key = mix(key, pykey);
     key = mix(key, (uint64_t)n << 32 | (uint32_t)npy) | 1;
     slot_t *s = tcache_slot(key);
     uint32_t id;
@@ -291,6 +307,8 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
         qs->key = quick;
         qs->id = id;
     }
+    if (memo && id)
+        unwind_remember(id);
     return id;
 }
 

@@ -7,6 +7,7 @@
 #include "common.h"
 
 #include <link.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,10 +34,37 @@ typedef struct rule {
 #define NRULES (1u << NRULES_LOG2)
 #define REMEMBER_DEPTH 8
 
+/* A walk remembered: where it started, every word it read and what it read there. The walk is a
+ * function of its start and of those words alone, so when they all still hold, walking again
+ * would give the same frames: the caller's value for them (a site id) stands. Words are kept by
+ * their offset from the start, in 8-byte units. Sets of a few ways, since different sites often
+ * start at the same stack pointer. */
+#define MEMO_SETS_LOG2 4
+#define MEMO_SETS (1u << MEMO_SETS_LOG2)
+#define MEMO_WAYS 4
+#define MEMO_LOADS 136 /* two words a frame (return address, saved frame pointer) for 64 frames */
+
+typedef struct memo {
+    uintptr_t sp, bp;
+    uint64_t ctx;
+    uint32_t value;
+    int16_t max, nloads; /* nloads -1: nothing filed */
+    uint16_t off[MEMO_LOADS];
+    uintptr_t word[MEMO_LOADS];
+} memo_t;
+
+typedef struct memo_set {
+    memo_t way[MEMO_WAYS];
+    uint8_t mru, victim;
+} memo_set_t;
+
 typedef struct uw_thread {
     uintptr_t lo, hi; /* the thread's stack */
     int usable;       /* 1 bounds known, -1 unknown (every walk is -1) */
-    unsigned long long cached, computed;
+    int recording;    /* the walk under way notes its loads in `rec` */
+    unsigned long long cached, computed, remembered;
+    memo_t rec;       /* the last walk, until unwind_remember files it */
+    memo_set_t memo[MEMO_SETS];
     rule_t rules[NRULES];
 } uw_thread_t;
 
@@ -69,6 +97,10 @@ static uw_thread_t *uw_thread(void)
     void *addr;
     size_t size;
     t->usable = -1;
+    t->rec.nloads = -1;
+    for (unsigned i = 0; i < MEMO_SETS; i++)
+        for (int w = 0; w < MEMO_WAYS; w++)
+            t->memo[i].way[w].nloads = -1;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size) {
             t->lo = (uintptr_t)addr;
@@ -481,6 +513,23 @@ static inline int in_stack(const uw_thread_t *t, uintptr_t sp, uintptr_t addr)
     return addr >= sp && addr <= t->hi - 8 && !(addr & 7);
 }
 
+/* A word of the stack, noted when the walk is being recorded. */
+__attribute__((no_sanitize("address"))) static inline uintptr_t load(uw_thread_t *t, uintptr_t at)
+{
+    uintptr_t w = *(const uintptr_t *)at;
+    if (t->recording) {
+        memo_t *m = &t->rec;
+        uintptr_t off = (at - m->sp) / 8; /* at >= sp: in_stack checked it */
+        if (m->nloads >= 0 && m->nloads < MEMO_LOADS && off <= UINT16_MAX) {
+            m->off[m->nloads] = (uint16_t)off;
+            m->word[m->nloads++] = w;
+        } else {
+            m->nloads = -1; /* too long or too far to remember */
+        }
+    }
+    return w;
+}
+
 /* One frame up. 1: moved; 0: the stack ends here; -1: not followed. */
 __attribute__((no_sanitize("address"))) static int step(uw_thread_t *t, regs_t *r)
 {
@@ -499,7 +548,7 @@ __attribute__((no_sanitize("address"))) static int step(uw_thread_t *t, regs_t *
         uintptr_t at = r->bp + (intptr_t)slot->cfa_off;
         if (!in_stack(t, r->sp, at))
             return -1;
-        cfa = *(const uintptr_t *)at;
+        cfa = load(t, at);
         break;
     }
     case CFA_END: return 0;
@@ -512,32 +561,23 @@ __attribute__((no_sanitize("address"))) static int step(uw_thread_t *t, regs_t *
         uintptr_t at = (slot->bp_kind == BP_AT_CFA ? cfa : r->bp) + (intptr_t)slot->bp_off;
         if (!in_stack(t, r->sp, at))
             return -1;
-        bp = *(const uintptr_t *)at;
+        bp = load(t, at);
     }
-    r->pc = *(const uintptr_t *)(cfa - 8);
+    r->pc = load(t, cfa - 8);
     r->sp = cfa;
     r->bp = bp;
     return 1;
 }
 
-__attribute__((noinline)) int unwind_backtrace(void **out, int max)
+/* From the state after our own frame: the frames, as backtrace() gives them. */
+static int walk(uw_thread_t *t, regs_t *r, void **out, int max)
 {
-    uw_thread_t *t = uw_thread();
-    if (!t || t->usable != 1 || max <= 0)
-        return -1;
-    regs_t r;
-    gm_unwind_regs(&r);
-    if (r.sp < t->lo || r.sp >= t->hi)
-        return -1; /* on another stack (a signal stack, a coroutine's): bounds unknown */
-    /* Our own frame first: backtrace() starts at its caller's. */
-    if (step(t, &r) != 1)
-        return -1;
     int n = 0;
     while (n < max) {
-        if (!r.pc)
+        if (!r->pc)
             break;
-        out[n++] = (void *)r.pc;
-        int s = step(t, &r);
+        out[n++] = (void *)r->pc;
+        int s = step(t, r);
         if (s < 0)
             return -1;
         if (s == 0)
@@ -546,11 +586,98 @@ __attribute__((noinline)) int unwind_backtrace(void **out, int max)
     return n;
 }
 
-void unwind_counts(unsigned long long *cached, unsigned long long *computed)
+static uw_thread_t *usable_thread(const regs_t *r, int max)
+{
+    uw_thread_t *t = uw_thread();
+    if (!t || t->usable != 1 || max <= 0)
+        return NULL;
+    if (r->sp < t->lo || r->sp >= t->hi)
+        return NULL; /* on another stack (a signal stack, a coroutine's): bounds unknown */
+    return t;
+}
+
+__attribute__((noinline)) int unwind_backtrace(void **out, int max)
+{
+    regs_t r;
+    gm_unwind_regs(&r);
+    uw_thread_t *t = usable_thread(&r, max);
+    /* Our own frame first: backtrace() starts at its caller's. */
+    if (!t || step(t, &r) != 1)
+        return -1;
+    return walk(t, &r, out, max);
+}
+
+static memo_set_t *memo_set(uw_thread_t *t, uintptr_t sp, uint64_t ctx)
+{
+    return &t->memo[((sp ^ ctx) * 0x9E3779B97F4A7C15ull) >> (64 - MEMO_SETS_LOG2)];
+}
+
+/* Whether memo m holds for the stack from sp. */
+__attribute__((no_sanitize("address"))) static int memo_holds(const memo_t *m, const regs_t *r, uint64_t ctx,
+                                                            int max)
+{
+    if (m->nloads < 0 || m->sp != r->sp || m->bp != r->bp || m->ctx != ctx || m->max != max)
+        return 0;
+    const uintptr_t *base = (const uintptr_t *)r->sp;
+    for (int i = 0; i < m->nloads; i++)
+        if (base[m->off[i]] != m->word[i])
+            return 0;
+    return 1;
+}
+
+__attribute__((noinline)) int unwind_backtrace_memo(void **out, int max, uint64_t ctx, uint32_t *value)
+{
+    regs_t r;
+    gm_unwind_regs(&r);
+    uw_thread_t *t = usable_thread(&r, max);
+    if (!t || max > INT16_MAX)
+        return -1;
+    memo_set_t *set = memo_set(t, r.sp, ctx);
+    for (int k = 0; k < MEMO_WAYS; k++) {
+        int w = (set->mru + k) % MEMO_WAYS; /* the way that answered last, first */
+        if (memo_holds(&set->way[w], &r, ctx, max)) {
+            set->mru = (uint8_t)w;
+            t->remembered++;
+            *value = set->way[w].value;
+            return -2;
+        }
+    }
+    t->rec.sp = r.sp;
+    t->rec.bp = r.bp;
+    t->rec.ctx = ctx;
+    t->rec.max = (int16_t)max;
+    t->rec.nloads = 0;
+    t->recording = 1;
+    int n = step(t, &r) == 1 ? walk(t, &r, out, max) : -1;
+    t->recording = 0;
+    if (n < 0)
+        t->rec.nloads = -1;
+    return n;
+}
+
+void unwind_remember(uint32_t value)
+{
+    uw_thread_t *t = self_uw;
+    if (!t || t->rec.nloads < 0)
+        return;
+    memo_set_t *set = memo_set(t, t->rec.sp, t->rec.ctx);
+    int w = set->victim;
+    set->victim = (uint8_t)((w + 1) % MEMO_WAYS);
+    set->mru = (uint8_t)w;
+    memo_t *m = &set->way[w];
+    size_t n = (size_t)t->rec.nloads;
+    memcpy(m, &t->rec, offsetof(memo_t, off) + n * sizeof m->off[0]);
+    memcpy(m->word, t->rec.word, n * sizeof m->word[0]);
+    m->value = value;
+    t->rec.nloads = -1;
+}
+
+void unwind_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
 {
     uw_thread_t *t = self_uw;
     *cached = t ? t->cached : 0;
     *computed = t ? t->computed : 0;
+    *remembered = t ? t->remembered : 0;
 }
 
 #else /* not x86-64 Linux: backtrace() does it all */
@@ -562,9 +689,23 @@ int unwind_backtrace(void **out, int max)
     return -1;
 }
 
-void unwind_counts(unsigned long long *cached, unsigned long long *computed)
+int unwind_backtrace_memo(void **out, int max, uint64_t ctx, uint32_t *value)
 {
-    *cached = *computed = 0;
+    (void)out;
+    (void)max;
+    (void)ctx;
+    (void)value;
+    return -1;
+}
+
+void unwind_remember(uint32_t value)
+{
+    (void)value;
+}
+
+void unwind_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
+{
+    *cached = *computed = *remembered = 0;
 }
 
 #endif

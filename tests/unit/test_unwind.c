@@ -1,6 +1,7 @@
 /* The cached stack walker (shim/unwind.c) against backtrace(): the same return addresses for
  * frames without frame pointers, with alloca, with a realigned stack, through libc and on a new
- * thread, and a second walk of a stack that computes no rule; -1 where it cannot know. */
+ * thread, and a second walk of a stack that computes no rule; -1 where it cannot know; a walk
+ * remembered answers only for the same stack and context. */
 #include "suites.h"
 #include "unwind.h"
 
@@ -147,12 +148,12 @@ END_TEST
 START_TEST(test_a_repeated_stack_computes_no_rule)
 {
     walk_t w;
-    unsigned long long c0, r0, c1, r1;
+    unsigned long long c0, r0, c1, r1, m;
     for (volatile int i = 0; i < 2; i++) { /* one call site, so one stack (volatile: not peeled) */
-        unwind_counts(&c0, &r0);
+        unwind_counts(&c0, &r0, &m);
         plain(&w, 12);
     }
-    unwind_counts(&c1, &r1);
+    unwind_counts(&c1, &r1, &m);
     check_same(&w, "the second walk");
     ck_assert_msg(r1 == r0, "the second walk of one stack computed %llu rules", r1 - r0);
     ck_assert_msg(c1 - c0 >= (unsigned long long)w.nuw, "the second walk read %llu cached rules for %d frames",
@@ -195,6 +196,72 @@ START_TEST(test_a_stack_of_unknown_bounds_falls_back)
 }
 END_TEST
 
+typedef struct probe {
+    void *f[MAXF];
+    int n;
+    uint32_t value;
+} probe_t;
+
+static void __attribute__((noinline)) memo_probe(probe_t *p, uint64_t ctx)
+{
+    p->n = unwind_backtrace_memo(p->f, MAXF, ctx, &p->value);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Two calls from one function: the same stack pointer, different return addresses. */
+static void NOFP two_sites(probe_t *a, probe_t *b, uint64_t ctx)
+{
+    memo_probe(a, ctx);
+    memo_probe(b, ctx);
+}
+
+static void NOFP repeat_site(probe_t *p, int times, uint64_t ctx)
+{
+    for (volatile int i = 0; i < times; i++) {
+        memo_probe(p, ctx);
+        if (p->n >= 0)
+            unwind_remember(4242);
+    }
+}
+
+START_TEST(test_a_remembered_walk_answers_without_walking)
+{
+    probe_t p;
+    unsigned long long c0, r0, m0, c1, r1, m1;
+    unwind_counts(&c0, &r0, &m0);
+    repeat_site(&p, 4, 7); /* one walk, then three of the same stack */
+    unwind_counts(&c1, &r1, &m1);
+    ck_assert_msg(p.n == -2 && p.value == 4242, "a walk of the same stack gave %d (value %u), not the memory", p.n,
+                  p.value);
+    ck_assert_msg(m1 - m0 == 3, "three walks of one stack: %llu answered from memory", m1 - m0);
+}
+END_TEST
+
+START_TEST(test_a_stack_that_differs_in_one_word_is_walked_again)
+{
+    probe_t a, b;
+    two_sites(&a, &b, 9); /* nothing remembered yet: both walk */
+    ck_assert_msg(a.n > 0 && b.n > 0, "the walks gave %d and %d", a.n, b.n);
+    unwind_remember(1); /* files b's walk */
+    two_sites(&a, &b, 9);
+    ck_assert_msg(a.n > 0, "a's stack (another return address at the same stack pointer) was answered from b's memory");
+    ck_assert_msg(b.n == -2 || b.n > 0, "b gave %d", b.n);
+    walk_t w;
+    plain(&w, 3);
+    check_same(&w, "a walk after the memory was asked");
+}
+END_TEST
+
+START_TEST(test_a_remembered_walk_is_kept_apart_by_its_context)
+{
+    probe_t p;
+    repeat_site(&p, 2, 11);
+    ck_assert_int_eq(p.n, -2);
+    repeat_site(&p, 1, 12);
+    ck_assert_msg(p.n > 0, "another context was answered from memory (%d)", p.n);
+}
+END_TEST
+
 Suite *unwind_suite(void)
 {
     Suite *s = suite_create("unwind");
@@ -207,6 +274,9 @@ Suite *unwind_suite(void)
     tcase_add_test(tc, test_a_repeated_stack_computes_no_rule);
     tcase_add_test(tc, test_a_short_buffer_gets_the_innermost_frames);
     tcase_add_test(tc, test_a_stack_of_unknown_bounds_falls_back);
+    tcase_add_test(tc, test_a_remembered_walk_answers_without_walking);
+    tcase_add_test(tc, test_a_stack_that_differs_in_one_word_is_walked_again);
+    tcase_add_test(tc, test_a_remembered_walk_is_kept_apart_by_its_context);
     suite_add_tcase(s, tc);
     return s;
 }
