@@ -395,12 +395,17 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* The FDE covering `pc` through the object's sorted table; NULL when there is none. *fail is
- * set when there is a table this walker cannot read. */
+ * set when backtrace() might know more: a table this walker cannot read, or a pc in no loaded
+ * object (a JIT's code, which it may have registered with libgcc). */
 static const uint8_t *find_fde(uintptr_t pc, int *fail)
 {
     find_t f = {pc, NULL, 0};
-    if (!dl_iterate_phdr(find_object, &f) || !f.hdr)
-        return NULL; /* no object or no table: the unwinder stops here too */
+    if (!dl_iterate_phdr(find_object, &f)) {
+        *fail = 1; /* no loaded object: code made at run time, whose frames only libgcc may know */
+        return NULL;
+    }
+    if (!f.hdr)
+        return NULL; /* an object without a table: the unwinder stops here too */
     const uint8_t *h = f.hdr;
     cursor_t c = {h + 4, (const uint8_t *)f.hdr_end, 0};
     if (h[0] != 1 || h[3] != 0x3b) { /* version 1, datarel sdata4 table */

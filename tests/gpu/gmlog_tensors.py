@@ -3,6 +3,9 @@ tensor records (GMLOG_T_*, common/gmlog.h), names the Python line of the sites t
 live bytes, and writes the TraceEntry stream as a fixture for tests/unit/test_torchev.c.
 
   gmlog_tensors.py LOG                 counts: t_alloc=.. t_free_requested=.. ...
+  gmlog_tensors.py LOG --until MARK    the same, of the records before the mark labelled MARK (the
+                                       moment a program read PyTorch's statistics; frees at its
+                                       exit come after)
   gmlog_tensors.py LOG --live          + the three sites holding the most live tensor bytes
   gmlog_tensors.py LOG --fixture OUT   + OUT: one event a line, "action device addr size stream pool"
 """
@@ -13,7 +16,7 @@ import sys
 CHUNK_MAGIC = 0x4B434D47
 NAMES = {24: "alloc", 25: "free_requested", 26: "free_completed", 27: "segment_alloc",
          28: "segment_free", 29: "segment_map", 30: "segment_unmap", 31: "oom"}
-T_SITE, T_STRING, T_CLOCK = 12, 13, 16
+T_MARK, T_SITE, T_STRING, T_CLOCK = 10, 12, 13, 16
 
 
 def records(path):
@@ -40,7 +43,17 @@ def records(path):
 
 def main():
     recs = records(sys.argv[1])
-    counts = collections.Counter(NAMES[r[2]] for r in recs if r[2] in NAMES)
+    counted = recs
+    if "--until" in sys.argv:
+        label = sys.argv[sys.argv.index("--until") + 1].encode()
+        for i, (_t, _tid, rtype, _dev, body) in enumerate(recs):
+            if rtype == T_MARK and body[16:16 + struct.unpack_from("<I", body, 12)[0]] == label:
+                counted = recs[:i]
+                break
+        else:
+            print(f"no mark {label.decode()!r} in the log", file=sys.stderr)
+            sys.exit(2)
+    counts = collections.Counter(NAMES[r[2]] for r in counted if r[2] in NAMES)
     print(" ".join(f"t_{n}={counts.get(n, 0)}" for n in NAMES.values()))
     if "--live" in sys.argv:
         strings, sites, live = {}, {}, {}
