@@ -40,8 +40,10 @@ typedef struct tcache {
 static __thread tcache_t *tcache __attribute__((tls_model("initial-exec")));
 static pthread_key_t tcache_key;
 
+/* At thread exit; a later key's destructor that allocates on this thread starts afresh. */
 static void tcache_free(void *p)
 {
+    tcache = NULL;
     free(p);
 }
 

@@ -73,8 +73,11 @@ static pthread_key_t uw_key;
 static pthread_once_t uw_once = PTHREAD_ONCE_INIT;
 static int uw_key_ok;
 
+/* At thread exit. A later destructor of another key may still call a hook on this thread: it
+ * then starts afresh instead of reading freed memory. */
 static void uw_free(void *p)
 {
+    self_uw = NULL;
     free(p);
 }
 

@@ -101,6 +101,30 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A key destructor that allocates after gmshim's own per-thread state was freed at thread exit:
+ * the run ends cleanly (and, under ASan, reads no freed memory). */
+START_TEST(test_an_allocation_after_the_threads_own_state_is_gone_runs)
+{
+    char log[512], logenv[600];
+    snprintf(log, sizeof log, "%s/exit.gmlog", temp_dir());
+    unlink(log);
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    const char *env[] = {"FAKECUDA_MEM=1G", logenv, NULL};
+    char *out = NULL, prog[4096];
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/thread_exit_alloc"));
+    /* Under valgrind where there is one (and no sanitizer runtime is preloaded): a read of freed
+     * memory fails the run even where it would not crash. */
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    int grind = access("/usr/bin/valgrind", X_OK) == 0 && !(san && *san);
+    const char *with[] = {"/usr/bin/valgrind", "-q", "--error-exitcode=9", prog, NULL};
+    const char *plain[] = {prog, NULL};
+    int rc = run_program(grind ? with : plain, env, 1, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "ok"), "thread_exit_alloc exited %d:\n%s", rc, out);
+    free(out);
+    unlink(log);
+}
+END_TEST
+
 /* The sites a log holds, as sorted "native=[...] python=[...]" texts (ids and times left out: a
  * threaded program meets its sites in another order each run). */
 static char *site_texts(const char *log)
@@ -184,6 +208,7 @@ Suite *stacks_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_stack_depth_of_two_to_the_31_or_more_warns_and_the_log_reads);
     tcase_add_test(tc, test_the_table_walk_logs_the_sites_backtrace_logs);
+    tcase_add_test(tc, test_an_allocation_after_the_threads_own_state_is_gone_runs);
     suite_add_tcase(s, tc);
     return s;
 }
