@@ -1,4 +1,4 @@
-/* Call-site capture and interning. The hit path: the native frames (unwind.c's cached walk, else
+/* Call-site capture and interning. The hit path: the native frames (stackwalk.c's cached walk, else
  * backtrace()), Python frames, one hash, and a per-thread cache lookup. A miss takes the global lock, resolves names (modules, code objects),
  * and writes the site (and any new string or module) to the log once. */
 #include "stacks.h"
@@ -7,7 +7,7 @@
 #include "modules.h"
 #include "options.h"
 #include "pyframes.h"
-#include "unwind.h"
+#include "stackwalk.h"
 
 #include <execinfo.h>
 #include <pthread.h>
@@ -265,7 +265,7 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
          * before with the same Python frames and skip gives that walk's site at once. */
         if (use_tables) {
             uint32_t known;
-            got = unwind_backtrace_memo(raw, want, mix(pykey, (uintptr_t)skip_fn) | 1, &known);
+            got = stackwalk_backtrace_memo(raw, want, mix(pykey, (uintptr_t)skip_fn) | 1, &known);
             if (got == -2) {
                 if (qs && known) {
                     qs->key = quick;
@@ -310,7 +310,7 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
         qs->id = id;
     }
     if (memo && id)
-        unwind_remember(id);
+        stackwalk_remember(id);
     return id;
 }
 

@@ -31,7 +31,7 @@ Suite *logkeep_suite(void);
 Suite *logring_suite(void);
 Suite *checkpoint_suite(void);
 Suite *stacks_suite(void);
-Suite *unwind_suite(void);
+Suite *stackwalk_suite(void);
 Suite *pyframes_suite(void);
 Suite *modules_suite(void);
 Suite *objects_suite(void);

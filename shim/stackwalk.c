@@ -3,7 +3,7 @@
  * frame pointer was saved. A repeated stack then costs a cache probe and two loads per frame.
  * It must never read outside the thread's own stack and never guess: any frame whose rule it does
  * not follow exactly makes the whole walk -1, and the caller uses backtrace(). */
-#include "unwind.h"
+#include "stackwalk.h"
 #include "common.h"
 
 #include <link.h>
@@ -63,7 +63,7 @@ typedef struct uw_thread {
     int usable;       /* 1 bounds known, -1 unknown (every walk is -1) */
     int recording;    /* the walk under way notes its loads in `rec` */
     unsigned long long cached, computed, remembered;
-    memo_t rec;       /* the last walk, until unwind_remember files it */
+    memo_t rec;       /* the last walk, until stackwalk_remember files it */
     memo_set_t memo[MEMO_SETS];
     rule_t rules[NRULES];
 } uw_thread_t;
@@ -604,7 +604,7 @@ static uw_thread_t *usable_thread(const regs_t *r, int max)
     return t;
 }
 
-__attribute__((noinline)) int unwind_backtrace(void **out, int max)
+__attribute__((noinline)) int stackwalk_backtrace(void **out, int max)
 {
     regs_t r;
     gm_unwind_regs(&r);
@@ -633,7 +633,7 @@ __attribute__((no_sanitize("address"))) static int memo_holds(const memo_t *m, c
     return 1;
 }
 
-__attribute__((noinline)) int unwind_backtrace_memo(void **out, int max, uint64_t ctx, uint32_t *value)
+__attribute__((noinline)) int stackwalk_backtrace_memo(void **out, int max, uint64_t ctx, uint32_t *value)
 {
     regs_t r;
     gm_unwind_regs(&r);
@@ -663,7 +663,7 @@ __attribute__((noinline)) int unwind_backtrace_memo(void **out, int max, uint64_
     return n;
 }
 
-void unwind_remember(uint32_t value)
+void stackwalk_remember(uint32_t value)
 {
     uw_thread_t *t = self_uw;
     if (!t || t->rec.nloads < 0)
@@ -680,7 +680,7 @@ void unwind_remember(uint32_t value)
     t->rec.nloads = -1;
 }
 
-void unwind_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
+void stackwalk_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
 {
     uw_thread_t *t = self_uw;
     *cached = t ? t->cached : 0;
@@ -690,14 +690,14 @@ void unwind_counts(unsigned long long *cached, unsigned long long *computed, uns
 
 #else /* not x86-64 Linux: backtrace() does it all */
 
-int unwind_backtrace(void **out, int max)
+int stackwalk_backtrace(void **out, int max)
 {
     (void)out;
     (void)max;
     return -1;
 }
 
-int unwind_backtrace_memo(void **out, int max, uint64_t ctx, uint32_t *value)
+int stackwalk_backtrace_memo(void **out, int max, uint64_t ctx, uint32_t *value)
 {
     (void)out;
     (void)max;
@@ -706,12 +706,12 @@ int unwind_backtrace_memo(void **out, int max, uint64_t ctx, uint32_t *value)
     return -1;
 }
 
-void unwind_remember(uint32_t value)
+void stackwalk_remember(uint32_t value)
 {
     (void)value;
 }
 
-void unwind_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
+void stackwalk_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
 {
     *cached = *computed = *remembered = 0;
 }

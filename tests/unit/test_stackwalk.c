@@ -1,9 +1,9 @@
-/* The cached stack walker (shim/unwind.c) against backtrace(): the same return addresses for
+/* The cached stack walker (shim/stackwalk.c) against backtrace(): the same return addresses for
  * frames without frame pointers, with alloca, with a realigned stack, through libc and on a new
  * thread, and a second walk of a stack that computes no rule; -1 where it cannot know; a walk
  * remembered answers only for the same stack and context. */
 #include "suites.h"
-#include "unwind.h"
+#include "stackwalk.h"
 
 #include <alloca.h>
 #include <execinfo.h>
@@ -25,7 +25,7 @@ typedef struct walk {
 static void __attribute__((noinline)) take(walk_t *w)
 {
     w->nbt = backtrace(w->bt, MAXF);
-    w->nuw = unwind_backtrace(w->uw, MAXF);
+    w->nuw = stackwalk_backtrace(w->uw, MAXF);
     __asm__ volatile("" ::: "memory");
 }
 
@@ -150,10 +150,10 @@ START_TEST(test_a_repeated_stack_computes_no_rule)
     walk_t w;
     unsigned long long c0, r0, c1, r1, m;
     for (volatile int i = 0; i < 2; i++) { /* one call site, so one stack (volatile: not peeled) */
-        unwind_counts(&c0, &r0, &m);
+        stackwalk_counts(&c0, &r0, &m);
         plain(&w, 12);
     }
-    unwind_counts(&c1, &r1, &m);
+    stackwalk_counts(&c1, &r1, &m);
     check_same(&w, "the second walk");
     ck_assert_msg(r1 == r0, "the second walk of one stack computed %llu rules", r1 - r0);
     ck_assert_msg(c1 - c0 >= (unsigned long long)w.nuw, "the second walk read %llu cached rules for %d frames",
@@ -166,7 +166,7 @@ START_TEST(test_a_short_buffer_gets_the_innermost_frames)
     walk_t w;
     plain(&w, 20);
     void *few[4];
-    int n = unwind_backtrace(few, 4);
+    int n = stackwalk_backtrace(few, 4);
     ck_assert_int_eq(n, 4);
     check_same(&w, "the full walk");
 }
@@ -204,7 +204,7 @@ typedef struct probe {
 
 static void __attribute__((noinline)) memo_probe(probe_t *p, uint64_t ctx)
 {
-    p->n = unwind_backtrace_memo(p->f, MAXF, ctx, &p->value);
+    p->n = stackwalk_backtrace_memo(p->f, MAXF, ctx, &p->value);
     __asm__ volatile("" ::: "memory");
 }
 
@@ -220,7 +220,7 @@ static void NOFP repeat_site(probe_t *p, int times, uint64_t ctx)
     for (volatile int i = 0; i < times; i++) {
         memo_probe(p, ctx);
         if (p->n >= 0)
-            unwind_remember(4242);
+            stackwalk_remember(4242);
     }
 }
 
@@ -228,9 +228,9 @@ START_TEST(test_a_remembered_walk_answers_without_walking)
 {
     probe_t p;
     unsigned long long c0, r0, m0, c1, r1, m1;
-    unwind_counts(&c0, &r0, &m0);
+    stackwalk_counts(&c0, &r0, &m0);
     repeat_site(&p, 4, 7); /* one walk, then three of the same stack */
-    unwind_counts(&c1, &r1, &m1);
+    stackwalk_counts(&c1, &r1, &m1);
     ck_assert_msg(p.n == -2 && p.value == 4242, "a walk of the same stack gave %d (value %u), not the memory", p.n,
                   p.value);
     ck_assert_msg(m1 - m0 == 3, "three walks of one stack: %llu answered from memory", m1 - m0);
@@ -242,7 +242,7 @@ START_TEST(test_a_stack_that_differs_in_one_word_is_walked_again)
     probe_t a, b;
     two_sites(&a, &b, 9); /* nothing remembered yet: both walk */
     ck_assert_msg(a.n > 0 && b.n > 0, "the walks gave %d and %d", a.n, b.n);
-    unwind_remember(1); /* files b's walk */
+    stackwalk_remember(1); /* files b's walk */
     two_sites(&a, &b, 9);
     ck_assert_msg(a.n > 0, "a's stack (another return address at the same stack pointer) was answered from b's memory");
     ck_assert_msg(b.n == -2 || b.n > 0, "b gave %d", b.n);
@@ -262,9 +262,9 @@ START_TEST(test_a_remembered_walk_is_kept_apart_by_its_context)
 }
 END_TEST
 
-Suite *unwind_suite(void)
+Suite *stackwalk_suite(void)
 {
-    Suite *s = suite_create("unwind");
+    Suite *s = suite_create("stackwalk");
     TCase *tc = tcase_create("walk");
     tcase_add_test(tc, test_frames_without_frame_pointers_match_backtrace);
     tcase_add_test(tc, test_frames_with_alloca_match_backtrace);
