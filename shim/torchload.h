@@ -15,6 +15,22 @@
 extern int torchload_settled;
 
 void torchload_examine(const void *caller);
+/* At the first CUDA call: finds PyTorch's allocator library if it is loaded already. */
+void torchload_init(void);
+
+/* Where PyTorch's caching allocator's code lies ([lo, hi) of libc10_cuda.so, once found), and
+ * whether its cudaFree calls give memory back for good (PyTorch's cache on). */
+extern uintptr_t torchload_c10_lo, torchload_c10_hi;
+extern int torchload_c10_releases;
+
+/* Whether a cudaFree made from `caller` comes from a caching allocator giving its cache back
+ * (PyTorch's emptyCache, its OOM retry): then the segment goes back to the driver once the GPU
+ * is done with it, instead of into gmshim's cache behind PyTorch's. Two loads and a compare. */
+static inline int torchload_free_releases(const void *caller)
+{
+    uintptr_t pc = (uintptr_t)caller, hi = __atomic_load_n(&torchload_c10_hi, __ATOMIC_ACQUIRE);
+    return unlikely(pc < hi && pc >= torchload_c10_lo) && torchload_c10_releases;
+}
 
 /* Called by the cudaMalloc path with the hook's return address, outside every gmshim lock.
  * One load and a branch once settled. */
