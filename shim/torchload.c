@@ -515,7 +515,7 @@ void torchload_init(void)
 /* The trimmer's pass (GMSHIM_EMPTY_CACHE_INTERVAL / GMSHIM_IDLE_RELEASE) on PyTorch's cache:
  * emptied when its allocator did something since the last time and, with idle_ns, has been idle
  * that long (no tensor allocated or freed). Its cudaFree calls then reach the pool as releases. */
-static void torch_upstream(unsigned long long idle_ns)
+void torchload_empty_torch_cache(unsigned long long idle_ns)
 {
     gmshim_torch_empty_fn fn = __atomic_load_n(&bridge_empty, __ATOMIC_ACQUIRE);
     uint64_t n = torchev_count();
@@ -586,7 +586,7 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
     gmshim_torch_empty_fn empty = (gmshim_torch_empty_fn)dlsym(h, GMSHIM_TORCH_BRIDGE_EMPTY);
     if (empty) {
         __atomic_store_n(&bridge_empty, empty, __ATOMIC_RELEASE);
-        trim_set_upstream(torch_upstream);
+        trim_set_upstream(torchload_empty_torch_cache);
     }
     return 0;
 }

@@ -69,6 +69,10 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
 /* Finds (next to libgmshim.so, then in the cache) or, if `build`, builds the bridge for the torch
  * of `c10_path` and attaches it. 0, or -1 with the reason. */
 int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_len);
+/* The trimmer's pass on PyTorch's cache (registered with trim.c once the bridge is attached):
+ * PyTorch's emptyCache through the bridge, when its allocator had events since the last time and,
+ * with idle_ns, none for that long. */
+void torchload_empty_torch_cache(unsigned long long idle_ns);
 /* Forget every decision (tests). */
 void torchload_reset(void);
 
