@@ -4,6 +4,7 @@
 #include "device.h"
 #include "hit.h"
 #include "init.h"
+#include "options.h"
 #include "torchev.h"
 #include "torchload.h"
 #include "torchtest.h"
@@ -335,6 +336,10 @@ static int mock_int(const char *name)
 START_TEST(test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool)
 {
     setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
+    char logp[PATH_MAX + 16];
+    snprintf(logp, sizeof logp, "%s/own.gmlog", scratch());
+    setenv("GMSHIM_LOG", logp, 1); /* not in the working directory */
+    options_reset();
     const char *so = real_bridge(_i);
     gm_init();
     gm_device_t *d = device_get(0);
