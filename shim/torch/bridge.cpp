@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -122,6 +123,25 @@ template <class C, class... A> struct EmptySlot {
     }
 };
 
+// The protection of the mapping holding addr, from /proc/self/maps; -1 when not found.
+int protection_of(std::uintptr_t addr)
+{
+    FILE *f = std::fopen("/proc/self/maps", "re");
+    if (!f)
+        return -1;
+    char line[512];
+    int prot = -1;
+    while (prot < 0 && std::fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && addr >= lo && addr < hi)
+            prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+                   (perms[2] == 'x' ? PROT_EXEC : 0);
+    }
+    std::fclose(f);
+    return prot;
+}
+
 template <class C, class... A> int hook_slot(C *obj, void (C::*member)(A...))
 {
     struct {
@@ -148,15 +168,18 @@ template <class C, class... A> int hook_slot(C *obj, void (C::*member)(A...))
     if (!now)
         return -4;
     long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0)
-        return -5;
+    int prot = page > 0 ? protection_of(reinterpret_cast<std::uintptr_t>(slot)) : -1;
+    if (prot < 0 || (prot & PROT_EXEC))
+        return -5; // not found, or on a page of code: never made writable
     std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(slot) & ~static_cast<std::uintptr_t>(page - 1);
-    // Vtables live in RELRO, read-only after relocation: writable for the one store, then back.
-    if (mprotect(reinterpret_cast<void *>(lo), static_cast<std::size_t>(page), PROT_READ | PROT_WRITE) != 0)
+    // Vtables live in RELRO, read-only after relocation: writable for the one store, then as before.
+    if (!(prot & PROT_WRITE) &&
+        mprotect(reinterpret_cast<void *>(lo), static_cast<std::size_t>(page), prot | PROT_WRITE) != 0)
         return -5;
     EmptySlot<C, A...>::original = reinterpret_cast<void (*)(C *, A...)>(now);
     __atomic_store_n(slot, ours, __ATOMIC_RELEASE); // a thread calling emptyCache sees one or the other
-    mprotect(reinterpret_cast<void *>(lo), static_cast<std::size_t>(page), PROT_READ);
+    if (!(prot & PROT_WRITE))
+        mprotect(reinterpret_cast<void *>(lo), static_cast<std::size_t>(page), prot);
     return 0;
 }
 
