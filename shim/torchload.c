@@ -675,6 +675,7 @@ static int wanted(void)
 void torchload_examine(const void *caller)
 {
     if (!wanted()) {
+        note_c10(NULL); /* torch imported after the first CUDA call: its frees are still known */
         __atomic_store_n(&torchload_settled, 1, __ATOMIC_RELEASE);
         return;
     }

@@ -2,7 +2,7 @@
  * gives the segment back to the driver once the GPU is done with the work issued before it, and
  * without blocking in cudaFree; the program's own free of the same size stays in gmshim's cache.
  * `own`: PyTorch's cache off (PYTORCH_NO_CUDA_MEMORY_CACHING=1), its frees are every tensor's,
- * and gmshim's pool keeps them too. */
+ * and gmshim's pool keeps them too. `capture`: see during_capture. */
 #include "itest.h"
 
 #include <string.h>
@@ -21,8 +21,44 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static void noop(void *p) { (void)p; }
+
+/* `capture`: the segment given back while another stream captures in global mode stays until
+ * the capture ends (no driver call, no fence then: the fake would invalidate the capture). */
+static int during_capture(void)
+{
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    void *seg;
+    CUDA_OK(standin_segment_alloc(&seg, SEG));
+    size_t held = fake_stats(0).bytes_in_use;
+    fakecuda_reset_stats();
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CUDA_OK(fakecuda_launch(s, noop, NULL, 0));
+    CUDA_OK(standin_segment_free(seg));
+    usleep(300000); /* thirty trimmer polls */
+    CHECK(fake_stats(0).bytes_in_use == held, "released during the capture: %zu -> %llu", held,
+          fake_stats(0).bytes_in_use);
+    cudaGraph_t g;
+    CUDA_OK(cudaStreamEndCapture(s, &g));
+    struct fakecuda_stats f = fake_stats(0);
+    CHECK(f.unsafe_calls == 0 && f.captures_invalidated == 0, "unsafe calls %llu, invalidated %llu",
+          f.unsafe_calls, f.captures_invalidated);
+    CUDA_OK(cudaGraphDestroy(g));
+    size_t after = held;
+    for (int i = 0; i < 100 && after > held - SEG; i++) {
+        usleep(10000);
+        after = fake_stats(0).bytes_in_use;
+    }
+    CHECK(after <= held - SEG, "not back 1 s after the capture: %zu -> %zu", held, after);
+    printf("ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "capture"))
+        return during_capture();
     int own = argc > 1 && !strcmp(argv[1], "own");
     void *torch_seg, *mine;
     CUDA_OK(standin_segment_alloc(&torch_seg, SEG));

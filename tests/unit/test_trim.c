@@ -85,6 +85,16 @@ START_TEST(test_with_pytorchs_cache_off_its_frees_stay_in_the_pool)
 }
 END_TEST
 
+START_TEST(test_what_a_caching_allocator_gives_back_during_a_capture_waits_for_its_end)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/caching_release", env, "capture", &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *trim_suite(void)
 {
     Suite *s = suite_create("trim");
@@ -97,6 +107,7 @@ Suite *trim_suite(void)
     tcase_add_test(tc, test_trimmer_makes_no_driver_call_during_a_capture);
     tcase_add_test(tc, test_a_caching_allocators_free_goes_back_to_the_driver_once_the_gpu_is_done);
     tcase_add_test(tc, test_with_pytorchs_cache_off_its_frees_stay_in_the_pool);
+    tcase_add_test(tc, test_what_a_caching_allocator_gives_back_during_a_capture_waits_for_its_end);
     suite_add_tcase(s, tc);
     return s;
 }
