@@ -41,9 +41,9 @@ static int before(const struct timespec *a, const struct timespec *b)
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-/* Waits (lock held) until `until` (NULL: no deadline) or the stop, and if `on_kick` a kick. */
 static int kicked_now(void);
 
+/* Waits (lock held) until `until` (NULL: no deadline) or the stop, and if `on_kick` a kick. */
 static void sleep_until(const struct timespec *until, int on_kick)
 {
     while (!stopping && !(on_kick && kicked_now())) {
