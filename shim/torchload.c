@@ -527,8 +527,10 @@ void torchload_empty_torch_cache(unsigned long long idle_ns)
     emptied_at = torchev_count(); /* the segments it freed are events too */
 }
 
-/* PyTorch's cache off: torch.cuda.empty_cache() has returned; gmshim's pool is the cache to empty
- * (waiting for the fences of freed memory, as PyTorch's own empty_cache waits for its events). */
+/* torch.cuda.empty_cache() has returned. PyTorch's cache off: gmshim's pool is the cache to empty;
+ * on: the segments it just gave back wait for their fences in gmshim's pool. Either way the pool
+ * is emptied now, waiting for the fences of freed memory (PyTorch's own empty_cache waits for its
+ * events, and the real cudaFree for the device). */
 static void torch_emptied(void)
 {
     if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_POOLED)
@@ -588,6 +590,11 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
         __atomic_store_n(&bridge_empty, empty, __ATOMIC_RELEASE);
         trim_set_upstream(torchload_empty_torch_cache);
     }
+    /* The segments PyTorch's empty_cache gives back then reach the driver before it returns, as
+     * without gmshim; if this fails the trimmer still gives them back once the GPU is done. */
+    char ignored[PATH_MAX + 64];
+    if (hook_empty(h, so_path, ignored, sizeof ignored) != 0)
+        diag_verbose("PyTorch's empty_cache is not followed (%s): the trimmer gives its segments back", ignored);
     return 0;
 }
 

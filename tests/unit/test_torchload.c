@@ -362,6 +362,31 @@ START_TEST(test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool)
 }
 END_TEST
 
+/* PyTorch's cache on: when its empty_cache returns, what it gave back is already the driver's
+ * (gmshim's pool emptied after it, as in the cache-off case). */
+START_TEST(test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool)
+{
+    unsetenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    char logp[PATH_MAX + 16];
+    snprintf(logp, sizeof logp, "%s/keep.gmlog", scratch());
+    setenv("GMSHIM_LOG", logp, 1);
+    options_reset();
+    const char *so = real_bridge(_i);
+    gm_init();
+    gm_device_t *d = device_get(0);
+    void *p = NULL;
+    ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
+    cudaError_t err; /* freed, not given back: the fence it waits for is the pool's business */
+    ck_assert_int_eq(device_free(d, p, 0, 0, &err), GM_FREE_DONE);
+    char why[1024] = "";
+    ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
+    ck_assert_msg(device_reserved(d) >= (32u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
+    ((void (*)(void))dlsym(RTLD_DEFAULT, "mock_empty_cache"))();
+    ck_assert_msg(mock_int("mock_empties") == 1, "PyTorch's own emptyCache ran %d times", mock_int("mock_empties"));
+    ck_assert_msg(device_reserved(d) == 0, "gmshim's pool still holds %llu", (unsigned long long)device_reserved(d));
+}
+END_TEST
+
 /* PyTorch's cache on: the trimmer's pass empties it through the bridge when its allocator did
  * something since the last pass, and under GMSHIM_IDLE_RELEASE only once it is idle that long. */
 START_TEST(test_the_trimmer_empties_pytorchs_cache_when_it_had_events)
@@ -410,6 +435,7 @@ Suite *torchload_suite(void)
     tcase_add_checked_fixture(br, new_scratch, NULL);
     tcase_set_timeout(br, 120);
     tcase_add_loop_test(br, test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool, 0, 2);
+    tcase_add_loop_test(br, test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool, 0, 2);
     tcase_add_loop_test(br, test_the_trimmer_empties_pytorchs_cache_when_it_had_events, 0, 2);
     suite_add_tcase(s, br);
     return s;
