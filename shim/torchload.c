@@ -40,6 +40,7 @@ int torchload_c10_releases;
 static int claimed, warned;
 static gmshim_torch_empty_fn bridge_empty;   /* PyTorch's emptyCache, once the bridge is attached */
 static uint64_t emptied_at = UINT64_MAX;     /* torchev_count() after the trimmer last emptied it */
+static __thread int trimming;                /* this thread is the trimmer, emptying PyTorch's cache */
 static uintptr_t not_torch[MAX_REMEMBERED]; /* callers already found outside PyTorch's allocator */
 static unsigned nnot;
 
@@ -523,7 +524,9 @@ void torchload_empty_torch_cache(unsigned long long idle_ns)
         return;
     if (idle_ns && gm_now_ns() - torchev_last_ns() < idle_ns)
         return;
+    trimming = 1;
     fn();
+    trimming = 0;
     emptied_at = torchev_count(); /* the segments it freed are events too */
 }
 
@@ -533,7 +536,8 @@ void torchload_empty_torch_cache(unsigned long long idle_ns)
  * events, and the real cudaFree for the device). */
 static void torch_emptied(void)
 {
-    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_POOLED)
+    /* From the trimmer: no waiting for the GPU under an arena lock; its polls give them back. */
+    if (trimming || __atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_POOLED)
         return;
     int depth = gm_depth;
     gm_depth = 1; /* the pool's own CUDA calls must pass through */
