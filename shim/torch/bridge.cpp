@@ -183,7 +183,7 @@ template <class C, class... A> int hook_slot(C *obj, void (C::*member)(A...))
     return 0;
 }
 
-// emptyCache(MempoolId_t) since torch 2.5 or so, emptyCache() before: whichever this torch has.
+// emptyCache(MempoolId_t) in recent torch, emptyCache() in torch 2.1's: whichever this torch has.
 template <class T, class = void> struct empty_takes_pool : std::false_type {};
 template <class T>
 struct empty_takes_pool<T, std::void_t<decltype(static_cast<void (T::*)(Pool)>(&T::emptyCache))>>
