@@ -431,6 +431,14 @@ size_t pool_release_pending(gm_heap_t *heap, uint64_t done, uint64_t now_ns)
     return bytes;
 }
 
+int pool_segment_has_pending(const gm_segment_t *seg)
+{
+    for (const gm_block_t *b = seg->first; b; b = b->next)
+        if (b->state == GM_BLOCK_PENDING)
+            return 1;
+    return 0;
+}
+
 int pool_segment_is_free(const gm_segment_t *seg)
 {
     for (const gm_block_t *b = seg->first; b; b = b->next)

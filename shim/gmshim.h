@@ -98,6 +98,19 @@ int gmshim_torch_event(const gmshim_torch_event_t *ev);
 #define GMSHIM_TORCH_BRIDGE_ATTACH "gmshim_torch_bridge_attach"
 typedef int (*gmshim_torch_attach_fn)(int (*event)(const gmshim_torch_event_t *));
 
+/* What a bridge exports under this name: empties PyTorch's cache (its emptyCache, which takes
+ * PyTorch's own allocator lock and cudaFree's its free segments). 0, or negative (no allocator,
+ * or it threw). gmshim calls it from its trimmer thread (GMSHIM_EMPTY_CACHE_INTERVAL,
+ * GMSHIM_IDLE_RELEASE), holding no lock of its own, never during a capture. */
+#define GMSHIM_TORCH_BRIDGE_EMPTY "gmshim_torch_bridge_empty_cache"
+typedef int (*gmshim_torch_empty_fn)(void);
+
+/* What a bridge exports under this name: makes PyTorch's emptyCache call `after` once it has
+ * returned (PyTorch's cache off: torch.cuda.empty_cache() then empties gmshim's pool). 0 once
+ * in place, else negative (nothing changed). */
+#define GMSHIM_TORCH_BRIDGE_HOOK_EMPTY "gmshim_torch_bridge_hook_empty_cache"
+typedef int (*gmshim_torch_hook_empty_fn)(void (*after)(void));
+
 /* Builds (or finds built) the bridge for the torch package at `torch_dir` (.../torch) into
  * `out_dir` (NULL: the per-user cache) and writes its path. 0, or -1 with a line on stderr. */
 int gmshim_torch_bridge_build(const char *torch_dir, const char *out_dir, char *path, unsigned long len);

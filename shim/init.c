@@ -10,6 +10,7 @@
 #include "options.h"
 #include "real.h"
 #include "stacks.h"
+#include "torchload.h"
 #include "trim.h"
 
 #include <pthread.h>
@@ -87,6 +88,7 @@ static void init_impl(void)
     else if (!strcmp(options_get_str(GM_OPT_TORCH), "own"))
         diag_verbose("GMSHIM_TORCH=own, but PYTORCH_NO_CUDA_MEMORY_CACHING was already set to '%s': "
                      "left as it was", getenv("PYTORCH_NO_CUDA_MEMORY_CACHING"));
+    torchload_init();
     __atomic_store_n(&gm_state, pooled ? GM_POOLED : GM_PASSTHROUGH, __ATOMIC_RELEASE);
     if (pooled)
         trim_start();

@@ -17,7 +17,7 @@ static struct {
     uintptr_t lo, hi;
 } spans[MAX_SPANS];
 static int nspans;
-static uint64_t events;
+static uint64_t events, last_ns;
 
 int torchev_record_type(int action)
 {
@@ -46,6 +46,11 @@ void torchev_add_machinery(uintptr_t lo, uintptr_t hi)
 uint64_t torchev_count(void)
 {
     return __atomic_load_n(&events, __ATOMIC_RELAXED);
+}
+
+uint64_t torchev_last_ns(void)
+{
+    return __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
 }
 
 static int is_machinery(uintptr_t pc)
@@ -87,6 +92,7 @@ GM_EXPORT int gmshim_torch_event(const gmshim_torch_event_t *ev)
     r.pool = ev->pool;
     evlog_append(&r, sizeof r, now);
     __atomic_add_fetch(&events, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&last_ns, now, __ATOMIC_RELAXED);
     gm_depth = depth;
     return 0;
 }

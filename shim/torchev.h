@@ -12,5 +12,7 @@ int torchev_record_type(int action);
 void torchev_add_machinery(uintptr_t lo, uintptr_t hi);
 /* Events recorded since the start (tests, GMSHIM_VERBOSE). */
 uint64_t torchev_count(void);
+/* When the last one was recorded (gm_now_ns; 0: none yet). */
+uint64_t torchev_last_ns(void);
 
 #endif

@@ -3,11 +3,15 @@
  * worker, a compiler) never reaches it. It never fails the program: every problem is one warning,
  * and the log keeps PyTorch's segments as the hooks see them. */
 #include "torchload.h"
+#include "devctx.h"
 #include "diag.h"
 #include "evlog.h"
 #include "objects.h"
 #include "options.h"
+#include "slowpath.h"
+#include "state.h"
 #include "torchev.h"
+#include "trim.h"
 #include "torch_bridge_src.h" /* generated: gm_bridge_cpp, gm_bridge_header, GM_BRIDGE_HASH */
 
 #include <dlfcn.h>
@@ -31,7 +35,12 @@ extern char **environ;
 #define MAX_REMEMBERED 32
 
 int torchload_settled;
+uintptr_t torchload_c10_lo, torchload_c10_hi;
+int torchload_c10_releases;
 static int claimed, warned;
+static gmshim_torch_empty_fn bridge_empty;   /* PyTorch's emptyCache, once the bridge is attached */
+static uint64_t emptied_at = UINT64_MAX;     /* torchev_count() after the trimmer last emptied it */
+static __thread int trimming;                /* this thread is the trimmer, emptying PyTorch's cache */
 static uintptr_t not_torch[MAX_REMEMBERED]; /* callers already found outside PyTorch's allocator */
 static unsigned nnot;
 
@@ -40,6 +49,18 @@ void torchload_reset(void)
     __atomic_store_n(&torchload_settled, 0, __ATOMIC_RELAXED);
     claimed = warned = 0;
     nnot = 0;
+    __atomic_store_n(&torchload_c10_hi, 0, __ATOMIC_RELAXED);
+    torchload_c10_lo = 0;
+    bridge_empty = NULL;
+    emptied_at = UINT64_MAX;
+}
+
+/* Whether PyTorch keeps its own cache: not when gmshim is its allocator (GMSHIM_TORCH=own sets
+ * PYTORCH_NO_CUDA_MEMORY_CACHING=1 at load unless it is set; PyTorch 2.x reads "1" as off). */
+static int torch_cache_on(void)
+{
+    const char *nocache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    return !(nocache && !strcmp(nocache, "1"));
 }
 
 /* ---- small file helpers -------------------------------------------------------------------- */
@@ -458,6 +479,92 @@ static void add_machinery(const char *path)
         torchev_add_machinery(w.span.lo, w.span.hi);
 }
 
+/* PyTorch's allocator library, found by its file name among the loaded objects. */
+static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    span_want_t *w = arg;
+    if (info->dlpi_name && torchload_is_allocator_lib(info->dlpi_name) && objects_exec_span(info, &w->span) == 0) {
+        w->found = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Where a cudaFree from PyTorch's caching allocator comes from: its frees are its cache given
+ * back (emptyCache, an OOM retry, a graph's pool released), so they go back to the driver. With
+ * PyTorch's cache off they are every tensor's free, and gmshim's pool keeps them. */
+static void note_c10(const char *path)
+{
+    if (__atomic_load_n(&torchload_c10_hi, __ATOMIC_ACQUIRE))
+        return;
+    span_want_t w = {path, {0, 0}, 0};
+    dl_iterate_phdr(path ? find_span : find_c10, &w);
+    if (!w.found)
+        return;
+    torchload_c10_releases = torch_cache_on();
+    torchload_c10_lo = w.span.lo;
+    __atomic_store_n(&torchload_c10_hi, w.span.hi, __ATOMIC_RELEASE);
+}
+
+void torchload_init(void)
+{
+    note_c10(NULL);
+}
+
+/* ---- PyTorch's empty_cache ------------------------------------------------------------------ */
+
+/* The trimmer's pass (GMSHIM_EMPTY_CACHE_INTERVAL / GMSHIM_IDLE_RELEASE) on PyTorch's cache:
+ * emptied when its allocator did something since the last time and, with idle_ns, has been idle
+ * that long (no tensor allocated or freed). Its cudaFree calls then reach the pool as releases. */
+void torchload_empty_torch_cache(unsigned long long idle_ns)
+{
+    gmshim_torch_empty_fn fn = __atomic_load_n(&bridge_empty, __ATOMIC_ACQUIRE);
+    uint64_t n = torchev_count();
+    if (!fn || n == emptied_at)
+        return;
+    if (idle_ns && gm_now_ns() - torchev_last_ns() < idle_ns)
+        return;
+    trimming = 1;
+    fn();
+    trimming = 0;
+    emptied_at = torchev_count(); /* the segments it freed are events too */
+}
+
+/* torch.cuda.empty_cache() has returned. PyTorch's cache off: gmshim's pool is the cache to empty;
+ * on: the segments it just gave back wait for their fences in gmshim's pool. Either way the pool
+ * is emptied now, waiting for the fences of freed memory (PyTorch's own empty_cache waits for its
+ * events, and the real cudaFree for the device). */
+static void torch_emptied(void)
+{
+    /* From the trimmer: no waiting for the GPU under an arena lock; its polls give them back. */
+    if (trimming || __atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_POOLED)
+        return;
+    int depth = gm_depth;
+    gm_depth = 1; /* the pool's own CUDA calls must pass through */
+    for (int i = 0; i < device_created_count(); i++) {
+        gm_device_t *d = device_at(i);
+        if (d)
+            device_empty_cache(d, GMLOG_EMPTY_API);
+    }
+    gm_depth = depth;
+}
+
+static int hook_empty(void *h, const char *so_path, char *why, size_t why_len)
+{
+    gmshim_torch_hook_empty_fn hook = (gmshim_torch_hook_empty_fn)dlsym(h, GMSHIM_TORCH_BRIDGE_HOOK_EMPTY);
+    if (!hook) {
+        snprintf(why, why_len, "%s has no %s", so_path, GMSHIM_TORCH_BRIDGE_HOOK_EMPTY);
+        return -1;
+    }
+    int rc = hook(torch_emptied);
+    if (rc != 0) {
+        snprintf(why, why_len, rc == -1 ? "PyTorch's allocator does not exist yet"
+                                        : "PyTorch's emptyCache could not be followed (status %d)", rc);
+        return -1;
+    }
+    return 0;
+}
+
 int torchload_attach_file(const char *so_path, const char *c10_path, char *why, size_t why_len)
 {
     void *h = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
@@ -466,6 +573,8 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
         snprintf(why, why_len, "cannot load %s: %s", so_path, e ? e : "?");
         return -1;
     }
+    if (!torch_cache_on())
+        return hook_empty(h, so_path, why, why_len); /* nothing to follow: only its empty_cache */
     gmshim_torch_attach_fn attach = (gmshim_torch_attach_fn)dlsym(h, GMSHIM_TORCH_BRIDGE_ATTACH);
     if (!attach) {
         snprintf(why, why_len, "%s has no %s", so_path, GMSHIM_TORCH_BRIDGE_ATTACH);
@@ -480,6 +589,16 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
                                         : "PyTorch's allocator refused the tracker (another backend?)");
         return -1;
     }
+    gmshim_torch_empty_fn empty = (gmshim_torch_empty_fn)dlsym(h, GMSHIM_TORCH_BRIDGE_EMPTY);
+    if (empty) {
+        __atomic_store_n(&bridge_empty, empty, __ATOMIC_RELEASE);
+        trim_set_upstream(torchload_empty_torch_cache);
+    }
+    /* The segments PyTorch's empty_cache gives back then reach the driver before it returns, as
+     * without gmshim; if this fails the trimmer still gives them back once the GPU is done. */
+    char ignored[PATH_MAX + 64];
+    if (hook_empty(h, so_path, ignored, sizeof ignored) != 0)
+        diag_verbose("PyTorch's empty_cache is not followed (%s): the trimmer gives its segments back", ignored);
     return 0;
 }
 
@@ -554,18 +673,20 @@ static void remember(uintptr_t pc)
         __atomic_store_n(&nnot, MAX_REMEMBERED, __ATOMIC_RELEASE);
 }
 
-/* Whether the bridge is wanted at all: a log to write into, PyTorch's cache on. */
+/* Whether the bridge is wanted at all: with PyTorch's cache on, to follow it (a log to write
+ * into); with it off, for its empty_cache (not under GMSHIM_TORCH=segments: no bridge at all). */
 static int wanted(void)
 {
-    if (!evlog_enabled() || strcmp(options_get_str(GM_OPT_TORCH), "keep") != 0)
+    const char *mode = options_get_str(GM_OPT_TORCH);
+    if (!strcmp(mode, "segments"))
         return 0;
-    const char *nocache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-    return !(nocache && !strcmp(nocache, "1"));
+    return torch_cache_on() ? evlog_enabled() && !strcmp(mode, "keep") : 1;
 }
 
 void torchload_examine(const void *caller)
 {
     if (!wanted()) {
+        note_c10(NULL); /* torch imported after the first CUDA call: its frees are still known */
         __atomic_store_n(&torchload_settled, 1, __ATOMIC_RELEASE);
         return;
     }
@@ -577,16 +698,22 @@ void torchload_examine(const void *caller)
         remember(pc);
         return;
     }
+    note_c10(info.dli_fname); /* loaded after the first CUDA call: its frees are known from now */
     /* The first thread here attaches; others allocating meanwhile go on without waiting (one of
      * them may hold another device's allocator lock, which the attach takes). */
     if (__atomic_exchange_n(&claimed, 1, __ATOMIC_ACQ_REL))
         return;
     char why[PATH_MAX + 256];
+    int follow = torch_cache_on();
     if (torchload_attach_for(info.dli_fname, 1, why, sizeof why) == 0)
-        diag_verbose("following PyTorch's caching allocator from inside (%s)", info.dli_fname);
-    else
+        diag_verbose(follow ? "following PyTorch's caching allocator from inside (%s)"
+                            : "torch.cuda.empty_cache() empties gmshim's pool (%s)", info.dli_fname);
+    else if (follow)
         diag_warn_once(&warned, "PyTorch's allocator is not followed: %s; the log has PyTorch's segments "
                        "only (GMSHIM_TORCH=segments)", why);
+    else
+        diag_warn_once(&warned, "torch.cuda.empty_cache() does not empty gmshim's pool: %s "
+                       "(gmshim_empty_cache() and GMSHIM_EMPTY_CACHE_INTERVAL do)", why);
     __atomic_store_n(&torchload_settled, 1, __ATOMIC_RELEASE);
 }
 

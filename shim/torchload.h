@@ -15,6 +15,22 @@
 extern int torchload_settled;
 
 void torchload_examine(const void *caller);
+/* At the first CUDA call: finds PyTorch's allocator library if it is loaded already. */
+void torchload_init(void);
+
+/* Where PyTorch's caching allocator's code lies ([lo, hi) of libc10_cuda.so, once found), and
+ * whether its cudaFree calls give memory back for good (PyTorch's cache on). */
+extern uintptr_t torchload_c10_lo, torchload_c10_hi;
+extern int torchload_c10_releases;
+
+/* Whether a cudaFree made from `caller` comes from a caching allocator giving its cache back
+ * (PyTorch's emptyCache, its OOM retry): then the segment goes back to the driver once the GPU
+ * is done with it, instead of into gmshim's cache behind PyTorch's. Two loads and a compare. */
+static inline int torchload_free_releases(const void *caller)
+{
+    uintptr_t pc = (uintptr_t)caller, hi = __atomic_load_n(&torchload_c10_hi, __ATOMIC_ACQUIRE);
+    return unlikely(pc < hi && pc >= torchload_c10_lo) && torchload_c10_releases;
+}
 
 /* Called by the cudaMalloc path with the hook's return address, outside every gmshim lock.
  * One load and a branch once settled. */
@@ -53,6 +69,10 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
 /* Finds (next to libgmshim.so, then in the cache) or, if `build`, builds the bridge for the torch
  * of `c10_path` and attaches it. 0, or -1 with the reason. */
 int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_len);
+/* The trimmer's pass on PyTorch's cache (registered with trim.c once the bridge is attached):
+ * PyTorch's emptyCache through the bridge, when its allocator had events since the last time and,
+ * with idle_ns, none for that long. */
+void torchload_empty_torch_cache(unsigned long long idle_ns);
 /* Forget every decision (tests). */
 void torchload_reset(void);
 

@@ -1,8 +1,9 @@
 /* One thread that wakes every interval and, per device, returns whole free segments (all of
  * them, or those idle for GMSHIM_IDLE_RELEASE) to the driver under that device's lock, with
- * the device current and in relaxed capture mode; and, under GMSHIM_CACHE_LIMIT, that polls the
- * fences of freed memory over the cap until the cap holds. It never waits for the GPU, and makes
- * no call on a device while a capture runs there. */
+ * the device current and in relaxed capture mode, after emptying PyTorch's cache when the bridge
+ * gave it the way; and that polls the fences of freed memory over GMSHIM_CACHE_LIMIT, or given
+ * back by a caching allocator, until it can go. It never waits for the GPU, and makes no call on
+ * a device while a capture runs there. */
 #include "trim.h"
 #include "common.h"
 #include "devctx.h"
@@ -19,6 +20,9 @@ static pthread_t thread;
 static int running;     /* read by trim_cache_kick from any thread (atomic) */
 static int stopping;
 static int cache_kicked; /* a free left the cache over its cap (atomic; set, then signalled) */
+static int release_kicked; /* a caching allocator gave memory back (atomic; set, then signalled) */
+static int start_failed;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake;
 
@@ -37,15 +41,64 @@ static int before(const struct timespec *a, const struct timespec *b)
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
+static int kicked_now(void);
+
 /* Waits (lock held) until `until` (NULL: no deadline) or the stop, and if `on_kick` a kick. */
 static void sleep_until(const struct timespec *until, int on_kick)
 {
-    while (!stopping && !(on_kick && __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE))) {
+    while (!stopping && !(on_kick && kicked_now())) {
         if (!until)
             pthread_cond_wait(&wake, &lock);
         else if (pthread_cond_timedwait(&wake, &lock, until) == ETIMEDOUT)
             return;
     }
+}
+
+/* PyTorch's cache (or another allocator above gmshim's pool), emptied at each periodic pass from
+ * this thread: no gmshim lock held, the hooks live (its cudaFree calls must reach the pool), in
+ * relaxed capture mode, and never while a capture runs on a device gmshim knows. */
+static trim_upstream_fn upstream;
+
+static int any_capture(void)
+{
+    for (int i = 0; i < device_created_count(); i++) {
+        gm_device_t *d = device_at(i);
+        if (d && device_captures(d))
+            return 1;
+    }
+    return 0;
+}
+
+static void empty_upstream(uint64_t idle_ns)
+{
+    trim_upstream_fn fn = __atomic_load_n(&upstream, __ATOMIC_ACQUIRE);
+    if (!fn || any_capture())
+        return;
+    gm_ctx_t c;
+    device_ctx_enter(NULL, &c);
+    gm_depth = 0;
+    fn(idle_ns);
+    gm_depth = 1;
+    device_ctx_leave(&c);
+}
+
+/* The passes of one wake-up; returns whether freed memory still waits for the GPU. */
+static int poll_passes(int cache, int release)
+{
+    int waiting = 0;
+    for (int i = 0; i < device_created_count(); i++) {
+        gm_device_t *d = device_at(i);
+        if (d && release)
+            device_release_marked(d, &waiting);
+        if (d && cache)
+            device_cache_trim(d, &waiting);
+    }
+    return waiting;
+}
+
+static int kicked_now(void)
+{
+    return __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE) || __atomic_load_n(&release_kicked, __ATOMIC_ACQUIRE);
 }
 
 static void *trim_main(void *arg)
@@ -57,15 +110,15 @@ static void *trim_main(void *arg)
     int periodic = interval_ms || idle_ms;
     if (!interval_ms)
         interval_ms = 1000;
-    int polling = 0; /* freed memory over the cache cap waits for its fences */
-    struct timespec next, last_cache = {0, 0};
+    int polling = 0; /* freed memory (over the cache cap, or given back) waits for its fences */
+    struct timespec next, last_poll = {0, 0};
     clock_gettime(CLOCK_MONOTONIC, &next);
     add_ms(&next, interval_ms);
     pthread_mutex_lock(&lock);
     while (!stopping) {
-        /* Cache passes come at most every GM_CACHE_POLL_MS, however often frees kick. */
-        int kicked = __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE);
-        struct timespec due = last_cache, now;
+        /* Polls come at most every GM_CACHE_POLL_MS, however often frees kick. */
+        int kicked = kicked_now();
+        struct timespec due = last_poll, now;
         add_ms(&due, GM_CACHE_POLL_MS);
         const struct timespec *until = polling || kicked ? &due : NULL;
         if (periodic && (!until || before(&next, until)))
@@ -75,15 +128,18 @@ static void *trim_main(void *arg)
             break;
         clock_gettime(CLOCK_MONOTONIC, &now);
         int trim = periodic && !before(&now, &next);
-        int cache = (polling || __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE)) && !before(&now, &due);
-        if (!trim && !cache)
+        int poll = (polling || kicked_now()) && !before(&now, &due);
+        if (!trim && !poll)
             continue; /* a kick: the deadline is worked out again */
-        if (cache) {
-            __atomic_store_n(&cache_kicked, 0, __ATOMIC_RELEASE);
-            last_cache = now;
+        int cache = polling, release = polling || trim; /* trim: what the upstream cache gave back */
+        if (poll) {
+            cache |= __atomic_exchange_n(&cache_kicked, 0, __ATOMIC_ACQ_REL);
+            release |= __atomic_exchange_n(&release_kicked, 0, __ATOMIC_ACQ_REL);
+            last_poll = now;
         }
         pthread_mutex_unlock(&lock);
         if (trim) {
+            empty_upstream((uint64_t)idle_ms * 1000000u);
             for (int i = 0; i < device_created_count(); i++) {
                 gm_device_t *d = device_at(i);
                 if (d)
@@ -92,19 +148,35 @@ static void *trim_main(void *arg)
             next = now;
             add_ms(&next, interval_ms);
         }
-        if (cache) {
-            int waiting = 0;
-            for (int i = 0; i < device_created_count(); i++) {
-                gm_device_t *d = device_at(i);
-                if (d)
-                    device_cache_trim(d, &waiting);
-            }
-            polling = waiting;
-        }
+        polling = poll_passes(cache, release);
         pthread_mutex_lock(&lock);
     }
     pthread_mutex_unlock(&lock);
     return NULL;
+}
+
+/* Starts the thread once (at the first CUDA call when a setting asks for it, else at the first
+ * memory a caching allocator gives back). */
+static void start_thread(void)
+{
+    pthread_mutex_lock(&start_lock);
+    if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE) && !start_failed && !__atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) {
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&wake, &attr);
+        pthread_condattr_destroy(&attr);
+        if (pthread_create(&thread, NULL, trim_main, NULL) != 0) {
+            start_failed = 1;
+            diag_warn("cannot start the cache trimmer thread; GMSHIM_EMPTY_CACHE_INTERVAL and "
+                      "GMSHIM_IDLE_RELEASE are ignored, GMSHIM_CACHE_LIMIT applies only when memory "
+                      "is allocated, and memory PyTorch's empty_cache gives back stays cached");
+        } else {
+            __atomic_store_n(&running, 1, __ATOMIC_RELEASE);
+            diag_verbose("cache trimmer started");
+        }
+    }
+    pthread_mutex_unlock(&start_lock);
 }
 
 void trim_start(void)
@@ -112,19 +184,12 @@ void trim_start(void)
     if (!options_get(GM_OPT_EMPTY_CACHE_INTERVAL) && !options_get(GM_OPT_IDLE_RELEASE) &&
         !options_get(GM_OPT_CACHE_LIMIT))
         return;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wake, &attr);
-    pthread_condattr_destroy(&attr);
-    if (pthread_create(&thread, NULL, trim_main, NULL) != 0) {
-        diag_warn("cannot start the cache trimmer thread; GMSHIM_EMPTY_CACHE_INTERVAL and "
-                  "GMSHIM_IDLE_RELEASE are ignored, and GMSHIM_CACHE_LIMIT applies only when memory "
-                  "is allocated");
-        return;
-    }
-    __atomic_store_n(&running, 1, __ATOMIC_RELEASE);
-    diag_verbose("cache trimmer started");
+    start_thread();
+}
+
+void trim_set_upstream(trim_upstream_fn fn)
+{
+    __atomic_store_n(&upstream, fn, __ATOMIC_RELEASE);
 }
 
 void trim_stop(void)
@@ -142,6 +207,17 @@ void trim_stop(void)
 void trim_forget(void)
 {
     __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
+}
+
+void trim_release_kick(void)
+{
+    if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE))
+        start_thread();
+    if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE) || __atomic_exchange_n(&release_kicked, 1, __ATOMIC_ACQ_REL))
+        return;
+    pthread_mutex_lock(&lock);
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
 }
 
 void trim_cache_kick(void)

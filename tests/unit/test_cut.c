@@ -35,7 +35,7 @@ START_TEST(test_a_cut_counts_every_segment_and_live_block)
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(device_alloc(d, (size_t)(1 + i) << 20, 7, &p[i]), cudaSuccess);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p[0], 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(device_free(d, p[0], 0, 0, &err), GM_FREE_DONE);
     /* 1 CUT, the segments (one per large request here), 4 live blocks. */
     uint64_t n = cut_all_devices(0);
     ck_assert_msg(n >= 1 + 1 + 4 && n <= 1 + 5 + 4, "the cut wrote %llu records", (unsigned long long)n);

@@ -1,11 +1,15 @@
 /* The PyTorch bridge's loader without torch (shim/torchload.c): its decisions on fake torch
  * trees with stub compilers, a fake bridge that replays tests/fixtures/torch_trace.txt. */
 #include "suites.h"
+#include "device.h"
+#include "hit.h"
 #include "init.h"
+#include "options.h"
 #include "torchev.h"
 #include "torchload.h"
 #include "torchtest.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +303,125 @@ START_TEST(test_segments_mode_settles_at_once)
 }
 END_TEST
 
+/* ---- the real bridge against a stand-in torch (tests/fake_torch) ------------------------------ */
+
+/* Builds tests/fake_torch's allocator library and shim/torch/bridge.cpp against its header, in
+ * the torch 2.8+ shape or (old) the 2.1-2.4 one; loads the library. Returns the bridge's path. */
+static const char *real_bridge(int old)
+{
+    static char so[PATH_MAX + 32];
+    char lib[PATH_MAX + 32], cmd[12 * PATH_MAX], root[PATH_MAX];
+    ck_assert_msg(realpath(".", root) && access("shim/torch/bridge.cpp", R_OK) == 0, "run from the repository root");
+    snprintf(lib, sizeof lib, "%s/libmockc10.so", scratch());
+    snprintf(so, sizeof so, "%s/bridge.so", scratch());
+    const char *def = old ? "-DGM_MOCK_OLD_EMPTY" : "";
+    snprintf(cmd, sizeof cmd,
+             "c++ -std=c++17 -O2 -fPIC -shared %s -I%s/tests/fake_torch %s/tests/fake_torch/mock_c10.cpp -o '%s' "
+             "-Wl,-z,relro,-z,now && c++ -std=c++17 -O2 -fPIC -shared -fvisibility=hidden -w %s "
+             "-I%s/tests/fake_torch -I%s/shim %s/shim/torch/bridge.cpp -o '%s' -L'%s' -lmockc10 -Wl,-rpath,'%s'",
+             def, root, root, lib, def, root, root, root, so, scratch(), scratch());
+    ck_assert_msg(system(cmd) == 0, "cannot build the bridge against the stand-in torch: %s", cmd);
+    ck_assert_msg(dlopen(lib, RTLD_NOW | RTLD_GLOBAL) != NULL, "dlopen %s: %s", lib, dlerror());
+    ((void (*)(void))dlsym(RTLD_DEFAULT, "mock_init"))();
+    return so;
+}
+
+static int mock_int(const char *name)
+{
+    return ((int (*)(void))dlsym(RTLD_DEFAULT, name))();
+}
+
+/* PyTorch's cache off: torch.cuda.empty_cache() (the inline call through the allocator object)
+ * runs PyTorch's own emptyCache, with its argument, and then empties gmshim's pool. */
+START_TEST(test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool)
+{
+    setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
+    char logp[PATH_MAX + 16];
+    snprintf(logp, sizeof logp, "%s/own.gmlog", scratch());
+    setenv("GMSHIM_LOG", logp, 1); /* not in the working directory */
+    options_reset();
+    const char *so = real_bridge(_i);
+    gm_init();
+    gm_device_t *d = device_get(0);
+    void *p = NULL;
+    ck_assert_int_eq(device_alloc(d, 64u << 20, 0, &p), cudaSuccess);
+    cudaError_t err;
+    ck_assert_int_eq(device_free(d, p, 0, 0, &err), GM_FREE_DONE);
+    ck_assert_msg(device_reserved(d) >= (64u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
+    char why[1024] = "";
+    ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not hooked: %s", why);
+    ((void (*)(void))dlsym(RTLD_DEFAULT, "mock_empty_cache"))();
+    ck_assert_msg(mock_int("mock_empties") == 1, "PyTorch's own emptyCache ran %d times", mock_int("mock_empties"));
+    ck_assert_msg(((unsigned long long (*)(void))dlsym(RTLD_DEFAULT, "mock_last_pool"))() == 0,
+                  "PyTorch's emptyCache got another pool id");
+    ck_assert_msg(device_reserved(d) == 0, "gmshim's pool still holds %llu", (unsigned long long)device_reserved(d));
+    ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "hooking twice: %s", why);
+    ((void (*)(void))dlsym(RTLD_DEFAULT, "mock_empty_cache"))();
+    ck_assert_msg(mock_int("mock_empties") == 2, "hooked twice, PyTorch's emptyCache ran %d times",
+                  mock_int("mock_empties"));
+}
+END_TEST
+
+/* PyTorch's cache on: when its empty_cache returns, what it gave back is already the driver's
+ * (gmshim's pool emptied after it, as in the cache-off case). */
+START_TEST(test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool)
+{
+    unsetenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    char logp[PATH_MAX + 16];
+    snprintf(logp, sizeof logp, "%s/keep.gmlog", scratch());
+    setenv("GMSHIM_LOG", logp, 1);
+    options_reset();
+    const char *so = real_bridge(_i);
+    gm_init();
+    gm_device_t *d = device_get(0);
+    void *p = NULL;
+    ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
+    cudaError_t err; /* freed, not given back: the fence it waits for is the pool's business */
+    ck_assert_int_eq(device_free(d, p, 0, 0, &err), GM_FREE_DONE);
+    char why[1024] = "";
+    ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
+    ck_assert_msg(device_reserved(d) >= (32u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
+    ((void (*)(void))dlsym(RTLD_DEFAULT, "mock_empty_cache"))();
+    ck_assert_msg(mock_int("mock_empties") == 1, "PyTorch's own emptyCache ran %d times", mock_int("mock_empties"));
+    ck_assert_msg(device_reserved(d) == 0, "gmshim's pool still holds %llu", (unsigned long long)device_reserved(d));
+}
+END_TEST
+
+/* PyTorch's cache on: the trimmer's pass empties it through the bridge when its allocator did
+ * something since the last pass, and under GMSHIM_IDLE_RELEASE only once it is idle that long. */
+START_TEST(test_the_trimmer_empties_pytorchs_cache_when_it_had_events)
+{
+    unsetenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    char logp[PATH_MAX + 16];
+    snprintf(logp, sizeof logp, "%s/trim.gmlog", scratch());
+    setenv("GMSHIM_LOG", logp, 1);
+    options_reset();
+    const char *so = real_bridge(_i);
+    gm_init();
+    gm_device_t *d = device_get(0);
+    void *p = NULL;
+    cudaError_t err;
+    ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
+    ck_assert_int_eq(device_free(d, p, 0, 0, &err), GM_FREE_DONE);
+    size_t cached = device_reserved(d);
+    char why[1024] = "";
+    ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
+    torchload_empty_torch_cache(0);
+    ck_assert_msg(mock_int("mock_empties") == 1, "first pass: emptied %d times", mock_int("mock_empties"));
+    /* The trimmer never waits for the GPU under an arena lock: gmshim's cache is its own passes'. */
+    ck_assert_msg(device_reserved(d) == cached, "the pass emptied gmshim's pool: %zu -> %llu", cached,
+                  (unsigned long long)device_reserved(d));
+    torchload_empty_torch_cache(0);
+    ck_assert_msg(mock_int("mock_empties") == 1, "no event since, emptied again");
+    void (*event)(int, long long, long long) = (void (*)(int, long long, long long))dlsym(RTLD_DEFAULT, "mock_event");
+    event(0 /* ALLOC */, 0x7000000, 4096);
+    torchload_empty_torch_cache(10ull * 1000000000u);
+    ck_assert_msg(mock_int("mock_empties") == 1, "emptied although busy 0 s ago (idle 10 s asked)");
+    torchload_empty_torch_cache(0);
+    ck_assert_msg(mock_int("mock_empties") == 2, "an event since: emptied %d times", mock_int("mock_empties"));
+}
+END_TEST
+
 Suite *torchload_suite(void)
 {
     Suite *s = suite_create("torchload");
@@ -321,5 +444,12 @@ Suite *torchload_suite(void)
     tcase_add_test(ld, test_callers_outside_pytorch_settle_nothing);
     tcase_add_test(ld, test_segments_mode_settles_at_once);
     suite_add_tcase(s, ld);
+    TCase *br = tcase_create("bridge");
+    tcase_add_checked_fixture(br, new_scratch, NULL);
+    tcase_set_timeout(br, 120);
+    tcase_add_loop_test(br, test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool, 0, 2);
+    tcase_add_loop_test(br, test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool, 0, 2);
+    tcase_add_loop_test(br, test_the_trimmer_empties_pytorchs_cache_when_it_had_events, 0, 2);
+    suite_add_tcase(s, br);
     return s;
 }

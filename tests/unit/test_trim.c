@@ -63,6 +63,38 @@ START_TEST(test_trimmer_makes_no_driver_call_during_a_capture)
 }
 END_TEST
 
+/* PyTorch's empty_cache under gmshim: its cudaFree (from libc10_cuda.so, a stand-in here) goes
+ * back to the driver after the GPU's work before it, not blocking; the program's own stays. */
+START_TEST(test_a_caching_allocators_free_goes_back_to_the_driver_once_the_gpu_is_done)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/caching_release", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_with_pytorchs_cache_off_its_frees_stay_in_the_pool)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/caching_release", env, "own", &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_what_a_caching_allocator_gives_back_during_a_capture_waits_for_its_end)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/caching_release", env, "capture", &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *trim_suite(void)
 {
     Suite *s = suite_create("trim");
@@ -73,6 +105,9 @@ Suite *trim_suite(void)
     tcase_add_test(tc, test_cache_limit_waits_for_the_end_of_a_capture);
     tcase_add_test(tc, test_idle_segments_go_back_after_the_interval_not_before);
     tcase_add_test(tc, test_trimmer_makes_no_driver_call_during_a_capture);
+    tcase_add_test(tc, test_a_caching_allocators_free_goes_back_to_the_driver_once_the_gpu_is_done);
+    tcase_add_test(tc, test_with_pytorchs_cache_off_its_frees_stay_in_the_pool);
+    tcase_add_test(tc, test_what_a_caching_allocator_gives_back_during_a_capture_waits_for_its_end);
     suite_add_tcase(s, tc);
     return s;
 }
