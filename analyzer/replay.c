@@ -8,6 +8,7 @@
 #include "replay.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,12 +36,12 @@ void rp_cfg_as_recorded(const rp_log_t *log, rp_cfg_t *cfg)
 
 static uint64_t cache_limit_of(const replay_t *r)
 {
-    return r->cfg.cache_limit == RP_RECORDED ? r->log->cache_limit : r->cfg.cache_limit;
+    return r->cache_cap;
 }
 
 static int pending_wait_of(const replay_t *r)
 {
-    return r->cfg.pending_wait < 0 ? r->log->pending_wait : r->cfg.pending_wait;
+    return r->pw;
 }
 
 static uint64_t limit_of(const replay_t *r)
@@ -69,19 +70,58 @@ uint64_t replay_cap_at(const replay_t *r)
     return lim && lim < cap ? lim : cap;
 }
 
-int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
+/* Makes r, whose storage (blk, born, the heap's block structs) may come from an earlier replay,
+ * a fresh replay of log under cfg. */
+static int replay_reuse(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
 {
-    memset(r, 0, sizeof *r);
+    gm_block_t **blk = r->blk;
+    uint64_t *born = r->born;
+    size_t cap = r->capids, n = log->nids ? log->nids : 1;
+    gm_heap_t *h = &r->heap;
+    if (r->stashed)
+        pool_reset(h);
+    else
+        pool_init(h, &r->st, NULL);
+    /* Everything but the heap, which pool_reset left as pool_init would. */
+    memset(r, 0, offsetof(replay_t, heap));
+    memset((char *)r + offsetof(replay_t, heap) + sizeof r->heap, 0,
+           sizeof *r - offsetof(replay_t, heap) - sizeof r->heap);
+    r->heap.stats = &r->st;
+    r->stashed = 1;
+    if (cap < n) {
+        free(blk);
+        free(born);
+        blk = malloc(n * sizeof *blk);
+        born = malloc(n * sizeof *born);
+        cap = n;
+        if (!blk || !born) {
+            free(blk);
+            free(born);
+            blk = NULL, born = NULL, cap = 0;
+        }
+    }
+    r->blk = blk;
+    r->born = born; /* read only where blk is set */
+    r->capids = cap;
+    if (!blk)
+        return -1;
+    memset(blk, 0, n * sizeof *blk);
     r->log = log;
     r->cfg = *cfg;
-    pool_init(&r->heap, &r->st, NULL);
     r->heap.max_split = cfg->max_split == RP_RECORDED ? log->max_split : cfg->max_split;
     r->limit_now = 0;
     r->synth_base = RP_SYNTH_BASE;
-    size_t n = log->nids ? log->nids : 1;
-    r->blk = calloc(n, sizeof *r->blk);
-    r->born = calloc(n, sizeof *r->born);
-    if (!r->blk || !r->born) {
+    /* The settings the hot path reads, decided once. */
+    r->cache_cap = cfg->cache_limit == RP_RECORDED ? log->cache_limit : cfg->cache_limit;
+    r->pw = cfg->pending_wait < 0 ? log->pending_wait : cfg->pending_wait;
+    r->defer = !cfg->frees_at_once && !log->trust_stream_order && log->nfences;
+    return 0;
+}
+
+int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
+{
+    memset(r, 0, sizeof *r);
+    if (replay_reuse(r, log, cfg)) {
         replay_free(r);
         return -1;
     }
@@ -95,6 +135,60 @@ void replay_free(replay_t *r)
     free(r->born);
     r->blk = NULL;
     r->born = NULL;
+    r->capids = 0;
+    r->stashed = 0;
+}
+
+/* Replays done leave their storage here for the next (per thread it would die with the
+ * short-lived threads of replay_many): bounded, the largest kept. */
+#define RP_STASH 16
+static replay_t *stash[RP_STASH];
+static unsigned nstash;
+static pthread_mutex_t stash_lock = PTHREAD_MUTEX_INITIALIZER;
+
+replay_t *replay_start(const rp_log_t *log, const rp_cfg_t *cfg)
+{
+    replay_t *r = NULL;
+    pthread_mutex_lock(&stash_lock);
+    if (nstash)
+        r = stash[--nstash];
+    pthread_mutex_unlock(&stash_lock);
+    if (!r && !(r = calloc(1, sizeof *r)))
+        return NULL;
+    if (replay_reuse(r, log, cfg)) {
+        replay_free(r);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void replay_end(replay_t *r)
+{
+    if (!r)
+        return;
+    r->log = NULL;
+    pthread_mutex_lock(&stash_lock);
+    if (nstash < RP_STASH) {
+        stash[nstash++] = r;
+        r = NULL;
+    }
+    pthread_mutex_unlock(&stash_lock);
+    if (r) {
+        replay_free(r);
+        free(r);
+    }
+}
+
+void replay_stash_free(void)
+{
+    pthread_mutex_lock(&stash_lock);
+    while (nstash) {
+        replay_t *r = stash[--nstash];
+        replay_free(r);
+        free(r);
+    }
+    pthread_mutex_unlock(&stash_lock);
 }
 
 /* ---- releasing ------------------------------------------------------------------------------ */
@@ -386,7 +480,7 @@ static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
     if (!b)
         return;
     r->blk[e->id] = NULL;
-    if (deferred && !r->cfg.frees_at_once && !r->log->trust_stream_order && r->log->nfences) {
+    if (deferred && r->defer) {
         pool_defer_block(&r->heap, b, r->issued + 1);
         return;
     }
@@ -429,8 +523,7 @@ static void on_empty(replay_t *r, uint64_t reason)
 
 static void on_reset(replay_t *r)
 {
-    pool_destroy(&r->heap);
-    pool_init(&r->heap, &r->st, NULL);
+    pool_reset(&r->heap);
     memset(&r->st, 0, sizeof r->st);
     r->heap.max_split = r->cfg.max_split == RP_RECORDED ? r->log->max_split : r->cfg.max_split;
     memset(r->blk, 0, (r->log->nids ? r->log->nids : 1) * sizeof *r->blk);
@@ -514,14 +607,14 @@ void replay_run(replay_t *r, size_t until)
 
 rp_result_t replay_once(const rp_log_t *log, const rp_cfg_t *cfg)
 {
-    replay_t r;
     rp_result_t res;
     memset(&res, 0, sizeof res);
-    if (replay_init(&r, log, cfg))
+    replay_t *r = replay_start(log, cfg);
+    if (!r)
         return res;
-    replay_run(&r, log->nev);
-    res = r.res;
-    replay_free(&r);
+    replay_run(r, log->nev);
+    res = r->res;
+    replay_end(r);
     return res;
 }
 
