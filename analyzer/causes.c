@@ -67,9 +67,13 @@ static int slot_is(const cached_t *c, const rd_log_t *lf, int dev)
            !strncmp(c->name, lf->name, sizeof c->name - 1);
 }
 
+void (*causes_load_hook)(const char *name);
+
 /* Decodes the device and makes its what-if plan into c (its lock held, or c private). */
 static void slot_load(cached_t *c, const rd_log_t *lf, int dev)
 {
+    if (causes_load_hook)
+        causes_load_hook(lf->name);
     rd_log_t clone;
     if (rd_clone(lf, &clone))
         return;
