@@ -1,11 +1,13 @@
-/* The replay engine: a device's decoded events re-run through the pool's policy code (pool.c)
- * with the device-level policy of shim/device.c re-implemented here: segment sizes, the tight
- * segment under a cap, GMSHIM_DEVICE_LIMIT's release and retry, the driver OOM's release of
- * whole free segments and one retry, waiting for pending frees (GMSHIM_PENDING_WAIT) before
- * growing, GMSHIM_CACHE_LIMIT. Frees wait for a fence until the recording shows it completed
- * (a block of it handed out again, a fence wait, a segment given back) or, as a bound, not at all.
- * One arena per device: a log of several contending threads replays as if they shared one. */
+/* The replay engine: a device's decoded events re-run through the shim's own pool code: the
+ * data structure (common/pool.c) and the device-level policy (common/policy.c: the tight segment
+ * under a cap, GMSHIM_DEVICE_LIMIT's release and retry, waiting for pending frees under
+ * GMSHIM_PENDING_WAIT, GMSHIM_CACHE_LIMIT, empty cache), with the driver OOM's release of whole
+ * free segments and one retry as shim/slowpath.c grow() does them. Frees wait for a fence until
+ * the recording shows it completed (a block of it handed out again, a fence wait, a segment
+ * given back) or, as a bound, not at all. One arena per device: a log of several contending
+ * threads replays as if they shared one. */
 #include "replay.h"
+#include "policy.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -193,31 +195,19 @@ void replay_stash_free(void)
 
 /* ---- releasing ------------------------------------------------------------------------------ */
 
-static void remove_if_free(replay_t *r, gm_segment_t *seg)
+static int remove_segment(void *r, gm_segment_t *seg)
 {
-    if (pool_segment_is_free(seg))
-        pool_remove_segment(&r->heap, seg);
+    pool_remove_segment(&((replay_t *)r)->heap, seg);
+    return 0;
 }
 
 /* GMSHIM_CACHE_LIMIT: the oldest wholly free segments go while they exceed the cap. */
 static void enforce_cache_limit(replay_t *r)
 {
     uint64_t cap = cache_limit_of(r);
-    if (!cap || r->cfg.guided)
-        return;
-    for (;;) {
-        uint64_t whole = 0;
-        gm_segment_t *oldest = NULL;
-        for (gm_segment_t *s = r->heap.segments; s; s = s->next)
-            if (pool_segment_is_free(s)) {
-                whole += s->size;
-                if (!oldest || s->free_since_ns < oldest->free_since_ns)
-                    oldest = s;
-            }
-        if (whole <= cap || !oldest)
-            return;
-        pool_remove_segment(&r->heap, oldest);
-    }
+    unsigned n = 0;
+    if (cap && !r->cfg.guided)
+        policy_enforce_cache_limit(&r->heap, cap, remove_segment, r, &n);
 }
 
 static void release_to(replay_t *r, uint64_t seq)
@@ -230,13 +220,10 @@ static void release_to(replay_t *r, uint64_t seq)
 /* Waits for every pending free (when asked), then gives back the wholly free segments. */
 static void empty_cache(replay_t *r, int wait, uint64_t idle_ns)
 {
+    unsigned n = 0;
     if (wait)
         release_to(r, UINT64_MAX);
-    for (gm_segment_t *s = r->heap.segments, *next; s; s = next) {
-        next = s->next;
-        if (!idle_ns || (s->free_since_ns && r->now >= s->free_since_ns + idle_ns))
-            remove_if_free(r, s);
-    }
+    policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
 }
 
 /* ---- allocating ----------------------------------------------------------------------------- */
@@ -283,25 +270,19 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
         res->first = *f;
 }
 
-/* A new segment, as shim/device.c grow(): under a cap the tight size and one release; from the
- * driver, on failure the release of whole free segments and one retry (then the tight size). */
+/* A new segment, as shim/slowpath.c grow(): under a cap the tight size and one release; from
+ * the driver, on failure the release of whole free segments and one retry (then the tight size). */
 static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, int oom, int *grew)
 {
     int small = pool_is_small(rounded);
     size_t seg = pool_segment_size(rounded);
-    size_t tight = small ? seg : gm_round_up(rounded, RP_LARGE_ROUND);
     uint64_t limit = limit_of(r);
     gm_block_t *b;
     if (limit) {
-        int ok = 0;
-        for (int pass = 0; pass < 2 && !ok; pass++) {
-            uint64_t reserved = r->st.reserved.current;
-            if (reserved + seg <= limit)
-                ok = 1;
-            else if (reserved + tight <= limit)
-                ok = 1, seg = tight;
-            else if (!pass)
-                empty_cache(r, 1, 0);
+        int ok = policy_fits_limit(limit, r->st.reserved.current, &seg, rounded);
+        if (!ok) {
+            empty_cache(r, 1, 0);
+            ok = policy_fits_limit(limit, r->st.reserved.current, &seg, rounded);
         }
         if (!ok) {
             if ((b = pool_alloc(&r->heap, rounded, req)))
@@ -319,6 +300,7 @@ static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, 
     if ((b = pool_alloc(&r->heap, rounded, req)))
         return b;
     uint64_t reserved = r->st.reserved.current;
+    size_t tight = policy_tight_segment(rounded);
     if (reserved + seg > cap && !small && tight < seg)
         seg = tight;
     if (reserved + seg <= cap) {
@@ -329,22 +311,26 @@ static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, 
     return NULL;
 }
 
+/* GMSHIM_PENDING_WAIT's waits: the fence completes at once. */
+static void wait_for(void *r, uint64_t seq)
+{
+    release_to(r, seq);
+}
+
+static int wait_oldest(void *r)
+{
+    uint64_t seq = pool_oldest_pending_seq(&((replay_t *)r)->heap);
+    if (seq)
+        release_to(r, seq);
+    return seq != 0;
+}
+
 static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int *grew)
 {
     size_t rounded = pool_round(req);
-    int small = pool_is_small(rounded), pw = pending_wait_of(r);
-    gm_heap_t *h = &r->heap;
+    const policy_waits_t waits = {wait_for, wait_oldest, r};
     *grew = 0;
-    if (!small && pw) {
-        uint64_t seq = pool_better_pending(h, rounded);
-        if (seq)
-            release_to(r, seq); /* a pending block fits better: the shim waits for it */
-    }
-    gm_block_t *b = pool_alloc(h, rounded, req);
-    while (!b && pw && h->pending_bytes[small] && h->pending_bytes[small] + h->free_bytes[small] >= rounded) {
-        release_to(r, pool_oldest_pending_seq(h));
-        b = pool_alloc(h, rounded, req);
-    }
+    gm_block_t *b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
     if (!b)
         b = grow(r, rounded, req, site, oom, grew);
     if (b) {

@@ -1,5 +1,5 @@
 /* The counterfactual replay: one device's pool events, decoded once from a log into a compact
- * array, re-run through the shim's own pool policy code (common/pool.c) under the recorded
+ * array, re-run through the shim's own pool code (common/pool.c, common/policy.c) under the recorded
  * settings or others (device size, GMSHIM_DEVICE_LIMIT, GMSHIM_MAX_SPLIT, GMSHIM_CACHE_LIMIT,
  * GMSHIM_PENDING_WAIT). It must never trust the log: a free of an unknown pointer is skipped, a
  * replay that cannot place a block counts it as a failure and goes on. */
