@@ -449,7 +449,7 @@ static void on_alloc(replay_t *r, const rp_ev_t *e)
     gm_block_t *b = do_alloc(r, (size_t)e->x, e->site, -1, &grew);
     if (grew && r->cfg.guided)
         r->res.divergences++;
-    if (b && r->cfg.guided && !grew && b->ptr != r->log->ptr[r->at] && r->res.divergences < RP_FOLLOW_MAX)
+    if (b && r->cfg.guided && !grew && r->res.divergences < RP_FOLLOW_MAX && b->ptr != r->log->ptr[r->at])
         b = follow(r, b, r->log->ptr[r->at], (size_t)e->x, e->site);
     if (!b) {
         r->res.new_failures++;
