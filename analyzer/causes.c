@@ -21,7 +21,11 @@
 #define REPLAY_MAX_LOG_BYTES (4ull << 30)
 
 typedef struct cached {
-    int used;
+    int used;            /* holds a log, or is loading one */
+    int ok;              /* loaded: log and plan are valid (read-only from then on) */
+    int own;             /* not in the table (every slot was in use): freed after its one use */
+    unsigned refs;       /* callers using it: never evicted while any */
+    pthread_mutex_t lock;/* held while it loads: a caller of the same log waits, others do not */
     char name[512];
     uint64_t size, start_ns;
     int dev;
@@ -30,60 +34,131 @@ typedef struct cached {
     unsigned age;
 } cached_t;
 
-static cached_t cache[CACHED_LOGS];
+/* The table's lock guards which slot holds which log (used, refs, age, the key); a slot's own
+ * lock, its loading. Replays run under neither: a loaded log is only read. */
+#define SLOT_INIT {.lock = PTHREAD_MUTEX_INITIALIZER}
+_Static_assert(CACHED_LOGS == 4, "one initializer per slot");
+static cached_t cache[CACHED_LOGS] = {SLOT_INIT, SLOT_INIT, SLOT_INIT, SLOT_INIT};
 static unsigned cache_clock;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void slot_clear(cached_t *c)
+{
+    if (c->ok) {
+        rp_log_free(&c->log);
+        wi_plan_free(&c->plan);
+    }
+    c->used = c->ok = 0;
+}
 
 void causes_reset(void)
 {
     pthread_mutex_lock(&cache_lock);
     for (int i = 0; i < CACHED_LOGS; i++)
-        if (cache[i].used) {
-            rp_log_free(&cache[i].log);
-            wi_plan_free(&cache[i].plan);
-            cache[i].used = 0;
-        }
+        if (cache[i].used && !cache[i].refs)
+            slot_clear(&cache[i]);
+    pthread_mutex_unlock(&cache_lock);
+    replay_stash_free();
+}
+
+static int slot_is(const cached_t *c, const rd_log_t *lf, int dev)
+{
+    return c->used && c->dev == dev && c->size == lf->size && c->start_ns == lf->hdr.start_mono_ns &&
+           !strncmp(c->name, lf->name, sizeof c->name - 1);
+}
+
+void (*causes_load_hook)(const char *name);
+
+/* Decodes the device and makes its what-if plan into c (its lock held, or c private). */
+static void slot_load(cached_t *c, const rd_log_t *lf, int dev)
+{
+    if (causes_load_hook)
+        causes_load_hook(lf->name);
+    rd_log_t clone;
+    if (rd_clone(lf, &clone))
+        return;
+    int rc = rp_load(&c->log, &clone, dev);
+    rd_close(&clone);
+    if (rc)
+        return;
+    wi_opts_t o;
+    wi_opts_default(&o);
+    if (wi_plan_make(&c->log, &o, &c->plan)) {
+        rp_log_free(&c->log);
+        return;
+    }
+    c->ok = 1;
+}
+
+static void slot_release(cached_t *c)
+{
+    if (c->own) {
+        slot_clear(c);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return;
+    }
+    pthread_mutex_lock(&cache_lock);
+    if (!--c->refs && !c->ok)
+        c->used = 0; /* it failed to load: the slot is free again */
     pthread_mutex_unlock(&cache_lock);
 }
 
-/* The decoded device and its what-if plan, made once per log and device. Caller holds the lock. */
-static cached_t *log_for(const rd_log_t *lf, int dev)
+/* The decoded device and its what-if plan, made once per log and device and shared by the
+ * callers of that log; slot_release() when done. NULL when it cannot be made. */
+static cached_t *slot_acquire(const rd_log_t *lf, int dev)
 {
     cached_t *slot = NULL;
+    pthread_mutex_lock(&cache_lock);
     for (int i = 0; i < CACHED_LOGS; i++) {
         cached_t *c = &cache[i];
-        if (c->used && c->dev == dev && c->size == lf->size && c->start_ns == lf->hdr.start_mono_ns &&
-            !strncmp(c->name, lf->name, sizeof c->name - 1)) {
+        if (slot_is(c, lf, dev)) {
+            c->refs++;
             c->age = ++cache_clock;
+            pthread_mutex_unlock(&cache_lock);
+            pthread_mutex_lock(&c->lock); /* loaded by then */
+            pthread_mutex_unlock(&c->lock);
+            if (!c->ok) {
+                slot_release(c);
+                return NULL;
+            }
             return c;
         }
-        if (!slot || (slot->used && (!c->used || c->age < slot->age)))
+        if (!c->refs && (!slot || (slot->used && (!c->used || c->age < slot->age))))
             slot = c;
     }
-    if (slot->used) {
-        rp_log_free(&slot->log);
-        wi_plan_free(&slot->plan);
-        slot->used = 0;
+    if (!slot) { /* every slot in use by another caller: a private one */
+        pthread_mutex_unlock(&cache_lock);
+        slot = calloc(1, sizeof *slot);
+        if (!slot || pthread_mutex_init(&slot->lock, NULL)) {
+            free(slot);
+            return NULL;
+        }
+        slot->own = slot->used = 1;
+        slot->refs = 1;
+        slot_load(slot, lf, dev);
+        if (!slot->ok) {
+            slot_release(slot);
+            return NULL;
+        }
+        return slot;
     }
-    rd_log_t clone;
-    if (rd_clone(lf, &clone))
-        return NULL;
-    int rc = rp_load(&slot->log, &clone, dev);
-    rd_close(&clone);
-    if (rc)
-        return NULL;
-    wi_opts_t o;
-    wi_opts_default(&o);
-    if (wi_plan_make(&slot->log, &o, &slot->plan)) {
-        rp_log_free(&slot->log);
-        return NULL;
-    }
+    slot_clear(slot); /* nobody uses it */
     slot->used = 1;
+    slot->refs = 1;
     snprintf(slot->name, sizeof slot->name, "%s", lf->name);
     slot->size = lf->size;
     slot->start_ns = lf->hdr.start_mono_ns;
     slot->dev = dev;
     slot->age = ++cache_clock;
+    pthread_mutex_lock(&slot->lock); /* free: a slot nobody holds */
+    pthread_mutex_unlock(&cache_lock);
+    slot_load(slot, lf, dev);
+    pthread_mutex_unlock(&slot->lock);
+    if (!slot->ok) {
+        slot_release(slot);
+        return NULL;
+    }
     return slot;
 }
 
@@ -273,25 +348,25 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     uint64_t max = env ? strtoull(env, NULL, 10) : REPLAY_MAX_LOG_BYTES;
     if (max && m->lf->size > max)
         return -1;
-    pthread_mutex_lock(&cache_lock);
-    cached_t *e = log_for(m->lf, o->dev);
+    cached_t *e = slot_acquire(m->lf, o->dev);
     int k = e ? find_oom(&e->log, o) : -1;
     if (k < 0) {
-        pthread_mutex_unlock(&cache_lock);
+        if (e)
+            slot_release(e);
         return -1;
     }
     const rp_log_t *log = &e->log;
     rp_cfg_t cfg;
     rp_cfg_as_recorded(log, &cfg);
-    replay_t r;
-    if (replay_init(&r, log, &cfg)) {
-        pthread_mutex_unlock(&cache_lock);
+    replay_t *r = replay_start(log, &cfg);
+    if (!r) {
+        slot_release(e);
         return -1;
     }
-    uint64_t failed = r.res.recorded_failed;
-    replay_run(&r, log->ooms[k].ev + 1);
-    const rp_fail_t *f = &r.res.last;
-    c->reproduced = r.res.recorded_failed > failed && f->oom == k;
+    uint64_t failed = r->res.recorded_failed;
+    replay_run(r, log->ooms[k].ev + 1);
+    const rp_fail_t *f = &r->res.last;
+    c->reproduced = r->res.recorded_failed > failed && f->oom == k;
     c->torch_cache_kept = log->torch_cache_kept;
     c->torch_tensors = log->torch_tensors;
     c->by_limit = log->ooms[k].by_limit;
@@ -317,14 +392,14 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     c->epoch_index = o->epoch_index;
     c->epoch_start = o->epoch_start;
     if (c->epoch_system >= 0 && c->reproduced)
-        replay_live_split(&r, c->epoch_start, &c->persistent, &c->transient);
+        replay_live_split(r, c->epoch_start, &c->persistent, &c->transient);
     else
         c->persistent = c->live;
-    decide(c, m, o, &r);
+    decide(c, m, o, r);
     explain(c, m);
     remedy(c, &e->plan);
-    replay_free(&r);
-    pthread_mutex_unlock(&cache_lock);
+    replay_end(r);
+    slot_release(e);
     return 0;
 }
 

@@ -50,5 +50,8 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c);
 const char *causes_check(const cause_t *c);
 /* Forgets the replays kept between calls (tests; the CLI exits). */
 void causes_reset(void);
+/* For the tests: called as a log is decoded for its causes (with its name), holding that log's
+ * lock and no other. NULL outside the tests. */
+extern void (*causes_load_hook)(const char *name);
 
 #endif

@@ -1,13 +1,16 @@
-/* The replay engine: a device's decoded events re-run through the pool's policy code (pool.c)
- * with the device-level policy of shim/device.c re-implemented here: segment sizes, the tight
- * segment under a cap, GMSHIM_DEVICE_LIMIT's release and retry, the driver OOM's release of
- * whole free segments and one retry, waiting for pending frees (GMSHIM_PENDING_WAIT) before
- * growing, GMSHIM_CACHE_LIMIT. Frees wait for a fence until the recording shows it completed
- * (a block of it handed out again, a fence wait, a segment given back) or, as a bound, not at all.
- * One arena per device: a log of several contending threads replays as if they shared one. */
+/* The replay engine: a device's decoded events re-run through the shim's own pool code: the
+ * data structure (common/pool.c) and the device-level policy (common/policy.c: the tight segment
+ * under a cap, GMSHIM_DEVICE_LIMIT's release and retry, waiting for pending frees under
+ * GMSHIM_PENDING_WAIT, GMSHIM_CACHE_LIMIT, empty cache), with the driver OOM's release of whole
+ * free segments and one retry as shim/slowpath.c grow() does them. Frees wait for a fence until
+ * the recording shows it completed (a block of it handed out again, a fence wait, a segment
+ * given back) or, as a bound, not at all. One arena per device: a log of several contending
+ * threads replays as if they shared one. */
 #include "replay.h"
+#include "policy.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,12 +38,12 @@ void rp_cfg_as_recorded(const rp_log_t *log, rp_cfg_t *cfg)
 
 static uint64_t cache_limit_of(const replay_t *r)
 {
-    return r->cfg.cache_limit == RP_RECORDED ? r->log->cache_limit : r->cfg.cache_limit;
+    return r->cache_cap;
 }
 
 static int pending_wait_of(const replay_t *r)
 {
-    return r->cfg.pending_wait < 0 ? r->log->pending_wait : r->cfg.pending_wait;
+    return r->pw;
 }
 
 static uint64_t limit_of(const replay_t *r)
@@ -69,19 +72,58 @@ uint64_t replay_cap_at(const replay_t *r)
     return lim && lim < cap ? lim : cap;
 }
 
-int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
+/* Makes r, whose storage (blk, born, the heap's block structs) may come from an earlier replay,
+ * a fresh replay of log under cfg. */
+static int replay_reuse(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
 {
-    memset(r, 0, sizeof *r);
+    gm_block_t **blk = r->blk;
+    uint64_t *born = r->born;
+    size_t cap = r->capids, n = log->nids ? log->nids : 1;
+    gm_heap_t *h = &r->heap;
+    if (r->stashed)
+        pool_reset(h);
+    else
+        pool_init(h, &r->st, NULL);
+    /* Everything but the heap, which pool_reset left as pool_init would. */
+    memset(r, 0, offsetof(replay_t, heap));
+    memset((char *)r + offsetof(replay_t, heap) + sizeof r->heap, 0,
+           sizeof *r - offsetof(replay_t, heap) - sizeof r->heap);
+    r->heap.stats = &r->st;
+    r->stashed = 1;
+    if (cap < n) {
+        free(blk);
+        free(born);
+        blk = malloc(n * sizeof *blk);
+        born = malloc(n * sizeof *born);
+        cap = n;
+        if (!blk || !born) {
+            free(blk);
+            free(born);
+            blk = NULL, born = NULL, cap = 0;
+        }
+    }
+    r->blk = blk;
+    r->born = born; /* read only where blk is set */
+    r->capids = cap;
+    if (!blk)
+        return -1;
+    memset(blk, 0, n * sizeof *blk);
     r->log = log;
     r->cfg = *cfg;
-    pool_init(&r->heap, &r->st, NULL);
     r->heap.max_split = cfg->max_split == RP_RECORDED ? log->max_split : cfg->max_split;
     r->limit_now = 0;
     r->synth_base = RP_SYNTH_BASE;
-    size_t n = log->nids ? log->nids : 1;
-    r->blk = calloc(n, sizeof *r->blk);
-    r->born = calloc(n, sizeof *r->born);
-    if (!r->blk || !r->born) {
+    /* The settings the hot path reads, decided once. */
+    r->cache_cap = cfg->cache_limit == RP_RECORDED ? log->cache_limit : cfg->cache_limit;
+    r->pw = cfg->pending_wait < 0 ? log->pending_wait : cfg->pending_wait;
+    r->defer = !cfg->frees_at_once && !log->trust_stream_order && log->nfences;
+    return 0;
+}
+
+int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
+{
+    memset(r, 0, sizeof *r);
+    if (replay_reuse(r, log, cfg)) {
         replay_free(r);
         return -1;
     }
@@ -95,35 +137,77 @@ void replay_free(replay_t *r)
     free(r->born);
     r->blk = NULL;
     r->born = NULL;
+    r->capids = 0;
+    r->stashed = 0;
+}
+
+/* Replays done leave their storage here for the next (per thread it would die with the
+ * short-lived threads of replay_many): bounded, the largest kept. */
+#define RP_STASH 16
+static replay_t *stash[RP_STASH];
+static unsigned nstash;
+static pthread_mutex_t stash_lock = PTHREAD_MUTEX_INITIALIZER;
+
+replay_t *replay_start(const rp_log_t *log, const rp_cfg_t *cfg)
+{
+    replay_t *r = NULL;
+    pthread_mutex_lock(&stash_lock);
+    if (nstash)
+        r = stash[--nstash];
+    pthread_mutex_unlock(&stash_lock);
+    if (!r && !(r = calloc(1, sizeof *r)))
+        return NULL;
+    if (replay_reuse(r, log, cfg)) {
+        replay_free(r);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void replay_end(replay_t *r)
+{
+    if (!r)
+        return;
+    r->log = NULL;
+    pthread_mutex_lock(&stash_lock);
+    if (nstash < RP_STASH) {
+        stash[nstash++] = r;
+        r = NULL;
+    }
+    pthread_mutex_unlock(&stash_lock);
+    if (r) {
+        replay_free(r);
+        free(r);
+    }
+}
+
+void replay_stash_free(void)
+{
+    pthread_mutex_lock(&stash_lock);
+    while (nstash) {
+        replay_t *r = stash[--nstash];
+        replay_free(r);
+        free(r);
+    }
+    pthread_mutex_unlock(&stash_lock);
 }
 
 /* ---- releasing ------------------------------------------------------------------------------ */
 
-static void remove_if_free(replay_t *r, gm_segment_t *seg)
+static int remove_segment(void *r, gm_segment_t *seg)
 {
-    if (pool_segment_is_free(seg))
-        pool_remove_segment(&r->heap, seg);
+    pool_remove_segment(&((replay_t *)r)->heap, seg);
+    return 0;
 }
 
 /* GMSHIM_CACHE_LIMIT: the oldest wholly free segments go while they exceed the cap. */
 static void enforce_cache_limit(replay_t *r)
 {
     uint64_t cap = cache_limit_of(r);
-    if (!cap || r->cfg.guided)
-        return;
-    for (;;) {
-        uint64_t whole = 0;
-        gm_segment_t *oldest = NULL;
-        for (gm_segment_t *s = r->heap.segments; s; s = s->next)
-            if (pool_segment_is_free(s)) {
-                whole += s->size;
-                if (!oldest || s->free_since_ns < oldest->free_since_ns)
-                    oldest = s;
-            }
-        if (whole <= cap || !oldest)
-            return;
-        pool_remove_segment(&r->heap, oldest);
-    }
+    unsigned n = 0;
+    if (cap && !r->cfg.guided)
+        policy_enforce_cache_limit(&r->heap, cap, remove_segment, r, &n);
 }
 
 static void release_to(replay_t *r, uint64_t seq)
@@ -136,13 +220,10 @@ static void release_to(replay_t *r, uint64_t seq)
 /* Waits for every pending free (when asked), then gives back the wholly free segments. */
 static void empty_cache(replay_t *r, int wait, uint64_t idle_ns)
 {
+    unsigned n = 0;
     if (wait)
         release_to(r, UINT64_MAX);
-    for (gm_segment_t *s = r->heap.segments, *next; s; s = next) {
-        next = s->next;
-        if (!idle_ns || (s->free_since_ns && r->now >= s->free_since_ns + idle_ns))
-            remove_if_free(r, s);
-    }
+    policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
 }
 
 /* ---- allocating ----------------------------------------------------------------------------- */
@@ -189,25 +270,19 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
         res->first = *f;
 }
 
-/* A new segment, as shim/device.c grow(): under a cap the tight size and one release; from the
- * driver, on failure the release of whole free segments and one retry (then the tight size). */
+/* A new segment, as shim/slowpath.c grow(): under a cap the tight size and one release; from
+ * the driver, on failure the release of whole free segments and one retry (then the tight size). */
 static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, int oom, int *grew)
 {
     int small = pool_is_small(rounded);
     size_t seg = pool_segment_size(rounded);
-    size_t tight = small ? seg : gm_round_up(rounded, RP_LARGE_ROUND);
     uint64_t limit = limit_of(r);
     gm_block_t *b;
     if (limit) {
-        int ok = 0;
-        for (int pass = 0; pass < 2 && !ok; pass++) {
-            uint64_t reserved = r->st.reserved.current;
-            if (reserved + seg <= limit)
-                ok = 1;
-            else if (reserved + tight <= limit)
-                ok = 1, seg = tight;
-            else if (!pass)
-                empty_cache(r, 1, 0);
+        int ok = policy_fits_limit(limit, r->st.reserved.current, &seg, rounded);
+        if (!ok) {
+            empty_cache(r, 1, 0);
+            ok = policy_fits_limit(limit, r->st.reserved.current, &seg, rounded);
         }
         if (!ok) {
             if ((b = pool_alloc(&r->heap, rounded, req)))
@@ -225,6 +300,7 @@ static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, 
     if ((b = pool_alloc(&r->heap, rounded, req)))
         return b;
     uint64_t reserved = r->st.reserved.current;
+    size_t tight = policy_tight_segment(rounded);
     if (reserved + seg > cap && !small && tight < seg)
         seg = tight;
     if (reserved + seg <= cap) {
@@ -235,22 +311,26 @@ static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, 
     return NULL;
 }
 
+/* GMSHIM_PENDING_WAIT's waits: the fence completes at once. */
+static void wait_for(void *r, uint64_t seq)
+{
+    release_to(r, seq);
+}
+
+static int wait_oldest(void *r)
+{
+    uint64_t seq = pool_oldest_pending_seq(&((replay_t *)r)->heap);
+    if (seq)
+        release_to(r, seq);
+    return seq != 0;
+}
+
 static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int *grew)
 {
     size_t rounded = pool_round(req);
-    int small = pool_is_small(rounded), pw = pending_wait_of(r);
-    gm_heap_t *h = &r->heap;
+    const policy_waits_t waits = {wait_for, wait_oldest, r};
     *grew = 0;
-    if (!small && pw) {
-        uint64_t seq = pool_better_pending(h, rounded);
-        if (seq)
-            release_to(r, seq); /* a pending block fits better: the shim waits for it */
-    }
-    gm_block_t *b = pool_alloc(h, rounded, req);
-    while (!b && pw && h->pending_bytes[small] && h->pending_bytes[small] + h->free_bytes[small] >= rounded) {
-        release_to(r, pool_oldest_pending_seq(h));
-        b = pool_alloc(h, rounded, req);
-    }
+    gm_block_t *b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
     if (!b)
         b = grow(r, rounded, req, site, oom, grew);
     if (b) {
@@ -369,7 +449,7 @@ static void on_alloc(replay_t *r, const rp_ev_t *e)
     gm_block_t *b = do_alloc(r, (size_t)e->x, e->site, -1, &grew);
     if (grew && r->cfg.guided)
         r->res.divergences++;
-    if (b && r->cfg.guided && !grew && b->ptr != r->log->ptr[r->at] && r->res.divergences < RP_FOLLOW_MAX)
+    if (b && r->cfg.guided && !grew && r->res.divergences < RP_FOLLOW_MAX && b->ptr != r->log->ptr[r->at])
         b = follow(r, b, r->log->ptr[r->at], (size_t)e->x, e->site);
     if (!b) {
         r->res.new_failures++;
@@ -386,7 +466,7 @@ static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
     if (!b)
         return;
     r->blk[e->id] = NULL;
-    if (deferred && !r->cfg.frees_at_once && !r->log->trust_stream_order && r->log->nfences) {
+    if (deferred && r->defer) {
         pool_defer_block(&r->heap, b, r->issued + 1);
         return;
     }
@@ -429,8 +509,7 @@ static void on_empty(replay_t *r, uint64_t reason)
 
 static void on_reset(replay_t *r)
 {
-    pool_destroy(&r->heap);
-    pool_init(&r->heap, &r->st, NULL);
+    pool_reset(&r->heap);
     memset(&r->st, 0, sizeof r->st);
     r->heap.max_split = r->cfg.max_split == RP_RECORDED ? r->log->max_split : r->cfg.max_split;
     memset(r->blk, 0, (r->log->nids ? r->log->nids : 1) * sizeof *r->blk);
@@ -514,14 +593,14 @@ void replay_run(replay_t *r, size_t until)
 
 rp_result_t replay_once(const rp_log_t *log, const rp_cfg_t *cfg)
 {
-    replay_t r;
     rp_result_t res;
     memset(&res, 0, sizeof res);
-    if (replay_init(&r, log, cfg))
+    replay_t *r = replay_start(log, cfg);
+    if (!r)
         return res;
-    replay_run(&r, log->nev);
-    res = r.res;
-    replay_free(&r);
+    replay_run(r, log->nev);
+    res = r->res;
+    replay_end(r);
     return res;
 }
 

@@ -1,5 +1,5 @@
 /* The counterfactual replay: one device's pool events, decoded once from a log into a compact
- * array, re-run through the shim's own pool policy code (common/pool.c) under the recorded
+ * array, re-run through the shim's own pool code (common/pool.c, common/policy.c) under the recorded
  * settings or others (device size, GMSHIM_DEVICE_LIMIT, GMSHIM_MAX_SPLIT, GMSHIM_CACHE_LIMIT,
  * GMSHIM_PENDING_WAIT). It must never trust the log: a free of an unknown pointer is skipped, a
  * replay that cannot place a block counts it as a failure and goes on. */
@@ -143,6 +143,9 @@ typedef struct replay {
     uint64_t *born;          /* allocation time, by block id */
     uint64_t issued;         /* the last fence recorded */
     uint64_t limit_now;
+    uint64_t cache_cap;      /* GMSHIM_CACHE_LIMIT in force (0: none) */
+    int pw;                  /* GMSHIM_PENDING_WAIT in force */
+    int defer;               /* frees wait for a fence */
     size_t next_oom;         /* recorded OOMs passed */
     size_t next_drv;         /* driver OOMs passed */
     size_t next_proof;
@@ -153,9 +156,17 @@ typedef struct replay {
     uint64_t now;
     int stop_on_fail;        /* stop right after the first failure */
     rp_result_t res;
+    size_t capids;           /* entries blk and born have room for */
+    int stashed;             /* the heap was initialized: reused, not re-made */
 } replay_t;
 
 int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg);
+/* The same on storage an earlier replay left (its arrays and block structs: no fresh pages to
+ * clear), NULL when out of memory; replay_end gives it back for the next. Thread-safe. */
+replay_t *replay_start(const rp_log_t *log, const rp_cfg_t *cfg);
+void replay_end(replay_t *r);
+/* Frees the storage replays left. */
+void replay_stash_free(void);
 /* Runs events up to index `until` (exclusive), or to the first failure when r->stop_on_fail. */
 void replay_run(replay_t *r, size_t until);
 void replay_free(replay_t *r);

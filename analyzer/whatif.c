@@ -137,6 +137,10 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
             : log->torch_tensors ? " (PyTorch's tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
+    if (!m->records && !m->lf->partial) { /* killed at its start: say so, as every command does */
+        char state[160];
+        fprintf(f, "  %s\n  %s\n", cli_close_state(m->lf, m, state, sizeof state), RD_NO_RECORDS);
+    }
     int w = 28; /* wider for PyTorch's longer settings */
     for (size_t i = 0; i < p->nruns; i++)
         if ((int)strlen(p->runs[i].label) > w)
@@ -219,6 +223,11 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_str(j, "version", GMSHIM_VERSION_STRING);
     json_str(j, "log", path);
     json_u64(j, "device", (uint64_t)log->dev);
+    if (!m->records && !m->lf->partial) { /* killed at its start: say so, as every command does */
+        char state[160];
+        json_str(j, "close_state", cli_close_state(m->lf, m, state, sizeof state));
+        json_str(j, "note", RD_NO_RECORDS);
+    }
     json_u64(j, "events", log->nev);
     json_bool(j, "torch_cache_kept", log->torch_cache_kept);
     if (log->torch_tensors) /* only then: the JSON of other logs stays as it was */
@@ -278,7 +287,8 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
                 plan_json(c, &m, &log, &p, path);
             else
                 plan_text(c, &m, &log, &p);
-            rc = !p.fits ? WHATIF_NOTHING_FITS : lf.partial ? CLI_PARTIAL : CLI_OK;
+            /* A damaged log first, as every command: what was lost may hold the failure or the fit. */
+            rc = lf.partial ? CLI_PARTIAL : !p.fits ? WHATIF_NOTHING_FITS : CLI_OK;
             wi_plan_free(&p);
         } else {
             fprintf(c->err, "gmshim whatif: out of memory\n");

@@ -25,6 +25,9 @@ static inline void gm_stat_sub(gm_stat_t *s, uint64_t n)
     s->current = n > s->current ? 0 : s->current - n;
 }
 
+/* For the few helpers of the pool's hot paths that the compiler would otherwise call. */
+#define GM_INLINE static inline __attribute__((always_inline))
+
 static inline size_t gm_round_up(size_t n, size_t to)
 {
     return (n + to - 1) / to * to;

@@ -20,7 +20,7 @@ size_t pool_segment_size(size_t rounded)
 
 /* Exact bins for 512 B .. 1 MiB, then 16 bins per power of two: a block's bin never holds a
  * block smaller than the bin before it. */
-static uint32_t bin_of(size_t size)
+GM_INLINE uint32_t bin_of(size_t size)
 {
     uint64_t units = size / GM_ROUND;
     if (units <= GM_EXACT_BINS)
@@ -45,7 +45,7 @@ typedef struct slab {
     gm_block_t blocks[SLAB_BLOCKS];
 } slab_t;
 
-static gm_block_t *block_new(gm_heap_t *heap)
+GM_INLINE gm_block_t *block_new(gm_heap_t *heap)
 {
     gm_block_t *b = heap->spare;
     if (!b) {
@@ -61,7 +61,18 @@ static gm_block_t *block_new(gm_heap_t *heap)
         b = heap->spare;
     }
     heap->spare = b->fl.next;
-    memset(b, 0, sizeof *b);
+    if (heap->spare)
+        __builtin_prefetch(heap->spare, 1); /* the next split's struct, often out of cache */
+    /* Field by field: a memset of the whole struct is a `rep stos`, slower on this hot path;
+     * the live map's handle (hh) is written whole when the block enters a map. */
+    b->ptr = 0;
+    b->size = b->requested = 0;
+    b->seg = NULL;
+    b->prev = b->next = NULL;
+    b->fl = b->pl = (gm_link_t){NULL, NULL, 0};
+    b->fence_seq = 0;
+    b->state = b->ipc = b->kind = 0;
+    b->site = 0;
     return b;
 }
 
@@ -78,7 +89,7 @@ static inline gm_link_t *lk(gm_block_t *b, int pend)
     return pend ? &b->pl : &b->fl;
 }
 
-static void bin_insert_links(gm_bins_t *bins, gm_block_t *b, int pend)
+GM_INLINE void bin_insert_links(gm_bins_t *bins, gm_block_t *b, int pend)
 {
     uint32_t bin = bin_of(b->size);
     lk(b, pend)->bin = bin;
@@ -100,7 +111,7 @@ static void bin_insert_links(gm_bins_t *bins, gm_block_t *b, int pend)
     bins->summary |= 1ull << (bin / 64);
 }
 
-static void bin_remove_links(gm_bins_t *bins, gm_block_t *b, int pend)
+GM_INLINE void bin_remove_links(gm_bins_t *bins, gm_block_t *b, int pend)
 {
     gm_link_t *l = lk(b, pend);
     if (l->prev)
@@ -117,18 +128,18 @@ static void bin_remove_links(gm_bins_t *bins, gm_block_t *b, int pend)
     l->next = l->prev = NULL;
 }
 
-static void bin_insert(gm_bins_t *bins, gm_block_t *b)
+GM_INLINE void bin_insert(gm_bins_t *bins, gm_block_t *b)
 {
     bin_insert_links(bins, b, 0);
 }
 
-static void bin_remove(gm_bins_t *bins, gm_block_t *b)
+GM_INLINE void bin_remove(gm_bins_t *bins, gm_block_t *b)
 {
     bin_remove_links(bins, b, 0);
 }
 
 /* First non-empty bin at or after `from`, or GM_NBINS. */
-static uint32_t bin_next(const gm_bins_t *bins, uint32_t from)
+GM_INLINE uint32_t bin_next(const gm_bins_t *bins, uint32_t from)
 {
     if (from >= GM_NBINS)
         return GM_NBINS;
@@ -144,7 +155,7 @@ static uint32_t bin_next(const gm_bins_t *bins, uint32_t from)
 }
 
 /* The smallest free block >= size that the max-split rules allow. */
-static gm_block_t *bins_best_fit_links(const gm_bins_t *bins, size_t size, size_t max_split, int pend)
+GM_INLINE gm_block_t *bins_best_fit_links(const gm_bins_t *bins, size_t size, size_t max_split, int pend)
 {
     for (uint32_t bin = bin_next(bins, bin_of(size)); bin < GM_NBINS; bin = bin_next(bins, bin + 1)) {
         for (gm_block_t *b = bins->head[bin]; b; b = lk(b, pend)->next) {
@@ -163,7 +174,7 @@ static gm_block_t *bins_best_fit_links(const gm_bins_t *bins, size_t size, size_
     return NULL;
 }
 
-static gm_block_t *bins_best_fit(const gm_bins_t *bins, size_t size, size_t max_split)
+GM_INLINE gm_block_t *bins_best_fit(const gm_bins_t *bins, size_t size, size_t max_split)
 {
     return bins_best_fit_links(bins, size, max_split, 0);
 }
@@ -204,6 +215,23 @@ void pool_destroy(gm_heap_t *heap)
     heap->slabs = NULL;
 }
 
+void pool_reset(gm_heap_t *heap)
+{
+    for (gm_segment_t *seg = heap->segments, *next; seg; seg = next) {
+        next = seg->next;
+        segment_free_blocks(heap, seg);
+        free(seg);
+    }
+    gm_pool_stats_t *stats = heap->stats;
+    void *owner = heap->owner, *slabs = heap->slabs;
+    gm_block_t *spare = heap->spare;
+    memset(heap, 0, sizeof *heap);
+    heap->stats = stats;
+    heap->owner = owner;
+    heap->slabs = slabs;
+    heap->spare = spare;
+}
+
 void pool_adopt_storage(gm_heap_t *to, gm_heap_t *from)
 {
     if (from->slabs) {
@@ -221,7 +249,7 @@ void pool_adopt_storage(gm_heap_t *to, gm_heap_t *from)
     }
 }
 
-static int class_of(const gm_block_t *b)
+GM_INLINE int class_of(const gm_block_t *b)
 {
     return b->seg->small ? GM_SMALL : GM_LARGE;
 }
@@ -273,7 +301,7 @@ uint64_t pool_better_pending(const gm_heap_t *heap, size_t rounded)
 
 /* Takes free block b for a rounded request, splitting off the rest when it is worth keeping.
  * Requests at or above max_split never split their block (PyTorch's rule). */
-static gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_t requested)
+GM_INLINE gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_t requested)
 {
     int cls = class_of(b);
     gm_bins_t *bins = &heap->bins[cls];

@@ -123,6 +123,9 @@ size_t pool_segment_size(size_t rounded);
 void pool_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner);
 /* Frees the bookkeeping of every segment (the memory itself is the caller's business). */
 void pool_destroy(gm_heap_t *heap);
+/* Forgets every segment and block, as pool_destroy then pool_init, but keeps the block structs'
+ * storage for the next use (a replay run again: fresh pages cost the kernel's page clearing). */
+void pool_reset(gm_heap_t *heap);
 /* Block structs of `from` may live on in `to` after pool_move_segment: `to` takes over their
  * storage, so that destroying `from` frees none of them. */
 void pool_adopt_storage(gm_heap_t *to, gm_heap_t *from);

@@ -6,6 +6,7 @@
 #include "evlog.h"
 #include "fallback.h"
 #include "logrec.h"
+#include "policy.h"
 #include "real.h"
 
 static void log_segment(gm_device_t *d, int type, gm_segment_t *seg, uint64_t t0)
@@ -49,21 +50,14 @@ int segments_release(gm_arena_t *a, gm_segment_t *seg)
     return 0;
 }
 
+static int release_cb(void *a, gm_segment_t *seg)
+{
+    return segments_release(a, seg);
+}
+
 size_t segments_release_free(gm_arena_t *a, uint64_t idle_ns, uint64_t now, unsigned *nseg)
 {
-    size_t bytes = 0;
-    gm_segment_t *seg = pool_segments(&a->general);
-    while (seg) {
-        gm_segment_t *next = seg->next;
-        size_t size = seg->size;
-        if (pool_segment_is_free(seg) && (!idle_ns || now - seg->free_since_ns >= idle_ns) &&
-            segments_release(a, seg) == 0) {
-            bytes += size;
-            (*nseg)++;
-        }
-        seg = next;
-    }
-    return bytes;
+    return policy_release_free(&a->general, idle_ns, now, release_cb, a, nseg);
 }
 
 size_t segments_release_marked(gm_arena_t *a, unsigned *nseg, int *left)
@@ -95,33 +89,14 @@ void segments_enforce_cache_limit(gm_arena_t *a)
     size_t cap = a->dev->cache_limit;
     if (!cap || device_captures(a->dev))
         return;
-    size_t whole = pool_whole_free_bytes(&a->general);
     uint64_t t0 = gm_now_ns();
-    size_t bytes = 0;
     unsigned nseg = 0;
-    while (whole > cap) {
-        gm_segment_t *oldest = pool_oldest_free_segment(&a->general);
-        size_t size = oldest ? oldest->size : 0;
-        if (!oldest || segments_release(a, oldest))
-            break;
-        whole -= size;
-        bytes += size;
-        nseg++;
-    }
+    size_t bytes = policy_enforce_cache_limit(&a->general, cap, release_cb, a, &nseg);
     if (nseg)
         logrec_empty_cache(a->dev->id, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
 }
 
 int segments_fit_limit(gm_device_t *d, size_t *seg, size_t rounded)
 {
-    size_t limit = device_limit(d);
-    size_t tight = pool_is_small(rounded) ? *seg : gm_round_up(rounded, GM_LARGE_ROUND);
-    size_t reserved = device_reserved(d);
-    if (reserved + *seg <= limit)
-        return 1;
-    if (reserved + tight <= limit) {
-        *seg = tight;
-        return 1;
-    }
-    return 0;
+    return policy_fits_limit(device_limit(d), device_reserved(d), seg, rounded);
 }

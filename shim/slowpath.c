@@ -6,6 +6,7 @@
 #include "devctx.h"
 #include "fencepol.h"
 #include "logrec.h"
+#include "policy.h"
 #include "real.h"
 #include "segments.h"
 
@@ -315,7 +316,7 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
     if (!b) {
         oflags |= GMLOG_OOM_RETRIED;
         err = segments_grow(a, &a->general, seg, rounded, size, &b);
-        size_t tight = gm_round_up(rounded, GM_LARGE_ROUND);
+        size_t tight = policy_tight_segment(rounded);
         if (err == cudaErrorMemoryAllocation && !small && tight < seg)
             err = segments_grow(a, &a->general, seg = tight, rounded, size, &b);
         if (err == cudaSuccess)
@@ -334,6 +335,16 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
     return b;
 }
 
+static void wait_for_cb(void *a, uint64_t seq)
+{
+    fencepol_wait_for(a, seq);
+}
+
+static int wait_oldest_cb(void *a)
+{
+    return fencepol_wait_oldest(a) != 0;
+}
+
 GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
                                              unsigned *flags, cudaError_t *err)
 {
@@ -343,6 +354,7 @@ GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size
     int small = pool_is_small(rounded);
     gm_block_t *b = NULL;
     const gm_heap_t *h = &a->general;
+    const policy_waits_t waits = {wait_for_cb, wait_oldest_cb, a};
     /* Every fence covers every arena's frees: with several threads, fences that others recorded
      * often cover this arena's older frees already. Take in what they released first, asking the
      * runtime only if they are not known to be reusable yet, and record a fence of this arena's
@@ -365,19 +377,8 @@ GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size
         fencepol_issue(a);
     if (!b && !busy)
         fencepol_harvest(a, 1);
-    for (int rounds = 0; !b && rounds < 1 << 16; rounds++) {
-        uint64_t want = d->pending_wait ? pool_better_pending(h, rounded) : 0;
-        if (want) {
-            /* A pending block fits better than any free one: wait for the GPU to finish with
-             * it rather than cut a larger block or grow (what makes a pool creep up when the
-             * program runs ahead of the GPU). */
-            fencepol_wait_for(a, want);
-            continue;
-        }
-        b = pool_alloc(&a->general, rounded, size);
-        if (b || !d->pending_wait || !pool_pending_could_serve(h, rounded) || !fencepol_wait_oldest(a))
-            break;
-    }
+    if (!b)
+        b = policy_alloc_waiting(&a->general, rounded, size, d->pending_wait, &waits);
     if (!b)
         b = grow(a, rounded, size, site, flags, err);
     device_ctx_leave(&c);

@@ -9,6 +9,7 @@ int main(void)
     if (system("rm -rf /tmp/gmshim-tests") != 0)
         return EXIT_FAILURE;
     SRunner *sr = srunner_create(pool_suite());
+    srunner_add_suite(sr, policy_suite());
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, device_suite());
     srunner_add_suite(sr, hit_suite());

@@ -281,7 +281,7 @@ void gm_spew(const char *path, const void *data, size_t len)
 /* The commands that read logs, each given the log after these words. */
 static const char *const reading[][3] = {
     {"summary"}, {"--json", "summary"}, {"report"}, {"--json", "report"}, {"leaks"}, {"frag"}, {"oom"},
-    {"timeline", "--json"}, {"dump"}, {"--json", "dump"},
+    {"timeline", "--json"}, {"dump"}, {"--json", "dump"}, {"whatif"}, {"--json", "whatif"},
 };
 #define NREADING (sizeof reading / sizeof reading[0])
 

@@ -6,9 +6,14 @@
 #include "suites.h"
 #include "test_analyzer_cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pty.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define MiB ((uint64_t)1 << 20)
 
@@ -88,6 +93,47 @@ START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
 }
 END_TEST
 
+/* On a terminal whatif says on stderr how far it is and how fast it replays; into a pipe it says
+ * neither (the report alone). */
+START_TEST(test_whatif_shows_its_progress_on_a_terminal_only)
+{
+    free(gm_oom_report("oom_split", NULL, 1));
+    char bin[4096];
+    snprintf(bin, sizeof bin, "%s", build_path("gmshim"));
+    int fd;
+    pid_t pid = forkpty(&fd, NULL, NULL, NULL);
+    ck_assert_msg(pid >= 0, "forkpty: %s", strerror(errno));
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY); /* the report away: stderr alone on the terminal */
+        if (null < 0 || dup2(null, 1) < 0)
+            _exit(126);
+        execl(bin, "gmshim", "whatif", gm_last_log, (char *)NULL);
+        _exit(127);
+    }
+    char tty[8192];
+    size_t n = 0;
+    for (;;) {
+        ssize_t k = read(fd, tty + n, sizeof tty - 1 - n);
+        if (k <= 0)
+            break; /* EIO once the child has gone */
+        n += (size_t)k;
+    }
+    tty[n] = 0;
+    close(fd);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "whatif on a terminal: status %d:\n%s", status, tty);
+    ck_assert_msg(strstr(tty, "\rwhatif: ") && strstr(tty, " replays done") &&
+                      strstr(tty, "M events/s per configuration"),
+                  "no progress or speed on the terminal:\n%s", tty);
+    char *out = NULL;
+    int rc = gm(&out, "whatif", gm_last_log, NULL);
+    ck_assert_msg(rc == 0 && !strstr(out, "replays done") && !strstr(out, "events/s"),
+                  "progress into a pipe: rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_whatif_suite(void)
 {
     Suite *s = suite_create("analyzer_whatif");
@@ -97,6 +143,7 @@ Suite *analyzer_whatif_suite(void)
     tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
     tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
+    tcase_add_test(tc, test_whatif_shows_its_progress_on_a_terminal_only);
     suite_add_tcase(s, tc);
     return s;
 }

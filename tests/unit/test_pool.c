@@ -357,6 +357,40 @@ START_TEST(test_max_split_changes_which_blocks_split)
 }
 END_TEST
 
+/* A reset heap is empty and valid, and cuts the same blocks again from the structs it kept. */
+START_TEST(test_reset_forgets_every_block_and_reuses_their_storage)
+{
+    pool_add_segment(&heap, BASE, 2 * MiB, 1, 1);
+    pool_add_segment(&heap, BASE + 64 * MiB, 40 * MiB, 0, 1);
+    gm_block_t *kept[200];
+    for (int i = 0; i < 200; i++)
+        kept[i] = must_alloc(i % 10 ? 4096 : 3 * MiB / 2);
+    pool_defer_block(&heap, kept[3], 7);
+    pool_free_block(&heap, kept[4], 1);
+    void *slabs = heap.slabs;
+    pool_reset(&heap);
+    memset(&stats, 0, sizeof stats);
+    CHECK_HEAP();
+    ck_assert_msg(!heap.segments && !heap.nsegments && !heap.pending_head && !pool_cached_bytes(&heap),
+                  "after a reset: %zu segments, %zu bytes cached", heap.nsegments, pool_cached_bytes(&heap));
+    ck_assert_msg(heap.stats == &stats, "the reset lost the heap's counters");
+    size_t spare = 0;
+    for (gm_block_t *b = heap.spare; b; b = b->fl.next)
+        spare++;
+    ck_assert_msg(spare >= 200, "the reset kept %zu block structs of the 200 it had", spare);
+    ck_assert_msg(pool_alloc(&heap, 512, 512) == NULL, "a reset heap handed out a block");
+    pool_add_segment(&heap, BASE, 2 * MiB, 1, 1);
+    pool_add_segment(&heap, BASE + 64 * MiB, 40 * MiB, 0, 1);
+    for (int i = 0; i < 200; i++) {
+        gm_block_t *b = must_alloc(i % 10 ? 4096 : 3 * MiB / 2);
+        ck_assert_msg(b->state == GM_BLOCK_LIVE && b->fence_seq == 0 && b->site == 0,
+                      "block %d reused dirty: state %d, fence %llu", i, b->state, (unsigned long long)b->fence_seq);
+    }
+    CHECK_HEAP();
+    ck_assert_msg(heap.slabs == slabs, "a reset heap took new storage for as many blocks as it had");
+}
+END_TEST
+
 Suite *pool_suite(void)
 {
     Suite *s = suite_create("pool");
@@ -375,6 +409,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_whole_free_segment_can_be_removed);
     tcase_add_test(tc, test_held_block_is_never_reused_but_segment_can_go);
     tcase_add_test(tc, test_move_segment_with_defer_makes_free_blocks_pending);
+    tcase_add_test(tc, test_reset_forgets_every_block_and_reuses_their_storage);
     tcase_add_loop_test(tc, test_random_operations_keep_every_invariant, 0, 3);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
