@@ -341,6 +341,37 @@ static int compiler_argv(char *buf, size_t len, char **argv, int max)
     return n;
 }
 
+static int is_executable(const char *path)
+{
+    return is_file(path) && access(path, X_OK) == 0;
+}
+
+/* Whether the compiler exists, before anything is said about building: $CXX's (or c++'s) first
+ * word, a path or a name searched in PATH as posix_spawnp will, an executable regular file. */
+static int compiler_found(char *why, size_t why_len)
+{
+    char buf[512], *argv[8];
+    if (!compiler_argv(buf, sizeof buf, argv, 8)) {
+        snprintf(why, why_len, "CXX is empty");
+        return -1;
+    }
+    const char *cc = argv[0], *dirs = getenv("PATH");
+    if (strchr(cc, '/'))
+        return is_executable(cc) ? 0 : (snprintf(why, why_len, "no C++ compiler (%s; set CXX)", cc), -1);
+    for (const char *d = dirs && *dirs ? dirs : "/usr/bin:/bin";; d++) {
+        size_t n = strcspn(d, ":");
+        char cand[PATH_MAX];
+        if (snprintf(cand, sizeof cand, "%.*s%s%s", (int)n, d, n ? "/" : "", cc) < (int)sizeof cand &&
+            is_executable(cand))
+            return 0;
+        d += n;
+        if (!*d)
+            break;
+    }
+    snprintf(why, why_len, "no C++ compiler (%s; set CXX)", cc);
+    return -1;
+}
+
 static int compile_bridge(const torch_install_t *t, const char *src_dir, const char *out_so,
                           const char *log, long timeout_ms, char *why, size_t why_len)
 {
@@ -524,6 +555,8 @@ int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_
             snprintf(why, why_len, "an earlier build failed; see %s (remove it to build again)", log);
             return -1;
         }
+        if (compiler_found(why, why_len) != 0)
+            return -1; /* nothing said yet: the one warning is the caller's */
         diag_warn("building the PyTorch bridge for torch %s into %s (once per torch version; this "
                   "process waits for it)", t.version, dir);
         uint64_t t0 = gm_now_ns();
