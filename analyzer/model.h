@@ -325,6 +325,8 @@ void model_free(model_t *m);
 
 /* Whether ptr is a tensor block freed and not yet reusable (PyTorch's pending free). */
 int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block);
+/* Whether ptr is the base of one of PyTorch's segments (its cudaMalloc stands for no tensor). */
+int model_torch_segment_base(const model_t *m, uint64_t ptr);
 
 /* The fragmentation of device `dev` now. */
 void model_frag_now(const model_t *m, int dev, model_frag_t *out);

@@ -193,3 +193,8 @@ int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block)
         *block = *b & MODEL_48;
     return b != NULL;
 }
+
+int model_torch_segment_base(const model_t *m, uint64_t ptr)
+{
+    return is_torch_segment(m, ptr);
+}

@@ -15,24 +15,6 @@
 #define TA SEG                         /* its first tensor, at the segment's base */
 #define TB (SEG + MiB)
 
-/* The header's metadata: GMSHIM_TORCH=keep, as the shim writes it with PyTorch's cache kept. */
-static void torch_keep_meta(tlog_t *b)
-{
-    static const char opt[] = "GMSHIM_TORCH=keep";
-    gmlog_meta_t e = {GMLOG_META_OPTION, 0, (uint32_t)(sizeof opt - 1)};
-    size_t at = sizeof(gmlog_file_header_t), padded = (sizeof opt - 1 + 7) / 8 * 8;
-    memcpy(b->buf + at, &e, sizeof e);
-    memcpy(b->buf + at + sizeof e, opt, sizeof opt - 1);
-    uint32_t meta_size = (uint32_t)(sizeof e + padded + sizeof e); /* and a tag 0 that ends the list */
-    memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
-}
-
-static void tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site)
-{
-    gmlog_tensor_t r = {{(uint8_t)type, 0, 0, 0, 0}, addr, size, stream, site, 0};
-    tlog_rec(b, &r, sizeof r, t);
-}
-
 /* Records, by number: 0 DEVICE; 1 gmshim's segment, 2 PyTorch's cudaMalloc of it (an ALLOC of
  * 20 MiB), 3 T_SEGMENT_ALLOC; 4 tensor A (1 MiB, stream 0, site 7), 5 tensor B (2 MiB,
  * stream 5, site 9); 6 A's free requested on stream 0, 7 B's requested on stream 7 (another
@@ -41,18 +23,18 @@ static void tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t
 static void build(tlog_t *b, int tensors)
 {
     tlog_begin(b, 0);
-    torch_keep_meta(b);
+    tlog_torch_keep(b);
     tlog_chunk(b, 1, 0, 0, 1000);
     tlog_device(b, 1000, "test GPU", 80 * 1024 * MiB);
     tlog_segment(b, 1100, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
     tlog_alloc(b, 1101, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
     if (tensors) {
-        tensor(b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
-        tensor(b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
-        tensor(b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 5, 9);
-        tensor(b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
-        tensor(b, 1500, GMLOG_T_FREE_REQUESTED, TB, 2 * MiB, 7, 11);
-        tensor(b, 1600, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+        tlog_tensor(b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+        tlog_tensor(b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+        tlog_tensor(b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 5, 9);
+        tlog_tensor(b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+        tlog_tensor(b, 1500, GMLOG_T_FREE_REQUESTED, TB, 2 * MiB, 7, 11);
+        tlog_tensor(b, 1600, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
     }
     tlog_end_chunk(b);
 }
@@ -150,13 +132,13 @@ START_TEST(test_a_free_completed_at_once_did_not_wait)
 {
     tlog_t b;
     tlog_begin(&b, 0);
-    torch_keep_meta(&b);
+    tlog_torch_keep(&b);
     tlog_chunk(&b, 1, 0, 0, 1000);
-    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
-    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
-    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
-    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
-    tensor(&b, 1500, GMLOG_T_ALLOC, TB, MiB, 0, 7);
+    tlog_tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tlog_tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tlog_tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tlog_tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tlog_tensor(&b, 1500, GMLOG_T_ALLOC, TB, MiB, 0, 7);
     tlog_end_chunk(&b);
     rd_log_t lf;
     ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "at once"), 0);
@@ -207,18 +189,18 @@ START_TEST(test_pytorchs_oom_is_the_oom_with_the_tensors_request)
 {
     tlog_t b;
     tlog_begin(&b, 0);
-    torch_keep_meta(&b);
+    tlog_torch_keep(&b);
     tlog_chunk(&b, 1, 0, 0, 1000);
     tlog_device(&b, 1000, "test GPU", 80 * 1024 * MiB);
     tlog_segment(&b, 1100, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
     tlog_alloc(&b, 1101, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
-    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
-    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
-    tensor(&b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 0, 9);
-    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
-    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tlog_tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tlog_tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tlog_tensor(&b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 0, 9);
+    tlog_tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tlog_tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
     tlog_oom(&b, 1500, 40 * MiB, 20 * MiB, 12); /* PyTorch asked for a 40 MiB segment */
-    tensor(&b, 1600, GMLOG_T_OOM, 512 * MiB, 30 * MiB, 0, 12);
+    tlog_tensor(&b, 1600, GMLOG_T_OOM, 512 * MiB, 30 * MiB, 0, 12);
     tlog_end_chunk(&b);
     rd_log_t lf;
     ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "oom"), 0);
