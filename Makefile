@@ -119,7 +119,7 @@ $(BUILD)/analyzer/%.o: analyzer/%.c | $(BUILD)/analyzer
 
 $(CLI): $(ANALYZER_OBJ) $(COMMON_OBJ)
 	@[ "$(V)" != 0 ] || echo "  LD      $@"
-	$(Q)$(CC) $^ -o $@ $(ALL_LDFLAGS) -lm
+	$(Q)$(CC) $^ -o $@ $(ALL_LDFLAGS) -ldl -lm
 
 # ---- tests ---------------------------------------------------------------------------------
 $(BUILD)/tests/unit/%.o: tests/unit/%.c | $(BUILD)/tests/unit
