@@ -501,12 +501,25 @@ static int t_segment(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, int al
     return on_segment(x, &n, t->stream, t->site, fn, arg);
 }
 
+static xr_block_t tensor_block(const gmlog_tensor_t *t)
+{
+    xr_block_t b = {.ptr = t->addr, .req = t->size & GMLOG_SIZE_MASK, .site = t->site, .kind = GMLOG_KIND_POOL,
+                    .stream = t->stream};
+    b.size = ((b.req ? b.req : 1) + 511) & ~511ull; /* PyTorch rounds every block to 512 bytes */
+    return b;
+}
+
 /* A tensor's free requested: it is gone (allocated no more), its block pending until the free
  * completes (PyTorch's wait for the streams record_stream named). */
 static void t_free_requested(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, xr_fn fn, void *arg)
 {
     table_t tb = blocks_of(x);
     xr_block_t *b = table_find(&tb, t->addr);
+    if (!b && r->ckpt == RD_CKPT_STATE && t->addr) { /* pending at a wrapped log's cut: its tensor first */
+        xr_block_t want = tensor_block(t);
+        if (new_block(x, r, &want, fn, arg) == 0)
+            b = table_find(&tb, t->addr);
+    }
     if (!b || b->pending || b->dev != r->device)
         return;
     xr_dev_t *d = &x->dev[b->dev];
@@ -526,9 +539,7 @@ static int torch_step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         return 0;
     switch (r->type) {
     case GMLOG_T_ALLOC: {
-        xr_block_t want = {.ptr = t->addr, .req = t->size & GMLOG_SIZE_MASK, .site = t->site,
-                           .kind = GMLOG_KIND_POOL, .stream = t->stream};
-        want.size = ((want.req ? want.req : 1) + 511) & ~511ull; /* PyTorch rounds to 512 bytes */
+        xr_block_t want = tensor_block(t);
         return t->addr ? changed(x, r, new_block(x, r, &want, fn, arg), fn, arg) : 0;
     }
     case GMLOG_T_FREE_REQUESTED: t_free_requested(x, r, t, fn, arg); break;

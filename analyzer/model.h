@@ -228,6 +228,7 @@ typedef struct model_dev {
     uint64_t torch_pending_peak;               /* most pending while the allocator went on */
     uint64_t torch_cross_stream;               /* frees requested on another stream than the alloc's */
     uint64_t torch_waited;                     /* frees not completed at once (pending for real) */
+    int torch_cut_seen;                        /* a wrapped log's checkpoint had PyTorch's state */
     int limit_seen;
     /* a wrapped log's checkpoint (CUT): what the figures started from */
     int cut_seen;
