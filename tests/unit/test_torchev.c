@@ -290,6 +290,8 @@ START_TEST(test_a_wrapped_log_keeps_the_tensors_allocated_before_the_wrap)
     ck_assert_msg(rc == 0 && strstr(out, "segments 2 reserved 155189248 allocated 104388096 ") &&
                   strstr(out, "pending 4194304 "), "the snapshot of the wrapped log:\n%s", out);
     free(out);
+    unlink(snap);
+    unlink(log); /* 64 MiB */
 }
 END_TEST
 
