@@ -119,7 +119,7 @@ $(BUILD)/analyzer/%.o: analyzer/%.c | $(BUILD)/analyzer
 
 $(CLI): $(ANALYZER_OBJ) $(COMMON_OBJ)
 	@[ "$(V)" != 0 ] || echo "  LD      $@"
-	$(Q)$(CC) $^ -o $@ $(ALL_LDFLAGS) -lm
+	$(Q)$(CC) $^ -o $@ $(ALL_LDFLAGS) -ldl -lm
 
 # ---- tests ---------------------------------------------------------------------------------
 $(BUILD)/tests/unit/%.o: tests/unit/%.c | $(BUILD)/tests/unit
@@ -154,8 +154,8 @@ $(BUILD)/bench/%: bench/%.c shim/gmshim.h $(FAKE_LIB) | $(BUILD)/bench
 	$(Q)$(CC) $(ALL_CFLAGS) -Ishim -Itests $< -o $@ $(ALL_LDFLAGS) \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../fake' -lcudart -ldl -lm
 
-# The writer benchmark links the shim's modules directly (no CUDA needed).
-$(BUILD)/bench/p5_writer: bench/p5_writer.c $(SHIM_LIB_OBJ) $(COMMON_OBJ) | $(BUILD)/bench
+# The writer's and the bridge entry point's benchmarks link the shim's modules directly (no CUDA).
+$(BUILD)/bench/p5_writer $(BUILD)/bench/p7_torchev: $(BUILD)/bench/%: bench/%.c $(SHIM_LIB_OBJ) $(COMMON_OBJ) | $(BUILD)/bench
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< $(SHIM_LIB_OBJ) $(COMMON_OBJ) -o $@ $(ALL_LDFLAGS) -ldl -lm
 
@@ -164,7 +164,7 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 GPU_ARCH  ?= -gencode arch=compute_90,code=sm_90
 GPU_CU    := $(wildcard tests/gpu/*.cu)
 GPU_BIN   := $(GPU_CU:tests/gpu/%.cu=$(BUILD)/gpu/%) \
-             $(filter-out $(BUILD)/gpu/p5_writer,$(BENCH_SRC:bench/%.c=$(BUILD)/gpu/%))
+             $(filter-out $(BUILD)/gpu/p5_writer $(BUILD)/gpu/p7_torchev,$(BENCH_SRC:bench/%.c=$(BUILD)/gpu/%))
 
 .PHONY: gpu-build
 gpu-build: $(LIB) $(CLI) $(GPU_BIN)

@@ -343,6 +343,8 @@ static void checkpoint_fields(out_t *o, const rd_rec_t *r)
     }
     case GMLOG_CUT: {
         const gmlog_cut_t *x = (const gmlog_cut_t *)p;
+        if (r->flags & GMLOG_CUT_TORCH)
+            f_name(o, "of", "pytorch"); /* PyTorch's allocator's state, not gmshim's pool's */
         f_u64(o, "cut_ns", x->cut_ns);
         f_u64(o, "requested", x->requested);
         f_u64(o, "allocated", x->allocated);
@@ -369,9 +371,24 @@ static void checkpoint_fields(out_t *o, const rd_rec_t *r)
     }
 }
 
+/* PyTorch's allocator events (GMLOG_T_*): one layout. */
+static void tensor_fields(out_t *o, const rd_rec_t *r)
+{
+    const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
+    f_hex(o, r->type == GMLOG_T_OOM ? "device_free" : "addr", t->addr);
+    f_u64(o, "size", t->size);
+    f_hex(o, "stream", t->stream);
+    f_u64(o, "site", t->site);
+    f_u64(o, "pool", t->pool);
+}
+
 /* A record's fields after its time, thread, type and device. */
 static void fields(out_t *o, const rd_rec_t *r)
 {
+    if (r->type >= GMLOG_T_ALLOC && r->type <= GMLOG_T_OOM && r->len >= sizeof(gmlog_tensor_t)) {
+        tensor_fields(o, r);
+        return;
+    }
     switch (r->type) {
     case GMLOG_ALLOC:
     case GMLOG_FREE:

@@ -1,7 +1,9 @@
 /* What the exports (Perfetto, memory_viz) and the HTML timeline share: a replay of one log's
  * records that keeps every live block and segment, so that a free knows its size and a snapshot
  * can be drawn at any record, and hands each event to the writer. It reads the log again after
- * the model: the model gives the definitions (sites, strings, OOM verdicts), this the events. */
+ * the model: the model gives the definitions (sites, strings, OOM verdicts), this the events.
+ * On a device whose log holds PyTorch's tensor events the blocks are its tensors and the
+ * segments its segments, as in the model (model_torch.c). */
 #ifndef GM_EXPORT_H
 #define GM_EXPORT_H
 
@@ -22,11 +24,14 @@ typedef struct xr_block {
     uint8_t lib;                  /* outside the pool: index of its label (xr_dev_t.lib) */
     uint8_t stray;                /* a pool block in no segment the log described (a damaged log) */
     uint8_t writer;               /* the writer's own mark */
+    uint8_t pending;              /* a tensor whose free was requested, not yet completed */
     uint8_t used;                 /* slot in use */
 } xr_block_t;
 
 typedef struct xr_segment {
     uint64_t base, size, t;
+    uint64_t stream;              /* PyTorch's segments: the stream they serve, else 0 */
+    uint32_t site;                /* PyTorch's segments: where the tensor that needed it was asked for */
     uint32_t graph;
     uint8_t dev, used;
 } xr_segment_t;
@@ -42,7 +47,9 @@ typedef struct xr_dev {
 
 enum {
     XR_ALLOC = 1,                 /* after it is counted; blk is the new block */
-    XR_FREE,                      /* before it is taken away; blk is the block freed */
+    XR_FREE,                      /* before it is taken away; blk is the block freed; a tensor
+                                   * (blk->pending set) stays, pending, until XR_FREE_COMPLETED */
+    XR_FREE_COMPLETED,            /* a pending tensor's block, before it is taken away */
     XR_SEGMENT_ALLOC,             /* seg is the segment */
     XR_SEGMENT_FREE,              /* seg is the segment, before it goes */
     XR_OOM,
@@ -85,6 +92,8 @@ struct xr {
     const char *stop_mark_label;
     int stopped;
     char label[1024];
+    gmlog_oom_t hook_oom;         /* a tensor device's last failed cudaMalloc, for its T_OOM */
+    int hook_oom_seen;
 };
 
 /* Replays lf (rewinding it) with its model's definitions, calling fn for each event. Returns 0,

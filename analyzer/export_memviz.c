@@ -21,7 +21,7 @@ enum {
     K_USER_METADATA, K_CATEGORY, K_DEVICE_FREE, K_DEVICE, K_ADDRESS, K_TOTAL_SIZE, K_ALLOCATED_SIZE,
     K_ACTIVE_SIZE, K_REQUESTED_SIZE, K_SEGMENT_TYPE, K_SEGMENT_POOL_ID, K_IS_EXPANDABLE, K_BLOCKS, K_STATE,
     K_STAGE, V_ALLOC, V_FREE_REQUESTED, V_FREE_COMPLETED, V_SEGMENT_ALLOC, V_SEGMENT_FREE, V_OOM, V_SNAPSHOT,
-    V_ACTIVE_ALLOCATED, V_INACTIVE, V_LARGE, V_SMALL, V_NA, V_EMPTY, V_START, V_END, V_POOL, V_UNKNOWN, NKEYS
+    V_ACTIVE_ALLOCATED, V_ACTIVE_PENDING_FREE, V_INACTIVE, V_LARGE, V_SMALL, V_NA, V_EMPTY, V_START, V_END, V_POOL, V_UNKNOWN, NKEYS
 };
 
 static const char *const key_text[NKEYS] = {
@@ -29,7 +29,7 @@ static const char *const key_text[NKEYS] = {
     "user_metadata", "category", "device_free", "device", "address", "total_size", "allocated_size",
     "active_size", "requested_size", "segment_type", "segment_pool_id", "is_expandable", "blocks", "state",
     "stage", "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot",
-    "active_allocated", "inactive", "large", "small", "N/A", "", "START", "END", "gmshim pool", "unknown"};
+    "active_allocated", "active_pending_free", "inactive", "large", "small", "N/A", "", "START", "END", "gmshim pool", "unknown"};
 
 #define PK_BATCH 1000   /* items per APPENDS / SETITEMS, as Python's pickler (and JS spread limits) */
 #define PK_DEPTH 16
@@ -312,7 +312,7 @@ static void flush_segment(mv_t *v, const xr_block_t *asker)
     if (!v->seg_waiting)
         return;
     int asked = asker && asker->ptr >= v->seg.base && asker->ptr < v->seg.base + v->seg.size;
-    segment_entry(v, V_SEGMENT_ALLOC, v->seg.base, v->seg.size, v->seg.t, asked ? asker->site : 0);
+    segment_entry(v, V_SEGMENT_ALLOC, v->seg.base, v->seg.size, v->seg.t, asked ? asker->site : v->seg.site);
     v->seg_waiting = 0;
 }
 
@@ -332,7 +332,12 @@ static void on_block(mv_t *v, const xr_t *x, const xr_event_t *e)
     flush_segment(v, NULL);
     uint32_t site = e->free_site ? e->free_site : b->site;
     uint64_t t = e->rec ? e->rec->t : x->last_t;
-    block_entry(v, x, V_FREE_REQUESTED, b, t, site);
+    /* a tensor's free is requested, then completed when its streams are done (PyTorch's two
+     * events); any other free is both at once */
+    if (e->type == XR_FREE)
+        block_entry(v, x, V_FREE_REQUESTED, b, t, site);
+    if (e->type == XR_FREE && b->pending)
+        return;
     block_entry(v, x, V_FREE_COMPLETED, b, t, site);
     if (own)
         segment_entry(v, V_SEGMENT_FREE, b->ptr, b->size, t, site);
@@ -349,7 +354,8 @@ static void orphan_blocks(mv_t *v, xr_t *x, const xr_event_t *e, int emit)
             b->ptr < g->base || b->ptr >= g->base + g->size)
             continue;
         if (emit && b->size >= v->o->min_size) {
-            block_entry(v, x, V_FREE_REQUESTED, b, e->rec->t, b->site);
+            if (!b->pending)
+                block_entry(v, x, V_FREE_REQUESTED, b, e->rec->t, b->site);
             block_entry(v, x, V_FREE_COMPLETED, b, e->rec->t, b->site);
         }
         b->writer = 1;
@@ -406,7 +412,8 @@ static void each_event(xr_t *x, const xr_event_t *e, void *arg)
         return;
     switch (e->type) {
     case XR_ALLOC:
-    case XR_FREE: on_block(v, x, e); break;
+    case XR_FREE:
+    case XR_FREE_COMPLETED: on_block(v, x, e); break;
     case XR_SEGMENT_ALLOC:
         flush_segment(v, NULL);
         v->seg = *e->seg;
@@ -435,7 +442,8 @@ static int by_ptr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void block_dict(mv_t *v, uint64_t addr, uint64_t size, uint64_t req, int active, uint32_t site)
+/* A block's state in PyTorch's words: V_ACTIVE_ALLOCATED, V_ACTIVE_PENDING_FREE or V_INACTIVE. */
+static void block_dict(mv_t *v, uint64_t addr, uint64_t size, uint64_t req, int state, uint32_t site)
 {
     pk_t *p = &v->pk;
     pk_item(p);
@@ -447,9 +455,9 @@ static void block_dict(mv_t *v, uint64_t addr, uint64_t size, uint64_t req, int 
     pk_key(p, K_REQUESTED_SIZE);
     pk_int(p, req);
     pk_key(p, K_STATE);
-    pk_key(p, active ? V_ACTIVE_ALLOCATED : V_INACTIVE);
+    pk_key(p, state);
     pk_key(p, K_FRAMES);
-    frames(v, active ? site : 0);
+    frames(v, state != V_INACTIVE ? site : 0);
     pk_dict_end(p);
 }
 
@@ -464,11 +472,15 @@ typedef struct mv_seg {
 static void segment_dict(mv_t *v, const mv_seg_t *s)
 {
     pk_t *p = &v->pk;
-    uint64_t end = s->base + s->size, used = 0, req = 0, at = s->base;
+    uint64_t end = s->base + s->size, used = 0, pending = 0, req = 0, at = s->base;
     for (size_t i = 0; i < s->n; i++) {
-        uint64_t bend = s->blk[i]->ptr + s->blk[i]->size;
-        used += (bend < end ? bend : end) - s->blk[i]->ptr;
-        req += s->blk[i]->req;
+        uint64_t bend = s->blk[i]->ptr + s->blk[i]->size, bytes = (bend < end ? bend : end) - s->blk[i]->ptr;
+        if (s->blk[i]->pending) {
+            pending += bytes; /* active, no longer allocated: PyTorch's pending free */
+        } else {
+            used += bytes;
+            req += s->blk[i]->req;
+        }
     }
     pk_item(p);
     pk_dict(p);
@@ -481,7 +493,7 @@ static void segment_dict(mv_t *v, const mv_seg_t *s)
     pk_key(p, K_ALLOCATED_SIZE);
     pk_int(p, used);
     pk_key(p, K_ACTIVE_SIZE);
-    pk_int(p, used);
+    pk_int(p, used + pending);
     pk_key(p, K_REQUESTED_SIZE);
     pk_int(p, req);
     pk_key(p, K_STREAM);
@@ -503,13 +515,14 @@ static void segment_dict(mv_t *v, const mv_seg_t *s)
         if (b->ptr < at)
             continue; /* overlaps the one before: the log is inconsistent, keep the tiling */
         if (b->ptr > at)
-            block_dict(v, at, b->ptr - at, 0, 0, 0);
+            block_dict(v, at, b->ptr - at, 0, V_INACTIVE, 0);
         uint64_t size = b->ptr + b->size <= end ? b->size : end - b->ptr;
-        block_dict(v, b->ptr, size, b->req < size ? b->req : size, 1, b->site);
+        block_dict(v, b->ptr, size, b->req < size ? b->req : size, b->pending ? V_ACTIVE_PENDING_FREE : V_ACTIVE_ALLOCATED,
+                   b->site);
         at = b->ptr + size;
     }
     if (at < end)
-        block_dict(v, at, end - at, 0, 0, 0);
+        block_dict(v, at, end - at, 0, V_INACTIVE, 0);
     pk_list_end(p);
     pk_dict_end(p);
 }
@@ -549,7 +562,7 @@ static int device_segments(mv_t *v, const xr_t *x, int dev)
         size_t k = j;
         while (k < nb && blk[k]->ptr < base + seg[i]->size && blk[k]->kind == GMLOG_KIND_POOL && !blk[k]->stray)
             k++;
-        mv_seg_t s = {dev, base, seg[i]->size, 0, seg[i]->graph, 0, &blk[j], k - j};
+        mv_seg_t s = {dev, base, seg[i]->size, seg[i]->stream, seg[i]->graph, seg[i]->site, &blk[j], k - j};
         segment_dict(v, &s);
         j = k;
     }

@@ -3,6 +3,7 @@
  * trusts nothing in the log: a free of an unknown pointer or segment is skipped, a pointer
  * allocated twice ends its first block. Memory grows with what is live, never with events. */
 #include "export.h"
+#include "torch_events.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -265,17 +266,48 @@ static void count_block(xr_dev_t *d, const xr_block_t *b, int sign)
     }
 }
 
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/* A block goes. A pending tensor (its free requested, counted out already) completes its free. */
 static void free_block(xr_t *x, xr_block_t *b, const rd_rec_t *r, uint32_t free_site, int state, xr_fn fn,
                        void *arg)
 {
     xr_dev_t *d = &x->dev[b->dev];
-    xr_event_t e = {XR_FREE, r, b, NULL, b->dev, state, free_site, NULL, 0};
+    xr_event_t e = {b->pending ? XR_FREE_COMPLETED : XR_FREE, r, b, NULL, b->dev, state, free_site, NULL, 0};
     fn(x, &e, arg);
-    count_block(d, b, -1);
+    if (b->pending)
+        d->pending = minus(d->pending, b->size);
+    else
+        count_block(d, b, -1);
     if (r && r->type == GMLOG_FREE && b->kind == GMLOG_KIND_POOL && (r->flags & GMLOG_F_DEFERRED))
         d->pending += b->size;
     table_t t = blocks_of(x);
     table_remove(&t, b);
+}
+
+/* A new block at ptr (a pointer allocated twice ends its first block). */
+static int new_block(xr_t *x, const rd_rec_t *r, const xr_block_t *want, xr_fn fn, void *arg)
+{
+    int state = r->ckpt == RD_CKPT_STATE;
+    table_t t = blocks_of(x);
+    xr_block_t *old = table_find(&t, want->ptr);
+    if (old)
+        free_block(x, old, NULL, 0, state, fn, arg);
+    xr_block_t *b = table_insert(&t, want->ptr);
+    if (!b)
+        return -1;
+    *b = *want;
+    b->used = 1;
+    b->t = r->t;
+    b->dev = r->device;
+    b->stray = b->kind == GMLOG_KIND_POOL && !xr_segment_of(x, r->device, b->ptr);
+    count_block(&x->dev[r->device], b, +1);
+    xr_event_t e = {XR_ALLOC, r, b, NULL, r->device, state, 0, NULL, 0};
+    fn(x, &e, arg);
+    return 0;
 }
 
 static int on_alloc(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
@@ -292,27 +324,10 @@ static int on_alloc(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         if (block & ~GMLOG_SIZE_MASK)
             block = rounded;
     }
-    int state = r->ckpt == RD_CKPT_STATE;
-    table_t t = blocks_of(x);
-    xr_block_t *old = table_find(&t, a->ptr);
-    if (old)
-        free_block(x, old, NULL, 0, state, fn, arg);
-    xr_block_t *b = table_insert(&t, a->ptr);
-    if (!b)
-        return -1;
-    b->size = block;
-    b->req = req;
-    b->t = r->t;
-    b->site = a->site;
-    b->dev = r->device;
-    b->kind = (uint8_t)kind;
-    b->stream = kind == GMLOG_KIND_ASYNC && r->len >= 40 ? a->block : 0;
-    b->lib = kind != GMLOG_KIND_POOL && xr_kind_on_device(kind) ? (uint8_t)lib_index(x, d, kind, r) : 0;
-    b->stray = kind == GMLOG_KIND_POOL && !xr_segment_of(x, r->device, a->ptr);
-    count_block(d, b, +1);
-    xr_event_t e = {XR_ALLOC, r, b, NULL, r->device, state, 0, NULL, 0};
-    fn(x, &e, arg);
-    return 0;
+    xr_block_t b = {.ptr = a->ptr, .size = block, .req = req, .site = a->site, .kind = (uint8_t)kind};
+    b.stream = kind == GMLOG_KIND_ASYNC && r->len >= 40 ? a->block : 0;
+    b.lib = kind != GMLOG_KIND_POOL && xr_kind_on_device(kind) ? (uint8_t)lib_index(x, d, kind, r) : 0;
+    return new_block(x, r, &b, fn, arg);
 }
 
 static void on_free(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
@@ -324,7 +339,7 @@ static void on_free(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         free_block(x, b, r, f->site, r->ckpt == RD_CKPT_STATE, fn, arg);
 }
 
-static int on_segment(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
+static int on_segment(xr_t *x, const rd_rec_t *r, uint64_t stream, uint32_t site, xr_fn fn, void *arg)
 {
     const gmlog_segment_t *s = (const gmlog_segment_t *)r->p;
     xr_dev_t *d = dev_of(x, r->device);
@@ -356,6 +371,8 @@ static int on_segment(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
     g->size = s->size;
     g->t = r->t;
     g->graph = s->graph;
+    g->stream = stream;
+    g->site = site;
     g->dev = r->device;
     d->reserved += s->size;
     xr_event_t e = {XR_SEGMENT_ALLOC, r, NULL, g, r->device, state, 0, NULL, 0};
@@ -415,15 +432,147 @@ static int changed(xr_t *x, const rd_rec_t *r, int rc, xr_fn fn, void *arg)
     return rc;
 }
 
+/* ---- PyTorch's tensors (the model's rules, model_torch.c) ---------------------------------- */
+
+static int torch_device(const xr_t *x, unsigned dev)
+{
+    return x->m && x->m->torch && dev < 256 && x->m->torch_dev[dev];
+}
+
+/* A hook record that PyTorch's own events stand for on a tensor device: gmshim's segments and
+ * fences, the cudaMalloc and cudaFree of PyTorch's segments, the failed cudaMalloc (kept for
+ * the T_OOM that follows when PyTorch raises). */
+static int torch_drops(xr_t *x, const rd_rec_t *r)
+{
+    uint64_t ptr;
+    switch (r->type) {
+    case GMLOG_SEGMENT_ALLOC:
+    case GMLOG_SEGMENT_FREE:
+    case GMLOG_FENCE: return 1;
+    case GMLOG_OOM:
+        memset(&x->hook_oom, 0, sizeof x->hook_oom);
+        memcpy(&x->hook_oom, r->p, r->len < sizeof x->hook_oom ? r->len : sizeof x->hook_oom);
+        x->hook_oom_seen = 1;
+        return 1;
+    case GMLOG_ALLOC:
+    case GMLOG_FREE:
+        memcpy(&ptr, r->p + 8, 8);
+        return model_torch_segment_base(x->m, ptr);
+    default: return 0;
+    }
+}
+
+/* PyTorch's OutOfMemoryError: the model's record of it (its pool figures are PyTorch's), or one
+ * made the model's way when the model kept no more OOMs. */
+static void t_oom(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, xr_fn fn, void *arg)
+{
+    const model_oom_t *mo = xr_model_oom(x->m, r->seq);
+    gmlog_oom_t o;
+    if (mo) {
+        o = mo->rec;
+    } else {
+        torch_oom_record(&o, x->hook_oom_seen ? &x->hook_oom : NULL, t);
+        const xr_dev_t *d = &x->dev[r->device];
+        o.reserved = d->reserved, o.allocated = d->allocated, o.requested = d->requested, o.pending = d->pending;
+        if (!x->hook_oom_seen)
+            o.driver_free = t->addr;
+    }
+    x->hook_oom_seen = 0;
+    rd_rec_t n = *r;
+    n.p = (const uint8_t *)&o;
+    n.type = GMLOG_OOM;
+    n.flags = o.h.flags;
+    n.len = sizeof o;
+    xr_event_t e = {XR_OOM, &n, NULL, NULL, r->device, r->ckpt == RD_CKPT_STATE, 0, NULL, 0};
+    fn(x, &e, arg);
+}
+
+static int t_segment(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, int alloc, xr_fn fn, void *arg)
+{
+    gmlog_segment_t g;
+    memset(&g, 0, sizeof g);
+    g.base = t->addr;
+    g.size = t->size;
+    g.graph = t->pool;
+    rd_rec_t n = *r;
+    n.p = (const uint8_t *)&g;
+    n.type = alloc ? GMLOG_SEGMENT_ALLOC : GMLOG_SEGMENT_FREE;
+    n.len = sizeof g;
+    return on_segment(x, &n, t->stream, t->site, fn, arg);
+}
+
+static xr_block_t tensor_block(const gmlog_tensor_t *t)
+{
+    xr_block_t b = {.ptr = t->addr, .req = t->size & GMLOG_SIZE_MASK, .site = t->site, .kind = GMLOG_KIND_POOL,
+                    .stream = t->stream};
+    b.size = ((b.req ? b.req : 1) + 511) & ~511ull; /* PyTorch rounds every block to 512 bytes */
+    return b;
+}
+
+/* A tensor's free requested: it is gone (allocated no more), its block pending until the free
+ * completes (PyTorch's wait for the streams record_stream named). */
+static void t_free_requested(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, xr_fn fn, void *arg)
+{
+    table_t tb = blocks_of(x);
+    xr_block_t *b = table_find(&tb, t->addr);
+    if (!b && r->ckpt == RD_CKPT_STATE && t->addr) { /* pending at a wrapped log's cut: its tensor first */
+        xr_block_t want = tensor_block(t);
+        if (new_block(x, r, &want, fn, arg) == 0)
+            b = table_find(&tb, t->addr);
+    }
+    if (!b || b->pending || b->dev != r->device)
+        return;
+    xr_dev_t *d = &x->dev[b->dev];
+    b->pending = 1;
+    xr_event_t e = {XR_FREE, r, b, NULL, b->dev, r->ckpt == RD_CKPT_STATE, t->site, NULL, 0};
+    fn(x, &e, arg);
+    count_block(d, b, -1);
+    d->pending += b->size;
+}
+
+static int torch_step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
+{
+    const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
+    table_t tb = blocks_of(x);
+    xr_block_t *b;
+    if (!dev_of(x, r->device))
+        return 0;
+    switch (r->type) {
+    case GMLOG_T_ALLOC: {
+        xr_block_t want = tensor_block(t);
+        return t->addr ? changed(x, r, new_block(x, r, &want, fn, arg), fn, arg) : 0;
+    }
+    case GMLOG_T_FREE_REQUESTED: t_free_requested(x, r, t, fn, arg); break;
+    case GMLOG_T_FREE_COMPLETED:
+        if (!(b = table_find(&tb, t->addr)) || !b->pending)
+            return 0;
+        free_block(x, b, r, t->site, r->ckpt == RD_CKPT_STATE, fn, arg);
+        break;
+    case GMLOG_T_SEGMENT_ALLOC:
+    case GMLOG_T_SEGMENT_MAP: return changed(x, r, t_segment(x, r, t, 1, fn, arg), fn, arg);
+    case GMLOG_T_SEGMENT_FREE:
+    case GMLOG_T_SEGMENT_UNMAP: return changed(x, r, t_segment(x, r, t, 0, fn, arg), fn, arg);
+    case GMLOG_T_OOM: t_oom(x, r, t, fn, arg); return 0;
+    default: return 0;
+    }
+    return changed(x, r, 0, fn, arg);
+}
+
 static int step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
 {
+    if (torch_device(x, r->device)) {
+        if (torch_is_tensor_type(r->type))
+            return r->len >= sizeof(gmlog_tensor_t) ? torch_step(x, r, fn, arg) : 0;
+        if (r->len >= 16 && torch_drops(x, r))
+            return 0;
+    }
     xr_dev_t *d;
     xr_event_t e = {0, r, NULL, NULL, r->device, r->ckpt == RD_CKPT_STATE, 0, NULL, 0};
     switch (r->type) {
     case GMLOG_ALLOC: return changed(x, r, on_alloc(x, r, fn, arg), fn, arg);
     case GMLOG_FREE: on_free(x, r, fn, arg); return changed(x, r, 0, fn, arg);
     case GMLOG_SEGMENT_ALLOC:
-    case GMLOG_SEGMENT_FREE: return changed(x, r, on_segment(x, r, fn, arg), fn, arg);
+    case GMLOG_SEGMENT_FREE: return changed(x, r, on_segment(x, r, 0, 0, fn, arg), fn, arg);
     case GMLOG_RESET: on_reset(x, r, fn, arg); return changed(x, r, 0, fn, arg);
     case GMLOG_MARK: on_mark(x, r, fn, arg); return 0;
     case GMLOG_DEVICE:

@@ -228,6 +228,7 @@ typedef struct model_dev {
     uint64_t torch_pending_peak;               /* most pending while the allocator went on */
     uint64_t torch_cross_stream;               /* frees requested on another stream than the alloc's */
     uint64_t torch_waited;                     /* frees not completed at once (pending for real) */
+    int torch_cut_seen;                        /* a wrapped log's checkpoint had PyTorch's state */
     int limit_seen;
     /* a wrapped log's checkpoint (CUT): what the figures started from */
     int cut_seen;
@@ -325,6 +326,8 @@ void model_free(model_t *m);
 
 /* Whether ptr is a tensor block freed and not yet reusable (PyTorch's pending free). */
 int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block);
+/* Whether ptr is the base of one of PyTorch's segments (its cudaMalloc stands for no tensor). */
+int model_torch_segment_base(const model_t *m, uint64_t ptr);
 
 /* The fragmentation of device `dev` now. */
 void model_frag_now(const model_t *m, int dev, model_frag_t *out);

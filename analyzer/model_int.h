@@ -414,6 +414,12 @@ void model_torch_scan(model_t *m, rd_log_t *lf);
 void model_torch_step(model_t *m, const rd_rec_t *r);
 /* Whether a hook record (ALLOC, FREE, SEGMENT_*) of a tensor device is left out. */
 int model_torch_drops(model_t *m, const rd_rec_t *r);
+/* A wrapped log's checkpoint on a tensor device: PyTorch's segments, live tensors and pending
+ * frees (T_* state records after a CUT flagged GMLOG_CUT_TORCH); a hook state record that they
+ * stand for is dropped. 1 when handled here. */
+int model_torch_state(model_t *m, const rd_rec_t *r);
+/* model_reduce.c: a block live at a checkpoint's cut into the live map (the cut's figures count it). */
+void model_cut_block(model_t *m, const rd_rec_t *r);
 /* An ALLOC, FREE or SEGMENT_* record in the model's layout, through the reducer. */
 void model_reduce_record(model_t *m, const rd_rec_t *r);
 

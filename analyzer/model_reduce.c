@@ -287,6 +287,9 @@ static void on_limit(model_t *m, const rd_rec_t *r)
  * keep their sites, their time being the cut's (allocated before it). None of it counts as a
  * record read. */
 
+/* A CUT: the device's figures, peaks and counts as the checkpoint had them. On a tensor device
+ * PyTorch's CUT (GMLOG_CUT_TORCH, written first) gives them; gmshim's own CUT then only its
+ * cache's hits and misses, and the cut's time for the hooks' records. */
 static void on_cut(model_t *m, const rd_rec_t *r)
 {
     const gmlog_cut_t *c = (const gmlog_cut_t *)r->p;
@@ -294,6 +297,18 @@ static void on_cut(model_t *m, const rd_rec_t *r)
     if (!d) {
         m->malformed++;
         return;
+    }
+    int torch = (r->flags & GMLOG_CUT_TORCH) != 0;
+    if (!torch && d->torch_cut_seen) {
+        d->cut_ns = c->cut_ns;
+        d->hits = c->hits;
+        d->misses = c->misses;
+        return;
+    }
+    if (torch) {
+        d->torch = d->torch_cut_seen = 1;
+        d->torch_allocs = c->allocs;
+        d->torch_ooms = c->ooms;
     }
     d->cut_seen = 1;
     d->cut_ns = c->cut_ns;
@@ -311,8 +326,10 @@ static void on_cut(model_t *m, const rd_rec_t *r)
     d->peak_at_cut = 1;
     d->cut_allocs = c->allocs;
     d->cut_frees = c->frees;
-    d->hits = c->hits;
-    d->misses = c->misses;
+    if (!torch) {
+        d->hits = c->hits;
+        d->misses = c->misses;
+    }
     uint64_t had = d->ooms; /* the history's, which the cut's count includes */
     if (c->ooms > had) {
         m->ooms_total += c->ooms - had;
@@ -325,7 +342,7 @@ static void on_cut(model_t *m, const rd_rec_t *r)
 }
 
 /* A block live at the cut: in the live map with its site; the cut's figures hold its bytes. */
-static void on_cut_block(model_t *m, const rd_rec_t *r)
+void model_cut_block(model_t *m, const rd_rec_t *r)
 {
     const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
     model_dev_t *d = model_get_dev(m, r->device);
@@ -382,8 +399,11 @@ static __attribute__((noinline)) void step_checkpoint(model_t *m, const rd_rec_t
         m->last_t = r->t;
         if (r->type == GMLOG_CUT)
             on_cut(m, r);
+        else if (__builtin_expect(m->torch, 0) && r->device < MODEL_MAX_DEVICES && m->torch_dev[r->device] &&
+                 model_torch_state(m, r))
+            ;
         else if (r->type == GMLOG_ALLOC)
-            on_cut_block(m, r);
+            model_cut_block(m, r);
         else if (r->type == GMLOG_SEGMENT_ALLOC)
             on_cut_segment(m, r);
         return;

@@ -193,3 +193,77 @@ int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block)
         *block = *b & MODEL_48;
     return b != NULL;
 }
+
+int model_torch_segment_base(const model_t *m, uint64_t ptr)
+{
+    return is_torch_segment(m, ptr);
+}
+
+/* ---- a wrapped log's checkpoint ---------------------------------------------------------- */
+
+/* Another library's cudaMalloc kept at the cut (not one of PyTorch's segments): a block of its
+ * own, which PyTorch's figures do not hold, so its bytes are added to them. */
+static void cut_other_block(model_t *m, model_dev_t *d, const rd_rec_t *r)
+{
+    uint64_t ptr;
+    memcpy(&ptr, r->p + 8, 8);
+    model_cut_block(m, r);
+    const model_live_t *e = live_find(&m->live, ptr);
+    if (!e || !counts_as_allocated(model_live_kind(e)))
+        return;
+    d->allocated += model_live_block(e);
+    d->requested += model_live_req(e);
+    if (d->allocated > d->peak_allocated)
+        d->peak_allocated = d->allocated;
+    if (d->requested > d->peak_requested)
+        d->peak_requested = d->requested;
+}
+
+int model_torch_state(model_t *m, const rd_rec_t *r)
+{
+    model_dev_t *d = model_get_dev(m, r->device);
+    if (!d || !d->torch_cut_seen || r->len < 16)
+        return 0; /* a checkpoint without PyTorch's state: the hooks' blocks, as before */
+    if (r->type == GMLOG_SEGMENT_ALLOC)
+        return 1; /* gmshim's segments: PyTorch's stand for them */
+    if (r->type == GMLOG_ALLOC) {
+        uint64_t ptr;
+        memcpy(&ptr, r->p + 8, 8);
+        if (!is_torch_segment(m, ptr))
+            cut_other_block(m, d, r);
+        return 1;
+    }
+    if (!torch_is_tensor_type(r->type) || r->len < sizeof(gmlog_tensor_t))
+        return 0;
+    const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
+    uint64_t req = t->size & GMLOG_SIZE_MASK, block = ((req ? req : 1) + 511) & ~511ull;
+    switch (r->type) {
+    case GMLOG_T_SEGMENT_ALLOC:
+        map_put(&d->segmap, t->addr, t->size); /* PyTorch's cut counts it */
+        map_put(&m->torch_segbase, t->addr, 1);
+        break;
+    case GMLOG_T_ALLOC: {
+        gmlog_alloc_t a;
+        memset(&a, 0, sizeof a);
+        a.h = t->h;
+        a.h.type = GMLOG_ALLOC;
+        a.ptr = t->addr;
+        a.size = req;
+        a.site = t->site;
+        uint8_t flags = (uint8_t)(GMLOG_KIND_POOL << GMLOG_KIND_SHIFT) | (t->pool ? GMLOG_A_GRAPH : 0);
+        rd_rec_t n = rewritten(r, GMLOG_ALLOC, flags, &a, 32);
+        model_cut_block(m, &n);
+        map_put(&m->torch_stream, t->addr, t->stream + 1);
+        break;
+    }
+    case GMLOG_T_FREE_REQUESTED: /* pending at the cut: its block still taken, its tensor gone */
+        map_put(&m->torch_pending, t->addr, block | (uint64_t)r->device << 48);
+        d->torch_pending += block;
+        d->torch_pending_count++;
+        if (d->torch_pending > d->torch_pending_peak)
+            d->torch_pending_peak = d->torch_pending;
+        break;
+    default: break;
+    }
+    return 1;
+}

@@ -55,7 +55,8 @@ typedef struct rd_ckpt {
     uint64_t seq;              /* 0: none (not wrapped, or no complete checkpoint) */
     uint64_t at_ns;            /* records before it are summarised, not there one by one */
     uint64_t detail_from_ns;   /* every record after it is there (the latest cut) */
-    uint64_t allocs, frees;    /* summed over its cuts: the allocations and frees it stands for */
+    uint64_t allocs, frees;    /* summed over its cuts: the allocations and frees it stands for
+                                * (PyTorch's tensors' on a device whose cut has them) */
     uint32_t cuts;             /* devices it cuts */
     uint32_t stream;           /* index in lf->streams */
     uint32_t begin_chunk, end_chunk; /* in that stream, from its first chunk */
@@ -145,6 +146,8 @@ typedef struct rd_log {
     rd_ckpt_t ckpt;            /* the checkpoint read from */
     uint64_t keep_from;        /* records timed before this may be in the checkpoint */
     uint64_t cut_ns[256];      /* per device: its records at or before this are in the checkpoint */
+    uint64_t torch_cut_ns[256]; /* per device: its PyTorch records (T_*) at or before this... */
+    uint8_t torch_cut[256];    /* ...when its checkpoint has PyTorch's state (a CUT flagged TORCH) */
     struct rd_prologue *pro;   /* the checkpoint's records, handed out before the others... */
     int pro_on;                /* ...while this is set */
     uint8_t swapbuf[256 * 8] __attribute__((aligned(8))); /* records handed out are 8-byte aligned */

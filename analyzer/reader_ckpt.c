@@ -127,6 +127,9 @@ static int pro_class(const rd_log_t *lf, rd_prologue_t *pr, const uint8_t *p, ui
         return RD_CKPT_STATE;
     case GMLOG_SEGMENT_ALLOC:
     case GMLOG_ALLOC:
+    case GMLOG_T_SEGMENT_ALLOC: /* after a CUT flagged TORCH: PyTorch's segments, tensors, pending frees */
+    case GMLOG_T_ALLOC:
+    case GMLOG_T_FREE_REQUESTED:
         *t = pr->cut_t;
         return pr->in_cut ? RD_CKPT_STATE : RD_EVENT;
     case GMLOG_SITE:
@@ -285,6 +288,9 @@ static int ckpt_drop(const rd_log_t *lf, const uint8_t *p, uint64_t t)
      * written after that copy later than at_ns): that instant decides, not the device's cut. */
     if (p[0] == GMLOG_OOM || p[0] == GMLOG_LIMIT || p[2] == GMLOG_NO_DEVICE)
         return t <= lf->ckpt.at_ns;
+    /* PyTorch's events have their own cut, when the checkpoint copied PyTorch's state */
+    if (p[0] >= GMLOG_T_ALLOC && p[0] <= GMLOG_T_OOM && lf->torch_cut[p[2]])
+        return t <= lf->torch_cut_ns[p[2]];
     return t <= lf->cut_ns[p[2]];
 }
 
@@ -324,9 +330,10 @@ typedef struct scan_gap {
 
 typedef struct scan {
     rd_ckpt_t best;
-    uint64_t cut[256], tmp_cut[256];
-    uint8_t has[256], tmp_has[256];
+    uint64_t cut[256], tmp_cut[256], tcut[256], tmp_tcut[256];
+    uint8_t has[256], tmp_has[256], thas[256], tmp_thas[256];
     uint64_t tmp_allocs, tmp_frees;
+    uint64_t tmp_dev_allocs[256], tmp_dev_frees[256]; /* PyTorch's cut of a device: its counts stand */
     uint32_t tmp_cuts;
     scan_gap_t *gaps;
     size_t ngaps, capgaps;
@@ -390,6 +397,7 @@ static void scan_stream(rd_log_t *lf, uint32_t si, uint8_t *buf, scan_t *sc)
                     b_at = ld64(p + 16, sw);
                     b_chunk = k, b_pos = pos, b_off = c->off + pos;
                     memset(sc->tmp_has, 0, sizeof sc->tmp_has);
+                    memset(sc->tmp_thas, 0, sizeof sc->tmp_thas);
                     sc->tmp_allocs = sc->tmp_frees = 0;
                     sc->tmp_cuts = 0;
                 } else if (p[3] == GMLOG_CKPT_END) {
@@ -398,21 +406,34 @@ static void scan_stream(rd_log_t *lf, uint32_t si, uint8_t *buf, scan_t *sc)
                             lf->chunks[st->first + j].span_in = 1, lf->chunks[st->first + j].span_seq = cseq;
                         pending = 0;
                     } else if (in && seq == cseq && (cseq > sc->best.seq || (cseq == sc->best.seq && b_at > sc->best.at_ns))) {
-                        sc->best = (rd_ckpt_t){.seq = cseq, .at_ns = b_at, .allocs = sc->tmp_allocs,
-                                               .frees = sc->tmp_frees, .cuts = sc->tmp_cuts, .stream = si,
+                        uint64_t allocs = sc->tmp_allocs, frees = sc->tmp_frees;
+                        for (int d = 0; d < 256; d++)
+                            if (sc->tmp_thas[d]) /* the device's tensors, not gmshim's segments, are counted */
+                                allocs += sc->tmp_dev_allocs[d], frees += sc->tmp_dev_frees[d];
+                        sc->best = (rd_ckpt_t){.seq = cseq, .at_ns = b_at, .allocs = allocs,
+                                               .frees = frees, .cuts = sc->tmp_cuts, .stream = si,
                                                .begin_chunk = b_chunk, .end_chunk = k, .begin_pos = b_pos,
                                                .end_pos = pos + len, .begin_off = b_off};
                         memcpy(sc->cut, sc->tmp_cut, sizeof sc->cut);
                         memcpy(sc->has, sc->tmp_has, sizeof sc->has);
+                        memcpy(sc->tcut, sc->tmp_tcut, sizeof sc->tcut);
+                        memcpy(sc->thas, sc->tmp_thas, sizeof sc->thas);
                     }
                     in = 0;
                 }
+            } else if (p[0] == GMLOG_CUT && in && !pending && len >= sizeof(gmlog_cut_t) && (p[3] & GMLOG_CUT_TORCH)) {
+                sc->tmp_tcut[p[2]] = ld64(p + 8, sw);
+                sc->tmp_thas[p[2]] = 1;
+                sc->tmp_dev_allocs[p[2]] = ld64(p + offsetof(gmlog_cut_t, allocs), sw);
+                sc->tmp_dev_frees[p[2]] = ld64(p + offsetof(gmlog_cut_t, frees), sw);
             } else if (p[0] == GMLOG_CUT && in && !pending && len >= sizeof(gmlog_cut_t)) {
                 sc->tmp_cut[p[2]] = ld64(p + 8, sw);
                 sc->tmp_cuts += !sc->tmp_has[p[2]];
                 sc->tmp_has[p[2]] = 1;
-                sc->tmp_allocs += ld64(p + offsetof(gmlog_cut_t, allocs), sw);
-                sc->tmp_frees += ld64(p + offsetof(gmlog_cut_t, frees), sw);
+                if (!sc->tmp_thas[p[2]]) { /* PyTorch's cut, written first, counts that device */
+                    sc->tmp_allocs += ld64(p + offsetof(gmlog_cut_t, allocs), sw);
+                    sc->tmp_frees += ld64(p + offsetof(gmlog_cut_t, frees), sw);
+                }
             }
             pos += len;
         }
@@ -454,6 +475,10 @@ int rd_ckpt_scan(rd_log_t *lf)
             lf->cut_ns[d] = sc->has[d] ? sc->cut[d] : sc->best.at_ns;
             if (lf->cut_ns[d] > from)
                 from = lf->cut_ns[d];
+            lf->torch_cut[d] = sc->thas[d];
+            lf->torch_cut_ns[d] = sc->tcut[d];
+            if (sc->thas[d] && sc->tcut[d] > from)
+                from = sc->tcut[d];
         }
         lf->ckpt.detail_from_ns = from;
         lf->keep_from = from + 1;

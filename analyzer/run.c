@@ -3,6 +3,7 @@
  * command's own; gmshim's problems go to stderr and never replace it. */
 #include "commands.h"
 #include "output.h"
+#include "run_torch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -221,6 +222,10 @@ const char cmd_run_usage[] =
     "the logs it wrote (one per process that used CUDA). The options end at COMMAND (or at '--'):\n"
     "what follows is COMMAND's. The exit status is COMMAND's (128+N when a signal N ended it);\n"
     "2 when it is not started because the log's directory is missing or cannot be written.\n"
+    "With PyTorch's cache kept (GMSHIM_TORCH=keep, the default), when COMMAND's python (COMMAND\n"
+    "itself, the python of its #! line, else PATH's python3) finds torch and no PyTorch bridge is\n"
+    "built for that torch, the bridge is built first, said on stderr; a failed build never stops\n"
+    "COMMAND.\n"
     "\n"
     "  -o, --output LOG  the log path template (GMSHIM_LOG syntax: %p pid, %r rank, %n program,\n"
     "                    %h host, %t start time); default " DEFAULT_LOG " in this directory\n"
@@ -347,6 +352,7 @@ int cmd_run_go(cmd_call_t *k)
                 dir, strerror(werr));
         return CLI_PARTIAL;
     }
+    run_torch_prebuild(lib, job_argv[0]); /* the job's first tensor must not wait for a compiler */
     job_t job = {0};
     scan(tmpl, &job); /* what is there already is not the job's */
     job.since = now_realtime();

@@ -368,6 +368,8 @@ typedef struct gmlog_limit {
  *   copies of every SITE, STRING, MODULE, DEVICE and LIMIT record written so far (verbatim)
  *   history: for the most recent marks and OOMs before `at_ns`, an AT record then a verbatim
  *     copy of the MARK or OOM record
+ *   per device with PyTorch's tensor events: CUT (flags GMLOG_CUT_TORCH), its T_SEGMENT_ALLOC,
+ *     T_ALLOC and T_FREE_REQUESTED records (see gmlog_cut_t)
  *   per device: CUT, then one SEGMENT_ALLOC per segment the device holds, then one ALLOC per
  *     block live at `cut_ns` (same layouts as the events; their dt means nothing)
  *   CHECKPOINT (flags END, same seq)
@@ -391,7 +393,14 @@ typedef struct gmlog_checkpoint {
 } gmlog_checkpoint_t;
 
 /* GMLOG_CUT, 128 bytes: one device's state in a checkpoint, taken with every arena of the
- * device locked: records of this device timed at or before cut_ns are in it, later ones not. */
+ * device locked: records of this device timed at or before cut_ns are in it, later ones not.
+ * With h.flags GMLOG_CUT_TORCH it is PyTorch's allocator's state instead (the shim's copy of its
+ * live tensors): its figures are PyTorch's (allocated: live tensors, rounded to 512 bytes;
+ * pending: frees requested, not completed; reserved: its segments), counts and peaks since the
+ * start are its tensors', and T_* records of the device timed at or before its cut_ns are in it;
+ * `segments` T_SEGMENT_ALLOC records follow, then `blocks` T_ALLOC (live tensors) and
+ * T_FREE_REQUESTED (pending frees) records. */
+#define GMLOG_CUT_TORCH 1
 typedef struct gmlog_cut {
     gmlog_rec_t h;               /* device */
     uint64_t cut_ns;

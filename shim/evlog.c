@@ -38,6 +38,11 @@ int evlog_enabled(void)
     return __atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED);
 }
 
+int evlog_bounded(void)
+{
+    return __atomic_load_n(&gm_log.keep, __ATOMIC_RELAXED) != 0;
+}
+
 #define MAX_RECORD (GMLOG_CHUNK_SIZE - sizeof(gmlog_chunk_header_t) - sizeof(gmlog_clock_t))
 
 const char *evlog_path(void)

@@ -18,6 +18,8 @@ void evlog_close(uint32_t reason);
 /* Forgets the log without writing to it (a fork child must not touch the parent's file). */
 void evlog_abandon(void);
 int evlog_enabled(void);
+/* Whether the log is bounded (GMSHIM_LOG_LIMIT): its checkpoints repeat the state. */
+int evlog_bounded(void);
 void evlog_fork_prepare(void);
 void evlog_fork_release(void);
 /* Expands %p %h %n %r %t %% of a GMSHIM_LOG template. Returns 0, or -1 (empty, too long). */

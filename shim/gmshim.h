@@ -114,6 +114,10 @@ typedef int (*gmshim_torch_hook_empty_fn)(void (*after)(void));
 /* Builds (or finds built) the bridge for the torch package at `torch_dir` (.../torch) into
  * `out_dir` (NULL: the per-user cache) and writes its path. 0, or -1 with a line on stderr. */
 int gmshim_torch_bridge_build(const char *torch_dir, const char *out_dir, char *path, unsigned long len);
+/* `gmshim run`'s look before a job: 0, the bridge for that torch is there (its path in msg); 1,
+ * it can be built ("torch V into DIR"; with `build` it is: 0 and the path, or -1); -1, it cannot
+ * (the reason in msg). Prints nothing. */
+int gmshim_torch_bridge_prepare(const char *torch_dir, int build, char *msg, unsigned long len);
 
 #ifdef __cplusplus
 }

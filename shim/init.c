@@ -10,6 +10,7 @@
 #include "options.h"
 #include "real.h"
 #include "stacks.h"
+#include "torchev.h"
 #include "torchload.h"
 #include "trim.h"
 
@@ -67,13 +68,21 @@ static void at_exit(void)
     evlog_close(GMLOG_CLOSE_EXIT);
 }
 
+/* A checkpoint's device state: PyTorch's tensors first (a reader then knows, at each device's
+ * own CUT, that PyTorch's state stands for its tensors), then gmshim's pools. */
+static uint64_t checkpoint_cut(uint64_t start_mono)
+{
+    uint64_t n = torchev_cut(start_mono);
+    return n + cut_all_devices(start_mono);
+}
+
 static void init_impl(void)
 {
     options_load_all();
     if (real_resolve() == 0)
         diag_verbose("no CUDA runtime found yet; calls will be resolved when it is loaded");
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    evlog_set_cut(cut_all_devices);
+    evlog_set_cut(checkpoint_cut);
     evlog_open();
     stacks_init();
     atexit(at_exit);

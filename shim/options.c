@@ -91,7 +91,8 @@ static option_row_t table[GM_OPT__COUNT] = {
         "cuDNN, NCCL, the driver API) and log them as foreign with the requesting library", .max = 1},
     [GM_OPT_LOG_LIMIT] = {.name = "GMSHIM_LOG_LIMIT", .kind = GM_KIND_SIZE, .default_text = "4G",
         .doc = "most bytes the event log takes on disk: past it the log keeps the newest events and a "
-        "checkpoint of everything before (live blocks with their sites, peaks, marks, OOMs); 0 = no "
+        "checkpoint of everything before (live blocks and PyTorch's live tensors with their sites, "
+        "peaks, marks, OOMs); 0 = no "
         "bound; else at least 64 MiB", .more_than = (64LL << 20) - 1, .max = SIZE_MAX_OPT},
 };
 

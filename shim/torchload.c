@@ -362,6 +362,37 @@ static int compiler_argv(char *buf, size_t len, char **argv, int max)
     return n;
 }
 
+static int is_executable(const char *path)
+{
+    return is_file(path) && access(path, X_OK) == 0;
+}
+
+/* Whether the compiler exists, before anything is said about building: $CXX's (or c++'s) first
+ * word, a path or a name searched in PATH as posix_spawnp will, an executable regular file. */
+static int compiler_found(char *why, size_t why_len)
+{
+    char buf[512], *argv[8];
+    if (!compiler_argv(buf, sizeof buf, argv, 8)) {
+        snprintf(why, why_len, "CXX is empty");
+        return -1;
+    }
+    const char *cc = argv[0], *dirs = getenv("PATH");
+    if (strchr(cc, '/'))
+        return is_executable(cc) ? 0 : (snprintf(why, why_len, "no C++ compiler (%s; set CXX)", cc), -1);
+    for (const char *d = dirs && *dirs ? dirs : "/usr/bin:/bin";; d++) {
+        size_t n = strcspn(d, ":");
+        char cand[PATH_MAX];
+        if (snprintf(cand, sizeof cand, "%.*s%s%s", (int)n, d, n ? "/" : "", cc) < (int)sizeof cand &&
+            is_executable(cand))
+            return 0;
+        d += n;
+        if (!*d)
+            break;
+    }
+    snprintf(why, why_len, "no C++ compiler (%s; set CXX)", cc);
+    return -1;
+}
+
 static int compile_bridge(const torch_install_t *t, const char *src_dir, const char *out_so,
                           const char *log, long timeout_ms, char *why, size_t why_len)
 {
@@ -615,32 +646,43 @@ static int own_dir(char *out, size_t len)
     return 0;
 }
 
-int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_len)
+/* Where the bridge for the torch of `c10_path` is: 0, found (its path in `so`); 1, not built yet
+ * and nothing known to stop a build (its place in `dir` and `name`); -1, neither (why). */
+static int find_bridge(const char *c10_path, torch_install_t *t, char *so, size_t so_len, char *dir, size_t dir_len,
+                       char *name, size_t name_len, char *why, size_t why_len)
 {
-    torch_install_t t;
-    if (torchload_find_install(c10_path, &t, why, why_len) != 0)
+    if (torchload_find_install(c10_path, t, why, why_len) != 0)
         return -1;
-    char name[128], dir[PATH_MAX], so[PATH_MAX + 160];
-    torchload_bridge_name(&t, name, sizeof name);
-    if (own_dir(dir, sizeof dir) == 0) {
-        snprintf(so, sizeof so, "%s/gmshim-torch/%s", dir, name);
-        if (is_file(so))
-            return torchload_attach_file(so, c10_path, why, why_len);
-    }
-    if (torchload_cache_dir(dir, sizeof dir) != 0) {
+    torchload_bridge_name(t, name, name_len);
+    if (own_dir(dir, dir_len) == 0 && snprintf(so, so_len, "%s/gmshim-torch/%s", dir, name) < (int)so_len &&
+        is_file(so))
+        return 0;
+    if (torchload_cache_dir(dir, dir_len) != 0) {
         snprintf(why, why_len, "no per-user cache directory (neither XDG_CACHE_HOME nor HOME is set)");
         return -1;
     }
-    snprintf(so, sizeof so, "%s/%s", dir, name);
-    if (!is_file(so)) {
+    snprintf(so, so_len, "%s/%s", dir, name);
+    if (is_file(so))
+        return 0;
+    char log[PATH_MAX + 170];
+    snprintf(log, sizeof log, "%s.log", so);
+    if (is_file(log)) {
+        snprintf(why, why_len, "an earlier build failed; see %s (remove it to build again)", log);
+        return -1;
+    }
+    return compiler_found(why, why_len) == 0 ? 1 : -1; /* nothing said yet: the one warning is the caller's */
+}
+
+int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_len)
+{
+    torch_install_t t;
+    char name[128], dir[PATH_MAX], so[PATH_MAX + 160];
+    int found = find_bridge(c10_path, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, why, why_len);
+    if (found < 0)
+        return -1;
+    if (found == 1) {
         if (!build) {
             snprintf(why, why_len, "no bridge built for torch %s", t.version);
-            return -1;
-        }
-        char log[PATH_MAX + 170];
-        snprintf(log, sizeof log, "%s.log", so);
-        if (is_file(log)) {
-            snprintf(why, why_len, "an earlier build failed; see %s (remove it to build again)", log);
             return -1;
         }
         diag_warn("building the PyTorch bridge for torch %s into %s (once per torch version; this "
@@ -743,4 +785,27 @@ GM_EXPORT int gmshim_torch_bridge_build(const char *torch_dir, const char *out_d
         return -1;
     }
     return snprintf(path, len, "%s/%s", dir, name) < (int)len ? 0 : -1;
+}
+
+/* `gmshim run`, before it starts a job: the loader's own decision for the torch at `torch_dir`,
+ * made ahead so that the job never waits for a build. Prints nothing: 0, the bridge is there (its
+ * path in msg); 1, it can be built ("torch V into DIR" in msg) — with `build`, it is built then,
+ * 0 and its path, or -1 and why; -1, it cannot (why: what the job's loader will warn of). */
+GM_EXPORT int gmshim_torch_bridge_prepare(const char *torch_dir, int build, char *msg, unsigned long len)
+{
+    char c10[PATH_MAX], name[128], dir[PATH_MAX], so[PATH_MAX + 160];
+    torch_install_t t;
+    if (!torch_dir || !msg || !len || snprintf(c10, sizeof c10, "%s/lib/libc10_cuda.so", torch_dir) >= (int)sizeof c10)
+        return -1;
+    int found = find_bridge(c10, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, msg, len);
+    if (found == 1 && build) {
+        if (torchload_build(&t, dir, name, BUILD_TIMEOUT_MS, msg, len) != 0)
+            return -1;
+        found = 0;
+    } else if (found == 1) {
+        snprintf(msg, len, "torch %s into %s", t.version, dir);
+    }
+    if (found == 0)
+        snprintf(msg, len, "%s", so);
+    return found;
 }

@@ -7,7 +7,8 @@ It loads the file with Python's pickle module, checks the structure PyTorch's sn
 (segments with blocks, device_traces entries, frames as {filename, line, name}), that each
 segment's blocks tile it (torch.cuda._memory_viz stats asserts this), and replays the trace
 backwards from the segments as pytorch.org/memory_viz does: every block freed must be live
-again before its free, inside a segment live then. Prints one summary line; exits 1 on the
+again before its free, inside a segment live then; a block whose free was requested and not
+completed (active_pending_free) still holds its place. Prints one summary line; exits 1 on the
 first problem, naming it.
 """
 import bisect
@@ -33,19 +34,24 @@ def check_frames(frames, where):
             fail(f"{where}: a frame has the wrong types: {f!r}")
 
 
+pending_all = [0]
+
+
 def check_segments(snap):
     reserved = allocated = 0
     for i, seg in enumerate(snap["segments"]):
         for k in ("device", "address", "total_size", "allocated_size", "requested_size", "stream", "blocks"):
             if k not in seg:
                 fail(f"segment {i} lacks {k}")
-        addr, used = seg["address"], 0
+        addr, used, pending = seg["address"], 0, 0
         for b in seg["blocks"]:
             if b["address"] != addr:
                 fail(f"segment {i}: a block at {b['address']:#x} where {addr:#x} was expected (blocks must tile)")
             if b["state"] not in ("active_allocated", "active_pending_free", "inactive"):
                 fail(f"segment {i}: block state {b['state']!r}")
             check_frames(b["frames"], f"segment {i} block {b['address']:#x}")
+            if b["state"] == "active_pending_free":
+                pending += b["size"]
             if b["state"] == "active_allocated":
                 used += b["size"]
                 if b["requested_size"] > b["size"]:
@@ -55,8 +61,11 @@ def check_segments(snap):
             fail(f"segment {i}: blocks sum to {addr - seg['address']}, the segment has {seg['total_size']}")
         if used != seg["allocated_size"]:
             fail(f"segment {i}: allocated_size {seg['allocated_size']}, its active blocks hold {used}")
+        if "active_size" in seg and seg["active_size"] != used + pending:
+            fail(f"segment {i}: active_size {seg['active_size']}, its allocated and pending blocks hold {used + pending}")
         reserved += seg["total_size"]
         allocated += used
+        pending_all[0] += pending
     return reserved, allocated
 
 
@@ -64,8 +73,9 @@ def replay_backwards(snap, dev):
     """As MemoryViz.js does for a device: from the end state, undo each event."""
     segs = {s["address"]: s["total_size"] for s in snap["segments"] if s["device"] == dev}
     bases = sorted(segs)
+    # a pending free (requested, not completed) still holds its block: live until free_completed
     live = {b["address"]: b["size"] for s in snap["segments"] if s["device"] == dev
-            for b in s["blocks"] if b["state"] == "active_allocated"}
+            for b in s["blocks"] if b["state"] in ("active_allocated", "active_pending_free")}
 
     def in_segment(addr):
         i = bisect.bisect_right(bases, addr) - 1
@@ -79,6 +89,9 @@ def replay_backwards(snap, dev):
             if e["addr"] not in live:
                 fail(f"device {dev} entry {n}: alloc of {e['addr']:#x}, which is not live after it")
             del live[e["addr"]]
+        elif a == "free_requested":
+            if e["addr"] not in live:
+                fail(f"device {dev} entry {n}: free_requested of {e['addr']:#x}, whose block is not held after it")
         elif a == "free_completed":
             if e["addr"] in live:
                 fail(f"device {dev} entry {n}: free of {e['addr']:#x}, live again after it")
@@ -133,7 +146,7 @@ def main():
     framed = sum(1 for t in snap["device_traces"] for e in t if e["action"] == "alloc" and e["frames"])
     print(f"segments {len(snap['segments'])} reserved {reserved} allocated {allocated} "
           f"alloc {count['alloc']} free {count['free_completed']} segment_alloc {count['segment_alloc']} "
-          f"segment_free {count['segment_free']} oom {count['oom']} with_frames {framed} "
+          f"segment_free {count['segment_free']} oom {count['oom']} pending {pending_all[0]} with_frames {framed} "
           f"annotations {len(snap['external_annotations'])} categories {sorted(categories)}")
     i = 1
     while i < len(args):

@@ -2,7 +2,7 @@
 """Checks a Chrome trace-event JSON file (what ui.perfetto.dev and chrome://tracing open).
 
 usage: check_perfetto.py TRACE.json [--processes N] [--peak-allocated BYTES...] [--ooms N]
-                         [--resolution-ns NS] [--outside]
+                         [--resolution-ns NS] [--outside] [--peak SERIES=BYTES] [--last SERIES=BYTES]
 
 The format's rules as the viewers apply them: a top object with a "traceEvents" list; every
 event an object with a known "ph", a string "name", integer "pid" and "tid", a numeric "ts"
@@ -108,6 +108,12 @@ def main():
                 most = 2 * ((max(ts) - min(ts)) / res_us + 2)
                 if len(ts) != len(set(ts)) or len(ts) > most:
                     fail(f"{name}: {len(ts)} samples over {max(ts) - min(ts)} us: not downsampled to {res_us} us")
+        elif opt in ("--peak", "--last"):  # SERIES=BYTES: a device's counter at its peak / at the end
+            series, want = args[i + 1].split("=")
+            got = sorted(max(v for _, v in s) if opt == "--peak" else sorted(s, key=lambda p: p[0])[-1][1]
+                         for (pid, n), s in tracks.items() if n.startswith("device ") and n.endswith(" " + series))
+            if got != [int(want)]:
+                fail(f"{series} counters {'peak at' if opt == '--peak' else 'end at'} {got}, {want} expected")
         elif opt == "--outside" and not outside:
             fail("no counter of the memory outside the pool")
         i += 1 if opt == "--outside" else 2

@@ -7,7 +7,10 @@
   leak N [kill] N iterations that each keep a 4 MiB tensor (and free a temporary); with kill the
                 process SIGKILLs itself after printing its figures
   workers       a DataLoader with 2 worker processes that never touch CUDA
+  wrap N        8 tensors of 4 MiB kept from the start, then N small tensors allocated and freed
+                (with a small GMSHIM_LOG_LIMIT the log wraps: the kept ones are before the wrap)
 """
+import ctypes
 import hashlib
 import os
 import signal
@@ -27,9 +30,13 @@ def stats_line(extra):
         torch.cuda.synchronize()
         lib.gmshim_mark(b"stats")
     s = torch.cuda.memory_stats()
+    lib = ctypes.CDLL(None)
+    if hasattr(lib, "gmshim_mark"):  # under the preload: the log's state at the figures' instant
+        lib.gmshim_mark(b"figures")
     figures = dict(extra)
     figures.update(
         allocated=torch.cuda.memory_allocated(),
+        reserved=torch.cuda.memory_reserved(),
         max_reserved=torch.cuda.max_memory_reserved(),
         allocs=s.get("allocation.all.allocated", 0),
         frees=s.get("allocation.all.freed", 0),
@@ -99,6 +106,15 @@ def leak(n, kill):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def wrap(n):
+    kept = [torch.empty(1 << 20, device="cuda") for _ in range(8)]  # 32 MiB, live to the end
+    for _ in range(n):
+        t = torch.empty(256, device="cuda")
+        del t
+    torch.cuda.synchronize()
+    stats_line({"kept": len(kept)})
+
+
 def workers():
     torch.zeros(1, device="cuda")
     data = torch.utils.data.TensorDataset(torch.arange(64.0))
@@ -117,5 +133,7 @@ if __name__ == "__main__":
         leak(int(sys.argv[2]), len(sys.argv) > 3 and sys.argv[3] == "kill")
     elif what == "workers":
         workers()
+    elif what == "wrap":
+        wrap(int(sys.argv[2]))
     else:
         sys.exit(f"unknown program {what}")

@@ -32,12 +32,27 @@ START_TEST(test_dump_writes_every_record_as_text_or_json_lines)
 }
 END_TEST
 
+/* PyTorch's events show their fields (they read "len=40" before). */
+START_TEST(test_dump_shows_pytorchs_tensor_events_fields)
+{
+    char *out;
+    int rc = gm(&out, "dump", FIXTURE_DIR "/h200_scen_frag_keep.gmlog", NULL, NULL, NULL, NULL);
+    ck_assert_msg(rc == 0, "dump exited %d", rc);
+    const char *a = strstr(out, " torch_alloc ");
+    ck_assert_msg(a && strstr(a, "addr=0x") && strstr(a, "size=") && strstr(a, "stream=") && strstr(a, "site=") &&
+                  gm_count(out, " torch_alloc ") == 16 && !strstr(out, "len=40") && strstr(out, "device_free="),
+                  "torch records in the dump:\n%.3000s", a ? a : out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_dump_suite(void)
 {
     Suite *s = suite_create("analyzer_dump");
     TCase *tc = tcase_create("dump");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_dump_writes_every_record_as_text_or_json_lines);
+    tcase_add_test(tc, test_dump_shows_pytorchs_tensor_events_fields);
     suite_add_tcase(s, tc);
     return s;
 }

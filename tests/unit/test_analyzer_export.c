@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #define FIXTURES "tests/fixtures"
-static const char *const fixtures[] = {"demo", "h200_torch_leak_oom", "h200_cupti_static_inject"};
+/* The last four kept PyTorch's cache with the bridge: their tensors are the blocks. */
+static const char *const fixtures[] = {"demo", "h200_torch_leak_oom", "h200_cupti_static_inject",
+                                       "h200_scen_frag_keep", "h200_scen_leak_keep", "h200_scen_transient_keep",
+                                       "h200_scen_weights_keep"};
 #define NFIX (sizeof fixtures / sizeof fixtures[0])
 
 /* Runs a program with arguments up to NULL: exit status, output in *out. */
@@ -148,28 +151,32 @@ START_TEST(test_perfetto_resolution_downsamples_to_bucket_maxima_keeping_the_pea
 }
 END_TEST
 
+/* On a tensor log too: the OOM is PyTorch's (its T_OOM), analysed as the report does. */
 START_TEST(test_perfetto_oom_instant_carries_the_cause_the_oom_report_gives)
 {
-    const char *trace = tmpfile_in(temp_dir(), "t.json");
-    char *out, *rep;
-    int rc = gm(&out, "export", "perfetto", "-o", trace, fixture("demo"));
-    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
-    free(out);
-    rc = gm(&rep, "oom", "--json", fixture("demo"));
-    const char *c = strstr(rep, "\"cause\":\"");
-    ck_assert_msg(rc == 0 && c, "gmshim oom --json gives no cause:\n%s", rep);
-    char want[64];
-    snprintf(want, sizeof want, "%.*s", (int)strcspn(c + 9, "\"") + 10, c);
-    FILE *f = fopen(trace, "r");
-    static char doc[1 << 20];
-    size_t n = f ? fread(doc, 1, sizeof doc - 1, f) : 0;
-    if (f)
-        fclose(f);
-    doc[n] = 0;
-    const char *oom = strstr(doc, "\"name\":\"OOM");
-    ck_assert_msg(oom && strstr(oom, want) && strstr(oom, "\"request\":") && strstr(oom, "\"evidence\":"),
-                  "the OOM instant lacks %s, its request or its evidence", want);
-    free(rep);
+    static const char *const logs[] = {"demo", "h200_scen_frag_keep", "h200_scen_leak_keep"};
+    for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) {
+        const char *trace = tmpfile_in(temp_dir(), "t.json");
+        char *out, *rep;
+        int rc = gm(&out, "export", "perfetto", "-o", trace, fixture(logs[i]));
+        ck_assert_msg(rc == 0, "export %s exited %d:\n%s", logs[i], rc, out);
+        free(out);
+        rc = gm(&rep, "oom", "--json", fixture(logs[i]));
+        const char *c = strstr(rep, "\"cause\":\"");
+        ck_assert_msg(rc == 0 && c, "gmshim oom --json %s gives no cause:\n%s", logs[i], rep);
+        char want[64];
+        snprintf(want, sizeof want, "%.*s", (int)strcspn(c + 9, "\"") + 10, c);
+        FILE *f = fopen(trace, "r");
+        static char doc[1 << 20];
+        size_t n = f ? fread(doc, 1, sizeof doc - 1, f) : 0;
+        if (f)
+            fclose(f);
+        doc[n] = 0;
+        const char *oom = strstr(doc, "\"name\":\"OOM");
+        ck_assert_msg(oom && strstr(oom, want) && strstr(oom, "\"request\":") && strstr(oom, "\"evidence\":"),
+                      "%s: the OOM instant lacks %s, its request or its evidence", logs[i], want);
+        free(rep);
+    }
 }
 END_TEST
 
@@ -341,6 +348,99 @@ START_TEST(test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_scri
 }
 END_TEST
 
+#define MS 1000000ull
+#define TSEG (TLOG_SEG + 0x4000000)
+
+/* PyTorch's cache kept, the bridge attached: gmshim's segment and PyTorch's cudaMalloc of it (one
+ * 20 MiB ALLOC), PyTorch's segment (stream 5), tensor A (1 MiB at its base) and B (2 MiB after
+ * it, stream 5); both frees requested, A's completed, B's never (pending at the end). */
+static void torch_pending_log(const char *path)
+{
+    tlog_t b = {0};
+    tlog_begin(&b, 0);
+    tlog_torch_keep(&b);
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 1 * MS, "GPU", 80 * 1024 * TLOG_MiB);
+    tlog_segment(&b, 1 * MS, GMLOG_SEGMENT_ALLOC, TSEG, 20 * TLOG_MiB);
+    tlog_alloc(&b, 1 * MS, TSEG, 20 * TLOG_MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
+    tlog_tensor(&b, 1 * MS, GMLOG_T_SEGMENT_ALLOC, TSEG, 20 * TLOG_MiB, 5, 7);
+    tlog_tensor(&b, 2 * MS, GMLOG_T_ALLOC, TSEG, TLOG_MiB, 0, 7);
+    tlog_tensor(&b, 3 * MS, GMLOG_T_ALLOC, TSEG + TLOG_MiB, 2 * TLOG_MiB, 5, 9);
+    tlog_tensor(&b, 4 * MS, GMLOG_T_FREE_REQUESTED, TSEG, TLOG_MiB, 0, 11);
+    tlog_tensor(&b, 5 * MS, GMLOG_T_FREE_REQUESTED, TSEG + TLOG_MiB, 2 * TLOG_MiB, 5, 11);
+    tlog_tensor(&b, 6 * MS, GMLOG_T_FREE_COMPLETED, TSEG, TLOG_MiB, 0, 0);
+    tlog_end_chunk(&b);
+    ck_assert_msg(tlog_write(&b, path) == 0, "cannot write %s", path);
+    tlog_free_buf(&b);
+}
+
+START_TEST(test_memviz_of_tensors_has_pending_frees_as_pytorch_draws_them)
+{
+    const char *dir = temp_dir();
+    const char *log = tmpfile_in(dir, "torch.gmlog"), *snap = tmpfile_in(dir, "s.pickle");
+    torch_pending_log(log);
+    char *out;
+    ck_assert_msg(gm(&out, "export", "memory-viz", "-o", snap, log) == 0, "memory-viz:\n%s", out);
+    free(out);
+    int rc = py(&out, "tests/export/check_memviz.py", snap, "--expect-allocs", "2");
+    ck_assert_msg(rc == 0 && strstr(out, "pending 2097152 "), "the segment's cudaMalloc drawn, or B not pending:\n%s", out);
+    free(out);
+    /* A: requested at 4 ms, completed at 6 ms; B: requested, never completed; the segment holds B
+     * as active_pending_free between two inactive pieces, on B's stream */
+    rc = py(&out, "-c",
+            "import pickle,sys\ns=pickle.load(open(sys.argv[1],'rb'))\n"
+            "t=s['device_traces'][0]\nbase=min(e['addr'] for e in t if e['action']=='alloc')\n"
+            "ev=[(e['action'],e['addr']-base,e['time_us']%1000000) for e in t if e['action']!='segment_alloc']\n"
+            "assert ev==[('alloc',0,2000),('alloc',1<<20,3000),('free_requested',0,4000),"
+            "('free_requested',1<<20,5000),('free_completed',0,6000)], ev\n"
+            "g=s['segments']\nassert len(g)==1 and g[0]['stream']==5, g\n"
+            "b=[(x['address']-base,x['size'],x['state']) for x in g[0]['blocks']]\n"
+            "assert b==[(0,1<<20,'inactive'),(1<<20,2<<20,'active_pending_free'),(3<<20,17<<20,'inactive')], b\n"
+            "assert g[0]['allocated_size']==0 and g[0]['active_size']==2<<20, g[0]\nprint('ok')\n",
+            snap);
+    ck_assert_msg(rc == 0, "the tensors' trace or segment:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_perfetto_of_tensors_counts_tensors_and_pending_bytes)
+{
+    const char *dir = temp_dir();
+    const char *log = tmpfile_in(dir, "torch.gmlog"), *trace = tmpfile_in(dir, "t.json");
+    torch_pending_log(log);
+    char *out;
+    ck_assert_msg(gm(&out, "export", "perfetto", "-o", trace, log) == 0, "perfetto:\n%s", out);
+    free(out);
+    int rc = py(&out, "tests/export/check_perfetto.py", trace, "--peak", "allocated=3145728", "--last", "allocated=0",
+                "--peak", "reserved=20971520", "--peak", "pending=3145728", "--last", "pending=2097152");
+    ck_assert_msg(rc == 0, "allocated, reserved and pending are not PyTorch's:\n%s", out);
+    free(out);
+}
+END_TEST
+
+/* The fragmentation scenario (tests/gpu/torch_scenarios.py frag) at its mark "ask": PyTorch's one
+ * 1.5 GiB segment holds seven 100 MiB tensors of the script's line with a free piece between
+ * each two, as PyTorch's own snapshot draws it. */
+START_TEST(test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments)
+{
+    const char *snap = tmpfile_in(temp_dir(), "s.pickle");
+    char *out;
+    int rc = gm(&out, "export", "memory-viz", "--to", "ask", "-o", snap, fixture("h200_scen_frag_keep"));
+    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
+    free(out);
+    rc = py(&out, "-c",
+            "import pickle,sys\ns=pickle.load(open(sys.argv[1],'rb'))\ng=s['segments']\n"
+            "assert len(g)==1 and g[0]['total_size']==1536<<20, [x['total_size'] for x in g]\n"
+            "st=[b['state'][0] for b in g[0]['blocks']]\nassert ''.join(st)=='ia'*7+'i', st\n"
+            "act=[b for b in g[0]['blocks'] if b['state']=='active_allocated']\n"
+            "assert all(b['size']==100<<20 and b['frames'][-1]['filename'].endswith('torch_scenarios.py') for b in act)\n"
+            "assert g[0]['frames'], 'the segment has no frames'\nprint(act[0]['frames'][-1])\n",
+            snap);
+    ck_assert_msg(rc == 0, "the segment is not PyTorch's with its tensors:\n%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_export_usage_errors_say_what_is_wrong)
 {
     static const struct {
@@ -391,6 +491,9 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_memviz_pickle_uses_only_opcodes_the_viewer_reads);
     tcase_add_test(tc, test_memviz_window_device_and_min_size_keep_the_snapshot_consistent);
     tcase_add_test(tc, test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_script);
+    tcase_add_test(tc, test_memviz_of_tensors_has_pending_frees_as_pytorch_draws_them);
+    tcase_add_test(tc, test_perfetto_of_tensors_counts_tensors_and_pending_bytes);
+    tcase_add_test(tc, test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
     suite_add_tcase(s, tc);
     return s;

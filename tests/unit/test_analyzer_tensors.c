@@ -15,24 +15,6 @@
 #define TA SEG                         /* its first tensor, at the segment's base */
 #define TB (SEG + MiB)
 
-/* The header's metadata: GMSHIM_TORCH=keep, as the shim writes it with PyTorch's cache kept. */
-static void torch_keep_meta(tlog_t *b)
-{
-    static const char opt[] = "GMSHIM_TORCH=keep";
-    gmlog_meta_t e = {GMLOG_META_OPTION, 0, (uint32_t)(sizeof opt - 1)};
-    size_t at = sizeof(gmlog_file_header_t), padded = (sizeof opt - 1 + 7) / 8 * 8;
-    memcpy(b->buf + at, &e, sizeof e);
-    memcpy(b->buf + at + sizeof e, opt, sizeof opt - 1);
-    uint32_t meta_size = (uint32_t)(sizeof e + padded + sizeof e); /* and a tag 0 that ends the list */
-    memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
-}
-
-static void tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site)
-{
-    gmlog_tensor_t r = {{(uint8_t)type, 0, 0, 0, 0}, addr, size, stream, site, 0};
-    tlog_rec(b, &r, sizeof r, t);
-}
-
 /* Records, by number: 0 DEVICE; 1 gmshim's segment, 2 PyTorch's cudaMalloc of it (an ALLOC of
  * 20 MiB), 3 T_SEGMENT_ALLOC; 4 tensor A (1 MiB, stream 0, site 7), 5 tensor B (2 MiB,
  * stream 5, site 9); 6 A's free requested on stream 0, 7 B's requested on stream 7 (another
@@ -41,18 +23,18 @@ static void tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t
 static void build(tlog_t *b, int tensors)
 {
     tlog_begin(b, 0);
-    torch_keep_meta(b);
+    tlog_torch_keep(b);
     tlog_chunk(b, 1, 0, 0, 1000);
     tlog_device(b, 1000, "test GPU", 80 * 1024 * MiB);
     tlog_segment(b, 1100, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
     tlog_alloc(b, 1101, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
     if (tensors) {
-        tensor(b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
-        tensor(b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
-        tensor(b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 5, 9);
-        tensor(b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
-        tensor(b, 1500, GMLOG_T_FREE_REQUESTED, TB, 2 * MiB, 7, 11);
-        tensor(b, 1600, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+        tlog_tensor(b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+        tlog_tensor(b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+        tlog_tensor(b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 5, 9);
+        tlog_tensor(b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+        tlog_tensor(b, 1500, GMLOG_T_FREE_REQUESTED, TB, 2 * MiB, 7, 11);
+        tlog_tensor(b, 1600, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
     }
     tlog_end_chunk(b);
 }
@@ -150,13 +132,13 @@ START_TEST(test_a_free_completed_at_once_did_not_wait)
 {
     tlog_t b;
     tlog_begin(&b, 0);
-    torch_keep_meta(&b);
+    tlog_torch_keep(&b);
     tlog_chunk(&b, 1, 0, 0, 1000);
-    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
-    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
-    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
-    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
-    tensor(&b, 1500, GMLOG_T_ALLOC, TB, MiB, 0, 7);
+    tlog_tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tlog_tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tlog_tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tlog_tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tlog_tensor(&b, 1500, GMLOG_T_ALLOC, TB, MiB, 0, 7);
     tlog_end_chunk(&b);
     rd_log_t lf;
     ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "at once"), 0);
@@ -165,6 +147,93 @@ START_TEST(test_a_free_completed_at_once_did_not_wait)
     ck_assert_uint_eq(m.dev[0]->torch_waited, 0);
     ck_assert_uint_eq(m.dev[0]->torch_pending_peak, 0);
     ck_assert_uint_eq(m.dev[0]->torch_pending, 0);
+    model_free(&m);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
+/* A wrapped log whose checkpoint has PyTorch's state. The checkpoint (at 1000): PyTorch's CUT
+ * (tensors A 1 MiB site 7 and B 2 MiB site 9 live, C 512 KiB pending; peak allocated 5 MiB, 10
+ * allocations, 7 frees), its segment and T_ records; then gmshim's own CUT (its view: 40 hits, 3
+ * misses) with gmshim's segment, PyTorch's segment's cudaMalloc and a library's own 64 KiB
+ * cudaMalloc (site 4). After it: a tensor X timed before the cut (in the checkpoint: dropped);
+ * C's free completed, A freed, D (4 MiB, site 11) allocated. */
+#define TC (SEG + 3 * MiB)
+#define TD (SEG + 4 * MiB)
+#define OTHER (SEG + 20 * MiB)
+static void wrapped_tensor_log(tlog_t *b)
+{
+    tlog_begin(b, GMLOG_F_WRAPPED);
+    tlog_torch_keep(b);
+    tlog_chunk(b, 2, 2, 0, 1000);
+    tlog_checkpoint(b, 1000, GMLOG_CKPT_BEGIN, 1, 1000);
+    tlog_device(b, 1000, "test GPU", 80 * 1024 * MiB);
+    gmlog_cut_t tc = {.h = {0, 0, 0, GMLOG_CUT_TORCH, 0}, .cut_ns = 1001, .requested = 3 * MiB,
+                      .allocated = 3 * MiB, .reserved = 20 * MiB, .pending = MiB / 2, .peak_requested = 5 * MiB,
+                      .peak_allocated = 5 * MiB, .peak_reserved = 20 * MiB, .allocs = 10, .frees = 7,
+                      .segments = 1, .blocks = 3};
+    tlog_cut(b, 1001, &tc);
+    tlog_tensor(b, 1001, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tlog_tensor(b, 1001, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tlog_tensor(b, 1001, GMLOG_T_ALLOC, TB, 2 * MiB, 5, 9);
+    tlog_tensor(b, 1001, GMLOG_T_FREE_REQUESTED, TC, MiB / 2, 5, 9);
+    gmlog_cut_t hc = {.cut_ns = 1002, .requested = 20 * MiB + 65536, .allocated = 20 * MiB + 65536,
+                      .reserved = 22 * MiB, .peak_allocated = 30 * MiB, .allocs = 50, .frees = 47, .hits = 40,
+                      .misses = 3, .segments = 1, .blocks = 2};
+    tlog_cut(b, 1002, &hc);
+    tlog_segment(b, 1002, GMLOG_SEGMENT_ALLOC, SEG, 22 * MiB);
+    tlog_alloc(b, 1002, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT, 3);
+    tlog_alloc(b, 1002, OTHER, 65536, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT, 4);
+    tlog_checkpoint(b, 1003, GMLOG_CKPT_END, 1, 1000);
+    tlog_chunk(b, 1, 3, 5, 900);
+    tlog_tensor(b, 950, GMLOG_T_ALLOC, SEG + 8 * MiB, MiB, 0, 7);
+    tlog_tensor(b, 2000, GMLOG_T_FREE_COMPLETED, TC, MiB / 2, 5, 0);
+    tlog_tensor(b, 2100, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tlog_tensor(b, 2101, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tlog_tensor(b, 2200, GMLOG_T_ALLOC, TD, 4 * MiB, 0, 11);
+    tlog_end_chunk(b);
+}
+
+static uint64_t live_at_site(const model_t *m, uint32_t site)
+{
+    for (size_t i = 1; i < m->nsst; i++)
+        if (m->sst[i].site == site)
+            return m->sst[i].live_req;
+    return 0;
+}
+
+START_TEST(test_a_wrapped_log_restores_pytorchs_tensors_from_its_checkpoint)
+{
+    tlog_t b;
+    wrapped_tensor_log(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "wrapped tensors"), 0);
+    ck_assert_msg(lf.ckpt.seq == 1 && lf.torch_cut[0] && lf.torch_cut_ns[0] == 1001 && lf.cut_ns[0] == 1002,
+                  "checkpoint %llu, PyTorch's cut %d at %llu, gmshim's at %llu", (unsigned long long)lf.ckpt.seq,
+                  lf.torch_cut[0], (unsigned long long)lf.torch_cut_ns[0], (unsigned long long)lf.cut_ns[0]);
+    ck_assert_msg(lf.ckpt.allocs == 10 && lf.ckpt.frees == 7, "the checkpoint stands for %llu allocations, %llu "
+                  "frees: PyTorch's 10 and 7", (unsigned long long)lf.ckpt.allocs, (unsigned long long)lf.ckpt.frees);
+    model_t m;
+    model_build(&m, &lf, MODEL_ALL);
+    const model_dev_t *d = m.dev[0];
+    uint64_t want = 2 * MiB + 4 * MiB + 65536; /* B, D and the library's block; not X, not A */
+    ck_assert_msg(d->allocated == want && d->requested == want, "allocated %llu, requested %llu, %llu expected",
+                  (unsigned long long)d->allocated, (unsigned long long)d->requested, (unsigned long long)want);
+    ck_assert_msg(d->reserved == 20 * MiB && d->segments == 1, "reserved %llu in %llu segments: PyTorch's one",
+                  (unsigned long long)d->reserved, (unsigned long long)d->segments);
+    ck_assert_msg(d->torch_pending == 0 && d->torch_pending_peak == MiB / 2, "pending %llu, peak %llu",
+                  (unsigned long long)d->torch_pending, (unsigned long long)d->torch_pending_peak);
+    ck_assert_msg(d->torch_allocs == 11 && d->hits == 40 && d->misses == 3,
+                  "%llu tensors, %llu hits, %llu misses", (unsigned long long)d->torch_allocs,
+                  (unsigned long long)d->hits, (unsigned long long)d->misses);
+    ck_assert_msg(d->peak_allocated == want, "peak %llu: PyTorch's 5 MiB at the cut, %llu after it",
+                  (unsigned long long)d->peak_allocated, (unsigned long long)want);
+    ck_assert_msg(live_at_site(&m, 9) == 2 * MiB && live_at_site(&m, 7) == 0 && live_at_site(&m, 3) == 0 &&
+                  live_at_site(&m, 4) == 65536 && live_at_site(&m, 11) == 4 * MiB,
+                  "sites 9/7/3/4/11 hold %llu/%llu/%llu/%llu/%llu", (unsigned long long)live_at_site(&m, 9),
+                  (unsigned long long)live_at_site(&m, 7), (unsigned long long)live_at_site(&m, 3),
+                  (unsigned long long)live_at_site(&m, 4), (unsigned long long)live_at_site(&m, 11));
     model_free(&m);
     rd_close(&lf);
     tlog_free_buf(&b);
@@ -207,18 +276,18 @@ START_TEST(test_pytorchs_oom_is_the_oom_with_the_tensors_request)
 {
     tlog_t b;
     tlog_begin(&b, 0);
-    torch_keep_meta(&b);
+    tlog_torch_keep(&b);
     tlog_chunk(&b, 1, 0, 0, 1000);
     tlog_device(&b, 1000, "test GPU", 80 * 1024 * MiB);
     tlog_segment(&b, 1100, GMLOG_SEGMENT_ALLOC, SEG, 20 * MiB);
     tlog_alloc(&b, 1101, SEG, 20 * MiB, GMLOG_KIND_POOL << GMLOG_KIND_SHIFT | GMLOG_A_MISS, 3);
-    tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
-    tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
-    tensor(&b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 0, 9);
-    tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
-    tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
+    tlog_tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tlog_tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tlog_tensor(&b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 0, 9);
+    tlog_tensor(&b, 1400, GMLOG_T_FREE_REQUESTED, TA, MiB, 0, 11);
+    tlog_tensor(&b, 1401, GMLOG_T_FREE_COMPLETED, TA, MiB, 0, 0);
     tlog_oom(&b, 1500, 40 * MiB, 20 * MiB, 12); /* PyTorch asked for a 40 MiB segment */
-    tensor(&b, 1600, GMLOG_T_OOM, 512 * MiB, 30 * MiB, 0, 12);
+    tlog_tensor(&b, 1600, GMLOG_T_OOM, 512 * MiB, 30 * MiB, 0, 12);
     tlog_end_chunk(&b);
     rd_log_t lf;
     ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "oom"), 0);
@@ -261,6 +330,7 @@ Suite *analyzer_tensors_suite(void)
     tcase_add_test(tc, test_a_tensors_site_holds_its_bytes);
     tcase_add_test(tc, test_a_requested_free_stays_pending_until_completed);
     tcase_add_test(tc, test_a_free_completed_at_once_did_not_wait);
+    tcase_add_test(tc, test_a_wrapped_log_restores_pytorchs_tensors_from_its_checkpoint);
     tcase_add_test(tc, test_a_tensor_freed_on_another_stream_is_counted);
     tcase_add_test(tc, test_a_pending_block_is_occupied_space_in_its_segment);
     tcase_add_test(tc, test_pytorchs_oom_is_the_oom_with_the_tensors_request);

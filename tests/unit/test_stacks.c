@@ -164,7 +164,7 @@ static char *sites_walked_by(const char *how, const char *prog, const char *cons
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
     snprintf(unwind, sizeof unwind, "GMSHIM_UNWIND=%s", how);
     snprintf(fake, sizeof fake, "FAKE_CUDART=%s", build_path("fake/libcudart.so.13"));
-    const char *env[] = {"FAKECUDA_MEM=1G", logenv, unwind, fake, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    const char *env[] = {"FAKECUDA_MEM=4G", logenv, unwind, fake, "ASAN_OPTIONS=detect_leaks=0", NULL};
     char *out = NULL;
     int rc = argv ? run_program(argv, env, 1, &out) : run_built(prog, env, NULL, &out);
     ck_assert_msg(rc == 0, "%s under GMSHIM_UNWIND=%s exited %d:\n%.2000s", prog, how, rc, out);

@@ -4,6 +4,7 @@
 #include "suites.h"
 #include "evlog.h"
 #include "init.h"
+#include "model.h"
 #include "options.h"
 #include "reader.h"
 #include "stacks.h"
@@ -194,6 +195,106 @@ START_TEST(test_a_fork_child_records_nothing)
 }
 END_TEST
 
+/* ---- a bounded log: its checkpoints repeat PyTorch's live tensors ---------------------------- */
+
+static void event(int action, unsigned long long addr, unsigned long long bytes, unsigned long long stream)
+{
+    gmshim_torch_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.size = sizeof ev;
+    ev.action = action;
+    ev.device = 0;
+    ev.addr = addr;
+    ev.bytes = bytes;
+    ev.stream = stream;
+    ck_assert_msg(gmshim_torch_event(&ev) == 0, "event %d %#llx refused", action, addr);
+}
+
+#define TMiB (1ull << 20)
+#define KEPT_SEG 0x7f1000000000ull   /* 128 MiB: the tensors kept to the end */
+#define CHURN_SEG 0x7f2000000000ull  /* 20 MiB: one tensor allocated and freed, again and again */
+#define NKEPT 100
+
+static void __attribute__((noinline)) keep_tensor(unsigned i)
+{
+    event(GMSHIM_TORCH_ALLOC, KEPT_SEG + i * TMiB, TMiB - 100 * i, 0);
+}
+
+/* Before the log wraps: PyTorch's two segments, NKEPT tensors that live to the end (each from
+ * keep_tensor), one whose free is requested and never completed (pending: another stream still
+ * uses it). Then churn until the log has reused its oldest space several times. */
+static void wrapped_torch_log(unsigned long churn)
+{
+    event(GMSHIM_TORCH_SEGMENT_ALLOC, KEPT_SEG, 128 * TMiB, 0);
+    event(GMSHIM_TORCH_SEGMENT_ALLOC, CHURN_SEG, 20 * TMiB, 7);
+    for (unsigned i = 0; i < NKEPT; i++)
+        keep_tensor(i);
+    event(GMSHIM_TORCH_ALLOC, KEPT_SEG + NKEPT * TMiB, 4 * TMiB, 0);
+    event(GMSHIM_TORCH_FREE_REQUESTED, KEPT_SEG + NKEPT * TMiB, 4 * TMiB, 0);
+    for (unsigned long i = 0; i < churn; i++) {
+        unsigned long long a = CHURN_SEG + (i % 16) * TMiB;
+        event(GMSHIM_TORCH_ALLOC, a, 65536, 7);
+        event(GMSHIM_TORCH_FREE_REQUESTED, a, 65536, 7);
+        event(GMSHIM_TORCH_FREE_COMPLETED, a, 65536, 7);
+    }
+}
+
+START_TEST(test_a_wrapped_log_keeps_the_tensors_allocated_before_the_wrap)
+{
+    setenv("GMSHIM_LOG_LIMIT", "64M", 1);
+    setenv("GMSHIM_STACK_DEPTH", "2", 1);
+    evlog_set_cut(torchev_cut); /* what init installs, less the pools' cut: no device here */
+    const char *log = open_log();
+    ck_assert_msg(evlog_bounded(), "GMSHIM_LOG_LIMIT=64M did not bound the log");
+    unsigned long churn = 1200000;
+    wrapped_torch_log(churn);
+    evlog_close(GMLOG_CLOSE_EXIT);
+    rd_log_t lf;
+    ck_assert_msg(rd_open_path(&lf, log) == 0, "cannot read %s back", log);
+    ck_assert_msg((lf.hdr.flags & GMLOG_F_WRAPPED) && lf.ckpt.seq >= 1 && lf.torch_cut[0],
+                  "the log did not wrap behind a checkpoint with PyTorch's state (flags %#x, seq %llu): the test "
+                  "proves nothing", lf.hdr.flags, (unsigned long long)lf.ckpt.seq);
+    model_t m;
+    model_build(&m, &lf, MODEL_ALL);
+    const model_dev_t *d = m.dev[0];
+    ck_assert_msg(d && d->torch && d->torch_cut_seen, "device 0 is not read as PyTorch's");
+    uint64_t kept = 0;
+    for (unsigned i = 0; i < NKEPT; i++)
+        kept += ((TMiB - 100 * i) + 511) & ~511ull;
+    ck_assert_msg(d->allocated == kept && d->reserved == 148 * TMiB,
+                  "allocated %llu (the kept tensors: %llu), reserved %llu (PyTorch's segments: %llu)",
+                  (unsigned long long)d->allocated, (unsigned long long)kept, (unsigned long long)d->reserved,
+                  (unsigned long long)(148 * TMiB));
+    ck_assert_msg(d->torch_pending == 4 * TMiB && model_torch_pending_at(&m, KEPT_SEG + NKEPT * TMiB, NULL),
+                  "the pending free is lost: %llu pending", (unsigned long long)d->torch_pending);
+    ck_assert_msg(d->torch_allocs == NKEPT + 1 + churn, "%llu tensor allocations, %lu made",
+                  (unsigned long long)d->torch_allocs, NKEPT + 1 + churn);
+    /* the kept tensors are still known by their site: the leak report names keep_tensor */
+    size_t at_site = 0;
+    for (size_t i = 1; i < m.nsst; i++)
+        if (m.sst[i].live_req >= 90 * TMiB)
+            at_site++;
+    ck_assert_msg(at_site == 1, "no site holds the kept tensors' bytes (%zu sites)", m.nsst);
+    model_free(&m);
+    rd_close(&lf);
+    /* the memory_viz snapshot of it: the kept tensors and the pending free inside PyTorch's segments */
+    char snap[PATH_MAX + 16];
+    snprintf(snap, sizeof snap, "%s/s.pickle", scratch());
+    const char *exp[] = {build_path("gmshim"), "export", "memory-viz", "-o", snap, log, NULL};
+    char *out = NULL;
+    int rc = run_program(exp, NULL, 0, &out);
+    ck_assert_msg(rc == 0, "export exited %d:\n%s", rc, out);
+    free(out);
+    const char *chk[] = {"/usr/bin/env", "python3", "tests/export/check_memviz.py", snap, NULL};
+    rc = run_program(chk, NULL, 0, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "segments 2 reserved 155189248 allocated 104388096 ") &&
+                  strstr(out, "pending 4194304 "), "the snapshot of the wrapped log:\n%s", out);
+    free(out);
+    unlink(snap);
+    unlink(log); /* 64 MiB */
+}
+END_TEST
+
 Suite *torchev_suite(void)
 {
     Suite *s = suite_create("torchev");
@@ -204,6 +305,8 @@ Suite *torchev_suite(void)
     tcase_add_test(ev, test_bad_events_are_refused_and_write_nothing);
     tcase_add_test(ev, test_without_a_log_events_are_dropped_quietly);
     tcase_add_test(ev, test_a_fork_child_records_nothing);
+    tcase_add_test(ev, test_a_wrapped_log_keeps_the_tensors_allocated_before_the_wrap);
+    tcase_set_timeout(ev, 120);
     suite_add_tcase(s, ev);
     return s;
 }

@@ -203,6 +203,78 @@ START_TEST(test_no_compiler_is_reported_by_name)
 }
 END_TEST
 
+/* The fake torch's libc10_cuda.so made a real library, loaded, with a function inside it: a
+ * cudaMalloc "from PyTorch's allocator" is one whose caller is that function. */
+static const void *allocator_caller(const char *c10)
+{
+    char src[PATH_MAX], cmd[3 * PATH_MAX];
+    snprintf(src, sizeof src, "%s/c10.c", scratch());
+    write_text(src, "void c10_cuda_malloc_site(void) {}\n");
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -o '%s' '%s'", c10, src);
+    ck_assert_int_eq(system(cmd), 0);
+    void *h = dlopen(c10, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "cannot load %s: %s", c10, dlerror());
+    const void *fn = dlsym(h, "c10_cuda_malloc_site");
+    ck_assert_msg(fn != NULL, "no function in %s", c10);
+    return fn;
+}
+
+static const void *first_caller;
+
+static void examine_first_caller(void)
+{
+    torchload_reset();
+    torchload_examine(first_caller);
+}
+
+static int lines_of(const char *text, const char *prefix)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, prefix)); p++)
+        n++;
+    return n;
+}
+
+/* Run 57: without a compiler the loader said "building ... this process waits" first. */
+static void check_no_compiler_is_one_warning(const char *cxx)
+{
+    open_log();
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    use_fake_bridge();
+    first_caller = allocator_caller(c10);
+    setenv("CXX", cxx, 1);
+    const char *err = stderr_of(examine_first_caller);
+    ck_assert_msg(lines_of(err, "gmshim[") == 1 && strstr(err, "no C++ compiler") && !strstr(err, "building"),
+                  "CXX=%s, stderr:\n%s", cxx, err);
+    ck_assert_msg(torchload_settled, "the loader is not settled after giving up");
+}
+
+START_TEST(test_no_compiler_path_is_one_warning_and_no_build_notice)
+{
+    check_no_compiler_is_one_warning("/nonexistent/c++");
+}
+END_TEST
+
+START_TEST(test_no_compiler_on_path_is_one_warning_and_no_build_notice)
+{
+    check_no_compiler_is_one_warning("gmshim-no-such-c++ -O2");
+}
+END_TEST
+
+START_TEST(test_a_build_with_a_compiler_is_announced_and_attaches)
+{
+    const char *log = open_log();
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    use_fake_bridge();
+    first_caller = allocator_caller(c10);
+    const char *err = stderr_of(examine_first_caller);
+    ck_assert_msg(lines_of(err, "gmshim[") == 2 && strstr(err, "building the PyTorch bridge") &&
+                  strstr(err, "bridge built in"), "stderr:\n%s", err);
+    ck_assert_msg(calls_of("cxx-ok") == 1 && read_back(log).by_type[GMLOG_T_ALLOC] > 0,
+                  "compiled %d times; the fake bridge's events are not in the log", calls_of("cxx-ok"));
+}
+END_TEST
+
 START_TEST(test_a_failing_build_points_at_its_log)
 {
     const char *c10 = fake_torch(TORCH_2_11, 1, 1);
@@ -437,6 +509,9 @@ Suite *torchload_suite(void)
     tcase_add_test(ld, test_a_built_bridge_is_reused_without_the_compiler);
     tcase_add_test(ld, test_without_build_a_missing_bridge_is_reported);
     tcase_add_test(ld, test_no_compiler_is_reported_by_name);
+    tcase_add_test(ld, test_no_compiler_path_is_one_warning_and_no_build_notice);
+    tcase_add_test(ld, test_no_compiler_on_path_is_one_warning_and_no_build_notice);
+    tcase_add_test(ld, test_a_build_with_a_compiler_is_announced_and_attaches);
     tcase_add_test(ld, test_a_failing_build_points_at_its_log);
     tcase_add_test(ld, test_a_failed_build_is_not_tried_again_by_the_next_process);
     tcase_add_test(ld, test_cuda_headers_without_crt_are_passed_over);

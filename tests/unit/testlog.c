@@ -333,3 +333,20 @@ void tlog_wrapped_example(tlog_t *b, int wrapped, int end_ckpt)
     }
     tlog_end_chunk(b);;
 }
+
+void tlog_torch_keep(tlog_t *b)
+{
+    static const char opt[] = "GMSHIM_TORCH=keep";
+    gmlog_meta_t e = {GMLOG_META_OPTION, 0, (uint32_t)(sizeof opt - 1)};
+    size_t at = sizeof(gmlog_file_header_t), padded = (sizeof opt - 1 + 7) / 8 * 8;
+    memcpy(b->buf + at, &e, sizeof e);
+    memcpy(b->buf + at + sizeof e, opt, sizeof opt - 1);
+    uint32_t meta_size = (uint32_t)(sizeof e + padded + sizeof e); /* and a tag 0 that ends the list */
+    memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
+}
+
+void tlog_tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site)
+{
+    gmlog_tensor_t r = {{(uint8_t)type, 0, 0, 0, 0}, addr, size, stream, site, 0};
+    tlog_rec(b, &r, sizeof r, t);
+}

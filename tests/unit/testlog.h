@@ -39,6 +39,11 @@ void tlog_checkpoint(tlog_t *b, uint64_t t, unsigned flags, uint64_t seq, uint64
 void tlog_cut(tlog_t *b, uint64_t t, const gmlog_cut_t *cut);
 void tlog_at(tlog_t *b, uint64_t t, uint64_t at_ns);
 
+/* PyTorch's cache kept: the header's GMSHIM_TORCH=keep, as the shim writes it (call right after
+ * tlog_begin); and one of the bridge's tensor records (GMLOG_T_*) on device 0. */
+void tlog_torch_keep(tlog_t *b);
+void tlog_tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site);
+
 /* Turns the log into what a writer of the other byte order writes (the record types above). */
 void tlog_swap(tlog_t *b);
 /* Writes the bytes to path; 0, or -1. */
