@@ -65,6 +65,7 @@ static void at_exit(void)
     if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)
         return;
     trim_stop();
+    stacks_note_totals();
     evlog_close(GMLOG_CLOSE_EXIT);
 }
 

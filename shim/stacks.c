@@ -3,6 +3,7 @@
  * and writes the site (and any new string or module) to the log once. */
 #include "stacks.h"
 #include "common.h"
+#include "diag.h"
 #include "evlog.h"
 #include "modules.h"
 #include "options.h"
@@ -312,6 +313,18 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
     if (memo && id)
         stackwalk_remember(id);
     return id;
+}
+
+void stacks_note_totals(void)
+{
+    if (!enabled || !native_depth || !use_tables)
+        return;
+    unsigned long long walks, remembered, computed;
+    stackwalk_totals(&walks, &remembered, &computed);
+    if (walks)
+        diag_verbose("native call sites: %llu stacks walked, %llu of them (%.1f %%) answered from memory; %llu "
+                     "unwind rules computed",
+                     walks, remembered, 100.0 * (double)remembered / (double)walks, computed);
 }
 
 uint32_t stacks_site(void)

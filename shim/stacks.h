@@ -20,6 +20,8 @@ uint32_t stacks_site_from(const void *caller);
 uint32_t stacks_site_skip(int (*skip)(uintptr_t pc));
 /* Both: the cheap key of stacks_site_from, and on a miss the frames `skip` names dropped. */
 uint32_t stacks_site_from_skip(const void *caller, int (*skip)(uintptr_t pc));
+/* GMSHIM_VERBOSE: how many native walks were answered from memory (at exit). */
+void stacks_note_totals(void);
 /* The id of an interned string (written to the log once as a GMLOG_STRING); 0 on failure. */
 uint32_t stacks_intern_string(const char *s);
 

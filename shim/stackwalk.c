@@ -6,6 +6,7 @@
 #include "stackwalk.h"
 #include "common.h"
 
+#include <dlfcn.h>
 #include <link.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -30,8 +31,10 @@ typedef struct rule {
     uint8_t cfa_kind, bp_kind;
 } rule_t;
 
-#define NRULES_LOG2 12 /* per thread: 4096 rules, 64 KiB, for the distinct frames of a framework */
-#define NRULES (1u << NRULES_LOG2)
+/* Per thread: 4096 sets of two rules (128 KiB), for the distinct frames of a framework's calls;
+ * the memory is touched only where used. */
+#define RULE_SETS_LOG2 12
+#define NRULES (2u << RULE_SETS_LOG2)
 #define REMEMBER_DEPTH 8
 
 /* A walk remembered: where it started, every word it read and what it read there. The walk is a
@@ -39,7 +42,7 @@ typedef struct rule {
  * would give the same frames: the caller's value for them (a site id) stands. Words are kept by
  * their offset from the start, in 8-byte units. Sets of a few ways, since different sites often
  * start at the same stack pointer. */
-#define MEMO_SETS_LOG2 4
+#define MEMO_SETS_LOG2 6
 #define MEMO_SETS (1u << MEMO_SETS_LOG2)
 #define MEMO_WAYS 4
 #define MEMO_LOADS 136 /* two words a frame (return address, saved frame pointer) for 64 frames */
@@ -62,7 +65,7 @@ typedef struct uw_thread {
     uintptr_t lo, hi; /* the thread's stack */
     int usable;       /* 1 bounds known, -1 unknown (every walk is -1) */
     int recording;    /* the walk under way notes its loads in `rec` */
-    unsigned long long cached, computed, remembered;
+    unsigned long long cached, computed, remembered, walks;
     memo_t rec;       /* the last walk, until stackwalk_remember files it */
     memo_set_t memo[MEMO_SETS];
     rule_t rules[NRULES];
@@ -75,8 +78,36 @@ static int uw_key_ok;
 
 /* At thread exit. A later destructor of another key may still call a hook on this thread: it
  * then starts afresh instead of reading freed memory. */
+/* Every thread's state, for the totals at exit: the live ones listed, the ended ones summed. */
+#define REGISTRY 256
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static uw_thread_t *registry[REGISTRY];
+static unsigned long long ended[3]; /* walks, remembered, computed */
+
+#define COUNT(t, field) __atomic_store_n(&(t)->field, (t)->field + 1, __ATOMIC_RELAXED) /* own thread only */
+
+static void registry_add(uw_thread_t *t)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < REGISTRY; i++)
+        if (!registry[i]) {
+            registry[i] = t;
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+}
+
 static void uw_free(void *p)
 {
+    uw_thread_t *t = p;
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < REGISTRY; i++)
+        if (registry[i] == t)
+            registry[i] = NULL;
+    ended[0] += t->walks;
+    ended[1] += t->remembered;
+    ended[2] += t->computed;
+    pthread_mutex_unlock(&registry_lock);
     self_uw = NULL;
     free(p);
 }
@@ -113,6 +144,7 @@ static uw_thread_t *uw_thread(void)
         pthread_attr_destroy(&attr);
     }
     pthread_setspecific(uw_key, t);
+    registry_add(t);
     self_uw = t;
     return t;
 }
@@ -400,10 +432,43 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 /* The FDE covering `pc` through the object's sorted table; NULL when there is none. *fail is
  * set when backtrace() might know more: a table this walker cannot read, or a pc in no loaded
  * object (a JIT's code, which it may have registered with libgcc). */
+/* glibc 2.35's lock-free lookup of the object holding an address, when the C library has it
+ * (looked up at run time: the library must load on older ones too). */
+#ifdef DLFO_STRUCT_HAS_EH_DBASE
+typedef int (*find_object_fn)(void *, struct dl_find_object *);
+static find_object_fn dl_find_object_fn;
+static int dl_find_object_looked;
+
+static int find_fast(find_t *f)
+{
+    if (!__atomic_load_n(&dl_find_object_looked, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&dl_find_object_fn, (find_object_fn)dlsym(RTLD_DEFAULT, "_dl_find_object"),
+                         __ATOMIC_RELEASE);
+        __atomic_store_n(&dl_find_object_looked, 1, __ATOMIC_RELEASE);
+    }
+    find_object_fn fn = __atomic_load_n(&dl_find_object_fn, __ATOMIC_ACQUIRE);
+    struct dl_find_object o;
+    if (!fn)
+        return -1;
+    if (fn((void *)f->pc, &o) != 0)
+        return 0;
+    f->hdr = o.dlfo_eh_frame;
+    f->hdr_end = UINTPTR_MAX; /* the table's own count bounds the search */
+    return 1;
+}
+#else
+static int find_fast(find_t *f)
+{
+    (void)f;
+    return -1;
+}
+#endif
+
 static const uint8_t *find_fde(uintptr_t pc, int *fail)
 {
     find_t f = {pc, NULL, 0};
-    if (!dl_iterate_phdr(find_object, &f)) {
+    int fast = find_fast(&f);
+    if (fast == 0 || (fast < 0 && !dl_iterate_phdr(find_object, &f))) {
         *fail = 1; /* no loaded object: code made at run time, whose frames only libgcc may know */
         return NULL;
     }
@@ -541,12 +606,16 @@ __attribute__((no_sanitize("address"))) static inline uintptr_t load(uw_thread_t
 /* One frame up. 1: moved; 0: the stack ends here; -1: not followed. */
 __attribute__((no_sanitize("address"))) static int step(uw_thread_t *t, regs_t *r)
 {
-    rule_t *slot = &t->rules[(r->pc * 0x9E3779B97F4A7C15ull) >> (64 - NRULES_LOG2)];
-    if (likely(slot->pc == r->pc)) {
+    rule_t *set = &t->rules[2 * ((r->pc * 0x9E3779B97F4A7C15ull) >> (64 - RULE_SETS_LOG2))], *slot = set;
+    if (likely(set[0].pc == r->pc)) {
         t->cached++;
+    } else if (set[1].pc == r->pc) {
+        t->cached++;
+        slot = set + 1;
     } else {
-        *slot = compute_rule(r->pc);
-        t->computed++;
+        set[1] = set[0]; /* the newer of the two stays first */
+        set[0] = compute_rule(r->pc);
+        COUNT(t, computed);
     }
     uintptr_t cfa;
     switch (slot->cfa_kind) {
@@ -641,11 +710,12 @@ __attribute__((noinline)) int stackwalk_backtrace_memo(void **out, int max, uint
     if (!t || max > INT16_MAX)
         return -1;
     memo_set_t *set = memo_set(t, r.sp, ctx);
+    COUNT(t, walks);
     for (int k = 0; k < MEMO_WAYS; k++) {
         int w = (set->mru + k) % MEMO_WAYS; /* the way that answered last, first */
         if (memo_holds(&set->way[w], &r, ctx, max)) {
             set->mru = (uint8_t)w;
-            t->remembered++;
+            COUNT(t, remembered);
             *value = set->way[w].value;
             return -2;
         }
@@ -678,6 +748,23 @@ void stackwalk_remember(uint32_t value)
     memcpy(m->word, t->rec.word, n * sizeof m->word[0]);
     m->value = value;
     t->rec.nloads = -1;
+}
+
+void stackwalk_totals(unsigned long long *walks, unsigned long long *remembered, unsigned long long *computed)
+{
+    pthread_mutex_lock(&registry_lock);
+    *walks = ended[0];
+    *remembered = ended[1];
+    *computed = ended[2];
+    for (int i = 0; i < REGISTRY; i++) {
+        const uw_thread_t *t = registry[i];
+        if (!t)
+            continue;
+        *walks += __atomic_load_n(&t->walks, __ATOMIC_RELAXED);
+        *remembered += __atomic_load_n(&t->remembered, __ATOMIC_RELAXED);
+        *computed += __atomic_load_n(&t->computed, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&registry_lock);
 }
 
 void stackwalk_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
@@ -714,6 +801,11 @@ void stackwalk_remember(uint32_t value)
 void stackwalk_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered)
 {
     *cached = *computed = *remembered = 0;
+}
+
+void stackwalk_totals(unsigned long long *walks, unsigned long long *remembered, unsigned long long *computed)
+{
+    *walks = *remembered = *computed = 0;
 }
 
 #endif

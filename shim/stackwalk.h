@@ -24,5 +24,8 @@ void stackwalk_remember(uint32_t value);
 /* Per-thread counts since the thread's first walk, for tests: frames walked from the cache, rules
  * computed from the tables, walks answered from memory. */
 void stackwalk_counts(unsigned long long *cached, unsigned long long *computed, unsigned long long *remembered);
+/* Over every thread, live or ended (GMSHIM_VERBOSE's note at exit): walks asked for, answered
+ * from memory, rules computed. */
+void stackwalk_totals(unsigned long long *walks, unsigned long long *remembered, unsigned long long *computed);
 
 #endif
