@@ -65,6 +65,8 @@ typedef struct uw_thread {
     uintptr_t lo, hi; /* the thread's stack */
     int usable;       /* 1 bounds known, -1 unknown (every walk is -1) */
     int recording;    /* the walk under way notes its loads in `rec` */
+    int pend;         /* a restored frame pointer not yet used by the walk: pend_at, pend_word */
+    uintptr_t pend_at, pend_word;
     unsigned long long cached, computed, remembered, walks;
     memo_t rec;       /* the last walk, until stackwalk_remember files it */
     memo_set_t memo[MEMO_SETS];
@@ -586,21 +588,47 @@ static inline int in_stack(const uw_thread_t *t, uintptr_t sp, uintptr_t addr)
     return addr >= sp && addr <= t->hi - 8 && !(addr & 7);
 }
 
-/* A word of the stack, noted when the walk is being recorded. */
+/* A word the walk read, noted when the walk is being recorded. */
+static inline void note(uw_thread_t *t, uintptr_t at, uintptr_t w)
+{
+    memo_t *m = &t->rec;
+    uintptr_t off = (at - m->sp) / 8; /* at >= sp: in_stack checked it */
+    if (m->nloads >= 0 && m->nloads < MEMO_LOADS && off <= UINT16_MAX) {
+        m->off[m->nloads] = (uint16_t)off;
+        m->word[m->nloads++] = w;
+    } else {
+        m->nloads = -1; /* too long or too far to remember */
+    }
+}
+
 __attribute__((no_sanitize("address"))) static inline uintptr_t load(uw_thread_t *t, uintptr_t at)
 {
     uintptr_t w = *(const uintptr_t *)at;
+    if (t->recording)
+        note(t, at, w);
+    return w;
+}
+
+/* A caller's frame pointer restored. Code built without frame pointers keeps data in that
+ * register, which differs from call to call; the walk depends on the word only if a later frame
+ * uses it (use_bp), so only then is it noted, and a stack with other data there still matches. */
+__attribute__((no_sanitize("address"))) static inline uintptr_t load_bp(uw_thread_t *t, uintptr_t at)
+{
+    uintptr_t w = *(const uintptr_t *)at;
     if (t->recording) {
-        memo_t *m = &t->rec;
-        uintptr_t off = (at - m->sp) / 8; /* at >= sp: in_stack checked it */
-        if (m->nloads >= 0 && m->nloads < MEMO_LOADS && off <= UINT16_MAX) {
-            m->off[m->nloads] = (uint16_t)off;
-            m->word[m->nloads++] = w;
-        } else {
-            m->nloads = -1; /* too long or too far to remember */
-        }
+        t->pend_at = at;
+        t->pend_word = w;
+        t->pend = 1;
     }
     return w;
+}
+
+static inline void use_bp(uw_thread_t *t)
+{
+    if (t->pend) {
+        t->pend = 0;
+        note(t, t->pend_at, t->pend_word);
+    }
 }
 
 /* One frame up. 1: moved; 0: the stack ends here; -1: not followed. */
@@ -620,8 +648,12 @@ __attribute__((no_sanitize("address"))) static int step(uw_thread_t *t, regs_t *
     uintptr_t cfa;
     switch (slot->cfa_kind) {
     case CFA_SP: cfa = r->sp + (intptr_t)slot->cfa_off; break;
-    case CFA_BP: cfa = r->bp + (intptr_t)slot->cfa_off; break;
+    case CFA_BP:
+        use_bp(t);
+        cfa = r->bp + (intptr_t)slot->cfa_off;
+        break;
     case CFA_DEREF_BP: {
+        use_bp(t);
         uintptr_t at = r->bp + (intptr_t)slot->cfa_off;
         if (!in_stack(t, r->sp, at))
             return -1;
@@ -635,10 +667,12 @@ __attribute__((no_sanitize("address"))) static int step(uw_thread_t *t, regs_t *
         return -1;
     uintptr_t bp = r->bp;
     if (slot->bp_kind != BP_SAME) {
+        if (slot->bp_kind == BP_AT_BP)
+            use_bp(t);
         uintptr_t at = (slot->bp_kind == BP_AT_CFA ? cfa : r->bp) + (intptr_t)slot->bp_off;
         if (!in_stack(t, r->sp, at))
             return -1;
-        bp = load(t, at);
+        bp = load_bp(t, at);
     }
     r->pc = load(t, cfa - 8);
     r->sp = cfa;
@@ -725,6 +759,7 @@ __attribute__((noinline)) int stackwalk_backtrace_memo(void **out, int max, uint
     t->rec.ctx = ctx;
     t->rec.max = (int16_t)max;
     t->rec.nloads = 0;
+    t->pend = 0; /* the starting frame pointer is in the memo's key */
     t->recording = 1;
     int n = step(t, &r) == 1 ? walk(t, &r, out, max) : -1;
     t->recording = 0;

@@ -287,6 +287,38 @@ START_TEST(test_a_remembered_walk_is_kept_apart_by_its_context)
 }
 END_TEST
 
+/* Code built without frame pointers keeps data in %rbp; a callee that saves the register puts the
+ * data on the stack, where the walk reads it back but never uses it. */
+static void NOFP data_in_bp(probe_t *p, walk_t *w, uintptr_t data, uint64_t ctx)
+{
+    __asm__ volatile("mov %0, %%rbp" : : "r"(data) : "rbp");
+    if (w)
+        take(w);
+    else
+        memo_probe(p, ctx);
+    sink++; /* no tail call: the data stays in %rbp during the call */
+}
+
+START_TEST(test_data_in_the_frame_pointer_register_does_not_defeat_the_memory)
+{
+    walk_t w;
+    data_in_bp(NULL, &w, 0x5eed0000, 0);
+    check_same(&w, "frames below a function that keeps data in %rbp");
+    probe_t p;
+    unsigned long long c, r, m0, m1;
+    stackwalk_counts(&c, &r, &m0);
+    for (volatile int i = 0; i < 4; i++) {
+        data_in_bp(&p, NULL, 0x5eed0000 + 64 * (uintptr_t)i, 21);
+        if (p.n >= 0)
+            stackwalk_remember(99);
+    }
+    stackwalk_counts(&c, &r, &m1);
+    ck_assert_msg(p.n == -2 && p.value == 99 && m1 - m0 == 3,
+                  "four walks that differ only in an unused saved %%rbp: %llu answered from memory (last gave %d)",
+                  m1 - m0, p.n);
+}
+END_TEST
+
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 /* The reference is glibc's backtrace() where no sanitizer replaces it. */
 static void __attribute__((noinline)) take_both(void **a, int *na, void **b, int *nb)
@@ -322,6 +354,7 @@ Suite *stackwalk_suite(void)
     tcase_add_test(tc, test_a_remembered_walk_answers_without_walking);
     tcase_add_test(tc, test_a_stack_that_differs_in_one_word_is_walked_again);
     tcase_add_test(tc, test_a_remembered_walk_is_kept_apart_by_its_context);
+    tcase_add_test(tc, test_data_in_the_frame_pointer_register_does_not_defeat_the_memory);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     tcase_add_test(tc, test_the_reference_is_what_backtrace_gives);
 #endif
