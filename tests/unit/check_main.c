@@ -36,6 +36,7 @@ int main(void)
     srunner_add_suite(sr, checkpoint_suite());
     srunner_add_suite(sr, stacks_suite());
     srunner_add_suite(sr, stackwalk_suite());
+    srunner_add_suite(sr, cfi_suite());
     srunner_add_suite(sr, pyframes_suite());
     srunner_add_suite(sr, modules_suite());
     srunner_add_suite(sr, objects_suite());

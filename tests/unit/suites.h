@@ -33,6 +33,7 @@ Suite *logring_suite(void);
 Suite *checkpoint_suite(void);
 Suite *stacks_suite(void);
 Suite *stackwalk_suite(void);
+Suite *cfi_suite(void);
 Suite *pyframes_suite(void);
 Suite *modules_suite(void);
 Suite *objects_suite(void);
