@@ -96,8 +96,8 @@ $(BUILD)/shim/torch_bridge_src.h: $(BRIDGE_SRC) | $(BUILD)/shim
 	    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/"/' -e 's/$$/\\n"/' $${f#*:}; \
 	    echo ';'; \
 	  done; } > $@.tmp && mv $@.tmp $@
-$(BUILD)/shim/torchload.o: $(BUILD)/shim/torch_bridge_src.h
-$(BUILD)/shim/torchload.o: ALL_CFLAGS += -I$(BUILD)/shim
+$(BUILD)/shim/torchbuild.o: $(BUILD)/shim/torch_bridge_src.h
+$(BUILD)/shim/torchbuild.o: ALL_CFLAGS += -I$(BUILD)/shim
 
 # `make torch-bridge`: the bridge for the torch that $(PYTHON) imports, built by the library's own
 # builder into $(BUILD)/gmshim-torch/ (where libgmshim.so looks first; `make install` copies it).

@@ -7,6 +7,7 @@
 #define GM_TORCHLOAD_H
 
 #include "common.h"
+#include "torchbuild.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -42,27 +43,6 @@ static inline void torchload_note_malloc(const void *caller)
 
 /* ---- the decisions, exposed for the tests ------------------------------------------------- */
 
-typedef struct torch_install {
-    char root[PATH_MAX];          /* .../site-packages/torch */
-    char version[64];             /* torch/version.py's __version__ */
-    char cuda_include[PATH_MAX];  /* a directory holding cuda_runtime_api.h */
-    int cxx11_abi;                /* _GLIBCXX_USE_CXX11_ABI torch was built with; -1: not known */
-} torch_install_t;
-
-/* Whether `path` names PyTorch's CUDA allocator library (libc10_cuda.so). */
-int torchload_is_allocator_lib(const char *path);
-/* The torch install that `c10_path` (.../torch/lib/libc10_cuda.so) belongs to. 0, or -1 with
- * the reason in `why`: no version file, no headers, headers without the trace tracker, no CUDA
- * headers. */
-int torchload_find_install(const char *c10_path, torch_install_t *out, char *why, size_t why_len);
-/* The bridge's file name for this install: "torch-<version>-<source hash>.so". */
-void torchload_bridge_name(const torch_install_t *t, char *out, size_t len);
-/* The per-user cache: $XDG_CACHE_HOME/gmshim/torch or $HOME/.cache/gmshim/torch. -1: neither. */
-int torchload_cache_dir(char *out, size_t len);
-/* Builds the bridge into dir/name with $CXX (else c++), the process waiting (at most
- * `timeout_ms`); the compiler's output goes to dir/name.log. 0, or -1 with the reason. */
-int torchload_build(const torch_install_t *t, const char *dir, const char *name, long timeout_ms,
-                    char *why, size_t why_len);
 /* dlopens a bridge and attaches it (its frames and `c10_path`'s become machinery for the
  * sites). 0, or -1 with the reason. */
 int torchload_attach_file(const char *so_path, const char *c10_path, char *why, size_t why_len);
