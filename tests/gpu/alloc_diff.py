@@ -1,8 +1,8 @@
-"""Which of PyTorch's live allocations differ with and without gmshim: a few ResNet-50 steps
+"""Which of PyTorch's live allocations differ with and without gmshim: ResNet-50 steps
 (as tests/gpu/torch_bridge.py trains) with PyTorch's memory history on, then every active block of
 its snapshot with its size and the C++/Python frames that made it.
 
-  alloc_diff.py record OUT.json      run the steps, write the active blocks
+  alloc_diff.py record OUT.json [N]  run N steps (60), write the blocks active at their end
   alloc_diff.py diff A.json B.json   the blocks one run has and the other has not, by size and frames
 """
 import collections
@@ -28,11 +28,19 @@ def record(out):
     torch.cuda.init()
     torch.cuda.memory._record_memory_history(max_entries=400000)
     import torch_bridge
-    torch_bridge.train(3)
-    snap = torch.cuda.memory._snapshot()
-    blocks = [b for seg in snap["segments"] for b in seg["blocks"] if b["state"] == "active_allocated"]
-    json.dump({"allocated": torch.cuda.memory_allocated(), "blocks": [signature(b) for b in blocks]}, open(out, "w"))
-    print(f"allocated={torch.cuda.memory_allocated()} blocks={len(blocks)}")
+    taken = {}
+    figures = torch_bridge.stats_line
+
+    def snapshot_then_figures(extra):  # the end of train(): the model and its optimizer still live
+        taken["snap"] = torch.cuda.memory._snapshot()
+        taken["allocated"] = torch.cuda.memory_allocated()
+        figures(extra)
+
+    torch_bridge.stats_line = snapshot_then_figures
+    torch_bridge.train(int(sys.argv[3]) if len(sys.argv) > 3 else 60)
+    blocks = [b for seg in taken["snap"]["segments"] for b in seg["blocks"] if b["state"] == "active_allocated"]
+    json.dump({"allocated": taken["allocated"], "blocks": [signature(b) for b in blocks]}, open(out, "w"))
+    print(f"allocated={taken['allocated']} blocks={len(blocks)}")
 
 
 def diff(a_path, b_path):
