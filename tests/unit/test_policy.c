@@ -1,26 +1,11 @@
 /* Unit tests of the device-level pool policy (common/policy.c) that the shim and the replay
  * share: each decision on made-up heaps, with the actions (releases, waits) recorded. */
 #include "policy.h"
+#include "heaptest.h"
 #include "suites.h"
 
 #include <string.h>
 
-#define MiB ((size_t)1 << 20)
-#define BASE ((uintptr_t)1 << 40)
-
-static gm_pool_stats_t stats;
-static gm_heap_t heap;
-
-static void setup(void)
-{
-    memset(&stats, 0, sizeof stats);
-    pool_init(&heap, &stats, NULL);
-}
-
-static void teardown(void)
-{
-    pool_destroy(&heap);
-}
 
 /* What the release callback was given, in order; fail_at: the base it refuses. */
 static uintptr_t released[16];

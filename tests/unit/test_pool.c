@@ -1,27 +1,12 @@
 /* Unit tests of the pool's data structure (common/pool.c): pure bookkeeping on made-up addresses;
  * under the preload, GMSHIM_MAX_SPLIT changing which blocks split. */
 #include "pool.h"
+#include "heaptest.h"
 #include "suites.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define MiB ((size_t)1 << 20)
-#define BASE ((uintptr_t)1 << 40)
-
-static gm_pool_stats_t stats;
-static gm_heap_t heap;
-
-static void setup(void)
-{
-    memset(&stats, 0, sizeof stats);
-    pool_init(&heap, &stats, NULL);
-}
-
-static void teardown(void)
-{
-    pool_destroy(&heap);
-}
 
 #define CHECK_HEAP() \
     do { const char *why_ = pool_check(&heap); ck_assert_msg(why_ == NULL, "pool_check: %s", why_); } while (0)
