@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RP_LARGE_ROUND ((uint64_t)GM_LARGE_ROUND)
@@ -639,7 +640,11 @@ static void *many_worker(void *p)
         size_t i = __atomic_fetch_add(&m->next, 1, __ATOMIC_RELAXED);
         if (i >= m->n)
             return NULL;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         m->out[i] = replay_once(m->log, &m->cfgs[i]);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        m->out[i].seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
         pthread_mutex_lock(&m->lock);
         size_t done = ++m->done;
         if (m->progress)

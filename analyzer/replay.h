@@ -86,6 +86,7 @@ typedef struct rp_result {
     uint64_t divergences;    /* guided: blocks placed elsewhere than recorded */
     rp_fail_t first;         /* valid when failures */
     rp_fail_t last;          /* the latest failure */
+    double seconds;          /* replay_many: the replay's own time, on its thread */
 } rp_result_t;
 
 /* A device's events and what the log says of its settings. */

@@ -263,13 +263,6 @@ static void choose(wi_plan_t *p, const rp_log_t *log)
     (void)log;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
 {
     memset(p, 0, sizeof *p);
@@ -293,15 +286,16 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
     }
     p->failing = log->recorded.failures > 0;
     add_candidates(p, log, o);
-    double t0 = now_s();
     run_all(log, o, p->runs, p->nruns, &pg);
-    double dt = now_s() - t0;
+    /* Per configuration: the events each replayed over the time it took on its own thread,
+     * summed (configurations of unequal cost are not charged for waiting on the slowest). */
     uint64_t evs = 0;
-    for (size_t i = 0; i < p->nruns; i++)
+    double busy = 0;
+    for (size_t i = 0; i < p->nruns; i++) {
         evs += p->runs[i].res.events;
-    unsigned th = o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-    size_t par = p->nruns < th ? p->nruns : th;
-    p->events_per_s = dt > 0 && par ? (double)evs / dt / (double)par : 0;
+        busy += p->runs[i].res.seconds;
+    }
+    p->events_per_s = busy > 0 ? (double)evs / busy : 0;
     p->reproduced = p->runs[0].res.failures > 0;
     /* Outside the pool at the first failure: what the device held besides the pool's figure. */
     const rp_result_t *ref = &p->runs[0].res;
