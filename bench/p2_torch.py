@@ -3,6 +3,7 @@
 # Prints one JSON object: step times per block of steps (median and spread), peak memory as
 # PyTorch and gmshim see it, and gmshim's reuse-ordering figures.
 #   python3 bench/p2_torch.py resnet50|gpt2|vit|empty [--blocks 6] [--block-steps 5] [--device N]
+# P2_EMPTY_TRACKER=BRIDGE.so: that bridge attached with a callback doing nothing (PyTorch's cost).
 # --device N: torch.cuda.set_device(N) first and everything on cuda:N (a torchrun rank's view when
 # every GPU is visible).
 import argparse, json, os, sys, time
@@ -75,6 +76,14 @@ else:
             return model(input_ids=ids, labels=ids).loss
     out["batch"] = batch
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if os.environ.get("P2_EMPTY_TRACKER"):
+        # PyTorch's own cost of a trace tracker: the bridge attached with a callback that does
+        # nothing (libc's abs, which reads no memory), no gmshim.
+        import ctypes
+        bridge = ctypes.CDLL(os.environ["P2_EMPTY_TRACKER"])
+        nothing = ctypes.cast(ctypes.CDLL(None).abs, ctypes.c_void_p)
+        bridge.gmshim_torch_bridge_attach.argtypes = [ctypes.c_void_p]
+        out["empty_tracker"] = bridge.gmshim_torch_bridge_attach(nothing) == 0
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
