@@ -92,6 +92,8 @@ static void memory_fields(out_t *o, const rd_rec_t *r)
         }
         f_bool(o, "miss", r->flags & GMLOG_A_MISS);
         f_bool(o, "graph", r->flags & GMLOG_A_GRAPH);
+        if (r->flags & GMLOG_A_EXACT)
+            f_bool(o, "exact", 1);
         f_u64(o, "site", a->site);
         f_u64(o, "dur_ns", a->dur_ns);
         break;

@@ -108,7 +108,7 @@ void rep_frag_text(cli_ctx_t *c, const model_t *m, int over_time)
             fprintf(f, "%sdevice %d%s: at the peak of reserved memory (%s)\n", rep_bold(), dev, rep_reset(),
                     rep_time(peak.t, t));
         frag_line(f, &peak, "  ");
-        if (dv->allocs_kind[GMLOG_KIND_PASS] && !dv->seg_allocs)
+        if (dv->allocs_kind[GMLOG_KIND_PASS] > dv->exact_allocs && !dv->seg_allocs)
             fprintf(f, "  (the pool was off: every block is its own driver allocation, nothing to fragment)\n");
         if (over_time) {
             fprintf(f, "  %10s %10s %10s %10s %10s %10s %10s %8s\n", "time", "reserved", "allocated", "internal",

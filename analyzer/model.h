@@ -206,6 +206,7 @@ typedef struct model_dev {
     /* counts */
     uint64_t allocs, frees;                     /* every kind */
     uint64_t allocs_kind[8], frees_kind[8];
+    uint64_t exact_allocs;                      /* of kind PASS: a caching allocator's exact segments */
     uint64_t live_kind_bytes[8], live_kind_count[8];
     uint64_t hits, misses, graph_allocs;
     uint64_t pool_alloc_ns, pool_free_ns, pass_alloc_ns, pass_free_ns;

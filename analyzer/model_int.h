@@ -380,6 +380,7 @@ static inline __attribute__((always_inline)) void alloc_decode(model_t *m, const
         d->pool_alloc_ns += a->dur_ns;
     } else if (kind == GMLOG_KIND_PASS) {
         d->pass_alloc_ns += a->dur_ns;
+        d->exact_allocs += (r->flags & GMLOG_A_EXACT) != 0;
     }
     d->allocs_kind[kind]++;
     *kindp = kind, *reqp = req, *blockp = block;

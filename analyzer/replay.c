@@ -312,6 +312,39 @@ static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, 
     return NULL;
 }
 
+/* A caching allocator's segment (PyTorch's, its cache kept): from the driver at exactly its size,
+ * whatever the pool's settings, as shim/slowpath.c slowpath_exact(): the cap, then the driver's
+ * capacity, each after releasing gmshim's cache once. A segment of its own, one block filling it. */
+static gm_block_t *exact_alloc(replay_t *r, size_t size, uint32_t site, int oom)
+{
+    uint64_t limit = limit_of(r);
+    int by_limit = limit && r->st.reserved.current + size > limit;
+    if (by_limit || r->st.reserved.current + size > driver_cap(r))
+        empty_cache(r, 1, 0);
+    by_limit = limit && r->st.reserved.current + size > limit;
+    if (by_limit || r->st.reserved.current + size > driver_cap(r)) {
+        note_failure(r, size, size, size, site, by_limit, oom);
+        return NULL;
+    }
+    uintptr_t base = oom < 0 ? (uintptr_t)r->log->ptr[r->at] : 0;
+    if (!base || base % GM_ROUND || pool_find_segment(&r->heap, base)) {
+        base = (uintptr_t)r->synth_base;
+        r->synth_base += gm_round_up(size, RP_LARGE_ROUND);
+    }
+    gm_segment_t *seg = pool_add_segment(&r->heap, base, size, 0, r->now ? r->now : 1);
+    gm_block_t *b = seg ? pool_alloc_fresh(&r->heap, seg, size, size) : NULL;
+    if (b) {
+        uint64_t res = r->st.reserved.current, alloc = r->st.allocated.current;
+        if (res > r->res.peak_reserved) {
+            r->res.peak_reserved = res;
+            r->res.frag_at_peak = res - alloc;
+        }
+        if (alloc > r->res.peak_allocated)
+            r->res.peak_allocated = alloc;
+    }
+    return b;
+}
+
 /* GMSHIM_PENDING_WAIT's waits: the fence completes at once. */
 static void wait_for(void *r, uint64_t seq)
 {
@@ -477,16 +510,44 @@ static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
         enforce_cache_limit(r);
 }
 
+static void on_exact_alloc(replay_t *r, const rp_ev_t *e)
+{
+    gm_block_t *b = exact_alloc(r, (size_t)e->x, e->site, -1);
+    if (!b) {
+        r->res.new_failures++;
+        return;
+    }
+    b->site = e->site;
+    r->blk[e->id] = b;
+    r->born[e->id] = rp_ev_t_ns(e);
+}
+
+static void on_exact_free(replay_t *r, const rp_ev_t *e)
+{
+    gm_block_t *b = r->blk[e->id];
+    if (!b)
+        return;
+    r->blk[e->id] = NULL;
+    gm_segment_t *seg = b->seg;
+    pool_free_block(&r->heap, b, r->now ? r->now : 1);
+    if (pool_segment_is_free(seg))
+        pool_remove_segment(&r->heap, seg);
+}
+
 static void on_oom(replay_t *r, const rp_ev_t *e)
 {
     const rp_oom_t *o = &r->log->ooms[e->id];
     if (!o->recovered && o->rec.request <= GMLOG_SIZE_MASK) {
         int grew;
         uint64_t before = r->res.failures;
-        gm_block_t *b = do_alloc(r, (size_t)o->rec.request, o->rec.site, (int)e->id, &grew);
+        gm_block_t *b = o->exact ? exact_alloc(r, (size_t)o->rec.request, o->rec.site, (int)e->id)
+                                 : do_alloc(r, (size_t)o->rec.request, o->rec.site, (int)e->id, &grew);
         if (b) {
             r->res.recorded_passed++;
+            gm_segment_t *seg = b->seg;
             pool_free_block(&r->heap, b, r->now ? r->now : 1); /* what the program did next is unknown */
+            if (o->exact && pool_segment_is_free(seg))
+                pool_remove_segment(&r->heap, seg);
         } else {
             r->res.recorded_failed++;
             (void)before;
@@ -581,6 +642,12 @@ void replay_run(replay_t *r, size_t until)
             break;
         case RP_RESET:
             on_reset(r);
+            break;
+        case RP_EXACT_ALLOC:
+            on_exact_alloc(r, e);
+            break;
+        case RP_EXACT_FREE:
+            on_exact_free(r, e);
             break;
         default:
             break;

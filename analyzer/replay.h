@@ -27,6 +27,8 @@ enum rp_type {
     RP_LIMIT,          /* x: the cap now in force (0: none) */
     RP_MARK,           /* id: the mark's id */
     RP_RESET,          /* cudaDeviceReset: every block and segment is gone */
+    RP_EXACT_ALLOC,    /* a caching allocator's exact segment (GMLOG_A_EXACT): x: bytes, id: block id */
+    RP_EXACT_FREE,     /* id: its free, the segment back to the driver at once */
 };
 
 /* 24 bytes: time (56 bits) and type (8 bits) share a word. */
@@ -47,6 +49,7 @@ typedef struct rp_oom {
     uint64_t ev;        /* its event index */
     int recovered;      /* the retry succeeded in the recording */
     int by_limit;       /* GMSHIM_DEVICE_LIMIT refused it */
+    int exact;          /* a caching allocator's exact segment was asked */
 } rp_oom_t;
 
 /* The settings of one replay. */

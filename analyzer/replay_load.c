@@ -85,6 +85,7 @@ typedef struct loader {
     /* PyTorch's tensors (torch_events.h): the device's blocks are its tensors */
     int tensors;
     idmap_t segbase;             /* PyTorch's segment bases: their ALLOC and FREE are left out */
+    idmap_t exact, exact_units;  /* a caching allocator's exact segments (GMLOG_A_EXACT): base -> block id, size / 512 */
     gmlog_oom_t hook_oom;        /* the hooks' last failed cudaMalloc, for the next T_OOM */
     int hook_oom_seen;
 } loader_t;
@@ -158,12 +159,78 @@ static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
     return release_id(L, id);
 }
 
+static int on_pool_alloc(loader_t *L, const rd_rec_t *r);
+
+/* A caching allocator's segment at its exact size from the driver (PyTorch's cache kept): every
+ * replay gives it a segment of its own, whatever its settings (replay.c exact_alloc). */
+static int on_exact_alloc(loader_t *L, const rd_rec_t *r)
+{
+    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
+    uint64_t size = a->size & GMLOG_SIZE_MASK;
+    if (!a->ptr || !size || size % GM_ROUND || size / GM_ROUND > UINT32_MAX) {
+        L->log->unpooled++;
+        return 0; /* not a segment the pool could have had */
+    }
+    if ((L->exact.count * 2 >= L->exact.cap && idmap_grow(&L->exact)) ||
+        (L->exact_units.count * 2 >= L->exact_units.cap && idmap_grow(&L->exact_units)))
+        return -1;
+    size_t i = idmap_slot(&L->exact, a->ptr), u = idmap_slot(&L->exact_units, a->ptr);
+    if (L->exact.key[i]) { /* taken again without a free the log holds: the old one went */
+        uint64_t old = (uint64_t)L->exact_units.val[u] * GM_ROUND;
+        L->reserved = L->reserved > old ? L->reserved - old : 0;
+    } else {
+        L->exact.count++;
+        L->exact_units.count++;
+    }
+    uint32_t id;
+    new_id(L, &id);
+    L->exact.key[i] = L->exact_units.key[u] = a->ptr;
+    L->exact.val[i] = id;
+    L->exact_units.val[u] = (uint32_t)(size / GM_ROUND);
+    L->reserved += size;
+    if (L->reserved > L->log->peak_reserved_recorded)
+        L->log->peak_reserved_recorded = L->reserved;
+    if (!push(L->log, RP_EXACT_ALLOC, r->t, size, id, a->site))
+        return -1;
+    L->log->ptr[L->log->nev - 1] = a->ptr;
+    return 0;
+}
+
+/* The free of a pass-through block: an exact segment's, with its segment. */
+static int on_exact_free(loader_t *L, uint64_t t, uint64_t ptr)
+{
+    if (!L->exact.cap)
+        return 0;
+    size_t i = idmap_slot(&L->exact, ptr);
+    if (!L->exact.key[i])
+        return 0;
+    uint32_t id = L->exact.val[i];
+    idmap_erase(&L->exact, i);
+    size_t u = idmap_slot(&L->exact_units, ptr);
+    if (L->exact_units.key[u]) {
+        uint64_t size = (uint64_t)L->exact_units.val[u] * GM_ROUND;
+        L->reserved = L->reserved > size ? L->reserved - size : 0;
+        idmap_erase(&L->exact_units, u);
+    }
+    if (!push(L->log, RP_EXACT_FREE, t, 0, id, 0))
+        return -1;
+    return release_id(L, id);
+}
+
 static int on_alloc(loader_t *L, const rd_rec_t *r)
+{
+    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
+    if (kind == GMLOG_KIND_PASS && (r->flags & GMLOG_A_EXACT))
+        return on_exact_alloc(L, r);
+    if (kind == GMLOG_KIND_PASS)
+        L->log->pool_off = 1;
+    return on_pool_alloc(L, r);
+}
+
+static int on_pool_alloc(loader_t *L, const rd_rec_t *r)
 {
     const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
     unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-    if (kind == GMLOG_KIND_PASS)
-        L->log->pool_off = 1;
     if (kind != GMLOG_KIND_POOL) {
         L->log->unpooled++;
         return 0;
@@ -207,6 +274,7 @@ static int on_oom(loader_t *L, const rd_rec_t *r)
     o->ev = log->nev;
     o->recovered = (r->flags & GMLOG_OOM_RECOVERED) != 0;
     o->by_limit = (r->flags & GMLOG_OOM_LIMIT) != 0;
+    o->exact = (r->flags & GMLOG_OOM_EXACT) != 0;
     if (!o->by_limit && !(r->flags & GMLOG_OOM_CAPTURE) && (o->rec.driver_free || o->rec.driver_total)) {
         uint64_t *d = realloc(log->drv_cap, (log->ndrv + 1) * sizeof *d);
         if (!d)
@@ -459,6 +527,8 @@ static int decode(loader_t *L, rd_log_t *lf)
             unsigned kind = (r.flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
             if (kind == GMLOG_KIND_POOL)
                 rc = on_free(L, r.t, ((const gmlog_free_t *)r.p)->ptr, (r.flags & GMLOG_F_DEFERRED) != 0);
+            else if (kind == GMLOG_KIND_PASS)
+                rc = on_exact_free(L, r.t, ((const gmlog_free_t *)r.p)->ptr);
             break;
         }
         case GMLOG_SEGMENT_ALLOC: {
@@ -518,6 +588,10 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     int rc = decode(&L, lf);
     free(L.segbase.key);
     free(L.segbase.val);
+    free(L.exact.key);
+    free(L.exact.val);
+    free(L.exact_units.key);
+    free(L.exact_units.val);
     free(L.map.key);
     free(L.map.val);
     free(L.free_ids);

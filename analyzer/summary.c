@@ -151,6 +151,7 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
         unpooled += d->allocs_kind[i];
     json_u64(j, "unpooled_allocs", unpooled);
     json_u64(j, "pass_through_allocs", d->allocs_kind[GMLOG_KIND_PASS]);
+    json_u64(j, "exact_segment_allocs", d->exact_allocs);
     json_u64(j, "foreign_frees", d->warnings[GMLOG_WARN_FOREIGN_FREE]);
     json_u64(j, "unmatched_frees", d->unmatched_frees);
     json_u64(j, "captures", d->captures);
@@ -208,7 +209,7 @@ static void driver_text(FILE *f, const model_dev_t *d, const calls_t *k)
         if (k->mean_pool_free)
             fprintf(f, ", cudaFree %s", rep_dur(k->mean_pool_free, g));
         fprintf(f, ")\n");
-    } else if (d->allocs_kind[GMLOG_KIND_PASS] && !d->seg_allocs) {
+    } else if (d->allocs_kind[GMLOG_KIND_PASS] > d->exact_allocs && !d->seg_allocs) {
         fprintf(f, "  time          the pool was off (GMSHIM_POOL=0): every allocation went to the driver\n");
     } else if (k->pool_allocs) {
         fprintf(f, "  time          not estimated: %s segment allocation%s too few to measure the driver's cost "
@@ -247,6 +248,9 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
                 fprintf(f, " %s %s", kind_names[i], rep_count(d->allocs_kind[i], a));
         fputc('\n', f);
     }
+    if (d->exact_allocs)
+        fprintf(f, "  segments      %s of PyTorch's cache taken from the driver at their exact size, as without "
+                   "gmshim (not from gmshim's pool)\n", rep_count(d->exact_allocs, a));
     fprintf(f, "  peaks         requested %s, allocated %s, reserved %s", rep_bytes(d->peak_requested, a),
             rep_bytes(d->peak_allocated, b), rep_bytes(d->peak_reserved, e));
     if (d->peak_allocated)

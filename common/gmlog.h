@@ -145,6 +145,8 @@ enum gmlog_kind {
 #define GMLOG_KIND_MASK (7u << GMLOG_KIND_SHIFT)
 #define GMLOG_A_MISS 0x01        /* ALLOC: a new segment came from the driver for it */
 #define GMLOG_A_GRAPH 0x02       /* ALLOC: served from a graph capture's private pool */
+#define GMLOG_A_EXACT 0x20       /* ALLOC (kind PASS): a caching allocator's segment (PyTorch's, its
+                                  * cache kept), the driver's memory at exactly the size asked */
 #define GMLOG_F_DEFERRED 0x01    /* FREE: the block waits for a fence before reuse */
 #define GMLOG_F_GRAPH 0x02       /* FREE: the block returned to a graph's private pool */
 
@@ -221,6 +223,7 @@ typedef struct gmlog_empty_cache {
 #define GMLOG_OOM_LIMIT 0x08     /* GMSHIM_DEVICE_LIMIT refused it, not the driver */
 #define GMLOG_OOM_CAPTURE 0x10   /* under a graph capture: nothing could be released */
 #define GMLOG_OOM_RECOVERED 0x20 /* the retry succeeded: no error reached the program */
+#define GMLOG_OOM_EXACT 0x40     /* a caching allocator's exact segment was asked (GMLOG_A_EXACT) */
 
 /* GMLOG_OOM, 96 bytes: a driver allocation failed (recovered or not); h.flags = GMLOG_OOM_*. */
 typedef struct gmlog_oom {

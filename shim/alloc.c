@@ -55,7 +55,8 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     uint32_t site = stacks_site_from(caller);
     if (gm_state != GM_POOLED)
         return device_alloc_pass(d, size, site, gm_now_ns(), out);
-    cudaError_t err = device_alloc(d, size, site, out);
+    cudaError_t err = torchload_caching_caller(caller) ? device_alloc_exact(d, size, site, out)
+                                                      : device_alloc(d, size, site, out);
     if (unlikely(err != cudaSuccess && gm_state == GM_PASSTHROUGH))
         return device_alloc_pass(d, size, site, gm_now_ns(), out); /* gmshim gave up: the driver */
     if (err == cudaErrorMemoryAllocation && REAL_CALL(cudaPeekAtLastError) != err)
@@ -68,7 +69,7 @@ cudaError_t alloc_free(void *ptr, const void *caller)
     if (unlikely(!ptr || gm_state == GM_CHILD))
         return REAL_CALL(cudaFree, ptr);
     cudaError_t err = cudaSuccess;
-    int release = torchload_free_releases(caller); /* a caching allocator giving memory back */
+    int release = torchload_caching_caller(caller); /* a caching allocator giving memory back */
     gm_device_t *hint = device_peek(hint_device);
     if (hint && device_free(hint, ptr, 0, release, &err) == GM_FREE_DONE)
         return err;

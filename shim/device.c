@@ -162,15 +162,12 @@ int device_move_arena(gm_device_t *d, int current)
     return n >= current ? n + 1 : n;
 }
 
-/* A block outside any segment (the driver's own), kept in arena 0's live map. */
-static void track_external(gm_device_t *d, int kind, void *ptr, size_t size, uint32_t site, uint64_t t0,
-                           uint64_t extra)
+/* A block outside any segment (the driver's own), kept in arena 0's live map (locked); b: its
+ * entry for the kinds that are freed through gmshim (NULL: none, or out of host memory). */
+static void track_locked(gm_device_t *d, gm_block_t *b, int kind, unsigned flags, void *ptr, size_t size,
+                         uint32_t site, uint64_t t0, uint64_t extra)
 {
-    gm_block_t *b = kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_MANAGED || kind == GMLOG_KIND_PITCHED
-                        ? calloc(1, sizeof *b)
-                        : NULL;
     gm_arena_t *a = d->arenas[0];
-    pthread_mutex_lock(&a->lock);
     if (kind == GMLOG_KIND_PASS) {
         a->n.allocs++;
         a->n.misses++;
@@ -192,9 +189,42 @@ static void track_external(gm_device_t *d, int kind, void *ptr, size_t size, uin
             device_reserved_add(d, size);
         }
     }
-    evlog_alloc(d->id, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, size,
+    evlog_alloc(d->id, (unsigned)kind << GMLOG_KIND_SHIFT | flags, (uint64_t)(uintptr_t)ptr, size,
                 kind == GMLOG_KIND_PASS ? size : extra, site, gm_now_ns(), t0);
+}
+
+static gm_block_t *external_entry(int kind)
+{
+    return kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_MANAGED || kind == GMLOG_KIND_PITCHED
+               ? calloc(1, sizeof(gm_block_t))
+               : NULL;
+}
+
+static void track_external(gm_device_t *d, int kind, void *ptr, size_t size, uint32_t site, uint64_t t0,
+                           uint64_t extra)
+{
+    gm_block_t *b = external_entry(kind);
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    track_locked(d, b, kind, 0, ptr, size, site, t0, extra);
     pthread_mutex_unlock(&a->lock);
+}
+
+cudaError_t device_alloc_exact(gm_device_t *d, size_t size, uint32_t site, void **out)
+{
+    uint64_t t0 = gm_now_ns();
+    gm_block_t *b = external_entry(GMLOG_KIND_PASS);
+    if (!b)
+        return device_alloc_pass(d, size, site, t0, out);
+    gm_arena_t *a = d->arenas[0];
+    /* Under arena 0's lock: the cap's check and the driver's answer are one step. */
+    pthread_mutex_lock(&a->lock);
+    cudaError_t err = slowpath_exact(a, size, site, out);
+    if (err == cudaSuccess && *out)
+        track_locked(d, b, GMLOG_KIND_PASS, GMLOG_A_EXACT, *out, size, site, t0, 0), b = NULL;
+    pthread_mutex_unlock(&a->lock);
+    free(b);
+    return err;
 }
 
 cudaError_t device_alloc_pass(gm_device_t *d, size_t size, uint32_t site, uint64_t t0, void **out)

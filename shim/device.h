@@ -12,6 +12,12 @@
 gm_device_t *device_get(int id);
 
 /* Pass-through: forwards to the real cudaMalloc and keeps the counting. */
+/* A caching allocator's own segment (PyTorch with its cache kept): the driver's memory of exactly
+ * `size`, never gmshim's pool, so that it sees the addresses, sizes and failures it would see
+ * without gmshim (its block splits, and so its memory_allocated, follow from them); the cap
+ * holds, and an out-of-memory first releases gmshim's cache (slowpath_exact). Freed at once
+ * through the real cudaFree, like any pass-through block. */
+cudaError_t device_alloc_exact(gm_device_t *d, size_t size, uint32_t site, void **out);
 cudaError_t device_alloc_pass(gm_device_t *d, size_t size, uint32_t site, uint64_t t0, void **out);
 /* A forwarded allocation (managed, pitched, host, stream-ordered): counted; device memory
  * (managed, pitched) tracked so that its cudaFree is recognised. Logged with `kind`. */

@@ -335,6 +335,62 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
     return b;
 }
 
+cudaError_t slowpath_exact(gm_arena_t *a, size_t size, uint32_t site, void **out)
+{
+    gm_device_t *d = a->dev;
+    gm_ctx_t c;
+    if (device_limit(d)) {
+        size_t seg = size;
+        device_ctx_enter(d, &c);
+        int fits = fits_limit(a, &seg, size);
+        device_ctx_leave(&c);
+        if (!fits) {
+            a->n.ooms++;
+            gmlog_oom_t rec;
+            slowpath_oom_figures(a, &rec, size, size, 0, 0, site);
+            logrec_oom(d->id, GMLOG_OOM_LIMIT | GMLOG_OOM_RELEASED | GMLOG_OOM_EXACT, &rec);
+            return cudaErrorMemoryAllocation;
+        }
+    }
+    /* The caller's own context and capture mode: the call the caching allocator made. */
+    cudaError_t before = REAL_CALL(cudaPeekAtLastError);
+    cudaError_t err = REAL_CALL(cudaMalloc, out, size);
+    if (err != cudaErrorMemoryAllocation)
+        return err;
+    size_t drv_free = 0, drv_total = 0;
+    REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);
+    gmlog_oom_t rec;
+    slowpath_oom_figures(a, &rec, size, size, drv_free, drv_total, site);
+    unsigned oflags = GMLOG_OOM_EXACT;
+    if (!device_captures(d)) {
+        /* gmshim's own cache (the program's other memory) is what the driver could give back;
+         * asked again only if some went back, as the caller would be without gmshim otherwise. */
+        oflags |= GMLOG_OOM_RELEASED;
+        size_t waited_fences = a->n.fence_waits;
+        device_ctx_enter(d, &c);
+        size_t released = empty_cache_locked(a, GMLOG_EMPTY_OOM) + empty_other_arenas(a, GMLOG_EMPTY_OOM);
+        device_ctx_leave(&c);
+        if (a->n.fence_waits != waited_fences)
+            oflags |= GMLOG_OOM_WAITED;
+        if (released) {
+            oflags |= GMLOG_OOM_RETRIED;
+            a->n.oom_retries++;
+            err = REAL_CALL(cudaMalloc, out, size);
+        }
+    } else {
+        oflags |= GMLOG_OOM_CAPTURE;
+    }
+    if (err == cudaSuccess) {
+        oflags |= GMLOG_OOM_RECOVERED;
+        if (before == cudaSuccess)
+            REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
+    } else {
+        a->n.ooms++;
+    }
+    logrec_oom(d->id, oflags, &rec);
+    return err;
+}
+
 static void wait_for_cb(void *a, uint64_t seq)
 {
     fencepol_wait_for(a, seq);

@@ -11,6 +11,11 @@
  * *err set; *flags gains GMLOG_A_MISS when the driver was asked. */
 GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
                                              unsigned *flags, cudaError_t *err);
+/* A caching allocator's own segment (arena a locked): the real cudaMalloc of exactly `size`, in
+ * the caller's context, under GMSHIM_DEVICE_LIMIT (gmshim's cache released first when it would
+ * not fit); when the driver is out of memory, gmshim's cache released and the call made once
+ * more. Every failure is an OOM record; the runtime's last error is the real call's. */
+cudaError_t slowpath_exact(gm_arena_t *a, size_t size, uint32_t site, void **out);
 /* The pool and the driver as they are at a failure, for an OOM record. */
 void slowpath_oom_figures(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_t segment,
                           size_t drv_free, size_t drv_total, uint32_t site);

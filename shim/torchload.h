@@ -24,10 +24,10 @@ void torchload_init(void);
 extern uintptr_t torchload_c10_lo, torchload_c10_hi;
 extern int torchload_c10_releases;
 
-/* Whether a cudaFree made from `caller` comes from a caching allocator giving its cache back
- * (PyTorch's emptyCache, its OOM retry): then the segment goes back to the driver once the GPU
- * is done with it, instead of into gmshim's cache behind PyTorch's. Two loads and a compare. */
-static inline int torchload_free_releases(const void *caller)
+/* Whether a cudaMalloc or cudaFree made from `caller` is PyTorch's caching allocator with its
+ * cache on: it gets exact driver segments (device_alloc_exact), and its frees (its emptyCache, its
+ * OOM retry) go to the driver as they would without gmshim. Two loads and a compare. */
+static inline int torchload_caching_caller(const void *caller)
 {
     uintptr_t pc = (uintptr_t)caller, hi = __atomic_load_n(&torchload_c10_hi, __ATOMIC_ACQUIRE);
     return unlikely(pc < hi && pc >= torchload_c10_lo) && torchload_c10_releases;

@@ -129,6 +129,34 @@ START_TEST(test_replay_reproduces_each_fixtures_peak_and_oom)
 }
 END_TEST
 
+/* PyTorch's cache kept: its segments come from the driver at their exact size (a 2 MiB one
+ * included, which the pool would have cut from 20 MiB), and every replay gives them their own
+ * segment; the recorded peak and the OOM by the cap replay exactly. */
+START_TEST(test_replay_reproduces_a_caching_allocators_exact_segments)
+{
+    static const char *const big[] = {"FAKECUDA_MEM=2G", NULL};
+    expect_faithful("caching_release", record("tests/integration/caching_release", NULL, big), 1);
+    static const char *const limit[] = {"FAKECUDA_MEM=2G", "GMSHIM_DEVICE_LIMIT=1G", NULL};
+    static const char *const args[] = {"limit", NULL};
+    const char *path = record("tests/integration/caching_release", args, limit);
+    expect_faithful("caching_release limit", path, 1);
+    rd_log_t lf;
+    rp_log_t log;
+    load(path, &log, &lf);
+    ck_assert_msg(log.nooms == 1 && log.ooms[0].exact && log.ooms[0].by_limit, "%zu OOMs, exact %d", log.nooms,
+                  log.nooms ? log.ooms[0].exact : -1);
+    /* 300 MiB more device under the cap and the exact segment fits. */
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    cfg.limit = 1500 * MiB;
+    rp_result_t wider = replay_once(&log, &cfg);
+    ck_assert_msg(wider.failures == 0 && wider.recorded_passed == 1, "under 1.5 GiB: %llu failures",
+                  (unsigned long long)wider.failures);
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+END_TEST
+
 /* A log written by hand: a 64 MiB segment, a block filling it, a failed 600 MiB request with
  * 512 MiB free in the driver: it fails again, and on a device 100 MiB larger it fits. */
 START_TEST(test_replay_of_a_hand_written_log_fails_where_it_failed)
@@ -325,6 +353,7 @@ Suite *analyzer_replay_suite(void)
     tcase_add_test(tc, test_replay_reproduces_each_workloads_peak_and_ooms);
     tcase_add_test(tc, test_replay_reproduces_each_fixtures_peak_and_oom);
     tcase_add_test(tc, test_replay_of_a_hand_written_log_fails_where_it_failed);
+    tcase_add_test(tc, test_replay_reproduces_a_caching_allocators_exact_segments);
     tcase_add_test(tc, test_replay_follows_a_generated_logs_segments);
     tcase_add_test(tc, test_replay_reproduces_the_real_traces);
     tcase_add_test(tc, test_frees_at_once_never_reserve_more_than_waiting_for_fences);

@@ -63,9 +63,10 @@ START_TEST(test_trimmer_makes_no_driver_call_during_a_capture)
 }
 END_TEST
 
-/* PyTorch's empty_cache under gmshim: its cudaFree (from libc10_cuda.so, a stand-in here) goes
- * back to the driver after the GPU's work before it, not blocking; the program's own stays. */
-START_TEST(test_a_caching_allocators_free_goes_back_to_the_driver_once_the_gpu_is_done)
+/* PyTorch's cache under gmshim: its segments are the driver's at their exact size, and its
+ * cudaFree (from libc10_cuda.so, a stand-in here) gives them back at once, as without gmshim;
+ * the program's own freed segment stays in gmshim's cache. */
+START_TEST(test_a_caching_allocators_segments_are_the_drivers_at_their_exact_size)
 {
     const char *env[] = {"FAKECUDA_MEM=2G", NULL};
     char *out = NULL;
@@ -85,7 +86,17 @@ START_TEST(test_with_pytorchs_cache_off_its_frees_stay_in_the_pool)
 }
 END_TEST
 
-START_TEST(test_what_a_caching_allocator_gives_back_during_a_capture_waits_for_its_end)
+START_TEST(test_a_caching_allocators_segments_obey_the_device_limit_after_gmshims_cache)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", "GMSHIM_DEVICE_LIMIT=1G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/caching_release", env, "limit", &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_a_caching_allocators_segment_during_a_relaxed_capture_is_the_drivers)
 {
     const char *env[] = {"FAKECUDA_MEM=2G", NULL};
     char *out = NULL;
@@ -105,9 +116,10 @@ Suite *trim_suite(void)
     tcase_add_test(tc, test_cache_limit_waits_for_the_end_of_a_capture);
     tcase_add_test(tc, test_idle_segments_go_back_after_the_interval_not_before);
     tcase_add_test(tc, test_trimmer_makes_no_driver_call_during_a_capture);
-    tcase_add_test(tc, test_a_caching_allocators_free_goes_back_to_the_driver_once_the_gpu_is_done);
+    tcase_add_test(tc, test_a_caching_allocators_segments_are_the_drivers_at_their_exact_size);
+    tcase_add_test(tc, test_a_caching_allocators_segments_obey_the_device_limit_after_gmshims_cache);
     tcase_add_test(tc, test_with_pytorchs_cache_off_its_frees_stay_in_the_pool);
-    tcase_add_test(tc, test_what_a_caching_allocator_gives_back_during_a_capture_waits_for_its_end);
+    tcase_add_test(tc, test_a_caching_allocators_segment_during_a_relaxed_capture_is_the_drivers);
     suite_add_tcase(s, tc);
     return s;
 }
