@@ -175,7 +175,7 @@ void model_torch_step(model_t *m, const rd_rec_t *r)
         gmlog_oom_t o;
         torch_oom_record(&o, m->torch_hook_oom_seen ? &m->torch_hook_oom : NULL, t);
         pool_figures(m, d, &o);
-        rd_rec_t n = rewritten(r, GMLOG_OOM, (uint8_t)(o.h.flags = m->torch_hook_oom.h.flags & ~GMLOG_OOM_RECOVERED),
+        rd_rec_t n = rewritten(r, GMLOG_OOM, (uint8_t)(o.h.flags = m->torch_hook_oom.h.flags & ~(GMLOG_OOM_RECOVERED | GMLOG_OOM_EXACT)),
                                &o, sizeof o);
         m->torch_hook_oom_seen = 0;
         memset(&m->torch_hook_oom, 0, sizeof m->torch_hook_oom);

@@ -456,7 +456,7 @@ static int tensor_record(loader_t *L, const rd_rec_t *r, int *rc)
     case GMLOG_T_OOM: {
         gmlog_oom_t o;
         torch_oom_record(&o, L->hook_oom_seen ? &L->hook_oom : NULL, t);
-        o.h.flags = L->hook_oom.h.flags & ~GMLOG_OOM_RECOVERED;
+        o.h.flags = L->hook_oom.h.flags & ~(GMLOG_OOM_RECOVERED | GMLOG_OOM_EXACT); /* a tensor's request */
         rd_rec_t n = *r;
         n.p = (const uint8_t *)&o;
         n.type = GMLOG_OOM;

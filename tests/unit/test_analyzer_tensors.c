@@ -4,6 +4,7 @@
  * completes it, a free on another stream than the allocation's is counted, and a log without
  * tensor events reads as before. */
 #include "model.h"
+#include "replay.h"
 #include "suites.h"
 #include "testlog.h"
 
@@ -309,6 +310,49 @@ START_TEST(test_pytorchs_oom_is_the_oom_with_the_tensors_request)
 }
 END_TEST
 
+/* PyTorch's segment taken from the driver at its exact size (kind PASS, GMLOG_A_EXACT: no gmshim
+ * segment around it) and an OOM of an exact segment: the tensors and PyTorch's OOM read as with a
+ * pool segment, and the replay takes the OOM as the tensor's request, not an exact segment's. */
+START_TEST(test_an_exact_segment_and_its_oom_read_as_pytorchs)
+{
+    tlog_t b;
+    tlog_begin(&b, 0);
+    tlog_torch_keep(&b);
+    tlog_chunk(&b, 1, 0, 0, 1000);
+    tlog_device(&b, 1000, "test GPU", 80 * 1024 * MiB);
+    tlog_alloc(&b, 1101, SEG, 20 * MiB, GMLOG_KIND_PASS << GMLOG_KIND_SHIFT | GMLOG_A_EXACT, 3);
+    tlog_tensor(&b, 1102, GMLOG_T_SEGMENT_ALLOC, SEG, 20 * MiB, 0, 7);
+    tlog_tensor(&b, 1200, GMLOG_T_ALLOC, TA, MiB, 0, 7);
+    tlog_tensor(&b, 1300, GMLOG_T_ALLOC, TB, 2 * MiB, 0, 9);
+    gmlog_oom_t o = {.h = {GMLOG_OOM, 0, 0, GMLOG_OOM_RELEASED | GMLOG_OOM_EXACT, 0}, .request = 40 * MiB,
+                     .segment = 40 * MiB, .driver_free = 30 * MiB, .driver_total = 80 * 1024 * MiB,
+                     .reserved = 20 * MiB, .allocated = 20 * MiB, .requested = 20 * MiB, .site = 12};
+    tlog_rec(&b, &o, sizeof o, 1500);
+    tlog_tensor(&b, 1600, GMLOG_T_OOM, 512 * MiB, 30 * MiB, 0, 12);
+    tlog_end_chunk(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "exact"), 0);
+    model_t m;
+    model_build(&m, &lf, MODEL_SITES | MODEL_EPOCHS);
+    ck_assert_uint_eq(m.nooms, 1);
+    ck_assert_uint_eq(m.ooms[0].rec.request, 30 * MiB);
+    ck_assert_uint_eq(m.ooms[0].rec.segment, 40 * MiB);
+    ck_assert_uint_eq(m.ooms[0].rec.reserved, 20 * MiB);
+    ck_assert_uint_eq(m.ooms[0].rec.allocated, 3 * MiB);
+    ck_assert_msg(!(m.ooms[0].rec.h.flags & GMLOG_OOM_EXACT), "the tensor's OOM kept the segment's flag");
+    model_free(&m);
+    rp_log_t log;
+    ck_assert_int_eq(rp_load(&log, &lf, 0), 0);
+    ck_assert_msg(log.torch_tensors && !log.pool_off && log.nooms == 1 && !log.ooms[0].exact,
+                  "tensors %d, pool_off %d, %zu OOMs, exact %d", log.torch_tensors, log.pool_off, log.nooms,
+                  log.nooms ? log.ooms[0].exact : -1);
+    ck_assert_uint_eq(log.ooms[0].rec.request, 30 * MiB);
+    rp_log_free(&log);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
 START_TEST(test_a_log_without_tensor_events_reads_as_before)
 {
     built_t *x = model_of(0, UINT64_MAX);
@@ -334,6 +378,7 @@ Suite *analyzer_tensors_suite(void)
     tcase_add_test(tc, test_a_tensor_freed_on_another_stream_is_counted);
     tcase_add_test(tc, test_a_pending_block_is_occupied_space_in_its_segment);
     tcase_add_test(tc, test_pytorchs_oom_is_the_oom_with_the_tensors_request);
+    tcase_add_test(tc, test_an_exact_segment_and_its_oom_read_as_pytorchs);
     tcase_add_test(tc, test_a_log_without_tensor_events_reads_as_before);
     suite_add_tcase(s, tc);
     return s;
