@@ -62,6 +62,7 @@ struct gm_block {
     uint8_t state;
     uint8_t ipc;            /* a cudaIpcGetMemHandle was taken on it */
     uint8_t kind;           /* GMLOG_KIND_* of a block outside any segment (seg == NULL) */
+    uint8_t exact;          /* such a block: a caching allocator's exact segment (GMLOG_A_EXACT) */
     uint32_t site;          /* when live: the call site it was allocated from (for checkpoints) */
     UT_hash_handle hh;      /* the device's map of live blocks, keyed by ptr */
 };

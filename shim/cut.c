@@ -63,6 +63,8 @@ static uint32_t device_blocks(gm_device_t *d, int narenas, int write, uint64_t n
             unsigned flags = (unsigned)b->kind << GMLOG_KIND_SHIFT;
             if (b->seg && b->seg->heap && b->seg->heap->owner)
                 flags |= GMLOG_A_GRAPH;
+            if (!b->seg && b->exact)
+                flags |= GMLOG_A_EXACT;
             uint64_t block = b->seg ? b->size : b->kind == GMLOG_KIND_PASS ? b->size : 0;
             evlog_alloc(d->id, flags, b->ptr, b->requested, block, b->site, now, now);
         }

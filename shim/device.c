@@ -180,6 +180,7 @@ static void track_locked(gm_device_t *d, gm_block_t *b, int kind, unsigned flags
         b->size = b->requested = size;
         b->state = GM_BLOCK_LIVE;
         b->kind = (uint8_t)kind;
+        b->exact = (flags & GMLOG_A_EXACT) != 0;
         b->site = site;
         HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
         if (kind == GMLOG_KIND_PASS) {

@@ -8,12 +8,15 @@
 #include "fencepol.h"
 #include "hit.h"
 #include "slowpath.h"
+#include "evlog.h"
 #include "options.h"
+#include "reader.h"
 #include "suites.h"
 
 #include "../fakecuda.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -39,6 +42,49 @@ START_TEST(test_a_cut_counts_every_segment_and_live_block)
     /* 1 CUT, the segments (one per large request here), 4 live blocks. */
     uint64_t n = cut_all_devices(0);
     ck_assert_msg(n >= 1 + 1 + 4 && n <= 1 + 5 + 4, "the cut wrote %llu records", (unsigned long long)n);
+}
+END_TEST
+
+static unsigned long long bytes_in_use(void)
+{
+    struct fakecuda_stats st;
+    fakecuda_get_stats(0, &st);
+    return st.bytes_in_use;
+}
+
+/* A caching allocator's segment (device_alloc_exact): the driver's memory of exactly its size,
+ * live in the pool's map until its free goes to the driver, and repeated by a cut with its
+ * EXACT flag (else a wrapped log would read it as the pool being off). */
+START_TEST(test_an_exact_segment_is_the_drivers_and_a_cut_keeps_it_exact)
+{
+    char log[4200];
+    snprintf(log, sizeof log, "%s/exact.gmlog", temp_dir());
+    setenv("GMSHIM_LOG", log, 1);
+    options_reset();
+    evlog_open();
+    unsigned long long before = bytes_in_use();
+    void *p = NULL;
+    ck_assert_int_eq(device_alloc_exact(d, 2u << 20, 9, &p), cudaSuccess);
+    ck_assert_uint_eq(bytes_in_use() - before, 2u << 20);
+    cut_all_devices(0);
+    cudaError_t err;
+    ck_assert_int_eq(device_free(d, p, 0, 1, &err), GM_FREE_DONE);
+    ck_assert_int_eq(err, cudaSuccess);
+    ck_assert_uint_eq(bytes_in_use(), before);
+    evlog_close(GMLOG_CLOSE_EXIT);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_path(&lf, log), 0);
+    rd_rec_t r;
+    int exact = 0;
+    while (rd_next(&lf, &r))
+        if (r.type == GMLOG_ALLOC && r.len >= 16) {
+            uint64_t ptr;
+            memcpy(&ptr, r.p + 8, 8);
+            exact += ptr == (uintptr_t)p && (r.flags & GMLOG_A_EXACT) &&
+                     ((r.flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT) == GMLOG_KIND_PASS;
+        }
+    rd_close(&lf);
+    ck_assert_msg(exact == 2, "%d exact ALLOC records of the segment (the event and the cut's)", exact);
 }
 END_TEST
 
@@ -92,6 +138,7 @@ Suite *cut_suite(void)
     TCase *tc = tcase_create("cut");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_a_cut_counts_every_segment_and_live_block);
+    tcase_add_test(tc, test_an_exact_segment_is_the_drivers_and_a_cut_keeps_it_exact);
     tcase_add_test(tc, test_a_cut_sees_an_arena_added_while_it_waits);
     suite_add_tcase(s, tc);
     return s;
