@@ -97,7 +97,8 @@ static void run_all(const rp_log_t *log, const wi_opts_t *o, wi_run_t *runs, siz
     free(out);
 }
 
-/* The largest request the recording made, for the range of split limits worth trying. */
+/* The largest request the pool served or failed, for the range of split limits worth trying (a
+ * caching allocator's exact segments are never split: none of them counts). */
 static uint64_t largest_request(const rp_log_t *log)
 {
     uint64_t big = 0;
@@ -105,7 +106,7 @@ static uint64_t largest_request(const rp_log_t *log)
         if (rp_ev_type(&log->ev[i]) == RP_ALLOC && log->ev[i].x > big)
             big = log->ev[i].x;
     for (size_t i = 0; i < log->nooms; i++)
-        if (log->ooms[i].rec.request > big)
+        if (!log->ooms[i].exact && log->ooms[i].rec.request > big)
             big = log->ooms[i].rec.request;
     return big;
 }

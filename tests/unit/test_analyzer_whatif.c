@@ -67,6 +67,29 @@ START_TEST(test_whatif_never_suggests_the_setting_in_force)
 }
 END_TEST
 
+/* PyTorch's segments taken at their exact size (a libc10_cuda.so stand-in under the cap): a split
+ * limit never changes them, so the split limits tried stop at twice the pool's own largest
+ * request (400 MiB), not the failed 700 MiB exact segment's; the cap that fits is recommended. */
+START_TEST(test_whatif_sizes_split_limits_by_the_pools_requests_not_exact_segments)
+{
+    char log[600], logenv[700], prog[4096];
+    snprintf(log, sizeof log, "%s/caching_release_limit.gmlog", temp_dir());
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/caching_release"));
+    const char *argv[] = {prog, "limit", NULL};
+    const char *env[] = {logenv, "FAKECUDA_MEM=2G", "GMSHIM_DEVICE_LIMIT=1G", NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "caching_release limit exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "whatif", log, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"GMSHIM_MAX_SPLIT\":\"512M\"") && !strstr(out, "\"GMSHIM_MAX_SPLIT\":\"1G\"") &&
+                      strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_DEVICE_LIMIT\":\"1400M\"}"),
+                  "rc %d: the split limits tried, or the recommendation, are not those expected", rc);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
 {
     free(gm_oom_report("oom_capacity", NULL, 1));
@@ -142,6 +165,7 @@ Suite *analyzer_whatif_suite(void)
     tcase_add_test(tc, test_whatif_answers_in_json_and_exits_by_whether_it_fits);
     tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
     tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
+    tcase_add_test(tc, test_whatif_sizes_split_limits_by_the_pools_requests_not_exact_segments);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
     tcase_add_test(tc, test_whatif_shows_its_progress_on_a_terminal_only);
     suite_add_tcase(s, tc);
