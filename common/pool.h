@@ -76,7 +76,6 @@ struct gm_segment {
     uint64_t free_since_ns; /* when it last became wholly free; 0 while any part is used */
     uint8_t small;
     uint8_t ipc;            /* a block of it was exported: give it back whole, never reuse */
-    uint8_t release;        /* a caching allocator freed memory here: back to the driver once free */
 };
 
 typedef struct gm_bins {
@@ -200,16 +199,6 @@ gm_segment_t *pool_best_free_segment(const gm_heap_t *heap, size_t rounded);
 int pool_segment_is_free(const gm_segment_t *seg);
 /* Whether `seg` holds a block waiting for a fence. */
 int pool_segment_has_pending(const gm_segment_t *seg);
-/* The mark of a segment a caching allocator released memory in (segments.c gives such segments
- * back to the driver once they are wholly free). */
-static inline int pool_segment_marked(const gm_segment_t *seg)
-{
-    return seg->release;
-}
-static inline void pool_segment_mark(gm_segment_t *seg, int on)
-{
-    seg->release = (uint8_t)(on != 0);
-}
 /* Unlinks a segment that pool_segment_is_free() and frees its bookkeeping. */
 void pool_remove_segment(gm_heap_t *heap, gm_segment_t *seg);
 /* Moves a segment (and its free and pending blocks) to another heap. With defer_seq != 0 its

@@ -64,19 +64,18 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     return err;
 }
 
-cudaError_t alloc_free(void *ptr, const void *caller)
+cudaError_t alloc_free(void *ptr)
 {
     if (unlikely(!ptr || gm_state == GM_CHILD))
         return REAL_CALL(cudaFree, ptr);
     cudaError_t err = cudaSuccess;
-    int release = torchload_caching_caller(caller); /* a caching allocator giving memory back */
     gm_device_t *hint = device_peek(hint_device);
-    if (hint && device_free(hint, ptr, 0, release, &err) == GM_FREE_DONE)
+    if (hint && device_free(hint, ptr, 0, &err) == GM_FREE_DONE)
         return err;
     int n = device_created_count();
     for (int i = 0; i < n; i++) {
         gm_device_t *d = device_at(i);
-        if (d && d != hint && device_free(d, ptr, 0, release, &err) == GM_FREE_DONE)
+        if (d && d != hint && device_free(d, ptr, 0, &err) == GM_FREE_DONE)
             return err;
     }
     /* Not live anywhere: inside one of our segments it is a double or interior free, which the

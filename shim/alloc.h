@@ -8,8 +8,7 @@
 
 /* caller: the return address into the program (for call-site caching), or NULL. */
 cudaError_t alloc_malloc(void **out, size_t size, const void *caller);
-/* caller: the return address into the program; a caching allocator's frees go back to the driver. */
-cudaError_t alloc_free(void *ptr, const void *caller);
+cudaError_t alloc_free(void *ptr);
 cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 cudaError_t alloc_device_reset(void);
 /* Streams: registered after creation, retired before destruction. */

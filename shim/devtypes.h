@@ -37,8 +37,6 @@ typedef struct gm_arena {
     uint64_t open_seen;         /* the device's fence count when open_bytes/open_count began */
     unsigned since_poll;        /* allocations since fences were last polled */
     const void *last_user;      /* the thread that allocated here last (a thread-local address) */
-    int release_wanted;         /* segments marked by a caching allocator's free wait to go back
-                                   (atomic: the trimmer reads it without the lock) */
 } gm_arena_t;
 
 /* Fields that every call reads come first and are written rarely; what any thread writes often

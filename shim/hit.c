@@ -155,17 +155,8 @@ static gm_free_result_t free_external(gm_arena_t *a, gm_block_t *b, uint32_t sit
     return GM_FREE_DONE;
 }
 
-/* A caching allocator gave this memory back: its segment goes to the driver once the block's
- * fence completes and nothing else lives in it (the trimmer sees to it, segments.c). */
-static void mark_release(gm_arena_t *a, gm_segment_t *seg)
-{
-    pool_segment_mark(seg, 1);
-    __atomic_store_n(&a->release_wanted, 1, __ATOMIC_RELEASE);
-}
-
 /* Frees a block found in arena a (locked); unlocks. */
-static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t site, int release,
-                                      cudaError_t *err)
+static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t site, cudaError_t *err)
 {
     gm_device_t *d = a->dev;
     uintptr_t key = b->ptr;
@@ -178,7 +169,6 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
         return free_external(a, b, site, now, err);
     gm_heap_t *heap = b->seg->heap;
     size_t size = b->size;
-    int marked = 0;
     if (heap != &a->general) {
         evlog_free(d->id, GMLOG_F_GRAPH, key, site, now, t0);
         pool_free_block(heap, b, now ? now : gm_now_ns()); /* a segment's idle time starts here */
@@ -188,8 +178,6 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     } else if (d->trust_stream_order) {
         gm_segment_t *seg = b->seg;
         evlog_free(d->id, 0, key, site, now, t0);
-        if (release)
-            mark_release(a, seg), marked = 1;
         pool_free_block(heap, b, now ? now : gm_now_ns());
         if (d->cache_limit && !device_captures(d) && seg->free_since_ns) {
             gm_ctx_t c;
@@ -200,8 +188,6 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     } else {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         uint64_t issued = device_issued(d);
-        if (release)
-            mark_release(a, b->seg), marked = 1;
         pool_defer_block(heap, b, issued + 1);
         fencepol_count_free(a, size, issued);
     }
@@ -210,12 +196,10 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     if (unlikely(d->cache_limit) && heap == &a->general && device_reserved(d) > d->cache_limit)
         trim_cache_kick();
     pthread_mutex_unlock(&a->lock);
-    if (marked)
-        trim_release_kick(); /* outside the arena lock: it may start the trimmer */
     return GM_FREE_DONE;
 }
 
-gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, int release, cudaError_t *err)
+gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
 {
     uintptr_t key = (uintptr_t)ptr;
     if (!key)
@@ -227,7 +211,7 @@ gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, int relea
         pthread_mutex_lock(&a->lock);
         HASH_FIND(hh, a->live, &key, sizeof key, b);
         if (b)
-            return free_in_arena(a, b, site, release, err);
+            return free_in_arena(a, b, site, err);
         pthread_mutex_unlock(&a->lock);
     }
     return GM_FREE_NOT_FOUND;

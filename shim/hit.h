@@ -12,9 +12,7 @@ typedef enum gm_free_result {
     GM_FREE_DONE,               /* the block was ours and is freed; *err holds the result */
     GM_FREE_NOT_FOUND,          /* no live block of this device starts at ptr */
 } gm_free_result_t;
-/* `release`: the caller is a caching allocator giving the memory back for good (torchload.h):
- * its segment goes back to the driver once the GPU is done with it and nothing else lives there. */
-gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, int release, cudaError_t *err);
+gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err);
 
 /* Which arena this thread allocates from (the hit path moves a contending thread by itself;
  * tests pin one), and the arena it looks in first on a free. */

@@ -22,7 +22,7 @@ HOOK cudaError_t cudaFree(void *devPtr)
 {
     if (!gm_enter())
         return REAL_CALL(cudaFree, devPtr);
-    cudaError_t err = alloc_free(devPtr, __builtin_return_address(0));
+    cudaError_t err = alloc_free(devPtr);
     gm_leave();
     return err;
 }

@@ -60,30 +60,6 @@ size_t segments_release_free(gm_arena_t *a, uint64_t idle_ns, uint64_t now, unsi
     return policy_release_free(&a->general, idle_ns, now, release_cb, a, nseg);
 }
 
-size_t segments_release_marked(gm_arena_t *a, unsigned *nseg, int *left)
-{
-    size_t bytes = 0;
-    for (gm_segment_t *seg = pool_segments(&a->general), *next; seg; seg = next) {
-        next = seg->next;
-        if (!pool_segment_marked(seg))
-            continue;
-        size_t size = seg->size;
-        if (pool_segment_is_free(seg)) {
-            if (segments_release(a, seg) == 0) {
-                bytes += size;
-                (*nseg)++;
-            } else {
-                pool_segment_mark(seg, 0); /* the failure is logged; it stays cache */
-            }
-        } else if (pool_segment_has_pending(seg)) {
-            *left = 1; /* the GPU is not done with it yet */
-        } else {
-            pool_segment_mark(seg, 0); /* someone else's memory lives there: it stays cache */
-        }
-    }
-    return bytes;
-}
-
 void segments_enforce_cache_limit(gm_arena_t *a)
 {
     size_t cap = a->dev->cache_limit;

@@ -15,10 +15,6 @@ int segments_release(gm_arena_t *a, gm_segment_t *seg);
 /* Frees every whole free segment of the arena's general heap idle for at least idle_ns (0: all);
  * returns the bytes, *nseg counts the segments. */
 size_t segments_release_free(gm_arena_t *a, uint64_t idle_ns, uint64_t now, unsigned *nseg);
-/* The segments a caching allocator's frees marked (hit.c): those wholly free go back to the
- * driver; a marked one still waiting for a fence sets *left and stays marked; one that holds
- * live memory of someone else loses the mark and stays cache. Returns the bytes released. */
-size_t segments_release_marked(gm_arena_t *a, unsigned *nseg, int *left);
 /* GMSHIM_CACHE_LIMIT: gives back the oldest wholly free segments while the arena caches more
  * than the cap (nothing during a capture). */
 void segments_enforce_cache_limit(gm_arena_t *a);

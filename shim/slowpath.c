@@ -35,42 +35,6 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
     return bytes;
 }
 
-unsigned long long device_release_marked(gm_device_t *d, int *waiting)
-{
-    unsigned long long released = 0;
-    for (int i = 0; i < device_narenas(d); i++) {
-        gm_arena_t *a = d->arenas[i];
-        if (!__atomic_load_n(&a->release_wanted, __ATOMIC_ACQUIRE))
-            continue;
-        pthread_mutex_lock(&a->lock);
-        if (device_captures(d)) {
-            pthread_mutex_unlock(&a->lock);
-            *waiting = 1; /* after the capture */
-            continue;
-        }
-        gm_ctx_t c;
-        device_ctx_enter(d, &c);
-        uint64_t t0 = gm_now_ns();
-        /* The marked frees can only come in after a fence: record it, then ask (no waiting). */
-        if (fencepol_open_set_waiting(a))
-            fencepol_issue(a);
-        fencepol_harvest(a, 1);
-        unsigned nseg = 0;
-        int left = 0;
-        size_t bytes = segments_release_marked(a, &nseg, &left);
-        if (nseg)
-            logrec_empty_cache(d->id, GMLOG_EMPTY_API, bytes, nseg, t0);
-        released += bytes;
-        if (left)
-            *waiting = 1;
-        else
-            __atomic_store_n(&a->release_wanted, 0, __ATOMIC_RELEASE); /* a new mark needs the lock */
-        device_ctx_leave(&c);
-        pthread_mutex_unlock(&a->lock);
-    }
-    return released;
-}
-
 /* GMSHIM_CACHE_LIMIT across the device: the whole free segments of every arena, newest first, are
  * kept while they fit under the cap; the rest go back. Segments are told apart by base address
  * (the arena lock is dropped between looking and releasing). */

@@ -26,11 +26,6 @@ size_t device_empty_cache(gm_device_t *d, int reason);
 /* The trimmer's pass: returns whole free segments idle for at least idle_ns (0: all of them);
  * nothing while a capture is under way on the device. */
 size_t device_trim(gm_device_t *d, uint64_t idle_ns);
-/* The trimmer's pass for memory a caching allocator gave back (segments_release_marked): fences
- * the frees no fence covers, takes in what completed fences released (non-blocking queries) and
- * gives the wholly free marked segments to the driver. Nothing while a capture is under way.
- * Sets *waiting while marked memory still waits for the GPU (or a capture). Returns the bytes. */
-unsigned long long device_release_marked(gm_device_t *d, int *waiting);
 /* The trimmer's pass for GMSHIM_CACHE_LIMIT: fences the device's uncovered frees, takes in what
  * completed fences released (non-blocking queries), and returns the oldest whole free segments of
  * all its arenas beyond the cap. Nothing while a capture is under way there. Sets *waiting when

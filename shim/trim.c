@@ -1,8 +1,8 @@
 /* One thread that wakes every interval and, per device, returns whole free segments (all of
  * them, or those idle for GMSHIM_IDLE_RELEASE) to the driver under that device's lock, with
  * the device current and in relaxed capture mode, after emptying PyTorch's cache when the bridge
- * gave it the way; and that polls the fences of freed memory over GMSHIM_CACHE_LIMIT, or given
- * back by a caching allocator, until it can go. It never waits for the GPU, and makes no call on
+ * gave it the way; and that polls the fences of freed memory over GMSHIM_CACHE_LIMIT until it
+ * can go. It never waits for the GPU, and makes no call on
  * a device while a capture runs there. */
 #include "trim.h"
 #include "common.h"
@@ -20,7 +20,6 @@ static pthread_t thread;
 static int running;     /* read by trim_cache_kick from any thread (atomic) */
 static int stopping;
 static int cache_kicked; /* a free left the cache over its cap (atomic; set, then signalled) */
-static int release_kicked; /* a caching allocator gave memory back (atomic; set, then signalled) */
 static int start_failed;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,15 +81,13 @@ static void empty_upstream(uint64_t idle_ns)
     device_ctx_leave(&c);
 }
 
-/* The passes of one wake-up; returns whether freed memory still waits for the GPU. */
-static int poll_passes(int cache, int release)
+/* The cache cap's pass on every device; returns whether freed memory still waits for the GPU. */
+static int poll_passes(int cache)
 {
     int waiting = 0;
-    for (int i = 0; i < device_created_count(); i++) {
+    for (int i = 0; cache && i < device_created_count(); i++) {
         gm_device_t *d = device_at(i);
-        if (d && release)
-            device_release_marked(d, &waiting);
-        if (d && cache)
+        if (d)
             device_cache_trim(d, &waiting);
     }
     return waiting;
@@ -98,7 +95,7 @@ static int poll_passes(int cache, int release)
 
 static int kicked_now(void)
 {
-    return __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE) || __atomic_load_n(&release_kicked, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&cache_kicked, __ATOMIC_ACQUIRE);
 }
 
 static void *trim_main(void *arg)
@@ -110,7 +107,7 @@ static void *trim_main(void *arg)
     int periodic = interval_ms || idle_ms;
     if (!interval_ms)
         interval_ms = 1000;
-    int polling = 0; /* freed memory (over the cache cap, or given back) waits for its fences */
+    int polling = 0; /* freed memory over the cache cap waits for its fences */
     struct timespec next, last_poll = {0, 0};
     clock_gettime(CLOCK_MONOTONIC, &next);
     add_ms(&next, interval_ms);
@@ -131,10 +128,9 @@ static void *trim_main(void *arg)
         int poll = (polling || kicked_now()) && !before(&now, &due);
         if (!trim && !poll)
             continue; /* a kick: the deadline is worked out again */
-        int cache = polling, release = polling || trim; /* trim: what the upstream cache gave back */
+        int cache = polling;
         if (poll) {
             cache |= __atomic_exchange_n(&cache_kicked, 0, __ATOMIC_ACQ_REL);
-            release |= __atomic_exchange_n(&release_kicked, 0, __ATOMIC_ACQ_REL);
             last_poll = now;
         }
         pthread_mutex_unlock(&lock);
@@ -148,15 +144,14 @@ static void *trim_main(void *arg)
             next = now;
             add_ms(&next, interval_ms);
         }
-        polling = poll_passes(cache, release);
+        polling = poll_passes(cache);
         pthread_mutex_lock(&lock);
     }
     pthread_mutex_unlock(&lock);
     return NULL;
 }
 
-/* Starts the thread once (at the first CUDA call when a setting asks for it, else at the first
- * memory a caching allocator gives back). */
+/* Starts the thread once, at the first CUDA call when a setting asks for it. */
 static void start_thread(void)
 {
     pthread_mutex_lock(&start_lock);
@@ -207,17 +202,6 @@ void trim_stop(void)
 void trim_forget(void)
 {
     __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
-}
-
-void trim_release_kick(void)
-{
-    if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE))
-        start_thread();
-    if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE) || __atomic_exchange_n(&release_kicked, 1, __ATOMIC_ACQ_REL))
-        return;
-    pthread_mutex_lock(&lock);
-    pthread_cond_signal(&wake);
-    pthread_mutex_unlock(&lock);
 }
 
 void trim_cache_kick(void)

@@ -16,10 +16,6 @@ void trim_forget(void);
  * fence over them and polls it every GM_CACHE_POLL_MS until they are in and the cap holds. Cheap
  * when already asked (one atomic load); never blocks on the GPU. */
 void trim_cache_kick(void);
-/* A caching allocator gave memory back (hit.c marked its segment): the trimmer, started now if
- * it is not running, fences it and polls every GM_CACHE_POLL_MS until the GPU is done with it and
- * the segment goes to the driver. Never blocks on the GPU; call it outside every pool lock. */
-void trim_release_kick(void);
 /* The cache above gmshim's pool (PyTorch's, through the bridge): emptied at each periodic pass,
  * before gmshim's own segments go back. `idle_ns` is GMSHIM_IDLE_RELEASE (0: unconditional); the
  * function decides whether its allocator has been idle that long. Called from the trimmer thread

@@ -32,7 +32,7 @@ static inline void *alloc_or_fail(size_t n)
 static inline void free_ok(void *p)
 {
     cudaError_t e = cudaErrorUnknown;
-    ck_assert_msg(device_free(d, p, 0, 0, &e) == GM_FREE_DONE && e == cudaSuccess, "device_free(%p)", p);
+    ck_assert_msg(device_free(d, p, 0, &e) == GM_FREE_DONE && e == cudaSuccess, "device_free(%p)", p);
 }
 
 static inline gmshim_stats_t stats(void)

@@ -38,7 +38,7 @@ START_TEST(test_a_cut_counts_every_segment_and_live_block)
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(device_alloc(d, (size_t)(1 + i) << 20, 7, &p[i]), cudaSuccess);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p[0], 0, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(device_free(d, p[0], 0, &err), GM_FREE_DONE);
     /* 1 CUT, the segments (one per large request here), 4 live blocks. */
     uint64_t n = cut_all_devices(0);
     ck_assert_msg(n >= 1 + 1 + 4 && n <= 1 + 5 + 4, "the cut wrote %llu records", (unsigned long long)n);
@@ -68,7 +68,7 @@ START_TEST(test_an_exact_segment_is_the_drivers_and_a_cut_keeps_it_exact)
     ck_assert_uint_eq(bytes_in_use() - before, 2u << 20);
     cut_all_devices(0);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p, 0, 1, &err), GM_FREE_DONE);
+    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
     ck_assert_int_eq(err, cudaSuccess);
     ck_assert_uint_eq(bytes_in_use(), before);
     evlog_close(GMLOG_CLOSE_EXIT);

@@ -418,7 +418,7 @@ START_TEST(test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool)
     void *p = NULL;
     ck_assert_int_eq(device_alloc(d, 64u << 20, 0, &p), cudaSuccess);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p, 0, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
     ck_assert_msg(device_reserved(d) >= (64u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not hooked: %s", why);
@@ -449,7 +449,7 @@ START_TEST(test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool)
     void *p = NULL;
     ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
     cudaError_t err; /* freed, not given back: the fence it waits for is the pool's business */
-    ck_assert_int_eq(device_free(d, p, 0, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
     ck_assert_msg(device_reserved(d) >= (32u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
@@ -474,7 +474,7 @@ START_TEST(test_the_trimmer_empties_pytorchs_cache_when_it_had_events)
     void *p = NULL;
     cudaError_t err;
     ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
-    ck_assert_int_eq(device_free(d, p, 0, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
     size_t cached = device_reserved(d);
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
