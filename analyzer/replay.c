@@ -327,7 +327,10 @@ static gm_block_t *exact_alloc(replay_t *r, size_t size, uint32_t site, int oom)
         return NULL;
     }
     uintptr_t base = oom < 0 ? (uintptr_t)r->log->ptr[r->at] : 0;
-    if (!base || base % GM_ROUND || pool_find_segment(&r->heap, base)) {
+    int taken = !base || base % GM_ROUND;
+    for (const gm_segment_t *s = pool_segments(&r->heap); s && !taken; s = s->next)
+        taken = s->base < base + size && base < s->base + s->size; /* the range overlaps one */
+    if (taken) {
         base = (uintptr_t)r->synth_base;
         r->synth_base += gm_round_up(size, RP_LARGE_ROUND);
     }
@@ -582,7 +585,7 @@ void replay_run(replay_t *r, size_t until)
     const rp_log_t *log = r->log;
     if (until > log->nev)
         until = log->nev;
-    int drv_after_alloc = 0;
+    unsigned drv_after_alloc = 0; /* recovered driver OOMs whose figure holds up to the next allocation */
     while (r->at < until) {
         const rp_ev_t *e = &log->ev[r->at];
         r->now = rp_ev_t_ns(e);
@@ -593,10 +596,8 @@ void replay_run(replay_t *r, size_t until)
         switch (rp_ev_type(e)) {
         case RP_ALLOC:
             on_alloc(r, e);
-            if (drv_after_alloc) {
-                r->next_drv++;
-                drv_after_alloc = 0;
-            }
+            r->next_drv += drv_after_alloc;
+            drv_after_alloc = 0;
             break;
         case RP_FREE:
             on_free(r, e, 0);
@@ -632,7 +633,7 @@ void replay_run(replay_t *r, size_t until)
             on_oom(r, e);
             if (e->x) { /* a driver OOM: its figure of what the driver gave holds up to here */
                 if (log->ooms[e->id].recovered)
-                    drv_after_alloc = 1;
+                    drv_after_alloc++;
                 else
                     r->next_drv++;
             }
@@ -645,6 +646,8 @@ void replay_run(replay_t *r, size_t until)
             break;
         case RP_EXACT_ALLOC:
             on_exact_alloc(r, e);
+            r->next_drv += drv_after_alloc;
+            drv_after_alloc = 0;
             break;
         case RP_EXACT_FREE:
             on_exact_free(r, e);

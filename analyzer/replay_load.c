@@ -160,6 +160,7 @@ static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
 }
 
 static int on_pool_alloc(loader_t *L, const rd_rec_t *r);
+static int on_exact_free(loader_t *L, uint64_t t, uint64_t ptr);
 
 /* A caching allocator's segment at its exact size from the driver (PyTorch's cache kept): every
  * replay gives it a segment of its own, whatever its settings (replay.c exact_alloc). */
@@ -176,12 +177,13 @@ static int on_exact_alloc(loader_t *L, const rd_rec_t *r)
         return -1;
     size_t i = idmap_slot(&L->exact, a->ptr), u = idmap_slot(&L->exact_units, a->ptr);
     if (L->exact.key[i]) { /* taken again without a free the log holds: the old one went */
-        uint64_t old = (uint64_t)L->exact_units.val[u] * GM_ROUND;
-        L->reserved = L->reserved > old ? L->reserved - old : 0;
-    } else {
-        L->exact.count++;
-        L->exact_units.count++;
+        if (on_exact_free(L, r->t, a->ptr))
+            return -1;
+        i = idmap_slot(&L->exact, a->ptr);
+        u = idmap_slot(&L->exact_units, a->ptr);
     }
+    L->exact.count++;
+    L->exact_units.count++;
     uint32_t id;
     new_id(L, &id);
     L->exact.key[i] = L->exact_units.key[u] = a->ptr;
@@ -557,6 +559,11 @@ static int decode(loader_t *L, rd_log_t *lf)
             break;
         case GMLOG_RESET:
             L->reserved = 0;
+            /* Every exact segment went with the device (their ids are not reused: no harm). */
+            if (L->exact.cap)
+                memset(L->exact.key, 0, L->exact.cap * sizeof *L->exact.key), L->exact.count = 0;
+            if (L->exact_units.cap)
+                memset(L->exact_units.key, 0, L->exact_units.cap * sizeof *L->exact_units.key), L->exact_units.count = 0;
             rc = push(log, RP_RESET, r.t, 0, 0, 0) ? 0 : -1;
             break;
         default:

@@ -139,8 +139,8 @@ void torchload_empty_torch_cache(unsigned long long idle_ns)
 }
 
 /* torch.cuda.empty_cache() has returned. PyTorch's cache off: gmshim's pool is the cache to empty;
- * on: the segments it just gave back wait for their fences in gmshim's pool. Either way the pool
- * is emptied now, waiting for the fences of freed memory (PyTorch's own empty_cache waits for its
+ * on: its segments went to the driver in its own cudaFree calls, and gmshim's pool (the program's
+ * other memory) goes too. Either way the pool is emptied now, waiting for the fences of freed memory (PyTorch's own empty_cache waits for its
  * events, and the real cudaFree for the device). */
 static void torch_emptied(void)
 {

@@ -157,6 +157,45 @@ START_TEST(test_replay_reproduces_a_caching_allocators_exact_segments)
 }
 END_TEST
 
+/* Each recovered driver OOM's figure of what the driver could give holds up to the allocation
+ * that followed it, an exact segment's too: two in a row before any pool allocation move the
+ * replay's capacity on twice (100 MiB, then 900 MiB), and the recording replays without failing. */
+START_TEST(test_recovered_ooms_before_exact_segments_move_the_drivers_capacity_on)
+{
+    static rp_ev_t ev[8];
+    static uint64_t ptr[8], rec[8];
+    rp_log_t L;
+    memset(&L, 0, sizeof L);
+    L.ev = ev, L.ptr = ptr, L.rec = rec, L.pending_wait = 1;
+    L.total = L.base_cap = 1000 * MiB;
+    uint64_t caps[2] = {100 * MiB, 900 * MiB};
+    L.drv_cap = caps, L.ndrv = 2;
+    rp_oom_t ooms[2];
+    memset(ooms, 0, sizeof ooms);
+    for (int i = 0; i < 2; i++)
+        ooms[i].rec.request = 60 * MiB, ooms[i].recovered = 1, ooms[i].exact = 1;
+    L.ooms = ooms, L.nooms = 2;
+    size_t n = 0;
+#define EV(T, X, ID)                                                                              \
+    (ev[n].tt = (uint64_t)(n + 1) | (uint64_t)(T) << 56, ev[n].x = (X), ev[n].id = (ID),           \
+     ptr[n] = 0x7f0000000000ull + n * 256 * MiB, n++)
+    EV(RP_EXACT_ALLOC, 60 * MiB, 0);
+    EV(RP_OOM, 1, 0);
+    EV(RP_EXACT_ALLOC, 20 * MiB, 1);
+    EV(RP_OOM, 1, 1);
+    EV(RP_EXACT_ALLOC, 60 * MiB, 2);
+    EV(RP_EXACT_ALLOC, 200 * MiB, 3);
+#undef EV
+    L.nev = n, L.nids = 4;
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    rp_result_t res = replay_once(&L, &cfg);
+    ck_assert_msg(res.failures == 0 && res.new_failures == 0, "%llu failures, %llu new",
+                  (unsigned long long)res.failures, (unsigned long long)res.new_failures);
+    ck_assert_uint_eq(res.peak_reserved, 340 * MiB);
+}
+END_TEST
+
 /* A log written by hand: a 64 MiB segment, a block filling it, a failed 600 MiB request with
  * 512 MiB free in the driver: it fails again, and on a device 100 MiB larger it fits. */
 START_TEST(test_replay_of_a_hand_written_log_fails_where_it_failed)
@@ -354,6 +393,7 @@ Suite *analyzer_replay_suite(void)
     tcase_add_test(tc, test_replay_reproduces_each_fixtures_peak_and_oom);
     tcase_add_test(tc, test_replay_of_a_hand_written_log_fails_where_it_failed);
     tcase_add_test(tc, test_replay_reproduces_a_caching_allocators_exact_segments);
+    tcase_add_test(tc, test_recovered_ooms_before_exact_segments_move_the_drivers_capacity_on);
     tcase_add_test(tc, test_replay_follows_a_generated_logs_segments);
     tcase_add_test(tc, test_replay_reproduces_the_real_traces);
     tcase_add_test(tc, test_frees_at_once_never_reserve_more_than_waiting_for_fences);
