@@ -214,9 +214,7 @@ static void track_external(gm_device_t *d, int kind, void *ptr, size_t size, uin
 cudaError_t device_alloc_exact(gm_device_t *d, size_t size, uint32_t site, void **out)
 {
     uint64_t t0 = gm_now_ns();
-    gm_block_t *b = external_entry(GMLOG_KIND_PASS);
-    if (!b)
-        return device_alloc_pass(d, size, site, t0, out);
+    gm_block_t *b = external_entry(GMLOG_KIND_PASS); /* NULL (no host memory): logged, not kept */
     gm_arena_t *a = d->arenas[0];
     /* Under arena 0's lock: the cap's check and the driver's answer are one step. */
     pthread_mutex_lock(&a->lock);
