@@ -312,6 +312,18 @@ static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, 
     return NULL;
 }
 
+/* After an allocation that succeeded: the run's peaks. */
+static void note_peaks(replay_t *r)
+{
+    uint64_t res = r->st.reserved.current, alloc = r->st.allocated.current;
+    if (res > r->res.peak_reserved) {
+        r->res.peak_reserved = res;
+        r->res.frag_at_peak = res - alloc;
+    }
+    if (alloc > r->res.peak_allocated)
+        r->res.peak_allocated = alloc;
+}
+
 /* A caching allocator's segment (PyTorch's, its cache kept): from the driver at exactly its size,
  * whatever the pool's settings, as shim/slowpath.c slowpath_exact(): the cap, then the driver's
  * capacity, each after releasing gmshim's cache once. A segment of its own, one block filling it. */
@@ -336,15 +348,8 @@ static gm_block_t *exact_alloc(replay_t *r, size_t size, uint32_t site, int oom)
     }
     gm_segment_t *seg = pool_add_segment(&r->heap, base, size, 0, r->now ? r->now : 1);
     gm_block_t *b = seg ? pool_alloc_fresh(&r->heap, seg, size, size) : NULL;
-    if (b) {
-        uint64_t res = r->st.reserved.current, alloc = r->st.allocated.current;
-        if (res > r->res.peak_reserved) {
-            r->res.peak_reserved = res;
-            r->res.frag_at_peak = res - alloc;
-        }
-        if (alloc > r->res.peak_allocated)
-            r->res.peak_allocated = alloc;
-    }
+    if (b)
+        note_peaks(r);
     return b;
 }
 
@@ -370,15 +375,8 @@ static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int
     gm_block_t *b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
     if (!b)
         b = grow(r, rounded, req, site, oom, grew);
-    if (b) {
-        uint64_t res = r->st.reserved.current, alloc = r->st.allocated.current;
-        if (res > r->res.peak_reserved) {
-            r->res.peak_reserved = res;
-            r->res.frag_at_peak = res - alloc;
-        }
-        if (alloc > r->res.peak_allocated)
-            r->res.peak_allocated = alloc;
-    }
+    if (b)
+        note_peaks(r);
     return b;
 }
 

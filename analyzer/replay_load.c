@@ -159,6 +159,19 @@ static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
     return release_id(L, id);
 }
 
+/* The recording's reserved bytes, and their peak. */
+static void reserve(loader_t *L, uint64_t size)
+{
+    L->reserved += size;
+    if (L->reserved > L->log->peak_reserved_recorded)
+        L->log->peak_reserved_recorded = L->reserved;
+}
+
+static void unreserve(loader_t *L, uint64_t size)
+{
+    L->reserved = L->reserved > size ? L->reserved - size : 0;
+}
+
 static int on_pool_alloc(loader_t *L, const rd_rec_t *r);
 static int on_exact_free(loader_t *L, uint64_t t, uint64_t ptr);
 
@@ -189,9 +202,7 @@ static int on_exact_alloc(loader_t *L, const rd_rec_t *r)
     L->exact.key[i] = L->exact_units.key[u] = a->ptr;
     L->exact.val[i] = id;
     L->exact_units.val[u] = (uint32_t)(size / GM_ROUND);
-    L->reserved += size;
-    if (L->reserved > L->log->peak_reserved_recorded)
-        L->log->peak_reserved_recorded = L->reserved;
+    reserve(L, size);
     if (!push(L->log, RP_EXACT_ALLOC, r->t, size, id, a->site))
         return -1;
     L->log->ptr[L->log->nev - 1] = a->ptr;
@@ -210,8 +221,7 @@ static int on_exact_free(loader_t *L, uint64_t t, uint64_t ptr)
     idmap_erase(&L->exact, i);
     size_t u = idmap_slot(&L->exact_units, ptr);
     if (L->exact_units.key[u]) {
-        uint64_t size = (uint64_t)L->exact_units.val[u] * GM_ROUND;
-        L->reserved = L->reserved > size ? L->reserved - size : 0;
+        unreserve(L, (uint64_t)L->exact_units.val[u] * GM_ROUND);
         idmap_erase(&L->exact_units, u);
     }
     if (!push(L->log, RP_EXACT_FREE, t, 0, id, 0))
@@ -297,16 +307,14 @@ static int on_segment_alloc(loader_t *L, uint64_t t, uint64_t base, uint64_t siz
     rp_log_t *log = L->log;
     if (!base || base % GM_ROUND || !size || size % GM_ROUND || size > GMLOG_SIZE_MASK)
         return 0; /* not a segment the pool could have had: nothing to follow */
-    L->reserved += size;
-    if (L->reserved > log->peak_reserved_recorded)
-        log->peak_reserved_recorded = L->reserved;
+    reserve(L, size);
     uint64_t units = size / GM_ROUND;
     return push(log, RP_SEG_ALLOC, t, base, units > UINT32_MAX ? 0 : (uint32_t)units, 0) ? 0 : -1;
 }
 
 static int on_segment_free(loader_t *L, uint64_t t, uint64_t base, uint64_t size)
 {
-    L->reserved = L->reserved > size ? L->reserved - size : 0;
+    unreserve(L, size);
     return push(L->log, RP_SEG_FREE, t, base, 0, 0) ? 0 : -1;
 }
 

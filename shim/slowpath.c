@@ -234,6 +234,19 @@ static int fits_limit(gm_arena_t *a, size_t *seg, size_t rounded)
     return segments_fit_limit(a->dev, seg, rounded);
 }
 
+/* How an OOM's retry ended: recovered (the failed attempt's error cleared, if none was pending
+ * before it) or a failure counted. */
+static void oom_outcome(gm_arena_t *a, int recovered, cudaError_t before, unsigned *oflags)
+{
+    if (recovered) {
+        *oflags |= GMLOG_OOM_RECOVERED;
+        if (before == cudaSuccess)
+            REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
+    } else {
+        a->n.ooms++;
+    }
+}
+
 /* A new segment for the request; on OOM: release the cache, retry once. */
 static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
                         unsigned *flags, cudaError_t *errp)
@@ -286,14 +299,9 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
         if (err == cudaSuccess)
             *flags |= GMLOG_A_MISS;
     }
-    if (b) {
-        oflags |= GMLOG_OOM_RECOVERED;
-        if (before == cudaSuccess)
-            REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
-    } else {
-        a->n.ooms++;
+    oom_outcome(a, b != NULL, before, &oflags);
+    if (!b)
         *errp = err;
-    }
     rec.segment = seg;
     logrec_oom(d->id, oflags, &rec);
     return b;
@@ -344,13 +352,7 @@ cudaError_t slowpath_exact(gm_arena_t *a, size_t size, uint32_t site, void **out
     } else {
         oflags |= GMLOG_OOM_CAPTURE;
     }
-    if (err == cudaSuccess) {
-        oflags |= GMLOG_OOM_RECOVERED;
-        if (before == cudaSuccess)
-            REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
-    } else {
-        a->n.ooms++;
-    }
+    oom_outcome(a, err == cudaSuccess, before, &oflags);
     logrec_oom(d->id, oflags, &rec);
     return err;
 }

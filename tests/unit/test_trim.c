@@ -63,46 +63,40 @@ START_TEST(test_trimmer_makes_no_driver_call_during_a_capture)
 }
 END_TEST
 
+/* tests/integration/caching_release in `mode` (NULL: the default) with one more setting. */
+static void caching_release(const char *mode, const char *setting)
+{
+    const char *env[] = {"FAKECUDA_MEM=2G", setting, NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/caching_release", env, mode, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+
 /* PyTorch's cache under gmshim: its segments are the driver's at their exact size, and its
  * cudaFree (from libc10_cuda.so, a stand-in here) gives them back at once, as without gmshim;
  * the program's own freed segment stays in gmshim's cache. */
 START_TEST(test_a_caching_allocators_segments_are_the_drivers_at_their_exact_size)
 {
-    const char *env[] = {"FAKECUDA_MEM=2G", NULL};
-    char *out = NULL;
-    int rc = run_built("tests/integration/caching_release", env, NULL, &out);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    free(out);
+    caching_release(NULL, NULL);
 }
 END_TEST
 
 START_TEST(test_with_pytorchs_cache_off_its_frees_stay_in_the_pool)
 {
-    const char *env[] = {"FAKECUDA_MEM=2G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
-    char *out = NULL;
-    int rc = run_built("tests/integration/caching_release", env, "own", &out);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    free(out);
+    caching_release("own", "PYTORCH_NO_CUDA_MEMORY_CACHING=1");
 }
 END_TEST
 
 START_TEST(test_a_caching_allocators_segments_obey_the_device_limit_after_gmshims_cache)
 {
-    const char *env[] = {"FAKECUDA_MEM=2G", "GMSHIM_DEVICE_LIMIT=1G", NULL};
-    char *out = NULL;
-    int rc = run_built("tests/integration/caching_release", env, "limit", &out);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    free(out);
+    caching_release("limit", "GMSHIM_DEVICE_LIMIT=1G");
 }
 END_TEST
 
 START_TEST(test_a_caching_allocators_segment_during_a_relaxed_capture_is_the_drivers)
 {
-    const char *env[] = {"FAKECUDA_MEM=2G", NULL};
-    char *out = NULL;
-    int rc = run_built("tests/integration/caching_release", env, "capture", &out);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    free(out);
+    caching_release("capture", NULL);
 }
 END_TEST
 
