@@ -69,8 +69,8 @@ static const char *const kinds[8] = {"pool", "pass", "managed", "pitched", "host
 static const char *const empty_reasons[8] = {"?", "oom", "api", "periodic", "idle", "cache_limit", "device_limit", "exit"};
 static const char *const captures[5] = {"?", "begin", "end", "invalid", "released"};
 static const char *const meta_tags[9] = {"end", "host", "program", "cmdline", "option", "rank", "version", "mode", "env"};
-static const char *const warn_kinds[7] = {"?", "foreign_free", "double_free", "interior_free", "ipc_subblock",
-                                          "pass_through", "sticky"};
+static const char *const warn_kinds[8] = {"?", "foreign_free", "double_free", "interior_free", "ipc_subblock",
+                                          "pass_through", "sticky", "vmm"};
 
 /* The fields of allocations, frees and segments. */
 static void memory_fields(out_t *o, const rd_rec_t *r)
@@ -283,7 +283,7 @@ static void process_fields(out_t *o, const rd_rec_t *r)
     switch (r->type) {
     case GMLOG_WARNING: {
         const gmlog_warning_t *x = (const gmlog_warning_t *)p;
-        f_name(o, "kind", r->flags < 7 ? warn_kinds[r->flags] : "?");
+        f_name(o, "kind", r->flags < 8 ? warn_kinds[r->flags] : "?");
         f_hex(o, "ptr", x->ptr);
         f_u64(o, "site", x->site);
         f_u64(o, "aux", x->aux);

@@ -11,7 +11,7 @@
 static const char *const kind_names[8] = {"pool", "pass_through", "managed", "pitched",
                                           "host", "async", "cupti_observed", "foreign"};
 static const char *const warn_names[8] = {"other", "foreign_free", "double_free", "interior_free",
-                                          "ipc_subblock", "fell_back_to_pass_through", "sticky_error", "other"};
+                                          "ipc_subblock", "fell_back_to_pass_through", "sticky_error", "vmm"};
 
 /* The time-saved estimate needs this many driver allocations to measure their cost on. */
 #define EST_MIN_SEGMENT_ALLOCS 8

@@ -25,6 +25,8 @@ static inline void gm_stat_sub(gm_stat_t *s, uint64_t n)
     s->current = n > s->current ? 0 : s->current - n;
 }
 
+#define GM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
 /* For the few helpers of the pool's hot paths that the compiler would otherwise call. */
 #define GM_INLINE static inline __attribute__((always_inline))
 

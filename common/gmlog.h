@@ -173,7 +173,10 @@ typedef struct gmlog_free {
     uint32_t dur_ns;
 } gmlog_free_t;
 
-/* GMLOG_SEGMENT_ALLOC / GMLOG_SEGMENT_FREE, 32 bytes: the pool's own driver calls. */
+/* GMLOG_SEGMENT_ALLOC / GMLOG_SEGMENT_FREE, 32 bytes: the pool's own driver calls. h.flags
+ * GMLOG_SEG_VMM: one page of physical memory mapped into (unmapped from) a growable range
+ * (GMSHIM_SEGMENTS=vmm), not a cudaMalloc. */
+#define GMLOG_SEG_VMM 0x01
 typedef struct gmlog_segment {
     gmlog_rec_t h;
     uint64_t base;
@@ -303,6 +306,12 @@ enum gmlog_warning_kind {
     GMLOG_WARN_IPC_SUBBLOCK = 4,   /* cudaIpcGetMemHandle on a block not at its segment's start */
     GMLOG_WARN_PASSTHROUGH = 5,    /* an internal failure: gmshim fell back to pass-through */
     GMLOG_WARN_STICKY = 6,         /* the runtime reported a sticky error to gmshim */
+    GMLOG_WARN_VMM = 7,            /* GMSHIM_SEGMENTS=vmm could not do something: aux GMLOG_VMM_* */
+};
+
+enum gmlog_vmm_warning {
+    GMLOG_VMM_UNAVAILABLE = 1,     /* the driver or device lacks the API: the classic pool instead */
+    GMLOG_VMM_IPC = 2,             /* cudaIpcGetMemHandle on a block of a range: CUDA refuses it */
 };
 
 /* GMLOG_WARNING, 24 bytes; h.flags = kind. */

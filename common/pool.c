@@ -186,6 +186,12 @@ void pool_init(gm_heap_t *heap, gm_pool_stats_t *stats, void *owner)
     heap->owner = owner;
 }
 
+static void segment_free(gm_segment_t *seg)
+{
+    free(seg->page);
+    free(seg);
+}
+
 static void segment_free_blocks(gm_heap_t *heap, gm_segment_t *seg)
 {
     gm_block_t *b = seg->first;
@@ -201,7 +207,7 @@ void pool_destroy(gm_heap_t *heap)
     gm_segment_t *seg = heap->segments;
     while (seg) {
         gm_segment_t *next = seg->next;
-        free(seg);
+        segment_free(seg);
         seg = next;
     }
     slab_t *sl = heap->slabs;
@@ -220,7 +226,7 @@ void pool_reset(gm_heap_t *heap)
     for (gm_segment_t *seg = heap->segments, *next; seg; seg = next) {
         next = seg->next;
         segment_free_blocks(heap, seg);
-        free(seg);
+        segment_free(seg);
     }
     gm_pool_stats_t *stats = heap->stats;
     void *owner = heap->owner, *slabs = heap->slabs;
@@ -311,6 +317,8 @@ GM_INLINE gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_
     int split = cls == GM_SMALL ? rest >= GM_ROUND : rest > GM_LARGE_SPLIT_MIN;
     if (split && cls == GM_LARGE && heap->max_split && rounded >= heap->max_split)
         split = 0;
+    if (GM_UNLIKELY(b->seg->vmm))
+        split = rest >= GM_ROUND; /* a live block of a range is exactly what was mapped for it */
     if (split) {
         gm_block_t *r = block_new(heap);
         if (r) {
@@ -324,11 +332,13 @@ GM_INLINE gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_
             b->next = r;
             b->size = rounded;
             r->state = GM_BLOCK_FREE;
+            r->free_ns = b->free_ns;
             bin_insert(bins, r);
             heap->free_bytes[cls] += rest;
         }
     }
     b->state = GM_BLOCK_LIVE;
+    b->fence_seq = 0; /* its free_ns, while it was free */
     b->requested = requested;
     b->seg->free_since_ns = 0;
     gm_stat_sub(&heap->stats->cached, b->size);
@@ -337,12 +347,25 @@ GM_INLINE gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_
     return b;
 }
 
+gm_block_t *pool_best_fit(const gm_heap_t *heap, size_t rounded)
+{
+    int cls = pool_is_small(rounded) ? GM_SMALL : GM_LARGE;
+    return bins_best_fit(&heap->bins[cls], rounded, cls == GM_LARGE ? heap->max_split : 0);
+}
+
 gm_block_t *pool_alloc(gm_heap_t *heap, size_t rounded, size_t requested)
 {
     int cls = pool_is_small(rounded) ? GM_SMALL : GM_LARGE;
     size_t max_split = cls == GM_LARGE ? heap->max_split : 0;
     gm_block_t *b = bins_best_fit(&heap->bins[cls], rounded, max_split);
+    if (GM_UNLIKELY(b && b->seg->vmm) && !pool_pages_mapped(b->seg, b->ptr, rounded))
+        return NULL;
     return b ? take(heap, b, rounded, requested) : NULL;
+}
+
+gm_block_t *pool_take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_t requested)
+{
+    return take(heap, b, rounded, requested);
 }
 
 gm_block_t *pool_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested)
@@ -350,16 +373,20 @@ gm_block_t *pool_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded,
     return take(heap, seg->first, rounded, requested);
 }
 
-gm_segment_t *pool_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns)
+/* A segment of one free block; a growable range (vmm) counts as reserved only what it maps. */
+static gm_segment_t *add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, int vmm, uint64_t now_ns)
 {
     gm_segment_t *seg = calloc(1, sizeof *seg);
     gm_block_t *b = block_new(heap);
+    if (seg && vmm && !(seg->page = calloc(size / GM_VMM_PAGE, sizeof *seg->page)))
+        b = (block_recycle(heap, b), NULL);
     if (!seg || !b) {
         free(seg);
         if (b)
             block_recycle(heap, b);
         return NULL;
     }
+    seg->vmm = (uint8_t)vmm;
     seg->base = base;
     seg->size = size;
     seg->heap = heap;
@@ -375,11 +402,28 @@ gm_segment_t *pool_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int
     b->size = size;
     b->seg = seg;
     b->state = GM_BLOCK_FREE;
+    b->free_ns = now_ns;
     bin_insert(&heap->bins[small ? GM_SMALL : GM_LARGE], b);
     heap->free_bytes[small ? GM_SMALL : GM_LARGE] += size;
-    gm_stat_add(&heap->stats->reserved, size);
-    gm_stat_add(&heap->stats->cached, size);
+    if (!vmm) {
+        gm_stat_add(&heap->stats->reserved, size);
+        gm_stat_add(&heap->stats->cached, size);
+    } else {
+        heap->unmapped[small ? GM_SMALL : GM_LARGE] += size;
+    }
     return seg;
+}
+
+gm_segment_t *pool_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns)
+{
+    return add_segment(heap, base, size, small, 0, now_ns);
+}
+
+gm_segment_t *pool_add_range(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns)
+{
+    if (base % GM_VMM_PAGE || size % GM_VMM_PAGE || !size)
+        return NULL;
+    return add_segment(heap, base, size, small, 1, now_ns);
 }
 
 /* Makes b (not in any list) FREE: merges it with free neighbours and files it in a bin. */
@@ -410,6 +454,7 @@ static void make_free(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns)
     b->state = GM_BLOCK_FREE;
     b->requested = 0;
     b->ipc = 0;
+    b->free_ns = now_ns;
     bin_insert(bins, b);
     if (b->size == b->seg->size)
         b->seg->free_since_ns = now_ns ? now_ns : 1;
@@ -469,6 +514,8 @@ int pool_segment_has_pending(const gm_segment_t *seg)
 
 int pool_segment_is_free(const gm_segment_t *seg)
 {
+    if (seg->vmm)
+        return 0;
     for (const gm_block_t *b = seg->first; b; b = b->next)
         if (b->state == GM_BLOCK_LIVE || b->state == GM_BLOCK_PENDING)
             return 0;
@@ -482,12 +529,16 @@ void pool_remove_segment(gm_heap_t *heap, gm_segment_t *seg)
         if (b->state == GM_BLOCK_FREE) {
             bin_remove(&heap->bins[cls], b);
             heap->free_bytes[cls] -= b->size;
-            gm_stat_sub(&heap->stats->cached, b->size);
+            if (!seg->vmm) /* a range's free bytes count as cached only while mapped (none now) */
+                gm_stat_sub(&heap->stats->cached, b->size);
         } else { /* HELD */
             gm_stat_sub(&heap->stats->pending, b->size);
         }
     }
-    gm_stat_sub(&heap->stats->reserved, seg->size);
+    if (!seg->vmm)
+        gm_stat_sub(&heap->stats->reserved, seg->size);
+    else
+        heap->unmapped[cls] -= seg->size; /* the caller unmapped every page */
     if (seg->prev)
         seg->prev->next = seg->next;
     else
@@ -496,7 +547,7 @@ void pool_remove_segment(gm_heap_t *heap, gm_segment_t *seg)
         seg->next->prev = seg->prev;
     heap->nsegments--;
     segment_free_blocks(heap, seg);
-    free(seg);
+    segment_free(seg);
 }
 
 void pool_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64_t defer_seq)
@@ -632,6 +683,12 @@ const char *pool_check(const gm_heap_t *heap)
     }
     if (nseg != heap->nsegments)
         return "segment count wrong";
+    size_t unmapped[2] = {0, 0};
+    for (const gm_segment_t *seg = heap->segments; seg; seg = seg->next)
+        if (seg->vmm)
+            unmapped[seg->small] += seg->size - seg->nmapped * GM_VMM_PAGE;
+    if (unmapped[0] != heap->unmapped[0] || unmapped[1] != heap->unmapped[1])
+        return "unmapped byte count wrong";
     size_t nbinned = 0;
     for (int cls = 0; cls < 2; cls++) {
         if (free_bytes[cls] != heap->free_bytes[cls])

@@ -58,7 +58,10 @@ struct gm_block {
     gm_block_t *prev, *next;   /* address neighbours in the segment */
     gm_link_t fl;              /* FREE: its bin; PENDING: the FIFO of the pending list */
     gm_link_t pl;              /* PENDING: its bin among pending blocks (best fit by size) */
-    uint64_t fence_seq;
+    union {
+        uint64_t fence_seq;    /* PENDING: the fence it waits for */
+        uint64_t free_ns;      /* FREE: when it became free (a growable range's idle pages) */
+    };
     uint8_t state;
     uint8_t ipc;            /* a cudaIpcGetMemHandle was taken on it */
     uint8_t kind;           /* GMLOG_KIND_* of a block outside any segment (seg == NULL) */
@@ -76,6 +79,10 @@ struct gm_segment {
     uint64_t free_since_ns; /* when it last became wholly free; 0 while any part is used */
     uint8_t small;
     uint8_t ipc;            /* a block of it was exported: give it back whole, never reuse */
+    uint8_t vmm;            /* a growable range (vmm.h): pages mapped as blocks need them */
+    uint64_t *page;         /* vmm: per GM_VMM_PAGE, the caller's token (the driver's handle) of
+                               the memory mapped there; 0 = none */
+    size_t nmapped;         /* vmm: pages mapped */
 };
 
 typedef struct gm_bins {
@@ -97,6 +104,7 @@ struct gm_heap {
     gm_block_t *pending_head, *pending_tail;  /* FIFO, fence_seq never decreasing */
     size_t pending_bytes[2];                  /* by class, as bins */
     size_t free_bytes[2];
+    size_t unmapped[2];                       /* of free_bytes: a range's pages not mapped */
     size_t max_split;                         /* 0: no limit */
     gm_pool_stats_t *stats;
     gm_block_t *spare;                        /* recycled block structs */
@@ -105,6 +113,8 @@ struct gm_heap {
     gm_heap_t *next_heap;                     /* the device's list of private heaps */
     uint32_t graph_id;                        /* capture id of a private heap, for the log */
 };
+
+#define GM_VMM_PAGE ((size_t)2 << 20) /* a growable range maps physical memory in these */
 
 /* What a request of n bytes becomes. */
 static inline size_t pool_round(size_t n)
@@ -131,8 +141,22 @@ void pool_reset(gm_heap_t *heap);
 void pool_adopt_storage(gm_heap_t *to, gm_heap_t *from);
 
 /* Best-fit a free block for a rounded size, splitting it; the block comes back LIVE with
- * `requested` set. NULL when nothing fits. */
+ * `requested` set. NULL when nothing fits, or when the best fit lies in a growable range where
+ * pages it needs are not mapped (vmm.h: vmm_alloc maps them). */
 gm_block_t *pool_alloc(gm_heap_t *heap, size_t rounded, size_t requested);
+/* The best-fit free block for a rounded size, taken by nothing (vmm.c maps its pages first). */
+gm_block_t *pool_best_fit(const gm_heap_t *heap, size_t rounded);
+/* Takes free block b for a rounded request as pool_alloc does. */
+gm_block_t *pool_take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_t requested);
+/* Whether every page of [ptr, ptr + n) in growable range seg is mapped. */
+static inline int pool_pages_mapped(const gm_segment_t *seg, uintptr_t ptr, size_t n)
+{
+    size_t first = (ptr - seg->base) / GM_VMM_PAGE, last = (ptr + n - 1 - seg->base) / GM_VMM_PAGE;
+    for (size_t i = first; i <= last; i++)
+        if (!seg->page[i])
+            return 0;
+    return 1;
+}
 /* The same from a segment just added for this request, whatever the max-split rules say about
  * its size (a request just under max_split may get a segment at or above it). */
 gm_block_t *pool_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded, size_t requested);
@@ -142,6 +166,9 @@ gm_block_t *pool_alloc_fresh(gm_heap_t *heap, gm_segment_t *seg, size_t rounded,
 uint64_t pool_better_pending(const gm_heap_t *heap, size_t rounded);
 /* Registers a segment fresh from the driver as one free block. NULL if out of host memory. */
 gm_segment_t *pool_add_segment(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns);
+/* Registers a growable range (base and size multiples of GM_VMM_PAGE) of reserved addresses,
+ * none mapped yet, as one free block: vmm.h maps its pages. NULL if out of host memory. */
+gm_segment_t *pool_add_range(gm_heap_t *heap, uintptr_t base, size_t size, int small, uint64_t now_ns);
 /* LIVE → FREE: merge with free neighbours, into a bin. */
 void pool_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns);
 /* LIVE → PENDING until fence `seq` completes. */
@@ -159,21 +186,23 @@ static inline uint64_t pool_newest_pending_seq(const gm_heap_t *heap)
 {
     return heap->pending_tail ? heap->pending_tail->fence_seq : 0;
 }
-/* Bytes pending, and bytes free or pending (what the heap caches), over both classes. */
+/* Bytes pending, and bytes free or pending (what the heap caches: a range's free addresses only
+ * where mapped), over both classes. */
 static inline size_t pool_pending_bytes(const gm_heap_t *heap)
 {
     return heap->pending_bytes[0] + heap->pending_bytes[1];
 }
 static inline size_t pool_cached_bytes(const gm_heap_t *heap)
 {
-    return heap->free_bytes[0] + heap->free_bytes[1] + pool_pending_bytes(heap);
+    return heap->free_bytes[0] - heap->unmapped[0] + heap->free_bytes[1] - heap->unmapped[1] +
+           pool_pending_bytes(heap);
 }
 /* Whether blocks of the request's class are pending and, once free, pending and free bytes of
  * that class could hold the request: waiting for fences might serve it. */
 static inline int pool_pending_could_serve(const gm_heap_t *heap, size_t rounded)
 {
     int cls = pool_is_small(rounded);
-    return heap->pending_bytes[cls] && heap->pending_bytes[cls] + heap->free_bytes[cls] >= rounded;
+    return heap->pending_bytes[cls] && heap->pending_bytes[cls] + heap->free_bytes[cls] - heap->unmapped[cls] >= rounded;
 }
 /* The heap's segments, newest first, linked by seg->next. */
 static inline gm_segment_t *pool_segments(const gm_heap_t *heap)
@@ -195,7 +224,8 @@ gm_segment_t *pool_oldest_free_segment(const gm_heap_t *heap);
 /* The smallest wholly free, never exported segment of the request's class that holds it, or
  * NULL (a capture's heap takes such a segment over). */
 gm_segment_t *pool_best_free_segment(const gm_heap_t *heap, size_t rounded);
-/* Whether `seg` holds no live or pending block (it can go back to the driver). */
+/* Whether `seg` holds no live or pending block (it can go back to the driver). Never true of a
+ * growable range: its pages go back one by one (vmm.h), the range itself only at the end. */
 int pool_segment_is_free(const gm_segment_t *seg);
 /* Whether `seg` holds a block waiting for a fence. */
 int pool_segment_has_pending(const gm_segment_t *seg);

@@ -198,8 +198,14 @@ void alloc_ipc_export(void *ptr)
     int n = device_created_count();
     for (int i = 0; i < n; i++) {
         gm_device_t *d = device_at(i);
-        int found = 0;
-        if (d && device_ipc_export(d, ptr, &found)) {
+        int found = 0, sub = d ? device_ipc_export(d, ptr, &found) : 0;
+        if (sub < 0) {
+            static int once;
+            diag_warn_once(&once, "cudaIpcGetMemHandle(%p): the block lies in a growable range "
+                                  "(GMSHIM_SEGMENTS=vmm), which CUDA cannot export; its error is "
+                                  "returned; GMSHIM_SEGMENTS=classic serves IPC", ptr);
+            evlog_warning(GMLOG_WARN_VMM, d->id, (uint64_t)(uintptr_t)ptr, 0, GMLOG_VMM_IPC);
+        } else if (sub) {
             static int once;
             diag_warn_once(&once, "cudaIpcGetMemHandle(%p): the pointer is not the start of its "
                                   "gmshim segment; the handle maps the segment's base, so the "

@@ -32,9 +32,22 @@ static void add_stats(gmlog_cut_t *c, const gm_arena_t *a)
 static uint32_t heap_segments(const gm_heap_t *h, int dev, int write, uint64_t now)
 {
     uint32_t n = 0;
-    for (const gm_segment_t *seg = pool_segments(h); seg; seg = seg->next, n++)
-        if (write)
-            evlog_segment(GMLOG_SEGMENT_ALLOC, dev, seg->base, seg->size, h->graph_id, now, now);
+    for (const gm_segment_t *seg = pool_segments(h); seg; seg = seg->next) {
+        if (!seg->vmm) {
+            if (write)
+                evlog_segment(GMLOG_SEGMENT_ALLOC, dev, seg->base, seg->size, h->graph_id, 0, now, now);
+            n++;
+            continue;
+        }
+        for (size_t i = 0; i < seg->size / GM_VMM_PAGE; i++) { /* a range: its mapped pages */
+            if (!seg->page[i])
+                continue;
+            if (write)
+                evlog_segment(GMLOG_SEGMENT_ALLOC, dev, seg->base + i * GM_VMM_PAGE, GM_VMM_PAGE, 0, GMLOG_SEG_VMM,
+                              now, now);
+            n++;
+        }
+    }
     return n;
 }
 

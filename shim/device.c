@@ -9,6 +9,7 @@
 #include "fencepol.h"
 #include "logrec.h"
 #include "options.h"
+#include "ranges.h"
 #include "real.h"
 #include "slowpath.h"
 
@@ -42,7 +43,7 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
     a->index = index;
     mutex_init_plain(&a->lock);
     pool_init(&a->general, &a->bytes, NULL);
-    pool_set_max_split(&a->general, (size_t)options_get(GM_OPT_MAX_SPLIT));
+    pool_set_max_split(&a->general, d->ranges ? 0 : (size_t)options_get(GM_OPT_MAX_SPLIT));
     HASH_ADD(hh, a->live, ptr, sizeof a->sentinel.ptr, &a->sentinel);
     return a;
 }
@@ -93,6 +94,9 @@ static gm_device_t *device_create(int id)
         d->total = total;
     device_ctx_leave(&c);
     d->limit = options_device_limit(id, d->total);
+    ranges_setup(d);
+    if (d->ranges) /* one range per class: a split limit would only strand its free space */
+        pool_set_max_split(&a0->general, 0);
     int count = 0;
     int only = !device_created_count() && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess &&
                count == 1 && id == 0;
@@ -305,7 +309,7 @@ static void arena_forget(gm_arena_t *a)
     }
     pool_destroy(&a->general);
     pool_init(&a->general, &a->bytes, NULL);
-    pool_set_max_split(&a->general, (size_t)options_get(GM_OPT_MAX_SPLIT));
+    pool_set_max_split(&a->general, a->dev->ranges ? 0 : (size_t)options_get(GM_OPT_MAX_SPLIT));
     a->open_bytes = 0;
     a->open_count = 0;
     a->bytes.requested.current = a->bytes.allocated.current = a->bytes.reserved.current = 0;
@@ -354,7 +358,9 @@ int device_ipc_export(gm_device_t *d, void *ptr, int *found)
         pthread_mutex_lock(&a->lock);
         HASH_FIND(hh, a->live, &key, sizeof key, b);
         *found = b != NULL;
-        if (b && b->seg) {
+        if (b && b->seg && b->seg->vmm) {
+            sub = -1; /* CUDA refuses it: nothing to hold */
+        } else if (b && b->seg) {
             b->ipc = 1;
             sub = b->ptr != b->seg->base;
         }

@@ -35,7 +35,8 @@ void device_note_foreign_free(gm_device_t *d);
 size_t device_cached_bytes(gm_device_t *d);
 /* cudaDeviceReset: forgets every segment and block of the device without driver calls. */
 void device_forget(gm_device_t *d);
-/* An IPC handle was taken on ptr: returns 1 if ptr is ours and not its segment's start. */
+/* An IPC handle is being taken on ptr: 1 if ptr is ours and not its segment's start (the block is
+ * held from now on), -1 if it lies in a growable range (CUDA refuses it; nothing held), else 0. */
 int device_ipc_export(gm_device_t *d, void *ptr, int *found);
 void device_get_stats(gm_device_t *d, gmshim_stats_t *out);
 /* gmshim_set_limit: the cap on device `id` (0 = none); releases cache above it. */

@@ -60,6 +60,7 @@ struct gm_device {
     uint64_t order_stop_seq;    /* fences ordered when GPU order stopped: completed before any
                                    other device's work starts (fence lock) */
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
+    struct gm_ranges *ranges;   /* GMSHIM_SEGMENTS=vmm in use (ranges.c); NULL: classic segments */
     _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
     uint64_t reserved_peak;
     unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */

@@ -475,11 +475,11 @@ void evlog_free(int dev, unsigned flags, uint64_t ptr, uint32_t site, uint64_t n
     evlog_append(&r, sizeof r, now);
 }
 
-void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, uint64_t now,
+void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, unsigned flags, uint64_t now,
                    uint64_t t0)
 {
     gmlog_segment_t r;
-    evlog_hdr(&r.h, type, sizeof r, dev, 0);
+    evlog_hdr(&r.h, type, sizeof r, dev, flags);
     r.base = base;
     r.size = size;
     r.dur_ns = evlog_dur(now, t0);

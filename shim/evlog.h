@@ -44,7 +44,7 @@ void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, u
 void evlog_alloc(int dev, unsigned flags, uint64_t ptr, uint64_t requested, uint64_t block,
                  uint32_t site, uint64_t now, uint64_t t0);
 void evlog_free(int dev, unsigned flags, uint64_t ptr, uint32_t site, uint64_t now, uint64_t t0);
-void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, uint64_t now,
+void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, unsigned flags, uint64_t now,
                    uint64_t t0);
 void evlog_warning(int kind, int dev, uint64_t ptr, uint32_t site, uint32_t aux);
 int evlog_mark(const char *label);

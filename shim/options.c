@@ -94,6 +94,11 @@ static option_row_t table[GM_OPT__COUNT] = {
         "checkpoint of everything before (live blocks and PyTorch's live tensors with their sites, "
         "peaks, marks, OOMs); 0 = no "
         "bound; else at least 64 MiB", .more_than = (64LL << 20) - 1, .max = SIZE_MAX_OPT},
+    [GM_OPT_SEGMENTS] = {.name = "GMSHIM_SEGMENTS", .kind = GM_KIND_STRING, .default_text = "classic",
+        .doc = "what the pool is made of: classic = segments from cudaMalloc (PyTorch's sizes); vmm = one "
+        "growable range of addresses per arena and class, with physical memory mapped in 2 MiB pages "
+        "where blocks need it and unmapped when wholly free (the driver's virtual memory API; classic "
+        "where the device lacks it)", .choices = "classic vmm"},
 };
 
 int options_parse_bool(const char *s, long long *out)

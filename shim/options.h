@@ -25,6 +25,7 @@ typedef enum gm_option {
     GM_OPT_TORCH,
     GM_OPT_CUPTI,
     GM_OPT_LOG_LIMIT,
+    GM_OPT_SEGMENTS,
     GM_OPT__COUNT
 } gm_option_t;
 

@@ -117,3 +117,17 @@ int real_driver_ctx(gm_cu_ctx_get_current_t *get_current, gm_cu_ctx_get_device_t
     *get_device = (gm_cu_ctx_get_device_t)d;
     return 0;
 }
+
+int real_driver_vmm(gm_vmm_api_t *api)
+{
+    static const char *const names[] = {"cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate", "cuMemRelease",
+                                        "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAllocationGranularity",
+                                        "cuDeviceGetAttribute", "cuDeviceCanAccessPeer"};
+    void *fn[sizeof names / sizeof *names];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!(fn[i] = lookup_driver(names[i])))
+            return -1;
+    _Static_assert(sizeof *api == sizeof fn, "one pointer per name");
+    memcpy(api, fn, sizeof fn);
+    return 0;
+}

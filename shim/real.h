@@ -99,6 +99,23 @@ typedef int (*gm_cu_ctx_get_current_t)(void **ctx);
 typedef int (*gm_cu_ctx_get_device_t)(int *device);
 int real_driver_ctx(gm_cu_ctx_get_current_t *get_current, gm_cu_ctx_get_device_t *get_device);
 
+/* The driver's virtual memory calls (libcuda; CUresult 0 = success), for GMSHIM_SEGMENTS=vmm.
+ * Handles and addresses as the driver's 64-bit integers; `prop` and `desc` are its structs. */
+typedef struct gm_vmm_api {
+    int (*reserve)(unsigned long long *ptr, size_t size, size_t align, unsigned long long addr, unsigned long long flags);
+    int (*address_free)(unsigned long long ptr, size_t size);
+    int (*create)(unsigned long long *handle, size_t size, const void *prop, unsigned long long flags);
+    int (*release)(unsigned long long handle);
+    int (*map)(unsigned long long ptr, size_t size, size_t offset, unsigned long long handle, unsigned long long flags);
+    int (*unmap)(unsigned long long ptr, size_t size);
+    int (*set_access)(unsigned long long ptr, size_t size, const void *desc, size_t count);
+    int (*granularity)(size_t *g, const void *prop, int option);
+    int (*attribute)(int *value, int attr, int device);
+    int (*can_access_peer)(int *can, int device, int peer);
+} gm_vmm_api_t;
+/* Fills api from the loaded libcuda: 0, or -1 when any function is missing. */
+int real_driver_vmm(gm_vmm_api_t *api);
+
 /* Calls real function `name`, resolving it again if it was missing; if there is none at all,
  * returns the error of real_missing. Use inside functions returning cudaError_t. */
 #define REAL_CALL(name, ...)                                                                      \

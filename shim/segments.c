@@ -7,17 +7,20 @@
 #include "fallback.h"
 #include "logrec.h"
 #include "policy.h"
+#include "ranges.h"
 #include "real.h"
 
 static void log_segment(gm_device_t *d, int type, gm_segment_t *seg, uint64_t t0)
 {
     if (evlog_enabled())
-        evlog_segment(type, d->id, seg->base, seg->size, seg->heap->graph_id, gm_now_ns(), t0);
+        evlog_segment(type, d->id, seg->base, seg->size, seg->heap->graph_id, 0, gm_now_ns(), t0);
 }
 
 cudaError_t segments_grow(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t rounded, size_t requested,
                           gm_block_t **bp)
 {
+    if (a->dev->ranges && heap == &a->general && !device_captures(a->dev))
+        return ranges_grow(a, rounded, requested, bp); /* during a capture: a classic segment */
     void *p = NULL;
     uint64_t t0 = gm_now_ns();
     cudaError_t err = REAL_CALL(cudaMalloc, &p, size);
@@ -57,7 +60,8 @@ static int release_cb(void *a, gm_segment_t *seg)
 
 size_t segments_release_free(gm_arena_t *a, uint64_t idle_ns, uint64_t now, unsigned *nseg)
 {
-    return policy_release_free(&a->general, idle_ns, now, release_cb, a, nseg);
+    size_t bytes = policy_release_free(&a->general, idle_ns, now, release_cb, a, nseg);
+    return bytes + ranges_release_idle(a, 0, idle_ns, now, nseg);
 }
 
 void segments_enforce_cache_limit(gm_arena_t *a)
@@ -68,6 +72,8 @@ void segments_enforce_cache_limit(gm_arena_t *a)
     uint64_t t0 = gm_now_ns();
     unsigned nseg = 0;
     size_t bytes = policy_enforce_cache_limit(&a->general, cap, release_cb, a, &nseg);
+    size_t whole = pool_whole_free_bytes(&a->general);
+    bytes += ranges_release_idle(a, whole < cap ? cap - whole : 0, 0, 0, &nseg);
     if (nseg)
         logrec_empty_cache(a->dev->id, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
 }

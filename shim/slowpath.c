@@ -7,6 +7,7 @@
 #include "fencepol.h"
 #include "logrec.h"
 #include "policy.h"
+#include "ranges.h"
 #include "real.h"
 #include "segments.h"
 
@@ -56,6 +57,40 @@ static int newer_first(const void *x, const void *y)
 static int not_newer(uint64_t t, uintptr_t base, const cached_seg_t *cut)
 {
     return t < cut->free_since_ns || (t == cut->free_since_ns && base <= cut->base);
+}
+
+/* GMSHIM_CACHE_LIMIT over the arenas' idle pages (GMSHIM_SEGMENTS=vmm): each arena keeps its
+ * share of what the cap leaves beside the whole free segments, its oldest idle pages go. */
+static size_t cache_trim_ranges(gm_device_t *d, size_t cap, size_t whole)
+{
+    int n = device_narenas(d);
+    size_t idle[GM_MAX_ARENAS] = {0}, total = 0, released = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&d->arenas[i]->lock);
+        total += idle[i] = ranges_idle_bytes(d->arenas[i]);
+        pthread_mutex_unlock(&d->arenas[i]->lock);
+    }
+    size_t room = cap > whole ? cap - whole : 0;
+    if (total <= room)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        gm_arena_t *a = d->arenas[i];
+        if (!idle[i])
+            continue;
+        size_t keep = (size_t)((unsigned __int128)idle[i] * room / total);
+        gm_ctx_t c;
+        pthread_mutex_lock(&a->lock);
+        device_ctx_enter(d, &c);
+        uint64_t t0 = gm_now_ns();
+        unsigned npages = 0;
+        size_t bytes = ranges_release_idle(a, keep, 0, 0, &npages);
+        if (npages)
+            logrec_empty_cache(d->id, GMLOG_EMPTY_CACHE_LIMIT, bytes, npages, t0);
+        released += bytes;
+        device_ctx_leave(&c);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return released;
 }
 
 unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
@@ -150,6 +185,8 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
         }
     }
     free(segs);
+    if (d->ranges && !capturing)
+        released += cache_trim_ranges(d, cap, whole > cap ? cap : whole);
     return released;
 }
 
@@ -253,7 +290,8 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
 {
     gm_device_t *d = a->dev;
     int small = pool_is_small(rounded);
-    size_t seg = pool_segment_size(rounded);
+    /* A growable range maps only the pages the best fit lacks. */
+    size_t seg = d->ranges && !device_captures(d) ? ranges_bytes_wanted(a, rounded) : pool_segment_size(rounded);
     if (device_limit(d) && !fits_limit(a, &seg, rounded)) {
         gm_block_t *b = pool_alloc(&a->general, rounded, size); /* room the release made */
         if (b)

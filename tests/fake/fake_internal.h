@@ -117,7 +117,7 @@ struct CUmemPoolHandle_st {
 
 /* ---- memory -------------------------------------------------------------------------------- */
 enum fk_mem_kind { FK_M_DEVICE, FK_M_MANAGED, FK_M_ASYNC, FK_M_HOST };
-enum fk_region_type { FK_R_BIG, FK_R_CHUNK, FK_R_HOST };
+enum fk_region_type { FK_R_BIG, FK_R_CHUNK, FK_R_HOST, FK_R_VMM };
 struct fk_region;
 struct fk_alloc {
     char *base;
@@ -169,6 +169,13 @@ cudaError_t fk_dev_alloc(int device, size_t n, int kind, void **out);
 void fk_dev_release(struct fk_alloc *a);
 void fk_free_ptr_if_live(void *p);              /* for deferred frees: ignore if already gone */
 void fk_device_reset_memory(int device);
+int fk_charge(int device, size_t n);             /* 0, or -1 when over capacity */
+void fk_uncharge(int device, size_t n);
+/* A mapping of the driver's virtual memory calls (fake_vmm.c): a region of device memory that
+ * cudaFree refuses; neighbouring mappings form one range for copies. */
+struct fk_region *fk_region_new_vmm(int device, char *base, size_t len);
+void fk_region_free_vmm(struct fk_region *r);
+void fk_vmm_reset(int device);                  /* cudaDeviceReset: every mapping, handle, range */
 
 /* capture (fake_capture.c) */
 cudaError_t fk_check_unsafe(void);              /* 900 + invalidation when prohibited */

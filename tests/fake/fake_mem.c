@@ -81,13 +81,19 @@ struct fk_alloc *fk_find_alloc(const void *p)
 static struct fk_alloc *find_dev_start(const void *p)
 {
     struct fk_alloc *a = fk_find_alloc(p);
-    return a && a->base == p && a->kind != FK_M_HOST && !a->free_pending ? a : NULL;
+    return a && a->base == p && a->kind != FK_M_HOST && !a->free_pending && a->region->type != FK_R_VMM ? a : NULL;
 }
 
-/* [p, p + n) lies inside one device (or managed) allocation. */
+/* [p, p + n) lies inside one device (or managed) allocation, or in adjacent mappings. */
 static int dev_range_ok(const void *p, size_t n)
 {
     struct fk_alloc *a = fk_find_alloc(p);
+    while (a && a->region->type == FK_R_VMM && n > (size_t)(a->base + a->size - (const char *)p)) {
+        n -= (size_t)(a->base + a->size - (const char *)p);
+        p = a->base + a->size;
+        struct fk_alloc *next = fk_find_alloc(p);
+        a = next && next->region->type == FK_R_VMM ? next : NULL;
+    }
     return a && a->kind != FK_M_HOST && n <= (size_t)(a->base + a->size - (const char *)p);
 }
 
@@ -107,7 +113,7 @@ static char *map_aligned(size_t n)
     return a;
 }
 
-static int charge(int device, size_t n)
+int fk_charge(int device, size_t n)
 {
     struct fk_device *d = &fk_dev[device];
     if (d->st.bytes_in_use > d->capacity || n > d->capacity - d->st.bytes_in_use)
@@ -116,6 +122,30 @@ static int charge(int device, size_t n)
     if (d->st.bytes_in_use > d->st.peak_bytes)
         d->st.peak_bytes = d->st.bytes_in_use;
     return 0;
+}
+
+void fk_uncharge(int device, size_t n)
+{
+    fk_dev[device].st.bytes_in_use -= n;
+}
+
+static struct fk_region *new_region(int device, int type, char *base, size_t len);
+
+struct fk_region *fk_region_new_vmm(int device, char *base, size_t len)
+{
+    struct fk_region *r = new_region(device, FK_R_VMM, base, len);
+    if (r) {
+        r->one.base = base;
+        r->one.size = len;
+        r->one.kind = FK_M_DEVICE;
+    }
+    return r;
+}
+
+void fk_region_free_vmm(struct fk_region *r)
+{
+    region_remove(r);
+    free(r);
 }
 
 static struct fk_region *new_region(int device, int type, char *base, size_t len)
@@ -142,7 +172,7 @@ static cudaError_t alloc_big(int device, size_t n, int kind, void **out)
     if (n > SIZE_MAX - FK_PAGE)
         return cudaErrorMemoryAllocation;
     size_t len = (n + FK_PAGE - 1) & ~(FK_PAGE - 1);
-    if (charge(device, len) != 0)
+    if (fk_charge(device, len) != 0)
         return cudaErrorMemoryAllocation;
     char *p = map_aligned(len);
     struct fk_region *r = p ? new_region(device, FK_R_BIG, p, len) : NULL;
@@ -179,7 +209,7 @@ static cudaError_t alloc_small(int device, size_t n, int kind, void **out)
         if (r->nfree >= need && (at = find_run(r, need)) != SIZE_MAX)
             break;
     if (!r) {
-        if (charge(device, FK_PAGE) != 0)
+        if (fk_charge(device, FK_PAGE) != 0)
             return cudaErrorMemoryAllocation;
         char *p = map_aligned(FK_PAGE);
         r = p ? new_region(device, FK_R_CHUNK, p, FK_PAGE) : NULL;
@@ -241,7 +271,7 @@ void fk_dev_release(struct fk_alloc *a)
 void fk_free_ptr_if_live(void *p)
 {
     struct fk_alloc *a = fk_find_alloc(p);
-    if (a && a->base == p && a->kind != FK_M_HOST)
+    if (a && a->base == p && a->kind != FK_M_HOST && a->region->type != FK_R_VMM)
         fk_dev_release(a);
 }
 
@@ -253,7 +283,7 @@ void fk_device_reset_memory(int device)
         n = 0;
         for (size_t i = 0; i < fk_nregions; i++) {
             struct fk_region *r = fk_regions[i];
-            if (r->device != device || r->type == FK_R_HOST)
+            if (r->device != device || r->type == FK_R_HOST || r->type == FK_R_VMM)
                 continue;
             if (r->type == FK_R_BIG) {
                 if (v)
@@ -274,6 +304,7 @@ void fk_device_reset_memory(int device)
     for (size_t i = 0; i < n; i++)
         fk_dev_release(v[i]);
     free(v);
+    fk_vmm_reset(device);
     fk_dev[device].st.bytes_in_use = 0;
 }
 
@@ -600,7 +631,7 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
     FK_ENTER();
     struct fk_alloc *a = fk_find_alloc(devPtr);
-    if (!handle || !a || a->kind == FK_M_HOST || a->kind == FK_M_MANAGED)
+    if (!handle || !a || a->kind == FK_M_HOST || a->kind == FK_M_MANAGED || a->region->type == FK_R_VMM)
         return fk_leave(cudaErrorInvalidValue);
     int dev = a->region->device;
     memset(handle, 0, sizeof *handle);

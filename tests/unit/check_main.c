@@ -10,6 +10,8 @@ int main(void)
         return EXIT_FAILURE;
     SRunner *sr = srunner_create(pool_suite());
     srunner_add_suite(sr, policy_suite());
+    srunner_add_suite(sr, vmm_suite());
+    srunner_add_suite(sr, ranges_suite());
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, device_suite());
     srunner_add_suite(sr, hit_suite());

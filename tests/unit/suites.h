@@ -7,6 +7,8 @@
 /* The shim's suites (and common/pool.c's and common/policy.c's), one per module. */
 Suite *pool_suite(void);
 Suite *policy_suite(void);
+Suite *vmm_suite(void);
+Suite *ranges_suite(void);
 Suite *options_suite(void);
 Suite *device_suite(void);
 Suite *hit_suite(void);

@@ -1,0 +1,189 @@
+/* Growable ranges (ranges.h): the driver's virtual memory calls for the pool. */
+#include "ranges.h"
+#include "devctx.h"
+#include "diag.h"
+#include "evlog.h"
+#include "options.h"
+#include "real.h"
+#include "vmm.h"
+
+#include <cuda.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE GM_VMM_PAGE
+#define GM_MAX_PEERS 64
+
+struct gm_ranges {
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access[GM_MAX_PEERS]; /* the device first, then its peers */
+    size_t naccess;
+    size_t range_size;
+};
+
+static gm_vmm_api_t api;
+
+static const char *why_unavailable(gm_device_t *d, struct gm_ranges *r)
+{
+    if (real_driver_vmm(&api) != 0)
+        return "the driver has no virtual memory API";
+    int ok = 0;
+    if (api.attribute(&ok, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->id) != 0 || !ok)
+        return "the device does not support virtual memory management";
+    r->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    r->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    r->prop.location.id = d->id;
+    size_t g = 0;
+    if (api.granularity(&g, &r->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != 0 || !g || PAGE % g)
+        return "the driver's allocation granularity does not divide 2 MiB";
+    return NULL;
+}
+
+void ranges_setup(gm_device_t *d)
+{
+    if (strcmp(options_get_str(GM_OPT_SEGMENTS), "vmm") != 0)
+        return;
+    struct gm_ranges *r = calloc(1, sizeof *r);
+    const char *why = r ? why_unavailable(d, r) : "out of host memory";
+    if (why) {
+        static int once;
+        diag_warn_once(&once, "GMSHIM_SEGMENTS=vmm: %s on device %d; the classic pool serves it", why, d->id);
+        evlog_warning(GMLOG_WARN_VMM, d->id, 0, 0, GMLOG_VMM_UNAVAILABLE);
+        free(r);
+        return;
+    }
+    int count = 0;
+    if (REAL_CALL(cudaGetDeviceCount, &count) != cudaSuccess || count < 1)
+        count = 1;
+    r->access[r->naccess++] = (CUmemAccessDesc){{CU_MEM_LOCATION_TYPE_DEVICE, d->id}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    for (int p = 0; p < count && r->naccess < GM_MAX_PEERS; p++) {
+        int can = 0;
+        if (p != d->id && api.can_access_peer(&can, p, d->id) == 0 && can)
+            r->access[r->naccess++] = (CUmemAccessDesc){{CU_MEM_LOCATION_TYPE_DEVICE, p},
+                                                        CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    }
+    /* As large as the device (a range runs out only when its addresses are cut up finely). */
+    r->range_size = gm_round_up(d->total ? d->total : (size_t)64 << 30, PAGE);
+    d->ranges = r;
+}
+
+void ranges_destroy(gm_device_t *d)
+{
+    free(d->ranges);
+    d->ranges = NULL;
+}
+
+static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_t t0)
+{
+    if (!evlog_enabled())
+        return;
+    uint64_t now = gm_now_ns();
+    for (size_t i = 0; i < n; i++)
+        evlog_segment(type, a->dev->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
+}
+
+/* Undoes the first n pages of a run: unmapped (where mapped) and released. */
+static void unwind(uintptr_t addr, const uint64_t *tokens, size_t n, size_t nmapped)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i < nmapped)
+            api.unmap(addr + i * PAGE, PAGE);
+        api.release(tokens[i]);
+    }
+}
+
+static int map_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64_t *tokens)
+{
+    (void)seg;
+    gm_arena_t *a = arg;
+    gm_device_t *d = a->dev;
+    struct gm_ranges *r = d->ranges;
+    size_t limit = device_limit(d);
+    if (device_captures(d) || (limit && device_reserved(d) + n * PAGE > limit))
+        return -1;
+    uint64_t t0 = gm_now_ns();
+    size_t i = 0, mapped = 0;
+    int rc = 0;
+    for (; i < n; i++) {
+        unsigned long long h = 0;
+        if ((rc = api.create(&h, PAGE, &r->prop, 0)) != 0)
+            break;
+        tokens[i] = h;
+        if ((rc = api.map(addr + i * PAGE, PAGE, 0, h, 0)) != 0) {
+            api.release(h);
+            break;
+        }
+        mapped++;
+    }
+    if (i == n && (rc = api.set_access(addr, n * PAGE, r->access, r->naccess)) != 0)
+        i = 0;
+    if (rc) {
+        unwind(addr, tokens, mapped, mapped);
+        if (rc != CUDA_ERROR_OUT_OF_MEMORY)
+            device_note_cuda_failure(d, "cuMemMap", cudaErrorMemoryAllocation);
+        return -1;
+    }
+    device_reserved_add(d, n * PAGE);
+    a->n.driver_mallocs += n;
+    log_pages(a, GMLOG_SEGMENT_ALLOC, addr, n, t0);
+    return 0;
+}
+
+static int unmap_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, const uint64_t *tokens)
+{
+    (void)seg;
+    gm_arena_t *a = arg;
+    if (device_captures(a->dev))
+        return -1;
+    uint64_t t0 = gm_now_ns();
+    if (api.unmap(addr, n * PAGE) != 0) {
+        device_note_cuda_failure(a->dev, "cuMemUnmap", cudaErrorInvalidValue);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        api.release(tokens[i]);
+    device_reserved_sub(a->dev, n * PAGE);
+    a->n.driver_frees += n;
+    log_pages(a, GMLOG_SEGMENT_FREE, addr, n, t0);
+    return 0;
+}
+
+cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_block_t **bp)
+{
+    gm_heap_t *h = &a->general;
+    int refused = 0;
+    if ((*bp = vmm_alloc(h, rounded, requested, map_cb, a, &refused)))
+        return cudaSuccess;
+    if (refused)
+        return cudaErrorMemoryAllocation;
+    size_t size = a->dev->ranges->range_size;
+    if (size < rounded)
+        size = gm_round_up(rounded, PAGE);
+    unsigned long long base = 0;
+    if (api.reserve(&base, size, PAGE, 0, 0) != 0)
+        return cudaErrorMemoryAllocation;
+    if (!pool_add_range(h, (uintptr_t)base, size, pool_is_small(rounded), gm_now_ns())) {
+        api.address_free(base, size);
+        return cudaErrorMemoryAllocation;
+    }
+    *bp = vmm_alloc(h, rounded, requested, map_cb, a, &refused);
+    return *bp ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+size_t ranges_bytes_wanted(gm_arena_t *a, size_t rounded)
+{
+    size_t pages = vmm_pages_wanted(&a->general, rounded);
+    return pages == SIZE_MAX ? gm_round_up(rounded, PAGE) : pages * PAGE;
+}
+
+size_t ranges_release_idle(gm_arena_t *a, size_t keep, uint64_t idle_ns, uint64_t now, unsigned *npages)
+{
+    if (!a->dev->ranges || device_captures(a->dev))
+        return 0;
+    return vmm_release_idle(&a->general, keep, idle_ns, now, unmap_cb, a, npages);
+}
+
+size_t ranges_idle_bytes(gm_arena_t *a)
+{
+    return a->dev->ranges ? vmm_idle_bytes(&a->general) : 0;
+}

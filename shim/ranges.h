@@ -1,0 +1,31 @@
+/* Growable ranges (GMSHIM_SEGMENTS=vmm, common/vmm.h): the only place the pool calls the
+ * driver's virtual memory API (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess,
+ * cuMemUnmap, cuMemRelease), resolved from libcuda at run time. One range of addresses per arena
+ * and class, as large as the device; each 2 MiB page its own physical allocation, mapped where a
+ * block needs it, readable and writable by the device and every peer that can reach it, logged as
+ * a SEGMENT_ALLOC / SEGMENT_FREE of one page (flag GMLOG_SEG_VMM). The caller holds the arena lock
+ * and is inside device_ctx_enter; nothing here maps or unmaps while a capture runs. */
+#ifndef GM_RANGES_H
+#define GM_RANGES_H
+
+#include "devtypes.h"
+
+/* At the device's creation, with GMSHIM_SEGMENTS=vmm: d->ranges set when the driver and the
+ * device have the API at a granularity that divides GM_VMM_PAGE; otherwise the classic pool, one
+ * warning and one WARNING record (GMLOG_WARN_VMM, aux GMLOG_VMM_UNAVAILABLE). */
+void ranges_setup(gm_device_t *d);
+void ranges_destroy(gm_device_t *d);
+
+/* Serves a request from the arena's ranges: the best fit, its missing pages mapped; a new range
+ * when none has room. cudaErrorMemoryAllocation when the driver or GMSHIM_DEVICE_LIMIT refused a
+ * page (what was mapped before stays, idle). */
+cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_block_t **bp);
+/* Bytes a request would map now (the whole request when a new range is needed). */
+size_t ranges_bytes_wanted(gm_arena_t *a, size_t rounded);
+/* Unmaps and releases the arena's idle pages (wholly inside free blocks): all, those free for
+ * idle_ns, or the oldest until `keep` bytes stay idle; the bytes; *npages counts pages. */
+size_t ranges_release_idle(gm_arena_t *a, size_t keep, uint64_t idle_ns, uint64_t now, unsigned *npages);
+/* Bytes of idle pages in the arena. */
+size_t ranges_idle_bytes(gm_arena_t *a);
+
+#endif

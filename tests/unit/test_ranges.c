@@ -1,0 +1,236 @@
+/* Growable ranges in the shim (shim/ranges.c, GMSHIM_SEGMENTS=vmm) on the fake runtime's driver
+ * calls: pages from cuMemCreate/cuMemMap counted as reserved and usable by the runtime's copies
+ * across separately mapped runs; an empty cache unmapping the idle ones; GMSHIM_DEVICE_LIMIT
+ * counted in pages; the classic pool where the device lacks the API; IPC refused by CUDA. */
+#include "capheap.h"
+#include "devctx.h"
+#include "device.h"
+#include "fencepol.h"
+#include "hit.h"
+#include "options.h"
+#include "ranges.h"
+#include "segments.h"
+#include "slowpath.h"
+#include "suites.h"
+
+#include "../fakecuda.h"
+#include "pooltest.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB ((size_t)1 << 20)
+
+static void vmm_setup(void)
+{
+    setenv("GMSHIM_SEGMENTS", "vmm", 1);
+    unsetenv("FAKECUDA_NO_VMM");
+    setup();
+}
+
+static unsigned long long fake_bytes(void)
+{
+    struct fakecuda_stats fs;
+    fakecuda_get_stats(0, &fs);
+    return fs.bytes_in_use;
+}
+
+/* Frees, waits for the fences, and takes the blocks in. */
+static void settle(void)
+{
+    gm_arena_t *a = d->arenas[0];
+    cudaDeviceSynchronize();
+    pthread_mutex_lock(&a->lock);
+    while (fencepol_wait_oldest(a))
+        ;
+    fencepol_take_in(a);
+    pthread_mutex_unlock(&a->lock);
+}
+
+START_TEST(test_vmm_pages_are_reserved_and_copies_cross_mapped_runs)
+{
+    ck_assert_ptr_nonnull(d->ranges);
+    void *small = alloc_or_fail(MiB + 512); /* the large class: page 0 of its range */
+    ck_assert_uint_eq(device_reserved(d), 2 * MiB);
+    ck_assert_uint_eq(fake_bytes(), 2 * MiB);
+    void *p = alloc_or_fail(4 * MiB); /* the rest of page 0 and two pages mapped now */
+    ck_assert_uint_eq((uintptr_t)p, (uintptr_t)small + MiB + 512);
+    ck_assert_uint_eq(device_reserved(d), 6 * MiB);
+    ck_assert_int_eq(cudaMemset(p, 7, 4 * MiB), cudaSuccess);
+    unsigned char back[16];
+    ck_assert_int_eq(cudaMemcpy(back, (char *)p + 4 * MiB - 16, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_uint_eq(back[15], 7);
+    ck_assert_int_eq(cudaFree(p), cudaErrorInvalidValue); /* the runtime's cudaFree knows no range */
+    cudaGetLastError();
+    free_ok(p);
+    free_ok(small);
+}
+END_TEST
+
+START_TEST(test_an_empty_cache_unmaps_and_releases_the_idle_pages)
+{
+    void *a = alloc_or_fail(3 * MiB), *b = alloc_or_fail(300);
+    free_ok(a);
+    free_ok(b);
+    settle();
+    ck_assert_uint_eq(device_reserved(d), 6 * MiB); /* 2 pages large, 1 page small */
+    device_empty_cache(d, GMLOG_EMPTY_API);
+    ck_assert_uint_eq(device_reserved(d), 0);
+    ck_assert_uint_eq(fake_bytes(), 0);
+    ck_assert_uint_eq(stats().reserved.current, 0);
+    void *c = alloc_or_fail(3 * MiB); /* the same addresses, mapped again */
+    ck_assert_ptr_eq(c, a);
+    free_ok(c);
+}
+END_TEST
+
+START_TEST(test_the_device_cap_counts_pages_and_releases_idle_ones_first)
+{
+    __atomic_store_n(&d->limit, (size_t)8 << 20, __ATOMIC_RELAXED);
+    void *a = alloc_or_fail(6 * MiB);
+    void *p = NULL;
+    ck_assert_int_eq(device_alloc(d, 4 * MiB, 0, &p), cudaErrorMemoryAllocation);
+    cudaGetLastError();
+    free_ok(a);
+    settle();
+    void *b = alloc_or_fail(7 * MiB); /* a's pages serve it */
+    free_ok(b);
+    ck_assert_uint_le(device_reserved(d), 8 * MiB);
+    device_empty_cache(d, GMLOG_EMPTY_API);
+    /* A hole too small for the request, its pages idle: they go back so that the tail fits. */
+    void *hole = alloc_or_fail(4 * MiB), *live = alloc_or_fail(2 * MiB);
+    free_ok(hole);
+    settle();
+    ck_assert_uint_eq(device_reserved(d), 6 * MiB);
+    void *tail = alloc_or_fail(5 * MiB);
+    ck_assert_uint_eq((uintptr_t)tail, (uintptr_t)live + 2 * MiB);
+    ck_assert_uint_eq(device_reserved(d), 8 * MiB);
+    ck_assert_uint_eq(fake_bytes(), 8 * MiB);
+    free_ok(tail);
+    free_ok(live);
+}
+END_TEST
+
+START_TEST(test_a_device_without_the_api_gets_the_classic_pool)
+{
+    setenv("GMSHIM_SEGMENTS", "vmm", 1);
+    setenv("FAKECUDA_NO_VMM", "1", 1);
+    setup();
+    ck_assert_ptr_null(d->ranges);
+    void *p = alloc_or_fail(3 * MiB);
+    struct fakecuda_stats fs;
+    fakecuda_get_stats(0, &fs);
+    ck_assert_uint_eq(fs.mallocs, 1); /* a classic segment from cudaMalloc */
+    free_ok(p);
+    unsetenv("FAKECUDA_NO_VMM");
+}
+END_TEST
+
+START_TEST(test_ipc_on_a_range_block_is_cudas_error_and_holds_nothing)
+{
+    void *p = alloc_or_fail(4 * MiB);
+    int found = 0;
+    ck_assert_int_eq(device_ipc_export(d, p, &found), -1);
+    ck_assert_int_eq(found, 1);
+    cudaIpcMemHandle_t h;
+    ck_assert_int_eq(cudaIpcGetMemHandle(&h, p), cudaErrorInvalidValue);
+    cudaGetLastError();
+    free_ok(p);
+    settle();
+    void *q = alloc_or_fail(4 * MiB); /* not held: the same block again */
+    ck_assert_ptr_eq(q, p);
+    free_ok(q);
+}
+END_TEST
+
+/* ---- programs under the preload ----------------------------------------------------------- */
+
+#define VMM "GMSHIM_SEGMENTS=vmm", "GMSHIM_LOG=off"
+
+/* The fragmentation OOMs of the analyzer's workloads: free space stranded in classic segments;
+ * in a range it is one hole, or whole pages that go back, and the request fits. */
+START_TEST(test_an_oom_that_fragmentation_caused_does_not_happen_under_vmm)
+{
+    static const char *const cases[][3] = {
+        {"tests/integration/oom_fragmentation", "FAKECUDA_MEM=1G", NULL},
+        {"tests/integration/oom_fragmentation", "FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=930M"},
+        {"tests/integration/oom_capped_fragmentation", "FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=512M"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        for (int vmm = 0; vmm < 2; vmm++) {
+            const char *env[] = {cases[i][1], "GMSHIM_LOG=off", vmm ? "GMSHIM_SEGMENTS=vmm" : "GMSHIM_SEGMENTS=classic",
+                                 cases[i][2], NULL};
+            char *out = NULL;
+            run_built(cases[i][0], env, NULL, &out);
+            int fits = strstr(out, "no OOM (0)") != NULL, oom = strstr(out, "the expected OOM") != NULL;
+            ck_assert_msg(vmm ? fits : oom, "%s %s under %s: %s", cases[i][0], cases[i][2] ? cases[i][2] : "",
+                          vmm ? "vmm" : "classic", out);
+            free(out);
+        }
+    }
+}
+END_TEST
+
+/* The pool's guarantees under vmm, by the programs that prove them for classic segments. */
+START_TEST(test_a_freed_block_waits_for_the_kernel_still_using_it_under_vmm)
+{
+    RUN_OK("tests/integration/reuse_order", "FAKECUDA_MEM=1G", VMM);
+}
+END_TEST
+
+START_TEST(test_captures_take_classic_segments_and_give_them_back_under_vmm)
+{
+    RUN_OK("tests/integration/capture", "FAKECUDA_MEM=1G", VMM);
+    RUN_OK("tests/integration/trim_capture", "FAKECUDA_MEM=1G", "GMSHIM_EMPTY_CACHE_INTERVAL=0.05", VMM);
+}
+END_TEST
+
+START_TEST(test_the_cache_limits_and_idle_release_work_in_pages)
+{
+    RUN_OK("tests/integration/cache_limit", "FAKECUDA_MEM=2G", "GMSHIM_CACHE_LIMIT=64M", VMM);
+    RUN_OK("tests/integration/trim_idle", "FAKECUDA_MEM=1G", "GMSHIM_IDLE_RELEASE=0.6", "GMSHIM_EMPTY_CACHE_INTERVAL=0.1",
+           VMM);
+    RUN_OK("tests/integration/memgetinfo", "FAKECUDA_MEM=1G", VMM);
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=256M", VMM, NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/memgetinfo", env, "cap", &out);
+    ck_assert_msg(rc == 0, "memgetinfo cap exited %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_threads_devices_forks_and_resets_work_under_vmm)
+{
+    RUN_OK("tests/integration/threads", "FAKECUDA_MEM=4G", VMM);
+    RUN_OK("tests/integration/two_devices", "FAKECUDA_MEM=1G", "FAKECUDA_DEVICES=2", VMM);
+    RUN_OK("tests/integration/fork_child", "FAKECUDA_MEM=1G", VMM);
+    RUN_OK("tests/integration/device_reset", "FAKECUDA_MEM=1G", VMM);
+    RUN_OK("tests/integration/thread_exit_alloc", "FAKECUDA_MEM=1G", VMM);
+}
+END_TEST
+
+Suite *ranges_suite(void)
+{
+    Suite *s = suite_create("ranges");
+    TCase *tc = tcase_create("in process");
+    tcase_add_checked_fixture(tc, vmm_setup, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_vmm_pages_are_reserved_and_copies_cross_mapped_runs);
+    tcase_add_test(tc, test_an_empty_cache_unmaps_and_releases_the_idle_pages);
+    tcase_add_test(tc, test_the_device_cap_counts_pages_and_releases_idle_ones_first);
+    tcase_add_test(tc, test_ipc_on_a_range_block_is_cudas_error_and_holds_nothing);
+    suite_add_tcase(s, tc);
+    TCase *prog = tcase_create("under the preload");
+    tcase_set_timeout(prog, 120);
+    tcase_add_test(prog, test_an_oom_that_fragmentation_caused_does_not_happen_under_vmm);
+    tcase_add_test(prog, test_a_freed_block_waits_for_the_kernel_still_using_it_under_vmm);
+    tcase_add_test(prog, test_captures_take_classic_segments_and_give_them_back_under_vmm);
+    tcase_add_test(prog, test_the_cache_limits_and_idle_release_work_in_pages);
+    tcase_add_test(prog, test_threads_devices_forks_and_resets_work_under_vmm);
+    suite_add_tcase(s, prog);
+    TCase *bare = tcase_create("without the api");
+    tcase_set_timeout(bare, 30);
+    tcase_add_test(bare, test_a_device_without_the_api_gets_the_classic_pool);
+    suite_add_tcase(s, bare);
+    return s;
+}
