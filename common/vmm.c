@@ -172,7 +172,8 @@ size_t vmm_release_idle(gm_heap_t *h, size_t keep, uint64_t idle_ns, uint64_t no
             v[n++] = (idle_block_t){b->free_ns, b};
         }
     }
-    qsort(v, n, sizeof *v, oldest_first);
+    if (n)
+        qsort(v, n, sizeof *v, oldest_first);
     size_t bytes = 0;
     for (size_t k = 0; k < n && idle - bytes > keep; k++) {
         size_t first, span = idle_span(v[k].b, &first);

@@ -16,10 +16,13 @@
 #define GRAN FK_PAGE
 
 struct fk_handle {
+    struct fk_handle *prev, *next;  /* every live handle, for a device reset */
     int device;
     size_t size;
     int maps, released;
 };
+
+static struct fk_handle *handles;
 
 struct fk_range {               /* a reservation; pages[i]: the handle mapped there, or NULL */
     struct fk_range *next;
@@ -167,6 +170,12 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 static void handle_put(struct fk_handle *h)
 {
     if (h->released && !h->maps) {
+        if (h->prev)
+            h->prev->next = h->next;
+        else
+            handles = h->next;
+        if (h->next)
+            h->next->prev = h->prev;
         fk_uncharge(h->device, h->size);
         free(h);
     }
@@ -194,6 +203,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     }
     h->device = prop->location.id;
     h->size = size;
+    h->next = handles;
+    if (handles)
+        handles->prev = h;
+    handles = h;
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
     return leave(CUDA_SUCCESS);
 }
@@ -269,7 +282,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     return leave(CUDA_SUCCESS);
 }
 
-/* Unmaps pages [first, first + n) of r (any page range, as the driver allows). */
+/* Unmaps pages [first, first + n) of r. The driver unmaps whole mappings only (several adjacent
+ * ones in one call: the H200's does); the pool maps one page per handle, so any page range is. */
 static void unmap_pages(struct fk_range *r, size_t first, size_t n)
 {
     for (size_t i = first; i < first + n; i++) {
@@ -310,8 +324,18 @@ void fk_vmm_reset(int device)
             continue;
         }
         for (size_t i = 0; i < r->size / GRAN; i++)
-            if (r->pages[i])
+            if (r->pages[i]) {
+                r->pages[i]->released = 1;
                 unmap_pages(r, i, 1);
+            }
         range_drop(link);
+    }
+    /* Every handle of the device goes, released or not (the capacity count is reset after). */
+    for (struct fk_handle *h = handles, *next; h; h = next) {
+        next = h->next;
+        if (h->device == device && !h->maps) {
+            h->released = 1;
+            handle_put(h);
+        }
     }
 }
