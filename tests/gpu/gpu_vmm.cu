@@ -43,13 +43,16 @@ typedef CUresult (*release_t)(CUmemGenericAllocationHandle);
  * microseconds per 2 MiB page of each. */
 static void driver_cost(size_t chunk, size_t total, double *map_us, double *unmap_us)
 {
-    reserve_t reserve = (reserve_t)dlsym(RTLD_DEFAULT, "cuMemAddressReserve");
-    create_t create = (create_t)dlsym(RTLD_DEFAULT, "cuMemCreate");
-    map_t map = (map_t)dlsym(RTLD_DEFAULT, "cuMemMap");
-    access_t access = (access_t)dlsym(RTLD_DEFAULT, "cuMemSetAccess");
-    unmap_t unmap = (unmap_t)dlsym(RTLD_DEFAULT, "cuMemUnmap");
-    release_t release = (release_t)dlsym(RTLD_DEFAULT, "cuMemRelease");
     *map_us = *unmap_us = -1;
+    void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD); /* the runtime loaded it RTLD_LOCAL */
+    if (!cu)
+        return;
+    reserve_t reserve = (reserve_t)dlsym(cu, "cuMemAddressReserve");
+    create_t create = (create_t)dlsym(cu, "cuMemCreate");
+    map_t map = (map_t)dlsym(cu, "cuMemMap");
+    access_t access = (access_t)dlsym(cu, "cuMemSetAccess");
+    unmap_t unmap = (unmap_t)dlsym(cu, "cuMemUnmap");
+    release_t release = (release_t)dlsym(cu, "cuMemRelease");
     CUdeviceptr base;
     if (!reserve || !create || !map || !access || !unmap || !release || reserve(&base, total, 0, 0, 0))
         return;
