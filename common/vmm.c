@@ -93,6 +93,36 @@ static size_t mapped_in(const gm_segment_t *seg, size_t first, size_t n)
     return m;
 }
 
+/* The mapping that holds mapped page i: the pages around it with its token, [*start, end). */
+static size_t mapping_end(const gm_segment_t *seg, size_t i, size_t *start)
+{
+    uint64_t t = seg->page[i];
+    size_t s = i, e = i + 1, np = seg->size / PAGE;
+    while (s > 0 && seg->page[s - 1] == t)
+        s--;
+    while (e < np && seg->page[e] == t)
+        e++;
+    *start = s;
+    return e;
+}
+
+/* Pages of [first, first + n) in mappings that lie wholly inside it (what can be unmapped). */
+static size_t releasable_in(const gm_segment_t *seg, size_t first, size_t n)
+{
+    size_t pages = 0;
+    for (size_t i = first; i < first + n;) {
+        if (!seg->page[i]) {
+            i++;
+            continue;
+        }
+        size_t s, e = mapping_end(seg, i, &s);
+        if (s >= first && e <= first + n)
+            pages += e - i;
+        i = e;
+    }
+    return pages;
+}
+
 size_t vmm_idle_bytes(const gm_heap_t *h)
 {
     size_t bytes = 0;
@@ -102,7 +132,7 @@ size_t vmm_idle_bytes(const gm_heap_t *h)
         for (const gm_block_t *b = seg->first; b; b = b->next) {
             size_t first, n;
             if (b->state == GM_BLOCK_FREE && (n = idle_span(b, &first)))
-                bytes += mapped_in(seg, first, n) * PAGE;
+                bytes += releasable_in(seg, first, n) * PAGE;
         }
     }
     return bytes;
@@ -121,7 +151,8 @@ static int oldest_first(const void *x, const void *y)
     return a->b->ptr < b->b->ptr ? -1 : a->b->ptr > b->b->ptr;
 }
 
-/* Unmaps the mapped runs of [first, first + n) in seg, until `over` bytes went (SIZE_MAX: all). */
+/* Unmaps the mappings that lie wholly inside [first, first + n) of seg, one call each, until
+ * `over` bytes went. */
 static size_t unmap_span(gm_heap_t *h, gm_segment_t *seg, size_t first, size_t n, size_t over, vmm_unmap_fn unmap,
                          void *arg, unsigned *npages)
 {
@@ -131,15 +162,18 @@ static size_t unmap_span(gm_heap_t *h, gm_segment_t *seg, size_t first, size_t n
             i++;
             continue;
         }
-        size_t run = 1;
-        while (i + run < first + n && seg->page[i + run] && bytes + run * PAGE < over)
-            run++;
-        if (unmap(arg, seg, seg->base + i * PAGE, run, &seg->page[i]) != 0)
-            break;
-        note_mapped(h, seg, i, run, 0);
-        bytes += run * PAGE;
-        *npages += (unsigned)run;
-        i += run;
+        size_t s, e = mapping_end(seg, i, &s);
+        if (s < first || e > first + n) {
+            i = e; /* shared with a block in use */
+            continue;
+        }
+        size_t run = e - i;
+        if (unmap(arg, seg, seg->base + i * PAGE, run, &seg->page[i]) == 0) {
+            note_mapped(h, seg, i, run, 0);
+            bytes += run * PAGE;
+            *npages += (unsigned)run;
+        }
+        i = e;
     }
     return bytes;
 }
@@ -157,7 +191,7 @@ size_t vmm_release_idle(gm_heap_t *h, size_t keep, uint64_t idle_ns, uint64_t no
             continue;
         for (gm_block_t *b = seg->first; b; b = b->next) {
             size_t first, span;
-            if (b->state != GM_BLOCK_FREE || !(span = idle_span(b, &first)) || !mapped_in(seg, first, span))
+            if (b->state != GM_BLOCK_FREE || !(span = idle_span(b, &first)) || !releasable_in(seg, first, span))
                 continue;
             if (idle_ns && now - b->free_ns < idle_ns)
                 continue;

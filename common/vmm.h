@@ -10,10 +10,11 @@
 #include "pool.h"
 
 /* Maps npages unmapped pages from addr (a run inside seg), a nonzero token for each into
- * tokens: 0, or -1 when the driver or a cap refused (nothing of the run is mapped then). */
+ * tokens: 0, or -1 when the driver or a cap refused (nothing of the run is mapped then). Pages
+ * of one mapping (one driver handle) carry the same token, and only whole mappings go back. */
 typedef int (*vmm_map_fn)(void *arg, gm_segment_t *seg, uintptr_t addr, size_t npages, uint64_t *tokens);
-/* Unmaps and releases npages mapped, idle pages from addr, their tokens given: 0, or -1 (they
- * stay mapped). */
+/* Unmaps and releases one whole idle mapping of npages from addr, its token given: 0, or -1
+ * (it stays mapped). */
 typedef int (*vmm_unmap_fn)(void *arg, gm_segment_t *seg, uintptr_t addr, size_t npages, const uint64_t *tokens);
 
 /* Pages a best fit for `rounded` in h would have to map: 0 when it is served without mapping,
@@ -25,7 +26,7 @@ size_t vmm_pages_wanted(const gm_heap_t *h, size_t rounded);
  * the failure stay, idle). */
 gm_block_t *vmm_alloc(gm_heap_t *h, size_t rounded, size_t requested, vmm_map_fn map, void *arg, int *refused);
 
-/* Bytes of mapped pages wholly inside free blocks of h's ranges: what could go back now. */
+/* Bytes of idle mappings (wholly inside free blocks) of h's ranges: what could go back now. */
 size_t vmm_idle_bytes(const gm_heap_t *h);
 
 /* Gives idle pages back through unmap, the longest free first: all of them (keep 0, idle_ns 0),

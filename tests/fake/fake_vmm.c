@@ -1,7 +1,8 @@
 /* fake_vmm.c — the driver's virtual memory calls (cuMemAddressReserve, cuMemCreate, cuMemMap,
  * cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree, cuMemGetAllocationGranularity) with
  * the real granularity rules: 2 MiB for sizes, offsets and addresses; a mapping only inside a
- * reserved range, never over another; no access before cuMemSetAccess; a handle's memory counted
+ * reserved range, never over another; an unmap of whole mappings only; no access before
+ * cuMemSetAccess; a handle's memory counted
  * against the device's capacity from cuMemCreate until it is released and unmapped; a range freed
  * only whole and unmapped. A handle holds no contents of its own: a mapping starts zeroed (the
  * pool never maps a handle twice). FAKECUDA_NO_VMM=1: the device says it lacks the API.
@@ -282,8 +283,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     return leave(CUDA_SUCCESS);
 }
 
-/* Unmaps pages [first, first + n) of r. The driver unmaps whole mappings only (several adjacent
- * ones in one call: the H200's does); the pool maps one page per handle, so any page range is. */
+/* Unmaps pages [first, first + n) of r (whole mappings, checked by the caller). */
 static void unmap_pages(struct fk_range *r, size_t first, size_t n)
 {
     for (size_t i = first; i < first + n; i++) {
@@ -310,6 +310,10 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     for (size_t i = first; i < first + n; i++)
         if (!r->pages[i])
             return leave(CUDA_ERROR_INVALID_VALUE);
+    /* Whole mappings only: the range may not cut one (a mapping: a handle's pages in a row). */
+    if ((first > 0 && r->pages[first - 1] == r->pages[first]) ||
+        (first + n < r->size / GRAN && r->pages[first + n] == r->pages[first + n - 1]))
+        return leave(CUDA_ERROR_INVALID_VALUE);
     /* No wait for work still touching it: the driver does not promise one either. */
     unmap_pages(r, first, n);
     return leave(CUDA_SUCCESS);

@@ -38,6 +38,19 @@ static int unmap_fn(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, cons
     return 0;
 }
 
+/* One token for a whole run, as the shim's handles of several pages. */
+static int map_run_fn(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64_t *tokens)
+{
+    (void)arg;
+    (void)seg;
+    (void)addr;
+    uint64_t t = next_token++;
+    for (size_t i = 0; i < n; i++)
+        tokens[i] = t;
+    maps += (unsigned)n;
+    return 0;
+}
+
 static void vsetup(void)
 {
     setup();
@@ -168,6 +181,28 @@ START_TEST(test_a_range_is_never_a_whole_free_segment)
 }
 END_TEST
 
+START_TEST(test_a_mapping_goes_back_only_when_wholly_idle)
+{
+    pool_add_range(&heap, BASE, 1024 * MiB, 0, 1);
+    int refused = 0;
+    gm_block_t *a = vmm_alloc(&heap, pool_round(8 * MiB), 8 * MiB, map_run_fn, NULL, &refused);
+    ck_assert_ptr_nonnull(a);
+    pool_free_block(&heap, a, 10);
+    gm_block_t *b = vmm_alloc(&heap, pool_round(2 * MiB), 2 * MiB, map_run_fn, NULL, &refused);
+    ck_assert_uint_eq(b->ptr, BASE);
+    ck_assert_uint_eq(maps, 4); /* a's mapping serves b */
+    ck_assert_uint_eq(vmm_idle_bytes(&heap), 0); /* pages 1..3 are idle, their mapping is not */
+    unsigned npages = 0;
+    ck_assert_uint_eq(vmm_release_idle(&heap, 0, 0, 0, unmap_fn, NULL, &npages), 0);
+    pool_free_block(&heap, b, 20);
+    ck_assert_uint_eq(vmm_idle_bytes(&heap), 8 * MiB);
+    ck_assert_uint_eq(vmm_release_idle(&heap, 0, 0, 0, unmap_fn, NULL, &npages), 8 * MiB);
+    ck_assert_uint_eq(unmaps, 4);
+    ck_assert_uint_eq(stats.reserved.current, 0);
+    CHECK();
+}
+END_TEST
+
 Suite *vmm_suite(void)
 {
     Suite *s = suite_create("vmm");
@@ -179,6 +214,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, test_a_refused_map_leaves_the_block_free_and_what_was_mapped_idle);
     tcase_add_test(tc, test_no_free_block_fitting_asks_for_another_range);
     tcase_add_test(tc, test_a_range_is_never_a_whole_free_segment);
+    tcase_add_test(tc, test_a_mapping_goes_back_only_when_wholly_idle);
     suite_add_tcase(s, tc);
     return s;
 }
