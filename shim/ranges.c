@@ -83,9 +83,9 @@ static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_
 }
 
 /* Pages one driver handle holds at most: a handle costs the driver about 40 us whatever its
- * size, a page about 1 us more (run 69: 44 us a page with one handle each, 2.2 us a page with 32
- * pages a handle), and only whole handles are unmapped, so idle memory goes back in pieces of up
- * to this much. */
+ * size, a page 1-2 us more (gpu-results.md runs 71-72: create + map + access 43-44 us a page with
+ * one handle each, 1.7-2.2 us a page with 32 pages a handle), and only whole handles are
+ * unmapped, so idle memory goes back in pieces of up to this much. */
 #define GM_VMM_RUN 16
 
 /* Undoes the first n pages mapped from addr (whole handles; one token a page). */
