@@ -13,11 +13,17 @@
 #include "slowpath.h"
 #include "suites.h"
 
+#include "gmlog.h"
+#include "model.h"
+#include "reader.h"
+
 #include "../fakecuda.h"
 #include "pooltest.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 
@@ -234,6 +240,52 @@ START_TEST(test_threads_devices_forks_and_resets_work_under_vmm)
 }
 END_TEST
 
+/* A bounded log under vmm: its checkpoints repeat the mapped pages, and its reader's figures agree
+ * with themselves (every page freed was mapped, nothing reserved below what is live). */
+START_TEST(test_a_wrapped_log_under_vmm_repeats_the_mapped_pages)
+{
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/vmm-ckpt.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, "GMSHIM_SEGMENTS=vmm", "GMSHIM_LOG_LIMIT=64M", "PAIRS=700000", "THREADS=4",
+                         "FAKECUDA_MEM=4G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/log_bounded", env, NULL, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+    rd_log_t lf;
+    ck_assert_msg(rd_open_path(&lf, log) == 0, "the log does not read");
+    ck_assert_msg(lf.hdr.flags & GMLOG_F_WRAPPED, "the log did not wrap: the test proves nothing");
+    model_t m;
+    memset(&m, 0, sizeof m);
+    model_build(&m, &lf, MODEL_ALL);
+    model_dev_t *d0 = m.dev[0];
+    ck_assert_ptr_nonnull(d0);
+    ck_assert_uint_eq(d0->bad_segment_frees, 0);
+    ck_assert_uint_eq(m.malformed, 0);
+    ck_assert_uint_ge(d0->reserved, d0->allocated);
+    ck_assert_uint_ge(d0->peak_reserved, d0->peak_allocated);
+    ck_assert_uint_eq(d0->reserved % (2 * MiB), 0);
+    model_free(&m);
+    rd_close(&lf);
+    rd_open_path(&lf, log);
+    rd_rec_t rec;
+    unsigned long long pages = 0, other = 0;
+    while (rd_next(&lf, &rec))
+        if (rec.type == GMLOG_SEGMENT_ALLOC) {
+            const gmlog_segment_t *sg = (const gmlog_segment_t *)rec.p;
+            if ((rec.flags & GMLOG_SEG_VMM) && sg->size == 2 * MiB)
+                pages++;
+            else
+                other++;
+        }
+    rd_close(&lf);
+    ck_assert_uint_gt(pages, 0);
+    ck_assert_uint_eq(other, 0);
+    unlink(log);
+}
+END_TEST
+
 Suite *ranges_suite(void)
 {
     Suite *s = suite_create("ranges");
@@ -247,12 +299,13 @@ Suite *ranges_suite(void)
     tcase_add_test(tc, test_ipc_on_a_range_block_is_cudas_error_and_holds_nothing);
     suite_add_tcase(s, tc);
     TCase *prog = tcase_create("under the preload");
-    tcase_set_timeout(prog, 120);
+    tcase_set_timeout(prog, 300);
     tcase_add_test(prog, test_an_oom_that_fragmentation_caused_does_not_happen_under_vmm);
     tcase_add_test(prog, test_a_freed_block_waits_for_the_kernel_still_using_it_under_vmm);
     tcase_add_test(prog, test_captures_take_classic_segments_and_give_them_back_under_vmm);
     tcase_add_test(prog, test_the_cache_limits_and_idle_release_work_in_pages);
     tcase_add_test(prog, test_threads_devices_forks_and_resets_work_under_vmm);
+    tcase_add_test(prog, test_a_wrapped_log_under_vmm_repeats_the_mapped_pages);
     suite_add_tcase(s, prog);
     TCase *bare = tcase_create("without the api");
     tcase_set_timeout(bare, 30);
