@@ -14,6 +14,7 @@
 #include "suites.h"
 
 #include "gmlog.h"
+#include <cuda.h>
 #include "model.h"
 #include "reader.h"
 
@@ -286,6 +287,47 @@ START_TEST(test_a_wrapped_log_under_vmm_repeats_the_mapped_pages)
 }
 END_TEST
 
+/* The fake driver's virtual memory calls keep the real rules, or the tests above would prove
+ * nothing about a GPU: 2 MiB granularity, no mapping over another, whole mappings unmapped, a
+ * range freed only unmapped, memory counted from cuMemCreate to its release. */
+START_TEST(test_the_fake_driver_keeps_the_granularity_rules)
+{
+    setenv("FAKECUDA_MEM", "512M", 1);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    size_t g = 0;
+    ck_assert_int_eq(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+    ck_assert_uint_eq(g, 2 * MiB);
+    CUdeviceptr base = 0;
+    ck_assert_int_eq(cuMemAddressReserve(&base, 3 * MiB, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAddressReserve(&base, 64 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    ck_assert_uint_eq(base % (2 * MiB), 0);
+    CUmemGenericAllocationHandle h;
+    ck_assert_int_eq(cuMemCreate(&h, 1 * MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemCreate(&h, 4 * MiB, &prop, 0), CUDA_SUCCESS);
+    ck_assert_uint_eq(fake_bytes(), 4 * MiB);
+    ck_assert_int_eq(cuMemMap(base + MiB, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemMap(base + 62 * MiB, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* past the range */
+    ck_assert_int_eq(cuMemMap(base, 4 * MiB, 0, h, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemMap(base + 2 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* over it */
+    CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    ck_assert_int_eq(cuMemSetAccess(base, 6 * MiB, &acc, 1), CUDA_ERROR_INVALID_VALUE); /* not all mapped */
+    ck_assert_int_eq(cuMemSetAccess(base, 4 * MiB, &acc, 1), CUDA_SUCCESS);
+    ck_assert_int_eq(cudaMemset((void *)base, 1, 4 * MiB), cudaSuccess);
+    ck_assert_int_eq(cudaFree((void *)base), cudaErrorInvalidValue);
+    cudaGetLastError();
+    ck_assert_int_eq(cuMemRelease(h), CUDA_SUCCESS);
+    ck_assert_uint_eq(fake_bytes(), 4 * MiB); /* still mapped */
+    ck_assert_int_eq(cuMemUnmap(base, 2 * MiB), CUDA_ERROR_INVALID_VALUE); /* half a mapping */
+    ck_assert_int_eq(cuMemAddressFree(base, 64 * MiB), CUDA_ERROR_INVALID_VALUE); /* still mapped */
+    ck_assert_int_eq(cuMemUnmap(base, 4 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(fake_bytes(), 0);
+    ck_assert_int_eq(cuMemAddressFree(base, 64 * MiB), CUDA_SUCCESS);
+}
+END_TEST
+
 Suite *ranges_suite(void)
 {
     Suite *s = suite_create("ranges");
@@ -310,6 +352,7 @@ Suite *ranges_suite(void)
     TCase *bare = tcase_create("without the api");
     tcase_set_timeout(bare, 30);
     tcase_add_test(bare, test_a_device_without_the_api_gets_the_classic_pool);
+    tcase_add_test(bare, test_the_fake_driver_keeps_the_granularity_rules);
     suite_add_tcase(s, bare);
     return s;
 }
