@@ -633,6 +633,23 @@ gm_block_t *pool_segment_find_block(const gm_segment_t *seg, uintptr_t addr)
     return NULL;
 }
 
+/* The bytes of free block b of a range that lie in mapped pages (what it holds of the cache). */
+static size_t mapped_bytes(const gm_block_t *b)
+{
+    const gm_segment_t *seg = b->seg;
+    size_t bytes = 0;
+    for (uintptr_t at = b->ptr, end = b->ptr + b->size; at < end;) {
+        size_t i = (at - seg->base) / GM_VMM_PAGE;
+        uintptr_t next = seg->base + (i + 1) * GM_VMM_PAGE;
+        if (next > end)
+            next = end;
+        if (seg->page[i])
+            bytes += next - at;
+        at = next;
+    }
+    return bytes;
+}
+
 void pool_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count)
 {
     size_t big = 0, n = 0;
@@ -640,9 +657,12 @@ void pool_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count)
         const gm_bins_t *bins = &heap->bins[cls];
         for (uint32_t bin = bin_next(bins, 0); bin < GM_NBINS; bin = bin_next(bins, bin + 1))
             for (const gm_block_t *b = bins->head[bin]; b; b = b->fl.next) {
+                size_t size = b->seg->vmm ? mapped_bytes(b) : b->size;
+                if (!size)
+                    continue;
                 n++;
-                if (b->size > big)
-                    big = b->size;
+                if (size > big)
+                    big = size;
             }
     }
     *largest = big;

@@ -238,7 +238,8 @@ void pool_move_segment(gm_heap_t *from, gm_heap_t *to, gm_segment_t *seg, uint64
 gm_segment_t *pool_find_segment(const gm_heap_t *heap, uintptr_t addr);
 /* The block containing addr inside seg. */
 gm_block_t *pool_segment_find_block(const gm_segment_t *seg, uintptr_t addr);
-/* Largest free block and the number of free blocks, over both classes. */
+/* Largest free block and the number of free blocks, over both classes; of a growable range's
+ * free blocks only what lies in mapped pages counts (its unmapped addresses are no cache). */
 void pool_free_summary(const gm_heap_t *heap, size_t *largest, size_t *count);
 
 /* Checks every invariant (bins hold exactly the free blocks, neighbours never both free,

@@ -8,6 +8,7 @@
 #include "vmm.h"
 
 #include <cuda.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,11 +22,19 @@ struct gm_ranges {
     size_t range_size;
 };
 
-static gm_vmm_api_t api;
+static gm_vmm_api_t api; /* resolved once, before the first device uses it */
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static int api_found;
+
+static void resolve_api(void)
+{
+    api_found = real_driver_vmm(&api) == 0;
+}
 
 static const char *why_unavailable(gm_device_t *d, struct gm_ranges *r)
 {
-    if (real_driver_vmm(&api) != 0)
+    pthread_once(&api_once, resolve_api);
+    if (!api_found)
         return "the driver has no virtual memory API";
     int ok = 0;
     if (api.attribute(&ok, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->id) != 0 || !ok)

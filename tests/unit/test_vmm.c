@@ -84,6 +84,11 @@ START_TEST(test_a_range_reserves_only_the_pages_its_blocks_need)
     ck_assert_uint_eq(maps, 2);
     ck_assert_uint_eq(stats.reserved.current, 4 * MiB);
     ck_assert_uint_eq(stats.cached.current, 1 * MiB);
+    size_t largest = 0, count = 0;
+    pool_free_summary(&heap, &largest, &count); /* the free tail holds 1 MiB of mapped memory */
+    ck_assert_uint_eq(largest, 1 * MiB);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_uint_eq(pool_cached_bytes(&heap), 1 * MiB);
     gm_block_t *c = vmm_must(1 * MiB + 512); /* the mapped rest of page 2 and one more page */
     ck_assert_uint_eq(c->ptr, BASE + 3 * MiB);
     ck_assert_uint_eq(maps, 3);
