@@ -91,11 +91,13 @@ static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_
         evlog_segment(type, a->dev->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
 }
 
-/* Pages one driver handle holds at most: a handle costs the driver about 40 us whatever its
- * size, a page 1-2 us more (gpu-results.md runs 71-72: create + map + access 43-44 us a page with
- * one handle each, 1.7-2.2 us a page with 32 pages a handle), and only whole handles are
- * unmapped, so idle memory goes back in pieces of up to this much. */
-#define GM_VMM_RUN 16
+/* Pages one driver handle holds: one. A handle costs the driver about 40 us whatever its size
+ * and a page 1-2 us more (gpu-results.md runs 71-72: create + map + access 43-44 us a page with
+ * one handle each, 1.7-2.2 us a page with 32 pages a handle), but only whole handles can be
+ * unmapped: with handles of 16 pages, idle pages that shared a handle with a live block stayed
+ * mapped and tests/integration/oom_split ran out of memory as with classic segments. One page a
+ * handle keeps every wholly free page releasable; the cost is paid where the pool grows. */
+#define GM_VMM_RUN 1
 
 /* Undoes the first n pages mapped from addr (whole handles; one token a page). */
 static void unwind(uintptr_t addr, const uint64_t *tokens, size_t n)

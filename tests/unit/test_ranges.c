@@ -91,23 +91,22 @@ START_TEST(test_an_empty_cache_unmaps_and_releases_the_idle_pages)
 }
 END_TEST
 
-/* A request's pages come in handles of up to 16 pages, and only whole handles go back: memory
- * a handle shares with a block still live stays until that block goes. */
-START_TEST(test_idle_memory_goes_back_in_whole_handles)
+/* Every wholly free page goes back, also one that a live block's neighbours once shared. */
+START_TEST(test_idle_pages_go_back_one_by_one)
 {
     void *a = alloc_or_fail(30 * MiB), *b = alloc_or_fail(4 * MiB);
     free_ok(a);
     settle();
     ck_assert_uint_eq(device_empty_cache(d, GMLOG_EMPTY_API), 30 * MiB);
     ck_assert_uint_eq(fake_bytes(), 4 * MiB);
-    void *e = alloc_or_fail(20 * MiB); /* a's addresses again: one handle of 10 pages */
+    void *e = alloc_or_fail(20 * MiB); /* a's addresses again */
     ck_assert_ptr_eq(e, a);
     free_ok(e);
     settle();
-    void *g = alloc_or_fail(4 * MiB); /* the first two pages of e's handle */
+    void *g = alloc_or_fail(4 * MiB); /* e's first two pages */
     ck_assert_ptr_eq(g, a);
     device_empty_cache(d, GMLOG_EMPTY_API);
-    ck_assert_uint_eq(fake_bytes(), 24 * MiB); /* e's handle stays whole */
+    ck_assert_uint_eq(fake_bytes(), 8 * MiB); /* e's other eight pages went */
     free_ok(g);
     settle();
     device_empty_cache(d, GMLOG_EMPTY_API);
@@ -187,6 +186,7 @@ START_TEST(test_an_oom_that_fragmentation_caused_does_not_happen_under_vmm)
         {"tests/integration/oom_fragmentation", "FAKECUDA_MEM=1G", NULL},
         {"tests/integration/oom_fragmentation", "FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=930M"},
         {"tests/integration/oom_capped_fragmentation", "FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=512M"},
+        {"tests/integration/oom_split", "FAKECUDA_MEM=1G", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         for (int vmm = 0; vmm < 2; vmm++) {
@@ -336,7 +336,7 @@ Suite *ranges_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_vmm_pages_are_reserved_and_copies_cross_mapped_runs);
     tcase_add_test(tc, test_an_empty_cache_unmaps_and_releases_the_idle_pages);
-    tcase_add_test(tc, test_idle_memory_goes_back_in_whole_handles);
+    tcase_add_test(tc, test_idle_pages_go_back_one_by_one);
     tcase_add_test(tc, test_the_device_cap_counts_pages_and_releases_idle_ones_first);
     tcase_add_test(tc, test_ipc_on_a_range_block_is_cudas_error_and_holds_nothing);
     suite_add_tcase(s, tc);
