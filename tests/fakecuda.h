@@ -93,6 +93,10 @@ void fakecuda_fail_next_malloc(int count);
  * unlike cudaDeviceSynchronize it is never prohibited by a capture and counts nothing. */
 void fakecuda_drain(void);
 
+/* The devices given read-write access to the page of a driver-API mapping (cuMemSetAccess) that
+ * holds p, one bit each; 0 when p is not mapped that way. */
+unsigned fakecuda_vmm_access(const void *p);
+
 #ifdef __cplusplus
 }
 #endif

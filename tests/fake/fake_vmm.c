@@ -32,7 +32,7 @@ struct fk_range {               /* a reservation; pages[i]: the handle mapped th
     int device;
     struct fk_handle **pages;
     struct fk_region **regions; /* each mapped page's region */
-    unsigned char *access;
+    uint16_t *access;           /* each page: the devices given read-write access, one bit each */
 };
 
 static struct fk_range *ranges;
@@ -122,7 +122,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
     r->device = fk_cur_dev;
     r->pages = calloc(size / GRAN, sizeof *r->pages);
     r->regions = calloc(size / GRAN, sizeof *r->regions);
-    r->access = calloc(size / GRAN, 1);
+    r->access = calloc(size / GRAN, sizeof *r->access);
     if (!r->pages || !r->regions || !r->access) {
         munmap(a, size);
         free(r->pages);
@@ -269,17 +269,19 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     for (size_t i = first; i < first + n; i++)
         if (!r->pages[i])
             return leave(CUDA_ERROR_INVALID_VALUE);
-    int rw = 0;
+    uint16_t mask = 0;
     for (size_t k = 0; k < count; k++) {
         if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[k].location.id < 0 ||
             desc[k].location.id >= fk_ndev)
             return leave(CUDA_ERROR_INVALID_DEVICE);
-        if (desc[k].location.id == r->device && desc[k].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            rw = 1;
+        if (desc[k].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            mask |= (uint16_t)(1u << desc[k].location.id);
     }
+    int rw = (mask >> r->device) & 1;
     if (mprotect((void *)ptr, size, rw ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
         return leave(CUDA_ERROR_INVALID_VALUE);
-    memset(r->access + first, rw, n);
+    for (size_t i = first; i < first + n; i++)
+        r->access[i] = mask;
     return leave(CUDA_SUCCESS);
 }
 
@@ -342,4 +344,14 @@ void fk_vmm_reset(int device)
             handle_put(h);
         }
     }
+}
+
+unsigned fakecuda_vmm_access(const void *p)
+{
+    if (fk_enter() != cudaSuccess)
+        return 0;
+    struct fk_range *r = range_of((CUdeviceptr)p, 1);
+    unsigned mask = r && r->pages[((const char *)p - r->base) / GRAN] ? r->access[((const char *)p - r->base) / GRAN] : 0;
+    pthread_mutex_unlock(&fk_mu);
+    return mask;
 }

@@ -290,6 +290,21 @@ END_TEST
 /* The fake driver's virtual memory calls keep the real rules, or the tests above would prove
  * nothing about a GPU: 2 MiB granularity, no mapping over another, whole mappings unmapped, a
  * range freed only unmapped, memory counted from cuMemCreate to its release. */
+/* Every device that can reach the pool's device gets read-write access to its pages. */
+START_TEST(test_peers_get_access_to_every_page)
+{
+    setenv("GMSHIM_SEGMENTS", "vmm", 1);
+    setenv("FAKECUDA_DEVICES", "3", 1);
+    setup();
+    ck_assert_ptr_nonnull(d->ranges);
+    void *p = alloc_or_fail(6 * MiB);
+    ck_assert_uint_eq(fakecuda_vmm_access(p), 0x7);
+    ck_assert_uint_eq(fakecuda_vmm_access((char *)p + 5 * MiB), 0x7);
+    free_ok(p);
+    unsetenv("FAKECUDA_DEVICES");
+}
+END_TEST
+
 START_TEST(test_the_fake_driver_keeps_the_granularity_rules)
 {
     setenv("FAKECUDA_MEM", "512M", 1);
@@ -353,6 +368,7 @@ Suite *ranges_suite(void)
     tcase_set_timeout(bare, 30);
     tcase_add_test(bare, test_a_device_without_the_api_gets_the_classic_pool);
     tcase_add_test(bare, test_the_fake_driver_keeps_the_granularity_rules);
+    tcase_add_test(bare, test_peers_get_access_to_every_page);
     suite_add_tcase(s, bare);
     return s;
 }
