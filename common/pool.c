@@ -309,6 +309,14 @@ uint64_t pool_better_pending(const gm_heap_t *heap, size_t rounded)
  * Requests at or above max_split never split their block (PyTorch's rule). */
 GM_INLINE gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_t requested)
 {
+    /* A range's block must be split exactly (what is left may not be mapped): without a struct
+     * for the rest, nothing is taken. */
+    if (GM_UNLIKELY(b->seg->vmm) && b->size - rounded >= GM_ROUND && !heap->spare) {
+        gm_block_t *r = block_new(heap);
+        if (!r)
+            return NULL;
+        block_recycle(heap, r);
+    }
     int cls = class_of(b);
     gm_bins_t *bins = &heap->bins[cls];
     bin_remove(bins, b);

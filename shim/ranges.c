@@ -149,12 +149,30 @@ static int map_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64
     return 0;
 }
 
+/* One pass that gives idle pages back: the arena, and whether the device was waited for. */
+typedef struct unmap_pass {
+    gm_arena_t *a;
+    int synced;
+} unmap_pass_t;
+
 static int unmap_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, const uint64_t *tokens)
 {
     (void)seg;
-    gm_arena_t *a = arg;
+    unmap_pass_t *pass = arg;
+    gm_arena_t *a = pass->a;
     if (device_captures(a->dev))
         return -1;
+    /* cuMemUnmap does not wait for work still using the memory, as cudaFree does: before the
+     * first unmap of a pass the device finishes what it has queued, on every stream (also those
+     * gmshim never saw created, and the work GMSHIM_GPU_ORDER or GMSHIM_TRUST_STREAM_ORDER let
+     * the pool reuse memory ahead of). */
+    if (!pass->synced) {
+        if (REAL_CALL(cudaDeviceSynchronize) != cudaSuccess) {
+            device_note_cuda_failure(a->dev, "cudaDeviceSynchronize", cudaErrorUnknown);
+            return -1;
+        }
+        pass->synced = 1;
+    }
     uint64_t t0 = gm_now_ns();
     if (api.unmap(addr, n * PAGE) != 0) { /* one mapping (vmm.c hands them out one by one) */
         device_note_cuda_failure(a->dev, "cuMemUnmap", cudaErrorInvalidValue);
@@ -180,7 +198,7 @@ cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_bloc
         size = gm_round_up(rounded, PAGE);
     unsigned long long base = 0;
     if (api.reserve(&base, size, PAGE, 0, 0) != 0)
-        return cudaErrorMemoryAllocation;
+        return cudaErrorNotSupported; /* no addresses left: the caller takes a classic segment */
     if (!pool_add_range(h, (uintptr_t)base, size, pool_is_small(rounded), gm_now_ns())) {
         api.address_free(base, size);
         return cudaErrorMemoryAllocation;
@@ -199,7 +217,8 @@ size_t ranges_release_idle(gm_arena_t *a, size_t keep, uint64_t idle_ns, uint64_
 {
     if (!a->dev->ranges || device_captures(a->dev))
         return 0;
-    return vmm_release_idle(&a->general, keep, idle_ns, now, unmap_cb, a, npages);
+    unmap_pass_t pass = {a, 0};
+    return vmm_release_idle(&a->general, keep, idle_ns, now, unmap_cb, &pass, npages);
 }
 
 size_t ranges_idle_bytes(gm_arena_t *a)

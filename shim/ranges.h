@@ -18,12 +18,14 @@ void ranges_destroy(gm_device_t *d);
 
 /* Serves a request from the arena's ranges: the best fit, its missing pages mapped; a new range
  * when none has room. cudaErrorMemoryAllocation when the driver or GMSHIM_DEVICE_LIMIT refused a
- * page (what was mapped before stays, idle). */
+ * page (what was mapped before stays, idle); cudaErrorNotSupported when the driver has no
+ * addresses left for a new range (a classic segment then). */
 cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_block_t **bp);
 /* Bytes a request would map now (the whole request when a new range is needed). */
 size_t ranges_bytes_wanted(gm_arena_t *a, size_t rounded);
 /* Unmaps and releases the arena's idle pages (wholly inside free blocks): all, those free for
- * idle_ns, or the oldest until `keep` bytes stay idle; the bytes; *npages counts pages. */
+ * idle_ns, or the oldest until `keep` bytes stay idle, after waiting for the device once (as a
+ * cudaFree does) if any goes; the bytes; *npages counts pages. */
 size_t ranges_release_idle(gm_arena_t *a, size_t keep, uint64_t idle_ns, uint64_t now, unsigned *npages);
 /* Bytes of idle pages in the arena. */
 size_t ranges_idle_bytes(gm_arena_t *a);

@@ -24,6 +24,7 @@ cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cud
     X(cudaFree, cudaError_t, (void *))                                                            \
     X(cudaMemGetInfo, cudaError_t, (size_t *, size_t *))                                          \
     X(cudaDeviceReset, cudaError_t, (void))                                                       \
+    X(cudaDeviceSynchronize, cudaError_t, (void))                                                 \
     X(cudaMallocAsync, cudaError_t, (void **, size_t, cudaStream_t))                              \
     X(cudaMallocAsync_ptsz, cudaError_t, (void **, size_t, cudaStream_t))                         \
     X(cudaFreeAsync, cudaError_t, (void *, cudaStream_t))                                         \

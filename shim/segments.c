@@ -19,8 +19,15 @@ static void log_segment(gm_device_t *d, int type, gm_segment_t *seg, uint64_t t0
 cudaError_t segments_grow(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t rounded, size_t requested,
                           gm_block_t **bp)
 {
-    if (a->dev->ranges && heap == &a->general && !device_captures(a->dev))
-        return ranges_grow(a, rounded, requested, bp); /* during a capture: a classic segment */
+    if (a->dev->ranges && heap == &a->general && !device_captures(a->dev)) {
+        cudaError_t e = ranges_grow(a, rounded, requested, bp);
+        if (e != cudaErrorNotSupported)
+            return e;
+    }
+    /* A size computed for a range (the pages it lacked) before a capture began, or a range that
+     * could not be had: the classic segment holds the whole request. */
+    if (size < rounded)
+        size = policy_tight_segment(rounded);
     void *p = NULL;
     uint64_t t0 = gm_now_ns();
     cudaError_t err = REAL_CALL(cudaMalloc, &p, size);

@@ -115,6 +115,64 @@ START_TEST(test_idle_pages_go_back_one_by_one)
 }
 END_TEST
 
+/* Pages go back only once the device is done with them, whatever let the pool reuse a block
+ * early: with GMSHIM_TRUST_STREAM_ORDER a freed block is free at once, with GMSHIM_GPU_ORDER once a
+ * fence is ordered; a kernel queued on it still writes there. Without the wait before cuMemUnmap
+ * the fake's stream faults on the unmapped page. */
+static void release_under_queued_kernel(const char *option, const char *cap)
+{
+    setenv("GMSHIM_SEGMENTS", "vmm", 1);
+    setenv(option, "1", 1);
+    if (cap)
+        setenv("GMSHIM_CACHE_LIMIT", cap, 1);
+    setup();
+    void *p = alloc_or_fail(4 * MiB);
+    ck_assert_int_eq(fakecuda_launch(0, late_write, (char *)p + 3 * MiB, 300000), cudaSuccess);
+    free_ok(p);
+    if (cap) {
+        void *q = alloc_or_fail(300); /* takes in the ordered fence; the cap then trims */
+        free_ok(q);
+    } else {
+        device_empty_cache(d, GMLOG_EMPTY_API);
+    }
+    fakecuda_drain(); /* the kernel ran on mapped memory, or this process is gone */
+    unsetenv(option);
+    unsetenv("GMSHIM_CACHE_LIMIT");
+}
+
+START_TEST(test_pages_go_back_only_after_the_device_is_done_trusting_stream_order)
+{
+    release_under_queued_kernel("GMSHIM_TRUST_STREAM_ORDER", NULL);
+    ck_assert_uint_eq(device_reserved(d), 0);
+}
+END_TEST
+
+START_TEST(test_pages_go_back_only_after_the_device_is_done_under_gpu_order)
+{
+    release_under_queued_kernel("GMSHIM_GPU_ORDER", "1M");
+}
+END_TEST
+
+/* A capture that begins between the size a range wanted and the grow: the classic segment that
+ * serves it holds the whole request. */
+START_TEST(test_a_capture_beginning_mid_grow_gets_a_segment_for_the_whole_request)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    size_t rounded = 50 * MiB;
+    __atomic_store_n(&d->captures, 1, __ATOMIC_RELEASE);
+    gm_block_t *b = NULL;
+    ck_assert_int_eq(segments_grow(a, &a->general, 2 * MiB, rounded, rounded, &b), cudaSuccess);
+    __atomic_store_n(&d->captures, 0, __ATOMIC_RELEASE);
+    ck_assert_ptr_nonnull(b);
+    ck_assert(!b->seg->vmm);
+    ck_assert_uint_ge(b->seg->size, rounded);
+    ck_assert_uint_eq(b->size, rounded);
+    ck_assert_ptr_null(pool_check(&a->general));
+    pthread_mutex_unlock(&a->lock);
+}
+END_TEST
+
 START_TEST(test_the_device_cap_counts_pages_and_releases_idle_ones_first)
 {
     __atomic_store_n(&d->limit, (size_t)8 << 20, __ATOMIC_RELAXED);
@@ -352,6 +410,7 @@ Suite *ranges_suite(void)
     tcase_add_test(tc, test_vmm_pages_are_reserved_and_copies_cross_mapped_runs);
     tcase_add_test(tc, test_an_empty_cache_unmaps_and_releases_the_idle_pages);
     tcase_add_test(tc, test_idle_pages_go_back_one_by_one);
+    tcase_add_test(tc, test_a_capture_beginning_mid_grow_gets_a_segment_for_the_whole_request);
     tcase_add_test(tc, test_the_device_cap_counts_pages_and_releases_idle_ones_first);
     tcase_add_test(tc, test_ipc_on_a_range_block_is_cudas_error_and_holds_nothing);
     suite_add_tcase(s, tc);
@@ -364,11 +423,13 @@ Suite *ranges_suite(void)
     tcase_add_test(prog, test_threads_devices_forks_and_resets_work_under_vmm);
     tcase_add_test(prog, test_a_wrapped_log_under_vmm_repeats_the_mapped_pages);
     suite_add_tcase(s, prog);
-    TCase *bare = tcase_create("without the api");
+    TCase *bare = tcase_create("own settings");
     tcase_set_timeout(bare, 30);
     tcase_add_test(bare, test_a_device_without_the_api_gets_the_classic_pool);
     tcase_add_test(bare, test_the_fake_driver_keeps_the_granularity_rules);
     tcase_add_test(bare, test_peers_get_access_to_every_page);
+    tcase_add_test(bare, test_pages_go_back_only_after_the_device_is_done_trusting_stream_order);
+    tcase_add_test(bare, test_pages_go_back_only_after_the_device_is_done_under_gpu_order);
     suite_add_tcase(s, bare);
     return s;
 }
