@@ -34,6 +34,13 @@ static void *zalloc_aligned(size_t size)
     return p;
 }
 
+/* GMSHIM_MAX_SPLIT for an arena's heap: none in a growable range (one range per class: a split
+ * limit would only strand its free space). */
+static size_t max_split_for(const gm_device_t *d)
+{
+    return d->ranges ? 0 : (size_t)options_get(GM_OPT_MAX_SPLIT);
+}
+
 static gm_arena_t *arena_new(gm_device_t *d, int index)
 {
     gm_arena_t *a = zalloc_aligned(sizeof *a);
@@ -43,7 +50,7 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
     a->index = index;
     mutex_init_plain(&a->lock);
     pool_init(&a->general, &a->bytes, NULL);
-    pool_set_max_split(&a->general, d->ranges ? 0 : (size_t)options_get(GM_OPT_MAX_SPLIT));
+    pool_set_max_split(&a->general, max_split_for(d));
     HASH_ADD(hh, a->live, ptr, sizeof a->sentinel.ptr, &a->sentinel);
     return a;
 }
@@ -95,8 +102,7 @@ static gm_device_t *device_create(int id)
     device_ctx_leave(&c);
     d->limit = options_device_limit(id, d->total);
     ranges_setup(d);
-    if (d->ranges) /* one range per class: a split limit would only strand its free space */
-        pool_set_max_split(&a0->general, 0);
+    pool_set_max_split(&a0->general, max_split_for(d)); /* arena 0 came before the ranges */
     int count = 0;
     int only = !device_created_count() && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess &&
                count == 1 && id == 0;
@@ -309,7 +315,7 @@ static void arena_forget(gm_arena_t *a)
     }
     pool_destroy(&a->general);
     pool_init(&a->general, &a->bytes, NULL);
-    pool_set_max_split(&a->general, a->dev->ranges ? 0 : (size_t)options_get(GM_OPT_MAX_SPLIT));
+    pool_set_max_split(&a->general, max_split_for(a->dev));
     a->open_bytes = 0;
     a->open_count = 0;
     a->bytes.requested.current = a->bytes.allocated.current = a->bytes.reserved.current = 0;

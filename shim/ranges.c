@@ -76,12 +76,6 @@ void ranges_setup(gm_device_t *d)
     d->ranges = r;
 }
 
-void ranges_destroy(gm_device_t *d)
-{
-    free(d->ranges);
-    d->ranges = NULL;
-}
-
 static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_t t0)
 {
     if (!evlog_enabled())
@@ -91,21 +85,18 @@ static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_
         evlog_segment(type, a->dev->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
 }
 
-/* Pages one driver handle holds: one. A handle costs the driver about 40 us whatever its size
- * and a page 1-2 us more (gpu-results.md runs 71-72: create + map + access 43-44 us a page with
- * one handle each, 1.7-2.2 us a page with 32 pages a handle), but only whole handles can be
- * unmapped: with handles of 16 pages, idle pages that shared a handle with a live block stayed
- * mapped and tests/integration/oom_split ran out of memory as with classic segments. One page a
- * handle keeps every wholly free page releasable; the cost is paid where the pool grows. */
-#define GM_VMM_RUN 1
+/* One driver handle a page. A handle costs the driver about 40 us whatever its size and a page
+ * 1-2 us more (gpu-results.md runs 71-72: create + map + access 43-44 us a page with one handle
+ * each, 1.7-2.2 us a page with 32 pages a handle), but only whole handles can be unmapped: with
+ * handles of 16 pages, idle pages that shared a handle with a live block stayed mapped and
+ * tests/integration/oom_split ran out of memory as with classic segments. One page a handle
+ * keeps every wholly free page releasable; the cost is paid where the pool grows. */
 
-/* Undoes the first n pages mapped from addr (whole handles; one token a page). */
+/* Undoes the first n pages mapped from addr. */
 static void unwind(uintptr_t addr, const uint64_t *tokens, size_t n)
 {
-    for (size_t i = 0, j; i < n; i = j) {
-        for (j = i + 1; j < n && tokens[j] == tokens[i]; j++)
-            ;
-        api.unmap(addr + i * PAGE, (j - i) * PAGE);
+    for (size_t i = 0; i < n; i++) {
+        api.unmap(addr + i * PAGE, PAGE);
         api.release(tokens[i]);
     }
 }
@@ -122,21 +113,18 @@ static int map_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64
     uint64_t t0 = gm_now_ns();
     size_t done = 0;
     int rc = 0;
-    while (done < n) {
-        size_t k = n - done < GM_VMM_RUN ? n - done : GM_VMM_RUN;
+    for (; done < n; done++) {
         unsigned long long h = 0;
-        if ((rc = api.create(&h, k * PAGE, &r->prop, 0)) != 0)
+        if ((rc = api.create(&h, PAGE, &r->prop, 0)) != 0)
             break;
-        if ((rc = api.map(addr + done * PAGE, k * PAGE, 0, h, 0)) != 0) {
+        if ((rc = api.map(addr + done * PAGE, PAGE, 0, h, 0)) != 0) {
             api.release(h);
             break;
         }
-        for (size_t i = 0; i < k; i++)
-            tokens[done + i] = h;
-        done += k;
+        tokens[done] = h;
     }
     if (!rc)
-        rc = api.set_access(addr, n * PAGE, r->access, r->naccess);
+        rc = api.set_access(addr, n * PAGE, r->access, r->naccess); /* one call for the run */
     if (rc) {
         unwind(addr, tokens, done);
         if (rc != CUDA_ERROR_OUT_OF_MEMORY)
@@ -174,7 +162,7 @@ static int unmap_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, cons
         pass->synced = 1;
     }
     uint64_t t0 = gm_now_ns();
-    if (api.unmap(addr, n * PAGE) != 0) { /* one mapping (vmm.c hands them out one by one) */
+    if (api.unmap(addr, n * PAGE) != 0) { /* one mapping: one page (vmm.c gives them one by one) */
         device_note_cuda_failure(a->dev, "cuMemUnmap", cudaErrorInvalidValue);
         return -1;
     }

@@ -14,7 +14,6 @@
  * device have the API at a granularity that divides GM_VMM_PAGE; otherwise the classic pool, one
  * warning and one WARNING record (GMLOG_WARN_VMM, aux GMLOG_VMM_UNAVAILABLE). */
 void ranges_setup(gm_device_t *d);
-void ranges_destroy(gm_device_t *d);
 
 /* Serves a request from the arena's ranges: the best fit, its missing pages mapped; a new range
  * when none has room. cudaErrorMemoryAllocation when the driver or GMSHIM_DEVICE_LIMIT refused a

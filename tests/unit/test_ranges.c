@@ -28,11 +28,19 @@
 
 #define MiB ((size_t)1 << 20)
 
-static void vmm_setup(void)
+/* The fixture under vmm, with one more variable set (name NULL: none). */
+static void vmm_setup_with(const char *name, const char *value)
 {
     setenv("GMSHIM_SEGMENTS", "vmm", 1);
     unsetenv("FAKECUDA_NO_VMM");
+    if (name)
+        setenv(name, value, 1);
     setup();
+}
+
+static void vmm_setup(void)
+{
+    vmm_setup_with(NULL, NULL);
 }
 
 static unsigned long long fake_bytes(void)
@@ -121,11 +129,9 @@ END_TEST
  * the fake's stream faults on the unmapped page. */
 static void release_under_queued_kernel(const char *option, const char *cap)
 {
-    setenv("GMSHIM_SEGMENTS", "vmm", 1);
-    setenv(option, "1", 1);
     if (cap)
         setenv("GMSHIM_CACHE_LIMIT", cap, 1);
-    setup();
+    vmm_setup_with(option, "1");
     void *p = alloc_or_fail(4 * MiB);
     ck_assert_int_eq(fakecuda_launch(0, late_write, (char *)p + 3 * MiB, 300000), cudaSuccess);
     free_ok(p);
@@ -202,9 +208,7 @@ END_TEST
 
 START_TEST(test_a_device_without_the_api_gets_the_classic_pool)
 {
-    setenv("GMSHIM_SEGMENTS", "vmm", 1);
-    setenv("FAKECUDA_NO_VMM", "1", 1);
-    setup();
+    vmm_setup_with("FAKECUDA_NO_VMM", "1");
     ck_assert_ptr_null(d->ranges);
     void *p = alloc_or_fail(3 * MiB);
     struct fakecuda_stats fs;
@@ -345,15 +349,10 @@ START_TEST(test_a_wrapped_log_under_vmm_repeats_the_mapped_pages)
 }
 END_TEST
 
-/* The fake driver's virtual memory calls keep the real rules, or the tests above would prove
- * nothing about a GPU: 2 MiB granularity, no mapping over another, whole mappings unmapped, a
- * range freed only unmapped, memory counted from cuMemCreate to its release. */
 /* Every device that can reach the pool's device gets read-write access to its pages. */
 START_TEST(test_peers_get_access_to_every_page)
 {
-    setenv("GMSHIM_SEGMENTS", "vmm", 1);
-    setenv("FAKECUDA_DEVICES", "3", 1);
-    setup();
+    vmm_setup_with("FAKECUDA_DEVICES", "3");
     ck_assert_ptr_nonnull(d->ranges);
     void *p = alloc_or_fail(6 * MiB);
     ck_assert_uint_eq(fakecuda_vmm_access(p), 0x7);
@@ -363,6 +362,9 @@ START_TEST(test_peers_get_access_to_every_page)
 }
 END_TEST
 
+/* The fake driver's virtual memory calls keep the real rules, or the tests above would prove
+ * nothing about a GPU: 2 MiB granularity, no mapping over another, whole mappings unmapped, a
+ * range freed only unmapped, memory counted from cuMemCreate to its release. */
 START_TEST(test_the_fake_driver_keeps_the_granularity_rules)
 {
     setenv("FAKECUDA_MEM", "512M", 1);
