@@ -36,7 +36,7 @@ COMMON_OBJ   := $(COMMON_SRC:%.c=$(BUILD)/%.o)
 SHIM_SRC     := $(wildcard shim/*.c)
 SHIM_OBJ     := $(SHIM_SRC:%.c=$(BUILD)/%.o)
 # Unit tests link every shim module except the exported hooks (they would interpose the test).
-SHIM_LIB_OBJ := $(filter-out $(BUILD)/shim/hooks.o,$(SHIM_OBJ))
+SHIM_LIB_OBJ := $(filter-out $(BUILD)/shim/hooks.o $(BUILD)/shim/drvhooks.o,$(SHIM_OBJ))
 ANALYZER_SRC := $(wildcard analyzer/*.c)
 ANALYZER_OBJ := $(ANALYZER_SRC:%.c=$(BUILD)/%.o)
 ANALYZER_LIB_OBJ := $(filter-out $(BUILD)/analyzer/main.o,$(ANALYZER_OBJ))

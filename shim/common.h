@@ -29,12 +29,32 @@
 #define GM_MiB ((size_t)1 << 20)
 #define GM_GiB ((size_t)1 << 30)
 
-/* CLOCK_MONOTONIC in ns (vDSO, no system call). */
+/* The shim's clock: CLOCK_MONOTONIC in ns. Where the kernel keeps time with the CPU's invariant
+ * time-stamp counter, shim/clock.c calibrates the counter against CLOCK_MONOTONIC once, over the
+ * process's first GM_CLOCK_CALIBRATE_NS, and from then on the clock is the counter scaled (one
+ * rdtscp, a multiply): no vDSO call on the hit path. Before that, and elsewhere, clock_gettime. */
+typedef struct gm_tsc_clock {
+    uint64_t base_tsc, base_ns; /* a pair read together at calibration */
+    uint64_t mult;              /* ns per tick, 32.32 fixed point */
+} gm_tsc_clock_t;
+extern gm_tsc_clock_t gm_tsc;
+extern int gm_tsc_on;
+uint64_t gm_clock_slow(void);
+
 static inline uint64_t gm_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#if defined(__x86_64__)
+    if (__builtin_expect(__atomic_load_n(&gm_tsc_on, __ATOMIC_ACQUIRE), 1)) {
+        unsigned lo, hi, aux;
+        /* rdtscp waits for the instructions before it (a lock just taken): times taken inside a
+         * lock keep the lock's order across threads, as the vDSO's ordered read does. */
+        __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+        uint64_t tsc = (uint64_t)hi << 32 | lo;
+        uint64_t d = tsc > gm_tsc.base_tsc ? tsc - gm_tsc.base_tsc : 0;
+        return gm_tsc.base_ns + (uint64_t)(((unsigned __int128)d * gm_tsc.mult) >> 32);
+    }
+#endif
+    return gm_clock_slow();
 }
 
 #endif

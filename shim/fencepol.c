@@ -10,6 +10,8 @@
 #include "real.h"
 #include "segments.h"
 
+#include <string.h>
+
 #define GM_STATS_EVERY_NS 10000000u /* the log's stats snapshots: at most one per 10 ms per device */
 
 size_t fencepol_take_in(gm_arena_t *a)
@@ -200,6 +202,7 @@ GM_NOINLINE void fencepol_fence_now(gm_arena_t *a)
 /* ---- GMSHIM_GPU_ORDER and the devices in use ------------------------------------------------ */
 
 static int gpu_order_warned;
+static int gpu_order_setting(void);
 
 /* GMSHIM_GPU_ORDER makes only the streams of the pool's device wait for its fences; work of
  * another device (a peer copy, a kernel reading through peer access) would not. So it holds while
@@ -210,7 +213,7 @@ static int order_settled; /* and the first device's ordered fences have all comp
 
 /* A second device is in use: d (the first) leaves GPU order; blocks it handed out under it may
  * only be touched by other devices' work once their fences complete, so wait for them here. */
-static void gpu_order_stop(gm_device_t *d)
+static void gpu_order_stop(gm_device_t *d, int say)
 {
     pthread_mutex_lock(&d->fence_lock);
     int was = device_gpu_order(d);
@@ -220,10 +223,11 @@ static void gpu_order_stop(gm_device_t *d)
     }
     uint64_t seq = d->order_stop_seq;
     pthread_mutex_unlock(&d->fence_lock);
-    if (was)
-        diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 stops applying: the process uses a second device "
+    if (was && say)
+        diag_warn_once(&gpu_order_warned, "%s stops applying: the process uses a second device "
                                           "besides device %d (its work could touch this device's memory "
-                                          "without waiting); freed memory waits on the CPU from now on", d->id);
+                                          "without waiting); freed memory waits on the CPU from now on",
+                       gpu_order_setting() < 0 ? "GPU order (GMSHIM_TORCH=own)" : "GMSHIM_GPU_ORDER=1", d->id);
     if (device_done(d) >= seq)
         return;
     gm_ctx_t c;
@@ -253,21 +257,66 @@ void device_note_used(int id)
     gm_device_t *d = devctx_find_locked(first);
     devctx_unlock();
     if (d && d->gpu_order_ever)
-        gpu_order_stop(d);
+        gpu_order_stop(d, 1);
     __atomic_store_n(&order_settled, 1, __ATOMIC_RELEASE);
 }
 
+/* GMSHIM_GPU_ORDER: 1 on, 0 off, -1 auto (on in own mode while every stream is watched). */
+static int gpu_order_setting(void)
+{
+    const char *v = options_get_str(GM_OPT_GPU_ORDER);
+    long long b;
+    if (!strcmp(v, "auto"))
+        return strcmp(options_get_str(GM_OPT_TORCH), "own") ? 0 : -1;
+    return options_parse_bool(v, &b) == 0 && b;
+}
+
+static const char *unwatched; /* why not every stream can be made to wait (static text), or NULL */
+static int unwatched_warned;
+
 int fencepol_gpu_order_for(int id)
 {
-    if (!options_get(GM_OPT_GPU_ORDER))
+    int setting = gpu_order_setting();
+    if (!setting)
         return 0;
+    const char *why = __atomic_load_n(&unwatched, __ATOMIC_ACQUIRE);
+    if (setting < 0 && why) {
+        diag_warn_once(&unwatched_warned, "GMSHIM_TORCH=own orders freed memory on the GPU only while every "
+                                          "stream is known, and %s: freed memory waits on the CPU "
+                                          "(GMSHIM_GPU_ORDER=1 orders it anyway)", why);
+        return 0;
+    }
     /* Another device's streams could read this one's memory (peer copies) without waiting. */
     if (!__atomic_load_n(&many_used, __ATOMIC_SEQ_CST))
         return 1;
-    diag_warn_once(&gpu_order_warned, "GMSHIM_GPU_ORDER=1 does not apply to device %d: the process uses "
+    diag_warn_once(&gpu_order_warned, "%s does not apply to device %d: the process uses "
                                       "more than one device (another device's work could touch its memory "
-                                      "without waiting); freed memory waits on the CPU", id);
+                                      "without waiting); freed memory waits on the CPU",
+                   setting < 0 ? "GPU order (GMSHIM_TORCH=own)" : "GMSHIM_GPU_ORDER=1", id);
     return 0;
+}
+
+void fencepol_streams_unwatched(const char *why)
+{
+    const char *none = NULL;
+    if (!__atomic_compare_exchange_n(&unwatched, &none, why, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return; /* said once */
+    int first = __atomic_load_n(&first_used, __ATOMIC_ACQUIRE);
+    if (first < 0)
+        return; /* no pool yet: fencepol_gpu_order_for decides when one is made */
+    devctx_lock();
+    gm_device_t *d = devctx_find_locked(first);
+    devctx_unlock();
+    if (!d || !device_gpu_order(d))
+        return;
+    if (gpu_order_setting() > 0) {
+        diag_warn_once(&unwatched_warned, "GMSHIM_GPU_ORDER=1: %s; work on it is not made to wait for freed "
+                                          "memory's fences", why);
+        return;
+    }
+    diag_warn_once(&unwatched_warned, "GMSHIM_TORCH=own orders freed memory on the GPU only while every stream "
+                                      "is known, and %s: freed memory waits on the CPU from now on", why);
+    gpu_order_stop(d, 0);
 }
 
 void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)

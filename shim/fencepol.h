@@ -64,6 +64,11 @@ static inline void fencepol_count_free(gm_arena_t *a, size_t size, uint64_t issu
 void device_note_used(int id);
 /* For a pool being created (under the table's lock): whether GPU order applies to it. */
 int fencepol_gpu_order_for(int id);
+/* A stream gmshim cannot make wait for its fences came into use (a stream of another context,
+ * a green context's), or the driver's streams cannot be watched at all (`why`, a static string).
+ * GMSHIM_GPU_ORDER=auto stops (the first device's blocks handed out under GPU order are waited
+ * for first) and says so once; =1 goes on and warns once. */
+void fencepol_streams_unwatched(const char *why);
 /* A stream created or destroyed through the hooks. */
 void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags);
 void device_stream_destroyed(gm_device_t *d, cudaStream_t s);

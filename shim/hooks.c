@@ -116,7 +116,9 @@ HOOK cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 
 HOOK cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
+    gm_in_stream_hook++;
     cudaError_t err = REAL_CALL(cudaStreamCreate, pStream);
+    gm_in_stream_hook--;
     if (err == cudaSuccess && gm_enter()) {
         alloc_stream_created(*pStream, cudaStreamDefault);
         gm_leave();
@@ -126,7 +128,9 @@ HOOK cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 
 HOOK cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
+    gm_in_stream_hook++;
     cudaError_t err = REAL_CALL(cudaStreamCreateWithFlags, pStream, flags);
+    gm_in_stream_hook--;
     if (err == cudaSuccess && gm_enter()) {
         alloc_stream_created(*pStream, flags);
         gm_leave();
@@ -136,7 +140,9 @@ HOOK cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int f
 
 HOOK cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
+    gm_in_stream_hook++;
     cudaError_t err = REAL_CALL(cudaStreamCreateWithPriority, pStream, flags, priority);
+    gm_in_stream_hook--;
     if (err == cudaSuccess && gm_enter()) {
         alloc_stream_created(*pStream, flags);
         gm_leave();
@@ -150,7 +156,10 @@ HOOK cudaError_t cudaStreamDestroy(cudaStream_t stream)
         alloc_stream_destroying(stream);
         gm_leave();
     }
-    return REAL_CALL(cudaStreamDestroy, stream);
+    gm_in_stream_hook++;
+    cudaError_t err = REAL_CALL(cudaStreamDestroy, stream);
+    gm_in_stream_hook--;
+    return err;
 }
 
 /* ---- capture: the pool makes no unsafe call and keeps graph memory private ------------------ */

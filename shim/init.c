@@ -13,6 +13,7 @@
 #include "torchev.h"
 #include "torchload.h"
 #include "trim.h"
+#include "clock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -80,6 +81,7 @@ static uint64_t checkpoint_cut(uint64_t start_mono)
 static void init_impl(void)
 {
     options_load_all();
+    clock_init(!strcmp(options_get_str(GM_OPT_CLOCK), "auto"));
     if (real_resolve() == 0)
         diag_verbose("no CUDA runtime found yet; calls will be resolved when it is loaded");
     pthread_atfork(fork_prepare, fork_parent, fork_child);

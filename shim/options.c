@@ -49,11 +49,13 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_TRUST_STREAM_ORDER] = {.name = "GMSHIM_TRUST_STREAM_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "UNSAFE unless all device work is on one stream: reuse freed blocks at once, without "
         "waiting for the GPU (cudaFree's guarantee is dropped)", .max = 1},
-    [GM_OPT_GPU_ORDER] = {.name = "GMSHIM_GPU_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
+    [GM_OPT_GPU_ORDER] = {.name = "GMSHIM_GPU_ORDER", .kind = GM_KIND_STRING, .default_text = "auto",
         .doc = "reuse a freed block once a fence covers its free, with every stream made to wait for "
-        "that fence on the GPU, instead of the CPU waiting for it; needs every stream that touches "
-        "pooled memory created through the runtime (not cuStreamCreate); holds while the process "
-        "uses one device (a torchrun rank seeing every GPU does)", .max = 1},
+        "that fence on the GPU, instead of the CPU waiting for it; holds while the process uses one "
+        "device (a torchrun rank seeing every GPU does). auto = on under GMSHIM_TORCH=own while every "
+        "stream is known (runtime and driver streams, static runtimes included), else off; 1 = on "
+        "(streams gmshim cannot see are not made to wait); 0 = off",
+        .choices = "auto 1 0 on off yes no true false"},
     [GM_OPT_LOG] = {.name = "GMSHIM_LOG", .kind = GM_KIND_STRING, .default_text = "gmshim-%n-%p.gmlog",
         .doc = "event log path template (%p pid, %h host, %n program, %r rank, %t start time); off = no log",
         .check = log_template_check},
@@ -99,6 +101,10 @@ static option_row_t table[GM_OPT__COUNT] = {
         "growable range of addresses per arena and class, with physical memory mapped in 2 MiB pages "
         "where blocks need it and unmapped when wholly free (the driver's virtual memory API; classic "
         "where the device lacks it)", .choices = "classic vmm"},
+    [GM_OPT_CLOCK] = {.name = "GMSHIM_CLOCK", .kind = GM_KIND_STRING, .default_text = "auto",
+        .doc = "the log's clock: auto = the CPU's time-stamp counter, calibrated once against "
+        "CLOCK_MONOTONIC, where the kernel itself keeps time with it (clocksource tsc, an invariant "
+        "counter), else CLOCK_MONOTONIC; monotonic = always clock_gettime", .choices = "auto monotonic"},
 };
 
 int options_parse_bool(const char *s, long long *out)

@@ -26,6 +26,7 @@ typedef enum gm_option {
     GM_OPT_CUPTI,
     GM_OPT_LOG_LIMIT,
     GM_OPT_SEGMENTS,
+    GM_OPT_CLOCK,
     GM_OPT__COUNT
 } gm_option_t;
 

@@ -15,5 +15,8 @@ typedef enum gm_state {
 
 extern int gm_state;
 extern __thread int gm_depth __attribute__((tls_model("initial-exec")));
+/* Set by the runtime's stream hooks around the real call: the driver's stream functions it
+ * reaches (drvhooks.c) leave the stream to the hook. */
+extern __thread int gm_in_stream_hook __attribute__((tls_model("initial-exec")));
 
 #endif

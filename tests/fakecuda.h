@@ -96,6 +96,9 @@ void fakecuda_drain(void);
 /* The devices given read-write access to the page of a driver-API mapping (cuMemSetAccess) that
  * holds p, one bit each; 0 when p is not mapped that way. */
 unsigned fakecuda_vmm_access(const void *p);
+/* The calling thread's driver context becomes one of its own (1) or the device's primary one (0):
+ * streams the driver makes now belong to it. */
+void fakecuda_private_context(int on);
 
 #ifdef __cplusplus
 }

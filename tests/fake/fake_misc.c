@@ -111,30 +111,6 @@ cudaError_t cudaGetDevice(int *device)
     return fk_leave(cudaSuccess);
 }
 
-/* Two driver-API calls, as libcuda has them (CUresult 0 = success): the calling thread's current
- * context (here one per device, the "primary" one) and that context's device. gmshim uses them
- * to learn the current device more cheaply than cudaGetDevice. */
-int cuCtxGetCurrent(void **ctx);
-int cuCtxGetDevice(int *device);
-
-static char fk_contexts[FK_MAX_DEV];
-
-int cuCtxGetCurrent(void **ctx)
-{
-    if (!ctx)
-        return 1; /* CUDA_ERROR_INVALID_VALUE */
-    *ctx = &fk_contexts[fk_cur_dev];
-    return 0;
-}
-
-int cuCtxGetDevice(int *device)
-{
-    if (!device)
-        return 1;
-    *device = fk_cur_dev;
-    return 0;
-}
-
 cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags)
 {
     FK_ENTER();

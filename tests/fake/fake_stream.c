@@ -351,7 +351,7 @@ static int fk_event_in_capture(const struct CUevent_st *e)
 
 /* ---- stream API -------------------------------------------------------------------------- */
 /* Exported entry points never call each other, so that an interposer sees each call once. */
-static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags, int priority)
+cudaError_t fk_stream_create(cudaStream_t *pStream, unsigned flags, int priority)
 {
     FK_ENTER();
     if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking))
@@ -363,20 +363,25 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags, int prio
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
-    return stream_create(pStream, flags, priority);
+    return fk_stream_create(pStream, flags, priority);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
-    return stream_create(pStream, flags, 0);
+    return fk_stream_create(pStream, flags, 0);
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
-    return stream_create(pStream, cudaStreamDefault, 0);
+    return fk_stream_create(pStream, cudaStreamDefault, 0);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    return fk_stream_destroy(stream);
+}
+
+cudaError_t fk_stream_destroy(cudaStream_t stream)
 {
     FK_ENTER();
     struct CUstream_st *s = fk_obj_find(stream, FK_T_STREAM);

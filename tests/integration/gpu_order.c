@@ -9,6 +9,12 @@
  * that device, as a torchrun rank that sees every GPU; "both" device 1 made current once before
  * the program settles on device 0; "peer" everything on device 0 but the new owner's memset,
  * which device 1's stream does right after the reallocation (the first time device 1 is used).
+ * Streams made through the driver, below the runtime's hooks, as NEW: drv (cuStreamCreate by
+ * symbol), drvdlsym (cuStreamCreateWithPriority from dlsym on the runtime's handle, as a static
+ * runtime finds its driver), drvproc (cuGetProcAddress from dlsym, then cuStreamCreate from it),
+ * drvproc2 (cuGetProcAddress_v2, asked for "cuGetProcAddress" as CUDA 12.8 does, then
+ * cuStreamCreate), green (a green context's stream), private (a stream of another context);
+ * all non-blocking.
  * The new block must be the freed one in every trial, and never hold the kernel's late write. */
 #include "itest.h"
 
@@ -20,9 +26,56 @@ static void late_write(void *p)
     memset(p, 0xAA, SIZE);
 }
 
+typedef int (*create_fn)(void **, unsigned);
+typedef int (*proc_fn)(const char *, void **, int, unsigned long long);
+typedef int (*proc2_fn)(const char *, void **, int, unsigned long long, int *);
+int cuStreamCreate(void **ph, unsigned flags);
+int cuGreenCtxStreamCreate(void **ph, void *green, unsigned flags, int prio);
+
+/* The runtime's own handle: in the fake, libcudart is also the driver. */
+static void *driver_handle(void)
+{
+    void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+    CHECK(h != NULL, "the runtime is not loaded: %s", dlerror());
+    return h;
+}
+
+static cudaStream_t driver_stream(const char *kind)
+{
+    void *s = NULL;
+    if (!strcmp(kind, "drv")) {
+        CHECK(cuStreamCreate(&s, 1) == 0, "cuStreamCreate failed");
+    } else if (!strcmp(kind, "drvdlsym")) {
+        int (*create)(void **, unsigned, int) = (int (*)(void **, unsigned, int))dlsym(driver_handle(), "cuStreamCreateWithPriority");
+        CHECK(create && create(&s, 1, 0) == 0, "cuStreamCreateWithPriority from dlsym failed");
+    } else if (!strcmp(kind, "drvproc")) {
+        proc_fn proc = (proc_fn)dlsym(driver_handle(), "cuGetProcAddress");
+        create_fn create = NULL;
+        CHECK(proc && proc("cuStreamCreate", (void **)&create, 12000, 0) == 0 && create, "cuGetProcAddress failed");
+        CHECK(create(&s, 1) == 0, "cuStreamCreate from cuGetProcAddress failed");
+    } else if (!strcmp(kind, "drvproc2")) {
+        proc2_fn proc2 = (proc2_fn)dlsym(driver_handle(), "cuGetProcAddress_v2"), self = NULL;
+        create_fn create = NULL;
+        CHECK(proc2 && proc2("cuGetProcAddress", (void **)&self, 12080, 0, NULL) == 0 && self, "cuGetProcAddress_v2 failed");
+        CHECK(self("cuStreamCreate", (void **)&create, 12080, 0, NULL) == 0 && create, "cuGetProcAddress (v2) failed");
+        CHECK(create(&s, 1) == 0, "cuStreamCreate from cuGetProcAddress_v2 failed");
+    } else if (!strcmp(kind, "green")) {
+        CHECK(cuGreenCtxStreamCreate(&s, NULL, 1, 0) == 0, "cuGreenCtxStreamCreate failed");
+    } else if (!strcmp(kind, "private")) {
+        fakecuda_private_context(1);
+        CHECK(cuStreamCreate(&s, 1) == 0, "cuStreamCreate failed");
+        fakecuda_private_context(0);
+    } else {
+        return NULL;
+    }
+    return (cudaStream_t)s;
+}
+
 static cudaStream_t stream_of(const char *kind)
 {
-    cudaStream_t s = NULL;
+    cudaStream_t s = driver_stream(kind);
+    if (s)
+        return s;
     if (!strcmp(kind, "legacy"))
         return cudaStreamLegacy;
     if (!strcmp(kind, "perthread"))

@@ -191,29 +191,44 @@ START_TEST(test_trusting_stream_order_shows_the_hazard)
 }
 END_TEST
 
-/* GMSHIM_GPU_ORDER: the freed block comes back at once and the new owner's stream waits on the
- * GPU, whatever kind of stream the old and new owners use. `devices`: the program's use of two
- * visible devices (gpu_order.c), "" for one device visible; `warning`: what stderr must say
- * once (NULL: nothing about GMSHIM_GPU_ORDER). */
-static void gpu_order_on(const char *streams, const char *expect, const char *devices, const char *warning)
+/* GPU order: the freed block comes back at once and the new owner's stream waits on the GPU,
+ * whatever kind of stream the old and new owners use. `setting`: the environment that asks for it
+ * (GMSHIM_GPU_ORDER=1, or GMSHIM_TORCH=own and its default); `devices`: the program's use of two
+ * visible devices (gpu_order.c), "" for one device visible; `warning`: what stderr must say once,
+ * `key` a part of it that names the setting (NULL warning: stderr does not name it). */
+static void gpu_order_run(const char *setting, const char *streams, const char *expect, const char *devices,
+                          const char *key, const char *warning)
 {
-    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_GPU_ORDER=1", "GMSHIM_LOG=off",
-                         *devices ? "FAKECUDA_DEVICES=2" : "FAKECUDA_DEVICES=1", NULL};
+    const char *env[] = {"FAKECUDA_MEM=1G", setting, "GMSHIM_LOG=off",
+                         *devices ? "FAKECUDA_DEVICES=2" : "FAKECUDA_DEVICES=1", NULL, NULL};
+    if (!strcmp(setting, "GMSHIM_GPU_ORDER=0"))
+        env[4] = "GMSHIM_TORCH=own";
     char path[4096];
     snprintf(path, sizeof path, "%s", build_path("tests/integration/gpu_order"));
     const char *argv[] = {path, streams, expect, *devices ? devices : NULL, NULL};
     char *out = NULL;
     int rc = run_program(argv, env, 1, &out);
-    ck_assert_msg(rc == 0, "gpu_order %s %s %s exited %d:\n%s", streams, expect, devices, rc, out);
-    const char *said = strstr(out, "GMSHIM_GPU_ORDER=1");
+    ck_assert_msg(rc == 0, "gpu_order %s %s %s (%s) exited %d:\n%s", streams, expect, devices, setting, rc, out);
+    const char *said = strstr(out, key);
     if (warning) {
-        ck_assert_msg(said && strstr(out, warning), "gpu_order %s %s %s: no warning '%s':\n%s", streams, expect,
-                      devices, warning, out);
-        ck_assert_msg(!strstr(said + 1, "GMSHIM_GPU_ORDER=1"), "gpu_order %s: said more than once:\n%s", devices, out);
+        ck_assert_msg(said && strstr(out, warning), "gpu_order %s %s %s (%s): no warning '%s':\n%s", streams, expect,
+                      devices, setting, warning, out);
+        ck_assert_msg(!strstr(said + 1, key), "gpu_order %s (%s): said more than once:\n%s", devices, setting, out);
     } else {
-        ck_assert_msg(!said, "gpu_order %s %s %s: unexpected warning:\n%s", streams, expect, devices, out);
+        ck_assert_msg(!said, "gpu_order %s %s %s (%s): unexpected warning:\n%s", streams, expect, devices, setting,
+                      out);
     }
     free(out);
+}
+
+static void gpu_order_on(const char *streams, const char *expect, const char *devices, const char *warning)
+{
+    gpu_order_run("GMSHIM_GPU_ORDER=1", streams, expect, devices, "GMSHIM_GPU_ORDER=1", warning);
+}
+
+static void own_mode(const char *streams, const char *expect, const char *devices, const char *warning)
+{
+    gpu_order_run("GMSHIM_TORCH=own", streams, expect, devices, "GMSHIM_TORCH=own", warning);
 }
 
 START_TEST(test_gpu_order_new_owner_on_another_nonblocking_stream)
@@ -278,6 +293,50 @@ START_TEST(test_gpu_order_stops_and_waits_when_a_second_device_comes_into_use)
 }
 END_TEST
 
+/* GMSHIM_TORCH=own orders freed memory on the GPU by default (GMSHIM_GPU_ORDER=auto). */
+START_TEST(test_own_mode_orders_freed_memory_on_the_gpu_by_default)
+{
+    own_mode("nb:nb2", "ordered", "", NULL);
+    own_mode("legacy:later", "ordered", "", NULL);
+    own_mode("nb:nb2", "ordered", "dev1", NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_order_0_keeps_own_mode_waiting_on_the_cpu)
+{
+    gpu_order_run("GMSHIM_GPU_ORDER=0", "nb:nb2", "waited", "", "GMSHIM_GPU_ORDER", NULL);
+}
+END_TEST
+
+/* Streams made through the driver below the runtime (by symbol, from dlsym on the driver's handle
+ * as a static runtime does, through cuGetProcAddress of either version) are made to wait too:
+ * without that, every trial reads the late kernel's write. */
+START_TEST(test_streams_made_through_the_driver_are_ordered)
+{
+    static const char *const kinds[] = {"nb:drv", "nb:drvdlsym", "nb:drvproc", "nb:drvproc2"};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        own_mode(kinds[i], "ordered", "", NULL);
+        gpu_order_on(kinds[i], "ordered", "", NULL);
+    }
+}
+END_TEST
+
+/* A stream gmshim's fences cannot cover (another context's, a green context's): own mode goes
+ * back to waiting on the CPU and says so once. */
+START_TEST(test_own_mode_waits_on_the_cpu_once_a_stream_cannot_be_ordered)
+{
+    own_mode("nb:private", "waited", "", "a stream was created in a context other than its device's primary one");
+    own_mode("nb:green", "waited", "", "a stream of a green context was created");
+}
+END_TEST
+
+START_TEST(test_own_mode_waits_on_the_cpu_when_two_devices_are_in_use)
+{
+    own_mode("nb:nb2", "waited", "both", "does not apply to device 0: the process uses more than one device");
+    own_mode("nb:nb2", "switched", "peer", "stops applying: the process uses a second device besides device 0");
+}
+END_TEST
+
 Suite *fencepol_suite(void)
 {
     Suite *s = suite_create("fencepol");
@@ -298,6 +357,11 @@ Suite *fencepol_suite(void)
     tc = tcase_create("preload");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_freed_block_waits_for_the_kernel_still_using_it);
+    tcase_add_test(tc, test_own_mode_orders_freed_memory_on_the_gpu_by_default);
+    tcase_add_test(tc, test_gpu_order_0_keeps_own_mode_waiting_on_the_cpu);
+    tcase_add_test(tc, test_streams_made_through_the_driver_are_ordered);
+    tcase_add_test(tc, test_own_mode_waits_on_the_cpu_once_a_stream_cannot_be_ordered);
+    tcase_add_test(tc, test_own_mode_waits_on_the_cpu_when_two_devices_are_in_use);
     tcase_add_test(tc, test_trusting_stream_order_shows_the_hazard);
     tcase_add_test(tc, test_gpu_order_new_owner_on_another_nonblocking_stream);
     tcase_add_test(tc, test_gpu_order_new_owner_on_a_blocking_stream);

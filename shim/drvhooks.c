@@ -1,0 +1,416 @@
+/* Entry points for streams made through the driver API. GPU order is safe only if every stream
+ * that can touch pool memory is made to wait for the fences, so gmshim must see the streams that
+ * libraries create below the runtime it hooks: through libcuda's own symbols, through
+ * cuGetProcAddress (how every CUDA runtime, a static one inside NCCL included, and
+ * cudaGetDriverEntryPoint reach the driver), or through dlsym on libcuda's handle (how a runtime
+ * finds cuGetProcAddress). So this file exports cuStreamCreate, cuStreamCreateWithPriority,
+ * cuStreamDestroy(_v2), cuGreenCtxStreamCreate, cuGetProcAddress(_v2) and dlsym: dlsym hands out
+ * the wrappers for those names and jumps to glibc's for every other, with the caller's return
+ * address intact (RTLD_NEXT keeps its meaning); cuGetProcAddress hands out the wrappers in place
+ * of the driver's functions. A driver stream of the device's primary context joins the fences as
+ * a runtime stream does; any other (a context of its own, a green context), a driver function
+ * gmshim cannot wrap, or gmshim not being the process's dlsym makes fencepol_streams_unwatched
+ * stop GMSHIM_GPU_ORDER=auto. */
+#include "drvhooks.h"
+#include "alloc.h"
+#include "fencepol.h"
+#include "init.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+typedef int cu_result_t;
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef cu_result_t (*create_fn)(void **, unsigned);
+typedef cu_result_t (*create_prio_fn)(void **, unsigned, int);
+typedef cu_result_t (*destroy_fn)(void *);
+typedef cu_result_t (*green_fn)(void **, void *, unsigned, int);
+typedef cu_result_t (*proc_fn)(const char *, void **, int, unsigned long long);
+typedef cu_result_t (*proc2_fn)(const char *, void **, int, unsigned long long, int *);
+
+enum kind { K_CREATE, K_CREATE_PRIO, K_DESTROY, K_GREEN, K_PROC, K_PROC2, K_COUNT };
+#define COPIES 4 /* distinct driver functions one kind may come as (versions, aliases) */
+
+static const struct {
+    const char *name;
+    enum kind kind;
+} watched[] = {
+    {"cuStreamCreate", K_CREATE},       {"cuStreamCreateWithPriority", K_CREATE_PRIO},
+    {"cuStreamDestroy", K_DESTROY},     {"cuStreamDestroy_v2", K_DESTROY},
+    {"cuGreenCtxStreamCreate", K_GREEN}, {"cuGetProcAddress", K_PROC},
+    {"cuGetProcAddress_v2", K_PROC2},
+};
+
+/* The driver's functions behind each wrapper copy (set once, by compare-and-swap). */
+static void *real[K_COUNT][COPIES];
+/* The driver's functions behind the exported symbols, in `watched` order (resolved at first call). */
+static void *exported_real[GM_ARRAY_LEN(watched)];
+
+dlsym_fn gm_real_dlsym __attribute__((visibility("hidden")));
+
+/* ---- what a new stream means ---------------------------------------------------------------- */
+
+typedef cu_result_t (*ctx_get_fn)(void **);
+typedef cu_result_t (*dev_get_fn)(int *);
+typedef cu_result_t (*primary_state_fn)(int, unsigned *, int *);
+typedef cu_result_t (*primary_retain_fn)(void **, int);
+typedef cu_result_t (*primary_release_fn)(int);
+
+static struct {
+    ctx_get_fn ctx_current;
+    dev_get_fn ctx_device;
+    primary_state_fn primary_state;
+    primary_retain_fn primary_retain;
+    primary_release_fn primary_release;
+    int resolved;
+} drv;
+
+/* The context helpers, from the object that holds the driver function `fn`. */
+static void resolve_context_calls(void *fn)
+{
+    Dl_info info;
+    if (__atomic_load_n(&drv.resolved, __ATOMIC_ACQUIRE) || !dladdr(fn, &info) || !info.dli_fname)
+        return;
+    void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return;
+    drv.ctx_current = (ctx_get_fn)gm_real_dlsym(h, "cuCtxGetCurrent");
+    drv.ctx_device = (dev_get_fn)gm_real_dlsym(h, "cuCtxGetDevice");
+    drv.primary_state = (primary_state_fn)gm_real_dlsym(h, "cuDevicePrimaryCtxGetState");
+    drv.primary_retain = (primary_retain_fn)gm_real_dlsym(h, "cuDevicePrimaryCtxRetain");
+    drv.primary_release = (primary_release_fn)gm_real_dlsym(h, "cuDevicePrimaryCtxRelease_v2");
+    dlclose(h);
+    __atomic_store_n(&drv.resolved, 1, __ATOMIC_RELEASE);
+}
+
+/* Whether the calling thread's current context (the new stream's) is its device's primary one,
+ * the context the runtime, and so the pool's fences, use. */
+static int in_primary_context(void *fn)
+{
+    resolve_context_calls(fn);
+    void *ctx = NULL, *primary = NULL;
+    int dev = -1, active = 0;
+    unsigned flags = 0;
+    if (!drv.ctx_current || !drv.ctx_device || !drv.primary_state || !drv.primary_retain || !drv.primary_release ||
+        drv.ctx_current(&ctx) != 0 || !ctx || drv.ctx_device(&dev) != 0 ||
+        drv.primary_state(dev, &flags, &active) != 0 || !active)
+        return 0;
+    if (drv.primary_retain(&primary, dev) != 0) /* active: retaining only counts a reference */
+        return 0;
+    drv.primary_release(dev);
+    return primary == ctx;
+}
+
+static void stream_made(void *fn, void *s, unsigned flags, int green)
+{
+    /* The runtime's own cudaStreamCreate* reach here too: its hook registers the stream. */
+    if (gm_in_stream_hook || !s || !gm_enter())
+        return;
+    if (green)
+        fencepol_streams_unwatched("a stream of a green context was created (cuGreenCtxStreamCreate)");
+    else if (!in_primary_context(fn))
+        fencepol_streams_unwatched("a stream was created in a context other than its device's primary one");
+    else
+        alloc_stream_created((cudaStream_t)s, flags & cudaStreamNonBlocking);
+    gm_leave();
+}
+
+static void stream_unmaking(void *s)
+{
+    if (gm_in_stream_hook || !s || !gm_enter())
+        return;
+    alloc_stream_destroying((cudaStream_t)s);
+    gm_leave();
+}
+
+/* ---- the wrappers ------------------------------------------------------------------------------ */
+
+static void *wrap(enum kind k, void *fn);
+static void *wrap_proc_result(const char *symbol, void *fn, int version);
+
+#define COPY(i)                                                                                   \
+    static cu_result_t create_##i(void **ph, unsigned flags)                                      \
+    {                                                                                             \
+        cu_result_t r = ((create_fn)real[K_CREATE][i])(ph, flags);                                \
+        if (r == 0 && ph)                                                                         \
+            stream_made(real[K_CREATE][i], *ph, flags, 0);                                        \
+        return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t create_prio_##i(void **ph, unsigned flags, int prio)                       \
+    {                                                                                             \
+        cu_result_t r = ((create_prio_fn)real[K_CREATE_PRIO][i])(ph, flags, prio);                \
+        if (r == 0 && ph)                                                                         \
+            stream_made(real[K_CREATE_PRIO][i], *ph, flags, 0);                                   \
+        return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t destroy_##i(void *s)                                                       \
+    {                                                                                             \
+        stream_unmaking(s);                                                                       \
+        return ((destroy_fn)real[K_DESTROY][i])(s);                                               \
+    }                                                                                             \
+    static cu_result_t green_##i(void **ph, void *g, unsigned flags, int prio)                    \
+    {                                                                                             \
+        cu_result_t r = ((green_fn)real[K_GREEN][i])(ph, g, flags, prio);                         \
+        if (r == 0 && ph)                                                                         \
+            stream_made(real[K_GREEN][i], *ph, flags, 1);                                         \
+        return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t proc_##i(const char *sym, void **pfn, int ver, unsigned long long flags)  \
+    {                                                                                             \
+        cu_result_t r = ((proc_fn)real[K_PROC][i])(sym, pfn, ver, flags);                         \
+        if (r == 0 && pfn && *pfn)                                                                \
+            *pfn = wrap_proc_result(sym, *pfn, ver);                                                   \
+        return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t proc2_##i(const char *sym, void **pfn, int ver, unsigned long long flags, \
+                                 int *status)                                                     \
+    {                                                                                             \
+        cu_result_t r = ((proc2_fn)real[K_PROC2][i])(sym, pfn, ver, flags, status);               \
+        if (r == 0 && pfn && *pfn)                                                                \
+            *pfn = wrap_proc_result(sym, *pfn, ver);                                                   \
+        return r;                                                                                 \
+    }
+COPY(0)
+COPY(1)
+COPY(2)
+COPY(3)
+
+#define COPIES_OF(f) {(void *)f##_0, (void *)f##_1, (void *)f##_2, (void *)f##_3}
+static void *const copies[K_COUNT][COPIES] = {
+    COPIES_OF(create), COPIES_OF(create_prio), COPIES_OF(destroy),
+    COPIES_OF(green),  COPIES_OF(proc),        COPIES_OF(proc2),
+};
+
+static int watched_index(const char *name)
+{
+    /* Every watched name starts "cuStream", "cuGreenCtx" or "cuGetProc": one compare for most. */
+    if (!name || name[0] != 'c' || name[1] != 'u' || (name[2] != 'S' && name[2] != 'G'))
+        return -1;
+    for (size_t i = 0; i < GM_ARRAY_LEN(watched); i++)
+        if (!strcmp(name, watched[i].name))
+            return (int)i;
+    return -1;
+}
+
+static int is_ours(void *fn);
+
+/* The wrapper copy for driver function `fn` of kind k (fn itself if gmshim cannot wrap it). */
+static void *wrap(enum kind k, void *fn)
+{
+    if (is_ours(fn))
+        return fn;
+    for (int i = 0; i < COPIES; i++) {
+        void *seen = __atomic_load_n(&real[k][i], __ATOMIC_ACQUIRE);
+        if (!seen && __atomic_compare_exchange_n(&real[k][i], &seen, fn, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return copies[k][i];
+        if (seen == fn)
+            return copies[k][i];
+    }
+    fencepol_streams_unwatched("the driver handed out more stream functions than gmshim can follow");
+    return fn;
+}
+
+/* cuGetProcAddress(symbol, version) gave fn. Only the watched names are wrapped;
+ * "cuGetProcAddress" itself is the _v2 function (one more parameter) when asked for CUDA 12.5 or
+ * later (cudaTypedefs.h: PFN_cuGetProcAddress_v12050), unless it is one of libcuda's exported
+ * symbols, which name their version. */
+static void *wrap_proc_result(const char *symbol, void *fn, int version)
+{
+    int w = watched_index(symbol);
+    if (w < 0)
+        return fn;
+    if (watched[w].kind != K_PROC && watched[w].kind != K_PROC2)
+        return wrap(watched[w].kind, fn);
+    Dl_info info;
+    void *h = dladdr(fn, &info) && info.dli_fname ? dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    void *v1 = h ? gm_real_dlsym(h, "cuGetProcAddress") : NULL, *v2 = h ? gm_real_dlsym(h, "cuGetProcAddress_v2") : NULL;
+    if (h)
+        dlclose(h);
+    if (fn == v2)
+        return wrap(K_PROC2, fn);
+    if (fn == v1)
+        return wrap(K_PROC, fn);
+    if (is_ours(fn))
+        return fn;
+    return wrap(version >= 12050 ? K_PROC2 : K_PROC, fn);
+}
+
+/* ---- dlsym ------------------------------------------------------------------------------------- */
+
+/* glibc's dlsym: the default version since 2.34, else the first (x86-64's since 2002). */
+static dlsym_fn find_real_dlsym(void)
+{
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    for (size_t i = 0; i < GM_ARRAY_LEN(versions); i++) {
+        void *fn = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+        if (fn && !is_ours(fn))
+            return (dlsym_fn)fn;
+    }
+    return NULL;
+}
+
+/* Called by the dlsym below before anything else: a wrapper for a watched name, else NULL (the
+ * caller's lookup then goes to glibc untouched). RTLD_NEXT lookups are left alone: they are
+ * relative to their caller, and an interposer asking for the next cuGetProcAddress wraps it
+ * itself. */
+__attribute__((visibility("hidden"), used)) void *gm_dlsym_filter(void *handle, const char *name)
+{
+    if (unlikely(!gm_real_dlsym))
+        __atomic_store_n(&gm_real_dlsym, find_real_dlsym(), __ATOMIC_RELEASE);
+    int w = watched_index(name);
+    if (w < 0 || handle == RTLD_NEXT || !gm_real_dlsym)
+        return NULL;
+    void *fn = gm_real_dlsym(handle, name);
+    return fn ? wrap(watched[w].kind, fn) : NULL;
+}
+
+#if defined(__x86_64__)
+/* The exported dlsym: the filter's answer, or a jump to glibc's with the stack as the caller left
+ * it (glibc reads its caller from the return address). */
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        ".globl gm_dlsym_entry\n"
+        ".hidden gm_dlsym_entry\n"
+        "gm_dlsym_entry:\n"
+        "    .cfi_startproc\n"
+        "    pushq %rdi\n"
+        "    .cfi_adjust_cfa_offset 8\n"
+        "    pushq %rsi\n"
+        "    .cfi_adjust_cfa_offset 8\n"
+        "    subq $8, %rsp\n"
+        "    .cfi_adjust_cfa_offset 8\n"
+        "    call gm_dlsym_filter\n"
+        "    addq $8, %rsp\n"
+        "    .cfi_adjust_cfa_offset -8\n"
+        "    popq %rsi\n"
+        "    .cfi_adjust_cfa_offset -8\n"
+        "    popq %rdi\n"
+        "    .cfi_adjust_cfa_offset -8\n"
+        "    testq %rax, %rax\n"
+        "    jnz 1f\n"
+        "    jmp *gm_real_dlsym(%rip)\n"
+        "1:  ret\n"
+        "    .cfi_endproc\n"
+        "    .size dlsym, .-dlsym\n");
+#define GM_DLSYM_INTERPOSED 1
+#endif
+
+/* ---- the exported driver functions --------------------------------------------------------------- */
+
+/* The driver's function behind exported symbol `w` (libcuda's, found after gmshim). */
+static void *exported(int w)
+{
+    void *fn = __atomic_load_n(&exported_real[w], __ATOMIC_ACQUIRE);
+    if (likely(fn != NULL))
+        return fn;
+    if (!gm_real_dlsym)
+        __atomic_store_n(&gm_real_dlsym, find_real_dlsym(), __ATOMIC_RELEASE);
+    fn = gm_real_dlsym ? gm_real_dlsym(RTLD_NEXT, watched[w].name) : NULL;
+    __atomic_store_n(&exported_real[w], fn, __ATOMIC_RELEASE);
+    return fn;
+}
+
+#define CU_NOT_FOUND 500 /* CUDA_ERROR_NOT_FOUND */
+
+GM_EXPORT cu_result_t cuStreamCreate(void **ph, unsigned flags)
+{
+    create_fn fn = (create_fn)exported(0);
+    cu_result_t r = fn ? fn(ph, flags) : CU_NOT_FOUND;
+    if (r == 0 && ph)
+        stream_made((void *)fn, *ph, flags, 0);
+    return r;
+}
+
+GM_EXPORT cu_result_t cuStreamCreateWithPriority(void **ph, unsigned flags, int prio)
+{
+    create_prio_fn fn = (create_prio_fn)exported(1);
+    cu_result_t r = fn ? fn(ph, flags, prio) : CU_NOT_FOUND;
+    if (r == 0 && ph)
+        stream_made((void *)fn, *ph, flags, 0);
+    return r;
+}
+
+GM_EXPORT cu_result_t cuStreamDestroy(void *s)
+{
+    destroy_fn fn = (destroy_fn)exported(2);
+    if (!fn)
+        return CU_NOT_FOUND;
+    stream_unmaking(s);
+    return fn(s);
+}
+
+GM_EXPORT cu_result_t cuStreamDestroy_v2(void *s)
+{
+    destroy_fn fn = (destroy_fn)exported(3);
+    if (!fn)
+        return CU_NOT_FOUND;
+    stream_unmaking(s);
+    return fn(s);
+}
+
+GM_EXPORT cu_result_t cuGreenCtxStreamCreate(void **ph, void *g, unsigned flags, int prio)
+{
+    green_fn fn = (green_fn)exported(4);
+    cu_result_t r = fn ? fn(ph, g, flags, prio) : CU_NOT_FOUND;
+    if (r == 0 && ph)
+        stream_made((void *)fn, *ph, flags, 1);
+    return r;
+}
+
+GM_EXPORT cu_result_t cuGetProcAddress(const char *sym, void **pfn, int ver, unsigned long long flags)
+{
+    proc_fn fn = (proc_fn)exported(5);
+    cu_result_t r = fn ? fn(sym, pfn, ver, flags) : CU_NOT_FOUND;
+    if (r == 0 && pfn && *pfn)
+        *pfn = wrap_proc_result(sym, *pfn, ver);
+    return r;
+}
+
+GM_EXPORT cu_result_t cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags,
+                                          int *status)
+{
+    proc2_fn fn = (proc2_fn)exported(6);
+    cu_result_t r = fn ? fn(sym, pfn, ver, flags, status) : CU_NOT_FOUND;
+    if (r == 0 && pfn && *pfn)
+        *pfn = wrap_proc_result(sym, *pfn, ver);
+    return r;
+}
+
+static int is_ours(void *fn)
+{
+    static void *const exports[] = {(void *)cuStreamCreate, (void *)cuStreamCreateWithPriority,
+                                    (void *)cuStreamDestroy, (void *)cuStreamDestroy_v2,
+                                    (void *)cuGreenCtxStreamCreate, (void *)cuGetProcAddress,
+                                    (void *)cuGetProcAddress_v2};
+    for (size_t i = 0; i < GM_ARRAY_LEN(exports); i++)
+        if (fn == exports[i])
+            return 1;
+    for (int k = 0; k < K_COUNT; k++)
+        for (int i = 0; i < COPIES; i++)
+            if (fn == copies[k][i])
+                return 1;
+#ifdef GM_DLSYM_INTERPOSED
+    extern char gm_dlsym_entry[];
+    if (fn == (void *)gm_dlsym_entry)
+        return 1;
+#endif
+    return 0;
+}
+
+/* At load: the watch holds only if this dlsym is the one every library calls (gmshim preloaded,
+ * ahead of any other definition). */
+__attribute__((constructor)) static void drvhooks_check(void)
+{
+#ifdef GM_DLSYM_INTERPOSED
+    if (!gm_real_dlsym)
+        __atomic_store_n(&gm_real_dlsym, find_real_dlsym(), __ATOMIC_RELEASE);
+    void *global = gm_real_dlsym ? gm_real_dlsym(RTLD_DEFAULT, "dlsym") : NULL;
+    if (!gm_real_dlsym || !is_ours(global))
+        fencepol_streams_unwatched("gmshim is not the process's dlsym (not preloaded), so streams made "
+                                   "through the driver cannot be watched");
+#else
+    fencepol_streams_unwatched("streams made through the driver are watched only on x86-64");
+#endif
+}
