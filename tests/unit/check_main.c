@@ -11,6 +11,7 @@ int main(void)
     SRunner *sr = srunner_create(pool_suite());
     srunner_add_suite(sr, policy_suite());
     srunner_add_suite(sr, vmm_suite());
+    srunner_add_suite(sr, clock_suite());
     srunner_add_suite(sr, ranges_suite());
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, device_suite());

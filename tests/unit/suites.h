@@ -8,6 +8,7 @@
 Suite *pool_suite(void);
 Suite *policy_suite(void);
 Suite *vmm_suite(void);
+Suite *clock_suite(void);
 Suite *ranges_suite(void);
 Suite *options_suite(void);
 Suite *device_suite(void);
