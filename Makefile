@@ -184,6 +184,16 @@ $(BUILD)/gpu/gpu_devices: tests/gpu/gpu_devices.cu tests/gpu/gpu_common.h | $(BU
 	@[ "$(V)" != 0 ] || echo "  NVCC    $@"
 	$(Q)$(NVCC) -cudart shared -O2 $(GPU_ARCH) -Xcompiler -pthread $< -o $@ -L$(CUDA_HOME)/lib64/stubs -lcuda
 
+# Reuse across streams, some of them made through the driver API (libcuda) or by a library with
+# its own static runtime (built here with -cudart static, found next to the program).
+$(BUILD)/gpu/libgm_static_stream.so: tests/gpu/lib/static_stream.cu | $(BUILD)/gpu
+	@[ "$(V)" != 0 ] || echo "  NVCC    $@"
+	$(Q)$(NVCC) -cudart static -O2 $(GPU_ARCH) -shared -Xcompiler -fPIC $< -o $@
+$(BUILD)/gpu/gpu_reuse: tests/gpu/gpu_reuse.cu tests/gpu/gpu_common.h $(BUILD)/gpu/libgm_static_stream.so | $(BUILD)/gpu
+	@[ "$(V)" != 0 ] || echo "  NVCC    $@"
+	$(Q)$(NVCC) -cudart shared -O2 $(GPU_ARCH) -Xcompiler -pthread $< -o $@ -L$(CUDA_HOME)/lib64/stubs -lcuda \
+	    -L$(BUILD)/gpu -lgm_static_stream -Xlinker -rpath -Xlinker '$$ORIGIN' -ldl
+
 $(BUILD)/gpu/%: bench/%.c | $(BUILD)/gpu
 	@[ "$(V)" != 0 ] || echo "  CC      $@ (real libcudart)"
 	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< -o $@ $(ALL_LDFLAGS) -L$(CUDA_HOME)/lib64 -lcudart -ldl -lm \

@@ -6,11 +6,50 @@
 //   non-blocking stream), blocking, legacy, perthread, later (non-blocking, created after the
 //   allocation), peer (a non-blocking stream of device 1, made current for the first time right
 //   after the first reallocation, copying a device-1 buffer over the new block). DEV: the device
-//   the program uses (default 0; with both GPUs visible, 1 is a torchrun rank's view).
+//   the program uses (default 0; with both GPUs visible, 1 is a torchrun rank's view). Streams
+//   made below the shared runtime's hooks (all non-blocking): drv (cuStreamCreate, linked),
+//   drventry (cuStreamCreate from cudaGetDriverEntryPointByVersion), drvdlsym (cuGetProcAddress_v2
+//   from dlsym on libcuda, then cuStreamCreate from it), static (a library with its own static
+//   runtime creates it, as NCCL does).
 // alloc_us is the mean time of the reallocation: under GMSHIM_GPU_ORDER=1 it must not include
 // the reader kernel (the ordering happens on the GPU).
 #include "gpu_common.h"
+#include <cuda.h>
+#include <dlfcn.h>
 #include <string.h>
+
+extern "C" int static_runtime_stream(cudaStream_t *s);
+
+typedef CUresult (*create_fn)(CUstream *, unsigned);
+typedef CUresult (*proc2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static int driver_stream(const char *kind, cudaStream_t *c)
+{
+    CUstream s = NULL;
+    if (!strcmp(kind, "drv")) {
+        if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return -1;
+    } else if (!strcmp(kind, "drventry")) {
+        create_fn create = NULL;
+        enum cudaDriverEntryPointQueryResult q;
+        CK(cudaGetDriverEntryPointByVersion("cuStreamCreate", (void **)&create, 12000, cudaEnableDefault, &q));
+        if (!create || create(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return -1;
+    } else if (!strcmp(kind, "drvdlsym")) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        proc2_fn proc = h ? (proc2_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
+        create_fn create = NULL;
+        if (!proc || proc("cuStreamCreate", (void **)&create, 12000, CU_GET_PROC_ADDRESS_DEFAULT, NULL) != CUDA_SUCCESS ||
+            !create || create(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return -1;
+    } else if (!strcmp(kind, "static")) {
+        return static_runtime_stream(c);
+    } else {
+        return 1;
+    }
+    *c = (cudaStream_t)s;
+    return 0;
+}
 
 __global__ void reader(const unsigned *buf, size_t n, int reps, unsigned long long *out)
 {
@@ -46,7 +85,7 @@ int main(int argc, char **argv)
         c = cudaStreamLegacy;
     else if (!strcmp(kind, "perthread"))
         c = cudaStreamPerThread;
-    else if (!later && !peer) {
+    else if (!later && !peer && driver_stream(kind, &c) != 0) {
         fprintf(stderr, "unknown stream kind %s\n", kind);
         return 2;
     }
