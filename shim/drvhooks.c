@@ -19,6 +19,10 @@
 #include <dlfcn.h>
 #include <string.h>
 
+/* dlsym runs for sanitizers' own start-up lookups, before their runtime can check memory: the path
+ * from dlsym to glibc's is never instrumented, and compares names without library calls. */
+#define GM_UNCHECKED __attribute__((no_sanitize("address", "undefined", "thread")))
+
 typedef int cu_result_t;
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef cu_result_t (*create_fn)(void **, unsigned);
@@ -181,21 +185,28 @@ static void *const copies[K_COUNT][COPIES] = {
     COPIES_OF(green),  COPIES_OF(proc),        COPIES_OF(proc2),
 };
 
-static int watched_index(const char *name)
+GM_UNCHECKED static int same_name(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+GM_UNCHECKED static int watched_index(const char *name)
 {
     /* Every watched name starts "cuStream", "cuGreenCtx" or "cuGetProc": one compare for most. */
     if (!name || name[0] != 'c' || name[1] != 'u' || (name[2] != 'S' && name[2] != 'G'))
         return -1;
     for (size_t i = 0; i < GM_ARRAY_LEN(watched); i++)
-        if (!strcmp(name, watched[i].name))
+        if (same_name(name, watched[i].name))
             return (int)i;
     return -1;
 }
 
-static int is_ours(void *fn);
+GM_UNCHECKED static int is_ours(void *fn);
 
 /* The wrapper copy for driver function `fn` of kind k (fn itself if gmshim cannot wrap it). */
-static void *wrap(enum kind k, void *fn)
+GM_UNCHECKED static void *wrap(enum kind k, void *fn)
 {
     if (is_ours(fn))
         return fn;
@@ -238,7 +249,7 @@ static void *wrap_proc_result(const char *symbol, void *fn, int version)
 /* ---- dlsym ------------------------------------------------------------------------------------- */
 
 /* glibc's dlsym: the default version since 2.34, else the first (x86-64's since 2002). */
-static dlsym_fn find_real_dlsym(void)
+GM_UNCHECKED static dlsym_fn find_real_dlsym(void)
 {
     static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
     for (size_t i = 0; i < GM_ARRAY_LEN(versions); i++) {
@@ -253,7 +264,7 @@ static dlsym_fn find_real_dlsym(void)
  * caller's lookup then goes to glibc untouched). RTLD_NEXT lookups are left alone: they are
  * relative to their caller, and an interposer asking for the next cuGetProcAddress wraps it
  * itself. */
-__attribute__((visibility("hidden"), used)) void *gm_dlsym_filter(void *handle, const char *name)
+__attribute__((visibility("hidden"), used)) GM_UNCHECKED void *gm_dlsym_filter(void *handle, const char *name)
 {
     if (unlikely(!gm_real_dlsym))
         __atomic_store_n(&gm_real_dlsym, find_real_dlsym(), __ATOMIC_RELEASE);
@@ -378,7 +389,7 @@ GM_EXPORT cu_result_t cuGetProcAddress_v2(const char *sym, void **pfn, int ver, 
     return r;
 }
 
-static int is_ours(void *fn)
+GM_UNCHECKED static int is_ours(void *fn)
 {
     static void *const exports[] = {(void *)cuStreamCreate, (void *)cuStreamCreateWithPriority,
                                     (void *)cuStreamDestroy, (void *)cuStreamDestroy_v2,
@@ -401,7 +412,7 @@ static int is_ours(void *fn)
 
 /* At load: the watch holds only if this dlsym is the one every library calls (gmshim preloaded,
  * ahead of any other definition). */
-__attribute__((constructor)) static void drvhooks_check(void)
+__attribute__((constructor)) GM_UNCHECKED static void drvhooks_check(void)
 {
 #ifdef GM_DLSYM_INTERPOSED
     if (!gm_real_dlsym)
