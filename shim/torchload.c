@@ -41,10 +41,12 @@ static uint64_t emptied_at = UINT64_MAX;     /* torchev_count() after the trimme
 static __thread int trimming;                /* this thread is the trimmer, emptying PyTorch's cache */
 static uintptr_t not_torch[MAX_REMEMBERED]; /* callers already found outside PyTorch's allocator */
 static unsigned nnot;
+static int wanted_how = -1; /* wanted()'s settings, read once: -1 not yet, 0 never, 1 with a log, 2 always */
 
 void torchload_reset(void)
 {
     __atomic_store_n(&torchload_settled, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&wanted_how, -1, __ATOMIC_RELAXED);
     claimed = warned = 0;
     nnot = 0;
     __atomic_store_n(&torchload_c10_hi, 0, __ATOMIC_RELAXED);
@@ -293,13 +295,19 @@ static void remember(uintptr_t pc)
 }
 
 /* Whether the bridge is wanted at all: with PyTorch's cache on, to follow it (a log to write
- * into); with it off, for its empty_cache (not under GMSHIM_TORCH=segments: no bridge at all). */
+ * into); with it off, for its empty_cache (not under GMSHIM_TORCH=segments: no bridge at all).
+ * Asked at every cudaMalloc of a program without PyTorch (its callers never settle it), so the
+ * settings are read once: PyTorch has read PYTORCH_NO_CUDA_MEMORY_CACHING before its first
+ * allocation reaches here. */
 static int wanted(void)
 {
-    const char *mode = options_get_str(GM_OPT_TORCH);
-    if (!strcmp(mode, "segments"))
-        return 0;
-    return torch_cache_on() ? evlog_enabled() && !strcmp(mode, "keep") : 1;
+    int how = __atomic_load_n(&wanted_how, __ATOMIC_RELAXED);
+    if (unlikely(how < 0)) {
+        const char *mode = options_get_str(GM_OPT_TORCH);
+        how = !strcmp(mode, "segments") ? 0 : !torch_cache_on() ? 2 : !strcmp(mode, "keep") ? 1 : 0;
+        __atomic_store_n(&wanted_how, how, __ATOMIC_RELAXED);
+    }
+    return how == 2 || (how == 1 && evlog_enabled());
 }
 
 void torchload_examine(const void *caller)
