@@ -103,8 +103,8 @@ int clock_calibrate_now(void)
         return expect == CAL_DONE;
     uint64_t tsc, ns;
     read_pair(&tsc, &ns);
-    if (tsc <= cal_tsc || ns <= cal_ns || ns - cal_ns >= (1ull << 31)) {
-        /* The counter did not move with the clock, or far too long a wait to scale in 32.32. */
+    if (tsc <= cal_tsc || ns <= cal_ns || ns - cal_ns < GM_CLOCK_CALIBRATE_NS / 2) {
+        /* The counter did not move with the clock, or too short an interval to scale by. */
         __atomic_store_n(&cal_state, CAL_OFF, __ATOMIC_RELEASE);
         return 0;
     }
@@ -122,7 +122,9 @@ int clock_calibrate_now(void)
 uint64_t gm_clock_slow(void)
 {
     uint64_t now = mono_ns();
-    if (unlikely(__atomic_load_n(&cal_state, __ATOMIC_ACQUIRE) == CAL_WAITING) && now - cal_ns >= GM_CLOCK_CALIBRATE_NS)
+    /* Signed: a thread that read the clock before clock_init stored cal_ns must not calibrate. */
+    if (unlikely(__atomic_load_n(&cal_state, __ATOMIC_ACQUIRE) == CAL_WAITING) &&
+        (int64_t)(now - cal_ns) >= (int64_t)GM_CLOCK_CALIBRATE_NS)
         clock_calibrate_now();
     return now;
 }

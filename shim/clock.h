@@ -9,7 +9,8 @@
 void clock_init(int counter_allowed);
 /* Whether the kernel keeps time with an invariant counter this CPU reads with rdtscp. */
 int clock_counter_usable(void);
-/* Takes the second pair now, however short the interval (tests); 1 if the counter is in use. */
+/* Takes the second pair now (refused if under half the calibration interval since the first, and
+ * then never used); 1 if the counter is in use. */
 int clock_calibrate_now(void);
 int clock_uses_counter(void);
 

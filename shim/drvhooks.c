@@ -17,6 +17,7 @@
 #include "init.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <string.h>
 
 /* dlsym runs for sanitizers' own start-up lookups, before their runtime can check memory: the path
@@ -69,11 +70,14 @@ static struct {
     int resolved;
 } drv;
 
-/* The context helpers, from the object that holds the driver function `fn`. */
-static void resolve_context_calls(void *fn)
+static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The context helpers, from the object that holds the driver function `fn` (once they are all
+ * found; under drv_lock). */
+static void resolve_context_calls_locked(void *fn)
 {
     Dl_info info;
-    if (__atomic_load_n(&drv.resolved, __ATOMIC_ACQUIRE) || !dladdr(fn, &info) || !info.dli_fname)
+    if (drv.resolved || !dladdr(fn, &info) || !info.dli_fname)
         return;
     void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     if (!h)
@@ -84,25 +88,26 @@ static void resolve_context_calls(void *fn)
     drv.primary_retain = (primary_retain_fn)gm_real_dlsym(h, "cuDevicePrimaryCtxRetain");
     drv.primary_release = (primary_release_fn)gm_real_dlsym(h, "cuDevicePrimaryCtxRelease_v2");
     dlclose(h);
-    __atomic_store_n(&drv.resolved, 1, __ATOMIC_RELEASE);
+    drv.resolved = drv.ctx_current && drv.ctx_device && drv.primary_state && drv.primary_retain && drv.primary_release;
 }
 
 /* Whether the calling thread's current context (the new stream's) is its device's primary one,
  * the context the runtime, and so the pool's fences, use. */
 static int in_primary_context(void *fn)
 {
-    resolve_context_calls(fn);
     void *ctx = NULL, *primary = NULL;
-    int dev = -1, active = 0;
+    int dev = -1, active = 0, same = 0;
     unsigned flags = 0;
-    if (!drv.ctx_current || !drv.ctx_device || !drv.primary_state || !drv.primary_retain || !drv.primary_release ||
-        drv.ctx_current(&ctx) != 0 || !ctx || drv.ctx_device(&dev) != 0 ||
-        drv.primary_state(dev, &flags, &active) != 0 || !active)
-        return 0;
-    if (drv.primary_retain(&primary, dev) != 0) /* active: retaining only counts a reference */
-        return 0;
-    drv.primary_release(dev);
-    return primary == ctx;
+    pthread_mutex_lock(&drv_lock);
+    resolve_context_calls_locked(fn);
+    if (drv.resolved && drv.ctx_current(&ctx) == 0 && ctx && drv.ctx_device(&dev) == 0 &&
+        drv.primary_state(dev, &flags, &active) == 0 && active &&
+        drv.primary_retain(&primary, dev) == 0) { /* active: retaining only counts a reference */
+        drv.primary_release(dev);
+        same = primary == ctx;
+    }
+    pthread_mutex_unlock(&drv_lock);
+    return same;
 }
 
 static void stream_made(void *fn, void *s, unsigned flags, int green)
@@ -277,8 +282,8 @@ __attribute__((visibility("hidden"), used)) GM_UNCHECKED void *gm_dlsym_filter(v
 
 #if defined(__x86_64__)
 /* The exported dlsym: the filter's answer, or a jump to glibc's with the stack as the caller left
- * it (glibc reads its caller from the return address). */
-__asm__(".text\n"
+ * it (glibc reads its caller from the return address); NULL if glibc's was not found. */
+__asm__(".pushsection .text\n"
         ".globl dlsym\n"
         ".type dlsym, @function\n"
         "dlsym:\n"
@@ -301,10 +306,14 @@ __asm__(".text\n"
         "    .cfi_adjust_cfa_offset -8\n"
         "    testq %rax, %rax\n"
         "    jnz 1f\n"
-        "    jmp *gm_real_dlsym(%rip)\n"
+        "    movq gm_real_dlsym(%rip), %rax\n"
+        "    testq %rax, %rax\n"
+        "    jz 1f\n"
+        "    jmp *%rax\n"
         "1:  ret\n"
         "    .cfi_endproc\n"
-        "    .size dlsym, .-dlsym\n");
+        "    .size dlsym, .-dlsym\n"
+        ".popsection\n");
 #define GM_DLSYM_INTERPOSED 1
 #endif
 
@@ -319,7 +328,17 @@ static void *exported(int w)
     if (!gm_real_dlsym)
         __atomic_store_n(&gm_real_dlsym, find_real_dlsym(), __ATOMIC_RELEASE);
     fn = gm_real_dlsym ? gm_real_dlsym(RTLD_NEXT, watched[w].name) : NULL;
-    __atomic_store_n(&exported_real[w], fn, __ATOMIC_RELEASE);
+    if (!fn && gm_real_dlsym) {
+        /* libcuda loaded privately (RTLD_LOCAL, as Python loads an extension linked with it): not
+         * in the global scope, but loaded. */
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (h) {
+            fn = gm_real_dlsym(h, watched[w].name);
+            dlclose(h);
+        }
+    }
+    if (fn)
+        __atomic_store_n(&exported_real[w], fn, __ATOMIC_RELEASE);
     return fn;
 }
 

@@ -246,7 +246,7 @@ void device_note_used(int id)
     if (likely(first == id) || __atomic_load_n(&order_settled, __ATOMIC_ACQUIRE))
         return;
     if (first < 0) {
-        if (__atomic_compare_exchange_n(&first_used, &first, id, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+        if (__atomic_compare_exchange_n(&first_used, &first, id, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) ||
             first == id)
             return;
     }
@@ -279,7 +279,7 @@ int fencepol_gpu_order_for(int id)
     int setting = gpu_order_setting();
     if (!setting)
         return 0;
-    const char *why = __atomic_load_n(&unwatched, __ATOMIC_ACQUIRE);
+    const char *why = __atomic_load_n(&unwatched, __ATOMIC_SEQ_CST);
     if (setting < 0 && why) {
         diag_warn_once(&unwatched_warned, "GMSHIM_TORCH=own orders freed memory on the GPU only while every "
                                           "stream is known, and %s: freed memory waits on the CPU "
@@ -299,9 +299,9 @@ int fencepol_gpu_order_for(int id)
 void fencepol_streams_unwatched(const char *why)
 {
     const char *none = NULL;
-    if (!__atomic_compare_exchange_n(&unwatched, &none, why, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    if (!__atomic_compare_exchange_n(&unwatched, &none, why, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return; /* said once */
-    int first = __atomic_load_n(&first_used, __ATOMIC_ACQUIRE);
+    int first = __atomic_load_n(&first_used, __ATOMIC_SEQ_CST);
     if (first < 0)
         return; /* no pool yet: fencepol_gpu_order_for decides when one is made */
     devctx_lock();
