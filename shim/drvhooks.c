@@ -362,22 +362,24 @@ GM_EXPORT cu_result_t cuStreamCreateWithPriority(void **ph, unsigned flags, int 
     return r;
 }
 
-GM_EXPORT cu_result_t cuStreamDestroy(void *s)
+/* Both destroy symbols: the stream leaves the fences first, then the driver's function `w`. */
+static cu_result_t destroy_through(int w, void *s)
 {
-    destroy_fn fn = (destroy_fn)exported(2);
+    destroy_fn fn = (destroy_fn)exported(w);
     if (!fn)
         return CU_NOT_FOUND;
     stream_unmaking(s);
     return fn(s);
 }
 
+GM_EXPORT cu_result_t cuStreamDestroy(void *s)
+{
+    return destroy_through(2, s);
+}
+
 GM_EXPORT cu_result_t cuStreamDestroy_v2(void *s)
 {
-    destroy_fn fn = (destroy_fn)exported(3);
-    if (!fn)
-        return CU_NOT_FOUND;
-    stream_unmaking(s);
-    return fn(s);
+    return destroy_through(3, s);
 }
 
 GM_EXPORT cu_result_t cuGreenCtxStreamCreate(void **ph, void *g, unsigned flags, int prio)
