@@ -91,6 +91,8 @@ static gm_device_t *device_create(int id)
     mutex_init_plain(&d->fence_lock);
     d->fence_bytes = (size_t)options_get(GM_OPT_FENCE_BYTES);
     d->fence_frees = (unsigned)options_get(GM_OPT_FENCE_FREES);
+    unsigned share = (unsigned)options_get(GM_OPT_FENCE_SHARE);
+    d->fence_gap = share ? 100 / share - 1 : 0;
     d->cache_limit = (size_t)options_get(GM_OPT_CACHE_LIMIT);
     d->trust_stream_order = (int)options_get(GM_OPT_TRUST_STREAM_ORDER);
     d->pending_wait = (int)options_get(GM_OPT_PENDING_WAIT);

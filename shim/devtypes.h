@@ -54,6 +54,8 @@ struct gm_device {
     /* Settings read once at creation (the hot path does not consult the options table). */
     size_t fence_bytes, cache_limit;
     unsigned fence_frees;
+    unsigned fence_gap;         /* GMSHIM_FENCE_SHARE as a factor: a periodic fence waits this many
+                                   times the last fence's cost after it; 0 = no wait */
     int trust_stream_order, pending_wait;
     int gpu_order;              /* GMSHIM_GPU_ORDER, while the process uses one device (atomic) */
     int gpu_order_ever;         /* it had GPU order: its ordered fences may still be running */
@@ -65,6 +67,7 @@ struct gm_device {
     uint64_t reserved_peak;
     unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */
     uint64_t stats_logged_ns;   /* when the last stats snapshot went to the log (atomic) */
+    uint64_t fence_quiet_ns;    /* no periodic fence before this time (atomic; GMSHIM_FENCE_SHARE) */
     _Alignas(GM_CACHE_LINE) pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
     gm_fences_t fences;         /* its issued/done counters have a line of their own */
 };

@@ -79,8 +79,15 @@ static int issue_locked(gm_arena_t *a)
         pthread_mutex_unlock(&d->fence_lock);
         return -1; /* an event on a capturing stream would join the capture */
     }
+    uint64_t t0 = d->fence_gap ? gm_now_ns() : 0;
     cudaError_t err = fences_issue(&d->fences);
     cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
+    if (d->fence_gap) {
+        /* GMSHIM_FENCE_SHARE: the next periodic fence comes after fence_gap times this one's cost.
+         * With many streams a fence is a hundred runtime calls. */
+        uint64_t t1 = gm_now_ns();
+        __atomic_store_n(&d->fence_quiet_ns, t1 + (t1 - t0) * d->fence_gap, __ATOMIC_RELAXED);
+    }
     uint64_t seq = d->fences.issued;
     unsigned events = (unsigned)(1 + d->fences.nstreams);
     pthread_mutex_unlock(&d->fence_lock);
@@ -190,6 +197,10 @@ GM_NOINLINE void fencepol_poll_now(gm_arena_t *a)
 GM_NOINLINE void fencepol_fence_now(gm_arena_t *a)
 {
     gm_device_t *d = a->dev;
+    /* Too soon after the last fence for GMSHIM_FENCE_SHARE: the frees stay open until a later
+     * free, a miss or a pass of the trimmer records one. */
+    if (d->fence_gap && gm_now_ns() < __atomic_load_n(&d->fence_quiet_ns, __ATOMIC_RELAXED))
+        return;
     if (pthread_mutex_trylock(&d->fence_lock) != 0)
         return; /* before any runtime call, as in fencepol_poll_now */
     gm_ctx_t c;

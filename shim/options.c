@@ -46,6 +46,10 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_FENCE_FREES] = {.name = "GMSHIM_FENCE_FREES", .kind = GM_KIND_INT, .default_text = "64",
         .doc = "frees after which gmshim records a fence without waiting for a miss (whichever of "
         "this and GMSHIM_FENCE_BYTES comes first); 0 = by bytes only", .max = FENCE_FREES_MAX},
+    [GM_OPT_FENCE_SHARE] = {.name = "GMSHIM_FENCE_SHARE", .kind = GM_KIND_INT, .default_text = "1",
+        .doc = "most percent of the time the fences of GMSHIM_FENCE_BYTES and GMSHIM_FENCE_FREES may take: "
+        "after each, the next waits for 100/share times its cost (a fence with many streams is dear); "
+        "a miss still records one at once; 0 = no limit", .max = 100},
     [GM_OPT_TRUST_STREAM_ORDER] = {.name = "GMSHIM_TRUST_STREAM_ORDER", .kind = GM_KIND_BOOL, .default_text = "0",
         .doc = "UNSAFE unless all device work is on one stream: reuse freed blocks at once, without "
         "waiting for the GPU (cudaFree's guarantee is dropped)", .max = 1},

@@ -23,6 +23,9 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
             gm_ctx_t c;
             device_ctx_enter(d, &c);
             uint64_t t0 = gm_now_ns();
+            /* Frees GMSHIM_FENCE_SHARE left without a fence get one: the next pass finds them done. */
+            if (fencepol_open_set_waiting(a))
+                fencepol_issue(a);
             fencepol_harvest(a, 1); /* completed fences only: the trimmer never waits for the GPU */
             unsigned nseg = 0;
             size_t b = segments_release_free(a, idle_ns, t0, &nseg);

@@ -173,6 +173,56 @@ START_TEST(test_gpu_order_keeps_few_fences_outstanding)
 }
 END_TEST
 
+/* GMSHIM_FENCE_SHARE: after a fence, the frees' own fences wait for many times its cost; a miss
+ * still records one at once and reuses what it covers instead of growing. */
+START_TEST(test_periodic_fences_keep_to_their_share_of_the_time)
+{
+    d->fence_frees = 1;
+    d->fence_gap = 0; /* no limit: every free records a fence */
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = alloc_or_fail(4096);
+    unsigned long long before = stats().fences;
+    free_ok(p[0]);
+    free_ok(p[1]);
+    ck_assert_uint_eq(stats().fences, before + 2);
+    d->fence_gap = 1000000000u; /* seconds after any fence */
+    free_ok(p[2]);              /* the fence that starts the quiet time */
+    free_ok(p[3]);
+    ck_assert_uint_eq(stats().fences, before + 3);
+    void *big = alloc_or_fail(64u << 20); /* a miss: it fences p[3] on the way */
+    unsigned long long grown = stats().driver_mallocs, fences = stats().fences;
+    free_ok(big);
+    ck_assert_uint_eq(stats().fences, fences); /* still quiet */
+    void *again = alloc_or_fail(64u << 20);    /* a miss: its own fence, then the same block */
+    ck_assert_uint_eq(stats().fences, fences + 1);
+    ck_assert_ptr_eq(again, big);
+    ck_assert_uint_eq(stats().driver_mallocs, grown);
+    free_ok(again);
+}
+END_TEST
+
+/* Frees a periodic fence skipped are fenced by the trimmer's next pass, so idle memory still goes
+ * back to the driver. */
+START_TEST(test_the_trimmer_fences_frees_left_open)
+{
+    d->fence_frees = 1;
+    d->fence_gap = 1000000000u;
+    void *small = alloc_or_fail(4096);
+    void *big = alloc_or_fail(64u << 20);
+    free_ok(small); /* a fence, and the quiet time after it */
+    free_ok(big);
+    ck_assert(fencepol_open_set_waiting(d->arenas[0]));
+    unsigned long long fences = stats().fences, released = stats().driver_frees;
+    device_trim(d, 0);
+    ck_assert_uint_eq(stats().fences, fences + 1);
+    ck_assert(!fencepol_open_set_waiting(d->arenas[0]));
+    fakecuda_drain();
+    device_trim(d, 0);
+    ck_assert_uint_gt(stats().driver_frees, released);
+}
+END_TEST
+
 START_TEST(test_freed_block_waits_for_the_kernel_still_using_it)
 {
     RUN_OK("tests/integration/reuse_order", "FAKECUDA_MEM=1G");
@@ -347,6 +397,8 @@ Suite *fencepol_suite(void)
     tcase_add_test(tc, test_work_of_a_destroyed_stream_is_still_fenced);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
+    tcase_add_test(tc, test_periodic_fences_keep_to_their_share_of_the_time);
+    tcase_add_test(tc, test_the_trimmer_fences_frees_left_open);
     suite_add_tcase(s, tc);
     tc = tcase_create("GPU order");
     tcase_add_checked_fixture(tc, setup_gpu_order, NULL);
