@@ -59,15 +59,27 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    int paced = 0, argi = 1;
-    if (argc > 1 && !strcmp(argv[1], "--paced")) {
-        paced = 1;
-        argi++;
+    int paced = 0, argi = 1, nstreams = 0;
+    for (; argi < argc; argi++) {
+        if (!strcmp(argv[argi], "--paced"))
+            paced = 1;
+        else if (!strcmp(argv[argi], "--streams") && argi + 1 < argc)
+            nstreams = atoi(argv[++argi]);
+        else
+            break;
     }
     if (argi >= argc || !strcmp(argv[argi], "--help")) {
-        fprintf(stderr, "usage: replay [--paced] TRACE|-   (plain-text trace; xz -dc file.xz | replay -)\n"
-                        "  --paced  issue each call at its recorded time (as fast as possible otherwise)\n");
+        fprintf(stderr, "usage: replay [--paced] [--streams N] TRACE|-   (plain-text trace; xz -dc file.xz | replay -)\n"
+                        "  --paced      issue each call at its recorded time (as fast as possible otherwise)\n"
+                        "  --streams N  create N non-blocking streams first, as PyTorch's pool of streams\n");
         return argi >= argc ? 2 : 0;
+    }
+    for (int i = 0; i < nstreams; i++) {
+        cudaStream_t s;
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+            fprintf(stderr, "replay: cannot create stream %d\n", i);
+            return 2;
+        }
     }
     const char *name = argv[argi];
     FILE *in = strcmp(name, "-") ? fopen(name, "r") : stdin;
@@ -139,11 +151,11 @@ int main(int argc, char **argv)
     printf("{\"trace\":\"%s\",\"paced\":%s,\"allocs\":%llu,\"frees\":%llu,\"failed\":%llu,\"unmatched_frees\":%llu,"
            "\"peak_requested\":%zu,\"peak_reserved\":%llu,\"ratio\":%.4f,\"driver_mallocs\":%llu,"
            "\"driver_frees\":%llu,\"gmshim\":%s,\"peak_allocated\":%llu,\"fence_waits\":%llu,"
-           "\"elapsed_s\":%.3f}\n",
+           "\"fences\":%llu,\"streams\":%d,\"elapsed_s\":%.3f}\n",
            name, paced ? "true" : "false", allocs, frees, failed, unknown, peak, peak_reserved,
            peak ? (double)peak_reserved / (double)peak : 0.0,
            have_gm ? gs.driver_mallocs : fs.mallocs, have_gm ? gs.driver_frees : fs.frees,
            have_gm ? "true" : "false", have_gm ? gs.allocated.peak : 0ull, have_gm ? gs.fence_waits : 0ull,
-           elapsed);
+           have_gm ? gs.fences : 0ull, nstreams, elapsed);
     return failed ? 1 : 0;
 }

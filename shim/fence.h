@@ -39,9 +39,12 @@ typedef struct gm_fences {
                              * fences up to this seq (likewise) */
 } gm_fences_t;
 
-/* The caller holds the device's fence lock, has the device current, and is in relaxed capture
- * mode. */
+/* Records a fence: an event on the legacy stream and on each known stream with work still to
+ * complete (an idle one needs none). The caller holds the device's fence lock, has the device
+ * current, and is in relaxed capture mode. */
 cudaError_t fences_issue(gm_fences_t *f);
+/* The events the newest fence recorded. */
+int fences_newest_events(const gm_fences_t *f);
 /* Advances `done` over completed fences without blocking. Returns a CUDA error other than
  * cudaErrorNotReady, or cudaSuccess. Under GPU order one query of the newest fence's legacy
  * event can retire all the fences before it. */

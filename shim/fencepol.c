@@ -13,6 +13,9 @@
 #include <string.h>
 
 #define GM_STATS_EVERY_NS 10000000u /* the log's stats snapshots: at most one per 10 ms per device */
+/* GMSHIM_FENCE_SHARE's quiet time is at most this: a fence that took long because its thread was
+ * descheduled does not stop the frees' fences for long. */
+#define GM_FENCE_QUIET_MAX_NS 20000000u
 
 size_t fencepol_take_in(gm_arena_t *a)
 {
@@ -85,11 +88,12 @@ static int issue_locked(gm_arena_t *a)
     if (d->fence_gap) {
         /* GMSHIM_FENCE_SHARE: the next periodic fence comes after fence_gap times this one's cost.
          * With many streams a fence is a hundred runtime calls. */
-        uint64_t t1 = gm_now_ns();
-        __atomic_store_n(&d->fence_quiet_ns, t1 + (t1 - t0) * d->fence_gap, __ATOMIC_RELAXED);
+        uint64_t t1 = gm_now_ns(), quiet = (t1 - t0) * d->fence_gap;
+        __atomic_store_n(&d->fence_quiet_ns, t1 + (quiet < GM_FENCE_QUIET_MAX_NS ? quiet : GM_FENCE_QUIET_MAX_NS),
+                         __ATOMIC_RELAXED);
     }
     uint64_t seq = d->fences.issued;
-    unsigned events = (unsigned)(1 + d->fences.nstreams);
+    unsigned events = err == cudaSuccess ? (unsigned)fences_newest_events(&d->fences) : 0;
     pthread_mutex_unlock(&d->fence_lock);
     if (order_err != cudaSuccess) /* the fence stands: its blocks wait for it on the CPU */
         device_note_cuda_failure(d, "cudaStreamWaitEvent", order_err);

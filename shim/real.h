@@ -66,6 +66,7 @@ cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cud
     X(cudaEventCreateWithFlags, cudaError_t, (cudaEvent_t *, unsigned int))                       \
     X(cudaEventRecord, cudaError_t, (cudaEvent_t, cudaStream_t))                                  \
     X(cudaEventQuery, cudaError_t, (cudaEvent_t))                                                 \
+    X(cudaStreamQuery, cudaError_t, (cudaStream_t))                                               \
     X(cudaEventSynchronize, cudaError_t, (cudaEvent_t))                                           \
     X(cudaEventDestroy, cudaError_t, (cudaEvent_t))                                               \
     X(cudaStreamWaitEvent, cudaError_t, (cudaStream_t, cudaEvent_t, unsigned int))                \

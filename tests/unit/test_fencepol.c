@@ -173,6 +173,44 @@ START_TEST(test_gpu_order_keeps_few_fences_outstanding)
 }
 END_TEST
 
+/* A fence records an event only on the streams whose work has not all completed (and always on
+ * the legacy stream): PyTorch's pool of 32 streams mostly sits idle. */
+START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
+{
+    cudaStream_t s[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
+        device_stream_created(d, s[i], cudaStreamNonBlocking);
+    }
+    static int done;
+    void *p = alloc_or_fail(2 << 20);
+    ck_assert_int_eq(fakecuda_launch(s[1], late_write, p, 100000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(s[1], mark_done, &done, 0), cudaSuccess);
+    free_ok(p);
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    ck_assert_int_eq(fencepol_issue(a), 0);
+    device_ctx_leave(&c);
+    pthread_mutex_unlock(&a->lock);
+    pthread_mutex_lock(&d->fence_lock);
+    int events = fences_newest_events(&d->fences);
+    pthread_mutex_unlock(&d->fence_lock);
+    ck_assert_msg(!__atomic_load_n(&done, __ATOMIC_ACQUIRE), "the kernel ended too soon for the test");
+    ck_assert_msg(events == 2, "a fence over 1 busy and 2 idle streams recorded %d events", events);
+    void *q = alloc_or_fail(2 << 20);
+    ck_assert_msg(q != p || __atomic_load_n(&done, __ATOMIC_ACQUIRE),
+                  "the block came back while the kernel on the busy stream still ran");
+    free_ok(q);
+    fakecuda_drain();
+    for (int i = 0; i < 3; i++) {
+        device_stream_destroyed(d, s[i]);
+        ck_assert_int_eq(cudaStreamDestroy(s[i]), cudaSuccess);
+    }
+}
+END_TEST
+
 /* GMSHIM_FENCE_SHARE: after a fence, the frees' own fences wait for many times its cost; a miss
  * still records one at once and reuses what it covers instead of growing. */
 START_TEST(test_periodic_fences_keep_to_their_share_of_the_time)
@@ -397,6 +435,7 @@ Suite *fencepol_suite(void)
     tcase_add_test(tc, test_work_of_a_destroyed_stream_is_still_fenced);
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
+    tcase_add_test(tc, test_a_fence_records_no_event_on_an_idle_stream);
     tcase_add_test(tc, test_periodic_fences_keep_to_their_share_of_the_time);
     tcase_add_test(tc, test_the_trimmer_fences_frees_left_open);
     suite_add_tcase(s, tc);
