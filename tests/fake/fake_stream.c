@@ -441,6 +441,7 @@ static cudaError_t stream_wait_event(cudaStream_t h, cudaEvent_t event, int ptsz
     struct CUevent_st *e = fk_obj_find(event, FK_T_EVENT);
     if (!e)
         return fk_leave(cudaErrorInvalidResourceHandle);
+    fk_dev[s->device].st.stream_waits++;
     if (!e->recorded)
         return fk_leave(cudaSuccess);
     if (e->capture_id) {
