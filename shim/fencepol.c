@@ -73,12 +73,9 @@ static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
     logrec_stats(d->id, &a->bytes, a->n.hits, a->n.misses, now);
 }
 
-/* Records a fence covering every free so far, on every arena; under GPU order with `order`, every
- * stream is made to wait for every fence issued so far (a fence the frees record is not ordered:
- * its blocks come back once it completes, or once a request needs them and orders it, so that
- * one set of waits serves several fences). Caller holds the arena lock and is inside
- * device_ctx_enter, with the fence lock held, which this releases. */
-static int issue_locked(gm_arena_t *a, int order)
+/* Records a fence covering every free so far, on every arena. Caller holds the arena lock
+ * and is inside device_ctx_enter, with the fence lock held, which this releases. */
+static int issue_locked(gm_arena_t *a)
 {
     gm_device_t *d = a->dev;
     if (device_captures(d)) {
@@ -87,11 +84,10 @@ static int issue_locked(gm_arena_t *a, int order)
     }
     uint64_t t0 = d->fence_gap ? gm_now_ns() : 0;
     cudaError_t err = fences_issue(&d->fences);
-    cudaError_t order_err =
-        err == cudaSuccess && order && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
+    cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
     if (d->fence_gap) {
         /* GMSHIM_FENCE_SHARE: the next periodic fence comes after fence_gap times this one's cost.
-         * With many streams a fence is a query of each and an event on the busy ones. */
+         * With many streams a fence is a hundred runtime calls. */
         uint64_t t1 = gm_now_ns(), quiet = (t1 - t0) * d->fence_gap;
         __atomic_store_n(&d->fence_quiet_ns, t1 + (quiet < GM_FENCE_QUIET_MAX_NS ? quiet : GM_FENCE_QUIET_MAX_NS),
                          __ATOMIC_RELAXED);
@@ -117,33 +113,7 @@ static int issue_locked(gm_arena_t *a, int order)
 int fencepol_issue(gm_arena_t *a)
 {
     pthread_mutex_lock(&a->dev->fence_lock);
-    return issue_locked(a, 1);
-}
-
-int fencepol_unordered(gm_device_t *d)
-{
-    return device_gpu_order(d) && __atomic_load_n(&d->fences.ordered, __ATOMIC_ACQUIRE) < device_issued(d);
-}
-
-int fencepol_cover(gm_arena_t *a)
-{
-    gm_device_t *d = a->dev;
-    if (fencepol_open_set_waiting(a))
-        return fencepol_issue(a) == 0;
-    if (!fencepol_unordered(d))
-        return 0;
-    pthread_mutex_lock(&d->fence_lock);
-    if (device_captures(d)) {
-        pthread_mutex_unlock(&d->fence_lock);
-        return 0; /* work on the legacy stream would join the capture */
-    }
-    cudaError_t err = fences_order(&d->fences);
-    pthread_mutex_unlock(&d->fence_lock);
-    if (err != cudaSuccess) {
-        device_note_cuda_failure(d, "cudaStreamWaitEvent", err);
-        return 0;
-    }
-    return 1;
+    return issue_locked(a);
 }
 
 cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq)
@@ -171,10 +141,10 @@ size_t fencepol_wait_oldest(gm_arena_t *a)
 {
     gm_device_t *d = a->dev;
     if (device_gpu_order(d)) {
-        /* Recording a fence, or ordering those recorded, orders the frees on the GPU: no waiting,
-         * unless that failed. */
+        /* Recording a fence orders the open frees on the GPU: no waiting, unless that failed. */
         uint64_t before = device_reusable(d);
-        fencepol_cover(a);
+        if (fencepol_open_set_waiting(a))
+            fencepol_issue(a);
         if (device_reusable(d) > before)
             return fencepol_take_in(a) + 1;
     }
@@ -239,7 +209,7 @@ GM_NOINLINE void fencepol_fence_now(gm_arena_t *a)
         return; /* before any runtime call, as in fencepol_poll_now */
     gm_ctx_t c;
     device_ctx_enter(d, &c);
-    if (issue_locked(a, 0) == 0)
+    if (issue_locked(a) == 0)
         fencepol_harvest(a, 0);
     device_ctx_leave(&c);
 }

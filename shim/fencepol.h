@@ -15,14 +15,8 @@ size_t fencepol_take_in(gm_arena_t *a);
 size_t fencepol_harvest(gm_arena_t *a, int blocking);
 /* Whether some pending block of the arena waits for a fence not yet recorded. */
 int fencepol_open_set_waiting(gm_arena_t *a);
-/* Records a fence covering every free so far, on every arena, and under GPU order makes every
- * stream wait for every fence so far: 0, or -1 (a capture, a failure). */
+/* Records a fence covering every free so far, on every arena: 0, or -1 (a capture, a failure). */
 int fencepol_issue(gm_arena_t *a);
-/* GPU order, and fences were recorded (by the frees) that no stream waits for yet. */
-int fencepol_unordered(gm_device_t *d);
-/* What a request that found nothing reusable does first: a fence over the open frees, or under
- * GPU order the fences already recorded ordered. 1 if it did either. */
-int fencepol_cover(gm_arena_t *a);
 /* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
 size_t fencepol_wait_oldest(gm_arena_t *a);
 /* Waits until fence `seq` has completed (recording it first if it is still to come). */

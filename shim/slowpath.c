@@ -435,10 +435,9 @@ GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size
             b = pool_alloc(&a->general, rounded, size);
     }
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
-     * then take whatever has completed (nothing newer has when the oldest is still in use).
-     * Under GPU order what it covers, and what earlier fences did, is reusable at once. */
-    if (!b && fencepol_cover(a) && device_gpu_order(d))
-        busy = 0;
+     * then take whatever has completed (nothing newer has when the oldest is still in use). */
+    if (!b && fencepol_open_set_waiting(a))
+        fencepol_issue(a);
     if (!b && !busy)
         fencepol_harvest(a, 1);
     if (!b)

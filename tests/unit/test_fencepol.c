@@ -173,52 +173,6 @@ START_TEST(test_gpu_order_keeps_few_fences_outstanding)
 }
 END_TEST
 
-/* Under GPU order the fences the frees record make no stream wait: their blocks come back once
- * they complete, or once a request finds nothing else, which orders them all with one set of
- * waits (one per known stream) and reuses a block while the GPU still works on the old one. */
-START_TEST(test_gpu_order_orders_the_frees_fences_when_a_request_needs_them)
-{
-    cudaStream_t s[2];
-    for (int i = 0; i < 2; i++) {
-        ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
-        device_stream_created(d, s[i], cudaStreamNonBlocking);
-    }
-    d->fence_frees = 1;
-    d->fence_gap = 0;
-    static int done;
-    void *p[3];
-    for (int i = 0; i < 3; i++)
-        p[i] = alloc_or_fail(4 << 20);
-    ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, late_write, p[0], 300000), cudaSuccess);
-    ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, mark_done, &done, 0), cudaSuccess);
-    struct fakecuda_stats st;
-    fakecuda_get_stats(0, &st);
-    unsigned long long waits = st.stream_waits, fences = stats().fences, grown = stats().driver_mallocs;
-    for (int i = 0; i < 3; i++)
-        free_ok(p[i]);
-    fakecuda_get_stats(0, &st);
-    ck_assert_uint_eq(stats().fences, fences + 3);
-    ck_assert_msg(st.stream_waits == waits, "the frees' fences made %llu stream waits", st.stream_waits - waits);
-    ck_assert_uint_lt(__atomic_load_n(&d->fences.ordered, __ATOMIC_ACQUIRE), device_issued(d));
-    void *q = alloc_or_fail(4 << 20);
-    fakecuda_get_stats(0, &st);
-    ck_assert_msg(!__atomic_load_n(&done, __ATOMIC_ACQUIRE), "the kernel ended too soon for the test");
-    ck_assert_msg(q == p[0] || q == p[1] || q == p[2], "the request grew instead of reusing a freed block");
-    ck_assert_uint_eq(stats().driver_mallocs, grown);
-    ck_assert_uint_eq(stats().fence_waits, 0);
-    ck_assert_uint_eq(stats().fences, fences + 3); /* ordered, not fenced again */
-    ck_assert_msg(st.stream_waits == waits + 2, "ordering three fences over 2 idle streams made %llu waits",
-                  st.stream_waits - waits);
-    ck_assert_uint_eq(__atomic_load_n(&d->fences.ordered, __ATOMIC_ACQUIRE), device_issued(d));
-    free_ok(q);
-    fakecuda_drain();
-    for (int i = 0; i < 2; i++) {
-        device_stream_destroyed(d, s[i]);
-        ck_assert_int_eq(cudaStreamDestroy(s[i]), cudaSuccess);
-    }
-}
-END_TEST
-
 /* A fence records an event only on the streams whose work has not all completed (and always on
  * the legacy stream): PyTorch's pool of 32 streams mostly sits idle. */
 START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
@@ -490,7 +444,6 @@ Suite *fencepol_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches);
     tcase_add_test(tc, test_gpu_order_keeps_few_fences_outstanding);
-    tcase_add_test(tc, test_gpu_order_orders_the_frees_fences_when_a_request_needs_them);
     suite_add_tcase(s, tc);
     tc = tcase_create("preload");
     tcase_set_timeout(tc, 120);
