@@ -92,7 +92,7 @@ static gm_device_t *device_create(int id)
     d->fence_bytes = (size_t)options_get(GM_OPT_FENCE_BYTES);
     d->fence_frees = (unsigned)options_get(GM_OPT_FENCE_FREES);
     unsigned share = (unsigned)options_get(GM_OPT_FENCE_SHARE);
-    d->fence_gap = share ? 100 / share - 1 : 0;
+    d->fence_gap = fencepol_gap_of_share(share);
     d->cache_limit = (size_t)options_get(GM_OPT_CACHE_LIMIT);
     d->trust_stream_order = (int)options_get(GM_OPT_TRUST_STREAM_ORDER);
     d->pending_wait = (int)options_get(GM_OPT_PENDING_WAIT);

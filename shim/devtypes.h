@@ -54,8 +54,9 @@ struct gm_device {
     /* Settings read once at creation (the hot path does not consult the options table). */
     size_t fence_bytes, cache_limit;
     unsigned fence_frees;
-    unsigned fence_gap;         /* GMSHIM_FENCE_SHARE as a factor: a periodic fence waits this many
-                                   times the last fence's cost after it; 0 = no wait */
+    unsigned fence_gap;         /* GMSHIM_FENCE_SHARE as a factor in hundredths: a periodic fence
+                                   waits fence_gap / 100 times the last fence's cost after it
+                                   (fencepol_gap_of_share); 0 = no wait */
     int trust_stream_order, pending_wait;
     int gpu_order;              /* GMSHIM_GPU_ORDER, while the process uses one device (atomic) */
     int gpu_order_ever;         /* it had GPU order: its ordered fences may still be running */

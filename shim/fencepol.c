@@ -86,9 +86,9 @@ static int issue_locked(gm_arena_t *a)
     cudaError_t err = fences_issue(&d->fences);
     cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
     if (d->fence_gap) {
-        /* GMSHIM_FENCE_SHARE: the next periodic fence comes after fence_gap times this one's cost.
-         * With many streams a fence is a hundred runtime calls. */
-        uint64_t t1 = gm_now_ns(), quiet = (t1 - t0) * d->fence_gap;
+        /* GMSHIM_FENCE_SHARE: the next periodic fence comes after fence_gap / 100 times this
+         * one's cost. With many streams a fence is a hundred runtime calls. */
+        uint64_t t1 = gm_now_ns(), quiet = (t1 - t0) * d->fence_gap / 100;
         __atomic_store_n(&d->fence_quiet_ns, t1 + (quiet < GM_FENCE_QUIET_MAX_NS ? quiet : GM_FENCE_QUIET_MAX_NS),
                          __ATOMIC_RELAXED);
     }

@@ -28,6 +28,13 @@ GM_NOINLINE void fencepol_poll_now(gm_arena_t *a);
 /* The periodic fence of the free path: skipped when another thread holds the fence lock. */
 GM_NOINLINE void fencepol_fence_now(gm_arena_t *a);
 
+/* GMSHIM_FENCE_SHARE (percent of the time the frees' fences may take) as the quiet time after a
+ * fence, in hundredths of its cost: (100 - share) / share. 0 (no quiet time) for 0 and 100. */
+static inline unsigned fencepol_gap_of_share(unsigned share)
+{
+    return share && share < 100 ? (100 - share) * 100 / share : 0;
+}
+
 /* Freed bytes that make a fence worth recording now: without one they cannot be reused until
  * the next miss, and a miss would then have to wait for all of them. */
 static inline size_t fencepol_threshold(const gm_arena_t *a)

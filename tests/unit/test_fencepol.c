@@ -211,6 +211,21 @@ START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
 }
 END_TEST
 
+/* GMSHIM_FENCE_SHARE as the quiet time after a fence, in hundredths of its cost: a share above
+ * half still limits (a fence may take 60 % of the time: 0.66 of its cost after it). */
+START_TEST(test_every_fence_share_below_100_limits_the_fences)
+{
+    ck_assert_uint_eq(fencepol_gap_of_share(1), 9900);
+    ck_assert_uint_eq(fencepol_gap_of_share(10), 900);
+    ck_assert_uint_eq(fencepol_gap_of_share(50), 100);
+    ck_assert_uint_eq(fencepol_gap_of_share(60), 66);
+    ck_assert_uint_eq(fencepol_gap_of_share(99), 1);
+    ck_assert_uint_eq(fencepol_gap_of_share(100), 0);
+    ck_assert_uint_eq(fencepol_gap_of_share(0), 0);
+    ck_assert_uint_eq(d->fence_gap, 9900); /* the default, 1 % */
+}
+END_TEST
+
 /* GMSHIM_FENCE_SHARE: after a fence, the frees' own fences wait for many times its cost; a miss
  * still records one at once and reuses what it covers instead of growing. */
 START_TEST(test_periodic_fences_keep_to_their_share_of_the_time)
@@ -436,6 +451,7 @@ Suite *fencepol_suite(void)
     tcase_add_test(tc, test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted);
     tcase_add_test(tc, test_a_wait_for_the_gpu_does_not_hold_up_other_arenas);
     tcase_add_test(tc, test_a_fence_records_no_event_on_an_idle_stream);
+    tcase_add_test(tc, test_every_fence_share_below_100_limits_the_fences);
     tcase_add_test(tc, test_periodic_fences_keep_to_their_share_of_the_time);
     tcase_add_test(tc, test_the_trimmer_fences_frees_left_open);
     suite_add_tcase(s, tc);
