@@ -3,6 +3,7 @@
  * as PyTorch keeps a private pool per graph. */
 #include "capture.h"
 #include "capheap.h"
+#include "devctx.h"
 #include "device.h"
 #include "evlog.h"
 #include "logrec.h"
@@ -110,6 +111,30 @@ static gm_heap_t *current_capture_heap(gm_device_t *d)
         if (g->dev == d && g->capturing)
             return g->heap;
     return NULL;
+}
+
+gm_device_t *capture_beginning(cudaStream_t stream)
+{
+    gm_device_t *d = device_peek(capture_stream_device(stream));
+    if (d)
+        pthread_mutex_lock(&d->fence_lock); /* no arena lock is held: the lock order holds */
+    return d;
+}
+
+void capture_begin_done(gm_device_t *gate, cudaError_t err, cudaStream_t stream, enum cudaStreamCaptureMode mode,
+                        cudaGraph_t target)
+{
+    if (gate) {
+        /* Raised under the fence lock: a fence from now on sees it, one before it has ended. */
+        if (err == cudaSuccess)
+            __atomic_add_fetch(&gate->captures_beginning, 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&gate->fence_lock);
+    }
+    if (err != cudaSuccess)
+        return;
+    capture_begun(stream, mode, target);
+    if (gate)
+        __atomic_sub_fetch(&gate->captures_beginning, 1, __ATOMIC_SEQ_CST);
 }
 
 void capture_begun(cudaStream_t stream, enum cudaStreamCaptureMode mode, cudaGraph_t target)

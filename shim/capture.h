@@ -8,6 +8,14 @@
 
 #include <cuda_runtime_api.h>
 
+/* Around the runtime's cudaStreamBeginCapture(ToGraph): no fence may query or record on the stream
+ * between the runtime's begin and capture_begun (a query of a capturing stream invalidates its
+ * capture). capture_beginning holds the device's fences off (its fence lock, or NULL where the
+ * device has no pool yet); capture_begin_done lets them go, counting the capture first when the
+ * runtime began it (err: its result), and calls capture_begun. */
+gm_device_t *capture_beginning(cudaStream_t stream);
+void capture_begin_done(gm_device_t *gate, cudaError_t err, cudaStream_t stream, enum cudaStreamCaptureMode mode,
+                        cudaGraph_t target);
 /* After a successful cudaStreamBeginCapture(ToGraph); target is the graph of ToGraph or NULL. */
 void capture_begun(cudaStream_t stream, enum cudaStreamCaptureMode mode, cudaGraph_t target);
 /* After cudaStreamEndCapture returned err with *graph. */

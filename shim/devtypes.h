@@ -48,6 +48,8 @@ struct gm_device {
     int max_arenas;
     /* Captures, guarded by arena 0's lock (captures is also read atomically). */
     int captures;
+    int captures_beginning;     /* captures begun by the runtime, not yet counted in captures
+                                   (atomic; raised under the fence lock: capture_beginning) */
     gm_heap_t *capture_heap;
     gm_heap_t *graph_heaps;     /* private heaps of live graphs and captures, via ->next_heap */
     size_t limit;               /* cap on reserved bytes, 0 = none (atomic) */

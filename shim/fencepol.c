@@ -78,9 +78,9 @@ static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
 static int issue_locked(gm_arena_t *a)
 {
     gm_device_t *d = a->dev;
-    if (device_captures(d)) {
+    if (device_captures(d) || __atomic_load_n(&d->captures_beginning, __ATOMIC_SEQ_CST)) {
         pthread_mutex_unlock(&d->fence_lock);
-        return -1; /* an event on a capturing stream would join the capture */
+        return -1; /* an event on a capturing stream would join the capture, a query end it */
     }
     uint64_t t0 = d->fence_gap ? gm_now_ns() : 0;
     cudaError_t err = fences_issue(&d->fences);

@@ -166,11 +166,12 @@ HOOK cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 #define BEGIN_CAPTURE_HOOK(call_args, stream, mode, target)                                       \
     do {                                                                                          \
+        if (!gm_enter())                                                                          \
+            return REAL_CALL call_args;                                                           \
+        gm_device_t *gate = capture_beginning(stream);                                            \
         cudaError_t err = REAL_CALL call_args;                                                    \
-        if (err == cudaSuccess && gm_enter()) {                                                   \
-            capture_begun(stream, mode, target);                                                  \
-            gm_leave();                                                                           \
-        }                                                                                         \
+        capture_begin_done(gate, err, stream, mode, target);                                      \
+        gm_leave();                                                                               \
         return err;                                                                               \
     } while (0)
 

@@ -69,6 +69,73 @@ START_TEST(test_a_capture_counts_until_it_ends_and_its_graph_keeps_the_memory)
 }
 END_TEST
 
+/* Another thread's frees fence all the while (a fence per free, each querying every known
+ * stream); captures begun and ended meanwhile on one of those streams all stay valid: no fence
+ * queries or records on the stream between the runtime's begin and the capture being counted. */
+typedef struct fencing {
+    int stop;
+    unsigned long long fences;
+} fencing_t;
+
+static void *fence_all_the_while(void *arg)
+{
+    fencing_t *f = arg;
+    while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+        void *p = alloc_or_fail(4096);
+        free_ok(p);
+        gm_arena_t *a = d->arenas[0];
+        pthread_mutex_lock(&a->lock);
+        gm_ctx_t c;
+        device_ctx_enter(d, &c);
+        if (fencepol_issue(a) == 0)
+            f->fences++;
+        device_ctx_leave(&c);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return NULL;
+}
+
+START_TEST(test_a_capture_being_begun_is_not_fenced)
+{
+    d->fence_frees = 1;
+    d->fence_gap = 0;
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    capture_stream_created(s, 0);
+    device_stream_created(d, s, cudaStreamNonBlocking);
+    fencing_t f = {0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, fence_all_the_while, &f);
+    int valid = 0;
+    for (int i = 0; i < 2000; i++) {
+        gm_device_t *gate = capture_beginning(s);
+        ck_assert_ptr_eq(gate, d);
+        cudaError_t err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+        capture_begin_done(gate, err, s, cudaStreamCaptureModeThreadLocal, NULL);
+        ck_assert_int_eq(err, cudaSuccess);
+        cudaGraph_t graph = NULL;
+        err = cudaStreamEndCapture(s, &graph);
+        capture_ended(s, err, graph);
+        valid += err == cudaSuccess;
+        if (graph) {
+            capture_graph_destroyed(graph);
+            cudaGraphDestroy(graph);
+        }
+    }
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    struct fakecuda_stats fs;
+    fakecuda_get_stats(0, &fs);
+    ck_assert_msg(f.fences > 0, "the other thread recorded no fence: the test tested nothing");
+    ck_assert_msg(valid == 2000 && fs.captures_invalidated == 0,
+                  "%d of 2000 captures stayed valid (%llu invalidated) beside %llu fences", valid,
+                  fs.captures_invalidated, f.fences);
+    device_stream_destroyed(d, s);
+    capture_stream_destroyed(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+}
+END_TEST
+
 Suite *capture_suite(void)
 {
     Suite *s = suite_create("capture");
@@ -76,6 +143,7 @@ Suite *capture_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_a_capture_counts_until_it_ends_and_its_graph_keeps_the_memory);
+    tcase_add_test(tc, test_a_capture_being_begun_is_not_fenced);
     suite_add_tcase(s, tc);
     tc = tcase_create("preload");
     tcase_set_timeout(tc, 120);
