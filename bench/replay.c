@@ -2,8 +2,9 @@
  * "f t_ns tid ptr" lines) through cudaMalloc/cudaFree in the recorded order, and prints one JSON
  * object: peak bytes requested (live, as recorded), peak bytes the driver held, driver calls,
  * gmshim's fences and the elapsed time; under the fake runtime also the event records, event and
- * stream queries and stream waits made (what a fence policy costs in calls). Run it with and without LD_PRELOAD=libgmshim.so, against the fake runtime or
- * a GPU. `-` reads the trace from stdin (xz -dc trace.txt.xz | replay -). */
+ * stream queries and stream waits made (what a fence policy costs in calls). Run it with and
+ * without LD_PRELOAD=libgmshim.so, against the fake runtime or a GPU. `-` reads the trace from
+ * stdin (xz -dc trace.txt.xz | replay -). */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
