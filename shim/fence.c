@@ -4,7 +4,6 @@
 #include "fence.h"
 #include "common.h"
 #include "real.h"
-#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -172,56 +171,20 @@ int fences_outstanding(const gm_fences_t *f)
     return f->count;
 }
 
-/* The hub: a non-blocking stream of gmshim's own that only ever waits and records, made the
- * first time a fence spans several busy streams. Made inside gmshim (gm_depth), the stream
- * hooks do not count it among the program's streams. Failing to make it leaves the waits on the
- * legacy stream, as without it. */
-static int hub_ready(gm_fences_t *f)
-{
-    if (f->hub || f->hub_failed)
-        return f->hub != NULL;
-    if (!gm_depth)
-        return 0; /* outside gmshim the hooks would take the new stream for the program's */
-    if (REAL_CALL(cudaStreamCreateWithFlags, &f->hub, cudaStreamNonBlocking) != cudaSuccess) {
-        f->hub = NULL;
-        f->hub_failed = 1;
-    }
-    return f->hub != NULL;
-}
-
 cudaError_t fences_order(gm_fences_t *f)
 {
     uint64_t seq = f->issued;
     if (seq <= f->ordered)
         return cudaSuccess;
+    cudaError_t err = cudaSuccess;
     /* Event 0 of a fence is on the legacy stream itself; the others are on non-blocking streams
      * (and streams destroyed meanwhile). Events already seen complete are gone from the end. */
-    int others = 0;
-    for (int i = 0; i < f->count; i++) {
-        gm_fence_t *fe = ring_at(f, i);
-        if (fe->seq > f->ordered && fe->nev > 1)
-            others += fe->nev - 1;
-    }
-    /* Several: the hub waits for them and the legacy stream for the hub, so that the program's
-     * own stream queues one wait, not one per busy stream. */
-    cudaStream_t waiter = others > 1 && hub_ready(f) ? f->hub : cudaStreamLegacy;
-    cudaError_t err = cudaSuccess;
     for (int i = 0; i < f->count && err == cudaSuccess; i++) {
         gm_fence_t *fe = ring_at(f, i);
         if (fe->seq <= f->ordered)
             continue;
         for (int j = 1; j < fe->nev && err == cudaSuccess; j++)
-            err = REAL_CALL(cudaStreamWaitEvent, waiter, fe->ev[j], 0);
-    }
-    if (waiter != cudaStreamLegacy && err == cudaSuccess) {
-        cudaEvent_t ev;
-        err = event_get(f, &ev);
-        if (err == cudaSuccess) {
-            err = REAL_CALL(cudaEventRecord, ev, waiter);
-            if (err == cudaSuccess)
-                err = REAL_CALL(cudaStreamWaitEvent, cudaStreamLegacy, ev, 0);
-            event_put(f, ev);
-        }
+            err = REAL_CALL(cudaStreamWaitEvent, cudaStreamLegacy, fe->ev[j], 0);
     }
     if (f->nstreams && err == cudaSuccess) {
         cudaEvent_t ev;

@@ -31,8 +31,6 @@ typedef struct gm_fences {
     int nretired, retired_cap;
     cudaEvent_t *spare;     /* recycled events */
     int nspare, spare_cap;
-    cudaStream_t hub;       /* gmshim's stream that waits for busy streams' events (fences_order) */
-    int hub_failed;
     /* Read by every free and poll: a cache line of their own, away from the fields written
      * under the lock. */
     _Alignas(GM_CACHE_LINE) uint64_t issued; /* seq of the newest fence recorded (read atomically anywhere) */
@@ -58,9 +56,7 @@ cudaEvent_t fences_oldest_pending_event(gm_fences_t *f);
 int fences_outstanding(const gm_fences_t *f);
 /* Ordering on the GPU instead of the CPU (GMSHIM_GPU_ORDER): makes work queued from now on wait,
  * on the GPU, for every fence issued so far — the legacy stream waits for the fences' events on
- * the other streams (through gmshim's own hub stream when there are several, so that the
- * program's stream queues one wait), every known non-blocking stream waits for the legacy
- * stream, and blocking
+ * the other streams, every known non-blocking stream waits for the legacy stream, and blocking
  * and per-thread streams follow the legacy stream by CUDA's implicit synchronization. Then
  * `ordered` = `issued`. Same locking as fences_issue. */
 cudaError_t fences_order(gm_fences_t *f);

@@ -9,7 +9,6 @@
 #include "hit.h"
 #include "options.h"
 #include "slowpath.h"
-#include "state.h"
 #include "suites.h"
 #include "trim.h"
 
@@ -149,57 +148,6 @@ START_TEST(test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches)
     p = alloc_or_fail(4 << 20);
     ck_assert_int_le(outstanding(), 2);
     free_ok(p);
-}
-END_TEST
-
-/* GPU order over several busy streams: the legacy stream waits for them through gmshim's hub
- * stream, and the new owner's work, on the legacy stream or on another non-blocking one, still
- * runs only after all of the old owners' work. */
-static int busy_done[2], seen_on_legacy, seen_on_other;
-
-static void check_on_legacy(void *arg)
-{
-    (void)arg;
-    seen_on_legacy = __atomic_load_n(&busy_done[0], __ATOMIC_ACQUIRE) + __atomic_load_n(&busy_done[1], __ATOMIC_ACQUIRE);
-}
-
-static void check_on_other(void *arg)
-{
-    (void)arg;
-    seen_on_other = __atomic_load_n(&busy_done[0], __ATOMIC_ACQUIRE) + __atomic_load_n(&busy_done[1], __ATOMIC_ACQUIRE);
-}
-
-START_TEST(test_gpu_order_waits_for_several_busy_streams_through_the_hub)
-{
-    cudaStream_t s[3];
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
-        device_stream_created(d, s[i], cudaStreamNonBlocking);
-    }
-    busy_done[0] = busy_done[1] = seen_on_legacy = seen_on_other = 0;
-    gm_depth = 1; /* as inside a hook: the hub is made only there */
-    void *p = alloc_or_fail(4 << 20);
-    ck_assert_int_eq(fakecuda_launch(s[0], mark_done, &busy_done[0], 100000), cudaSuccess);
-    ck_assert_int_eq(fakecuda_launch(s[1], mark_done, &busy_done[1], 150000), cudaSuccess);
-    free_ok(p);
-    void *q = alloc_or_fail(4 << 20);
-    ck_assert_ptr_eq(q, p);
-    ck_assert_msg(!__atomic_load_n(&busy_done[0], __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
-    ck_assert_msg(d->fences.hub != NULL, "a fence over two busy streams was not ordered through the hub");
-    ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, check_on_legacy, NULL, 0), cudaSuccess);
-    ck_assert_int_eq(fakecuda_launch(s[2], check_on_other, NULL, 0), cudaSuccess);
-    fakecuda_drain();
-    ck_assert_msg(seen_on_legacy == 2, "the new owner's work on the legacy stream ran before %d of 2 old owners'",
-                  2 - seen_on_legacy);
-    ck_assert_msg(seen_on_other == 2, "the new owner's work on another stream ran before %d of 2 old owners'",
-                  2 - seen_on_other);
-    ck_assert_uint_eq(stats().fence_waits, 0);
-    free_ok(q);
-    gm_depth = 0;
-    for (int i = 0; i < 3; i++) {
-        device_stream_destroyed(d, s[i]);
-        ck_assert_int_eq(cudaStreamDestroy(s[i]), cudaSuccess);
-    }
 }
 END_TEST
 
@@ -512,7 +460,6 @@ Suite *fencepol_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches);
     tcase_add_test(tc, test_gpu_order_keeps_few_fences_outstanding);
-    tcase_add_test(tc, test_gpu_order_waits_for_several_busy_streams_through_the_hub);
     suite_add_tcase(s, tc);
     tc = tcase_create("preload");
     tcase_set_timeout(tc, 120);
