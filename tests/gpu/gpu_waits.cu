@@ -103,11 +103,11 @@ int main(int argc, char **argv)
     for (int r = 0; r < 5; r++) /* alternating rounds */
         for (int v = NONE; v <= HUB; v++)
             ms[v][r] = run((enum variant)v, nstreams, s, hub, ev, kernel_us, per_fence, fences);
+    double base[5];
+    sorted5(ms[NONE], base);
     for (int v = NONE; v <= HUB; v++) {
         double m[5];
         sorted5(ms[v], m);
-        double base[5];
-        sorted5(ms[NONE], base);
         printf("{\"bench\":\"gpu_waits\",\"variant\":\"%s\",\"streams\":%d,\"kernel_us\":%d,"
                "\"kernels_per_fence\":%d,\"fences\":%d,\"gpu_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f,"
                "\"extra_us_per_fence\":%.3f}\n",
