@@ -66,6 +66,7 @@ static void f_bool(out_t *o, const char *k, int v)
 }
 
 static const char *const kinds[8] = {"pool", "pass", "managed", "pitched", "host", "async", "observed", "foreign"};
+static const char *const fence_whys[GMLOG_FENCE_BY_MAX + 1] = {"?", "frees", "alloc", "need", "trim"};
 static const char *const empty_reasons[8] = {"?", "oom", "api", "periodic", "idle", "cache_limit", "device_limit", "exit"};
 static const char *const captures[5] = {"?", "begin", "end", "invalid", "released"};
 static const char *const meta_tags[9] = {"end", "host", "program", "cmdline", "option", "rank", "version", "mode", "env"};
@@ -130,8 +131,10 @@ static void pool_fields(out_t *o, const rd_rec_t *r)
     case GMLOG_FENCE: {
         const gmlog_fence_t *x = (const gmlog_fence_t *)p;
         f_u64(o, "seq", x->seq);
+        f_name(o, "why", fence_whys[r->flags <= GMLOG_FENCE_BY_MAX ? r->flags : 0]);
         f_u64(o, "pending_bytes", x->pending_bytes);
         f_u64(o, "events", x->events);
+        f_u64(o, "dur_ns", x->dur_ns);
         break;
     }
     case GMLOG_FENCE_WAIT: {

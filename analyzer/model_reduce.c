@@ -466,8 +466,11 @@ static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_
     case GMLOG_SEGMENT_FREE: on_segment(m, r); break;
     case GMLOG_FENCE: {
         model_dev_t *d = model_get_dev(m, r->device);
-        if (d)
+        if (d) {
             d->fences++;
+            d->fence_ns += ((const gmlog_fence_t *)r->p)->dur_ns;
+            d->fences_by[r->flags <= GMLOG_FENCE_BY_MAX ? r->flags : GMLOG_FENCE_BY_UNKNOWN]++;
+        }
         break;
     }
     case GMLOG_FENCE_WAIT: {

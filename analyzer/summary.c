@@ -71,6 +71,40 @@ static int devices_used(const model_t *m)
     return n;
 }
 
+/* Why fences were recorded (enum gmlog_fence_why): a JSON key, and the text's words. */
+static const struct {
+    const char *key, *text;
+} fence_whys[GMLOG_FENCE_BY_MAX + 1] = {
+    {"unknown", "for reasons the log does not say"},
+    {"frees", "after enough frees"},
+    {"alloc", "by allocations finding no reusable block"},
+    {"need", "for freed memory needed at once"},
+    {"trim", "by the trimmer or the cache cap"},
+};
+
+/* " (2 400 by allocations ..., 150 after enough frees)": the reasons, largest first, when the log
+ * says them (a log from before the reason was recorded says nothing). */
+static void fences_by_text(FILE *f, const model_dev_t *d)
+{
+    if (d->fences_by[GMLOG_FENCE_BY_UNKNOWN] == d->fences)
+        return;
+    int done[GMLOG_FENCE_BY_MAX + 1] = {0};
+    const char *sep = " (";
+    for (int n = 0; n <= GMLOG_FENCE_BY_MAX; n++) {
+        int best = -1;
+        for (int k = 0; k <= GMLOG_FENCE_BY_MAX; k++)
+            if (!done[k] && d->fences_by[k] && (best < 0 || d->fences_by[k] > d->fences_by[best]))
+                best = k;
+        if (best < 0)
+            break;
+        done[best] = 1;
+        char a[32];
+        fprintf(f, "%s%s %s", sep, rep_count(d->fences_by[best], a), fence_whys[best].text);
+        sep = ", ";
+    }
+    fputc(')', f);
+}
+
 /* Whether the fence waits were worth GMSHIM_GPU_ORDER=1 (see the thresholds above). */
 static int gpu_order_hint(const model_t *m, const model_dev_t *d)
 {
@@ -139,6 +173,11 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
         json_null(j, "est_time_saved_ns");
     json_u64(j, "est_based_on_segment_allocs", d->seg_allocs);
     json_u64(j, "fences", d->fences);
+    json_u64(j, "fence_ns", d->fence_ns);
+    json_obj(j, "fences_by");
+    for (int why = 0; why <= GMLOG_FENCE_BY_MAX; why++)
+        json_u64(j, fence_whys[why].key, d->fences_by[why]);
+    json_obj_end(j);
     json_u64(j, "fence_waits", d->fence_waits);
     json_u64(j, "fence_wait_ns", d->fence_wait_ns);
     json_bool(j, "gpu_order_hint", gpu_order_hint(m, d));
@@ -262,8 +301,12 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
     }
     driver_text(f, d, &k);
     if (d->fences || d->fence_waits) {
-        fprintf(f, "  fences        %s recorded, %s wait%s", rep_count(d->fences, a), rep_count(d->fence_waits, b),
-                d->fence_waits == 1 ? "" : "s");
+        fprintf(f, "  fences        %s recorded", rep_count(d->fences, a));
+        fences_by_text(f, d);
+        if (d->fence_ns)
+            fprintf(f, ", their runtime calls %s (%s of the run)", rep_dur(d->fence_ns, e),
+                    rep_pct(d->fence_ns, run_ns(m), h));
+        fprintf(f, "; %s wait%s", rep_count(d->fence_waits, b), d->fence_waits == 1 ? "" : "s");
         if (d->fence_waits)
             fprintf(f, " (%s in all, %s of the run)", rep_dur(d->fence_wait_ns, e),
                     rep_pct(d->fence_wait_ns, run_ns(m), h));

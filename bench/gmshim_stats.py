@@ -15,7 +15,7 @@ class _Stats(ctypes.Structure):
         [(n, ctypes.c_ulonglong) for n in (
             "allocs", "frees", "cache_hits", "cache_misses", "driver_mallocs", "driver_frees",
             "oom_retries", "ooms", "fences", "fence_waits", "fence_wait_ns", "unpooled_allocs",
-            "foreign_frees", "bad_frees", "limit", "arenas")]
+            "foreign_frees", "bad_frees", "limit", "arenas", "fence_ns", "fence_polls", "fence_poll_ns")]
 
 
 def stats(device=0):

@@ -96,16 +96,27 @@ else:
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
-    times = []
+    times, cpu = [], []
+    before = gmshim_stats.stats(gm_dev)
     for b in range(args.blocks):
         gmshim_stats.mark(f"block {b}")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(args.block_steps):
             loss = step()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) / args.block_steps * 1e3)
+        # The process's CPU time a step, every thread (autograd's too); it includes the runtime's
+        # spin in the block's synchronize, so it reads as CPU-bound only where it nears the step.
+        cpu.append((time.process_time() - c0) / args.block_steps * 1e3)
     out.update({"step_ms": median(times), "min_ms": min(times), "max_ms": max(times), "blocks_ms": times,
-                "loss": float(loss)})
+                "cpu_ms": median(cpu), "blocks_cpu_ms": cpu, "loss": float(loss)})
+    after = gmshim_stats.stats(gm_dev)
+    if before and after:
+        # What the timed steps spent recording and polling fences (the runtime calls alone).
+        steps = args.blocks * args.block_steps
+        out["gm_step"] = {k + "_per_step": (after[k] - before[k]) / steps for k in ("fences", "fence_polls")}
+        out["gm_step"].update({k.replace("_ns", "_ms") + "_per_step": (after[k] - before[k]) / steps / 1e6
+                               for k in ("fence_ns", "fence_poll_ns")})
     out["torch_max_allocated"] = torch.cuda.max_memory_allocated()
     out["torch_max_reserved"] = torch.cuda.max_memory_reserved()
 st = gmshim_stats.stats(gm_dev)
@@ -115,6 +126,8 @@ if st:
                  "allocs": st["allocs"], "hits": st["cache_hits"], "misses": st["cache_misses"],
                  "driver_mallocs": st["driver_mallocs"], "fences": st["fences"],
                  "fence_waits": st["fence_waits"], "fence_wait_ms": st["fence_wait_ns"] / 1e6,
+                 "fence_ms": st["fence_ns"] / 1e6, "fence_polls": st["fence_polls"],
+                 "fence_poll_ms": st["fence_poll_ns"] / 1e6,
                  "arenas": st["arenas"]}
     if st["requested"]["peak"]:
         out["gm"]["reserved_over_requested"] = st["reserved"]["peak"] / st["requested"]["peak"]

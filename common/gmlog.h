@@ -185,14 +185,27 @@ typedef struct gmlog_segment {
     uint32_t graph;              /* 0, or the capture id whose private pool it serves */
 } gmlog_segment_t;
 
-/* GMLOG_FENCE, 32 bytes: a fence recorded; the bytes then waiting for fences. */
+/* GMLOG_FENCE, 32 bytes: a fence recorded; the bytes then waiting for fences. h.flags: why it
+ * was recorded (enum gmlog_fence_why; 0 in logs written before the reason was). */
 typedef struct gmlog_fence {
     gmlog_rec_t h;
     uint64_t seq;
     uint64_t pending_bytes;
     uint32_t events;             /* events recorded (1 + non-blocking streams) */
-    uint32_t reserved;
+    uint32_t dur_ns;             /* time of its runtime calls (stream queries, events, GPU-order
+                                  * waits), saturated; 0 in older logs */
 } gmlog_fence_t;
+
+enum gmlog_fence_why {
+    GMLOG_FENCE_BY_UNKNOWN = 0,  /* a log from before the reason was recorded */
+    GMLOG_FENCE_BY_FREES = 1,    /* the frees since the last fence reached GMSHIM_FENCE_BYTES/_FREES */
+    GMLOG_FENCE_BY_ALLOC = 2,    /* an allocation found no reusable block (or a pending one fitting
+                                  * better) and its slow path recorded one */
+    GMLOG_FENCE_BY_NEED = 3,     /* freed memory was needed at once: an allocation about to wait
+                                  * or grow, an empty cache, an OOM retry */
+    GMLOG_FENCE_BY_TRIM = 4,     /* the trimmer or the cache cap (GMSHIM_CACHE_LIMIT) */
+    GMLOG_FENCE_BY_MAX = 4,
+};
 
 /* GMLOG_FENCE_WAIT, 24 bytes: an allocation blocked for a fence rather than grow or fail. */
 typedef struct gmlog_fence_wait {

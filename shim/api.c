@@ -32,15 +32,18 @@ GM_EXPORT unsigned long long gmshim_empty_cache(void)
 
 GM_EXPORT int gmshim_get_stats(int device, gmshim_stats_t *out)
 {
-    if (!out || out->size != sizeof *out || device < 0 || device >= GM_MAX_DEVICES)
+    if (!out || (out->size != sizeof *out && out->size != GMSHIM_STATS_V1_SIZE) || device < 0 ||
+        device >= GM_MAX_DEVICES)
         return -1;
     unsigned int size = out->size;
-    memset(out, 0, sizeof *out);
-    out->size = size;
-    out->device = device;
+    gmshim_stats_t st;
+    memset(&st, 0, sizeof st);
     gm_device_t *d = device_peek(device);
     if (d)
-        device_get_stats(d, out);
+        device_get_stats(d, &st);
+    st.size = size;
+    st.device = device;
+    memcpy(out, &st, size); /* a version 1 caller's struct ends at `arenas` */
     return 0;
 }
 

@@ -416,6 +416,11 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
     out->reserved.peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
     out->limit = device_limit(d);
     out->arenas = (unsigned long long)device_narenas(d);
+    pthread_mutex_lock(&d->fence_lock);
+    out->fence_ns = d->fence_ns;
+    out->fence_polls = d->polls;
+    out->fence_poll_ns = d->poll_ns;
+    pthread_mutex_unlock(&d->fence_lock);
 }
 
 int device_set_limit(int id, size_t bytes)

@@ -72,6 +72,8 @@ struct gm_device {
     uint64_t stats_logged_ns;   /* when the last stats snapshot went to the log (atomic) */
     uint64_t fence_quiet_ns;    /* no periodic fence before this time (atomic; GMSHIM_FENCE_SHARE) */
     _Alignas(GM_CACHE_LINE) pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
+    uint64_t fence_ns;          /* time of the fences' runtime calls (fence lock) */
+    uint64_t polls, poll_ns;    /* queries of outstanding fences, and their time (fence lock) */
     gm_fences_t fences;         /* its issued/done counters have a line of their own */
 };
 

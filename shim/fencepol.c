@@ -35,7 +35,13 @@ static void poll_locked(gm_device_t *d)
     gm_fences_t *f = &d->fences;
     /* GPU order: what the fences cover is reusable already; polling only recycles events. */
     int batch = device_gpu_order(d) && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
-    cudaError_t err = fences_outstanding(f) >= batch ? fences_poll(f) : cudaSuccess;
+    cudaError_t err = cudaSuccess;
+    if (fences_outstanding(f) >= batch) {
+        uint64_t t0 = gm_now_ns();
+        err = fences_poll(f);
+        d->polls++;
+        d->poll_ns += gm_now_ns() - t0;
+    }
     pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess)
         device_note_cuda_failure(d, "cudaEventQuery", err);
@@ -58,11 +64,10 @@ int fencepol_open_set_waiting(gm_arena_t *a)
     return newest && newest > device_issued(a->dev);
 }
 
-static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
+static void log_fence(gm_arena_t *a, unsigned why, uint64_t seq, unsigned events, uint64_t now, uint64_t t0)
 {
     gm_device_t *d = a->dev;
-    uint64_t now = gm_now_ns();
-    logrec_fence(d->id, seq, a->bytes.pending.current, events, now);
+    logrec_fence(d->id, why, seq, a->bytes.pending.current, events, now, t0);
     /* Fences come with the rhythm of the program: a good moment for a snapshot of the arena's
      * figures, at most one per GM_STATS_EVERY_NS on the device (a program that frees and
      * allocates a segment-sized block in a loop records a fence per pair). */
@@ -73,22 +78,25 @@ static void log_fence(gm_arena_t *a, uint64_t seq, unsigned events)
     logrec_stats(d->id, &a->bytes, a->n.hits, a->n.misses, now);
 }
 
-/* Records a fence covering every free so far, on every arena. Caller holds the arena lock
- * and is inside device_ctx_enter, with the fence lock held, which this releases. */
-static int issue_locked(gm_arena_t *a)
+/* Records a fence covering every free so far, on every arena, for reason `why` (enum
+ * gmlog_fence_why). Caller holds the arena lock and is inside device_ctx_enter, with the fence
+ * lock held, which this releases. */
+static int issue_locked(gm_arena_t *a, unsigned why)
 {
     gm_device_t *d = a->dev;
     if (device_captures(d) || __atomic_load_n(&d->captures_beginning, __ATOMIC_SEQ_CST)) {
         pthread_mutex_unlock(&d->fence_lock);
         return -1; /* an event on a capturing stream would join the capture, a query end it */
     }
-    uint64_t t0 = d->fence_gap ? gm_now_ns() : 0;
+    uint64_t t0 = gm_now_ns(); /* two clock reads against tens of runtime calls */
     cudaError_t err = fences_issue(&d->fences);
     cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
+    uint64_t t1 = gm_now_ns();
+    d->fence_ns += t1 - t0;
     if (d->fence_gap) {
         /* GMSHIM_FENCE_SHARE: the next periodic fence comes after fence_gap / 100 times this
          * one's cost. With many streams a fence is a hundred runtime calls. */
-        uint64_t t1 = gm_now_ns(), quiet = (t1 - t0) * d->fence_gap / 100;
+        uint64_t quiet = (t1 - t0) * d->fence_gap / 100;
         __atomic_store_n(&d->fence_quiet_ns, t1 + (quiet < GM_FENCE_QUIET_MAX_NS ? quiet : GM_FENCE_QUIET_MAX_NS),
                          __ATOMIC_RELAXED);
     }
@@ -106,14 +114,14 @@ static int issue_locked(gm_arena_t *a)
     a->open_count = 0;
     a->open_seen = seq;
     if (evlog_enabled())
-        log_fence(a, seq, events);
+        log_fence(a, why, seq, events, t1, t0);
     return 0;
 }
 
-int fencepol_issue(gm_arena_t *a)
+int fencepol_issue(gm_arena_t *a, unsigned why)
 {
     pthread_mutex_lock(&a->dev->fence_lock);
-    return issue_locked(a);
+    return issue_locked(a, why);
 }
 
 cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq)
@@ -144,14 +152,14 @@ size_t fencepol_wait_oldest(gm_arena_t *a)
         /* Recording a fence orders the open frees on the GPU: no waiting, unless that failed. */
         uint64_t before = device_reusable(d);
         if (fencepol_open_set_waiting(a))
-            fencepol_issue(a);
+            fencepol_issue(a, GMLOG_FENCE_BY_NEED);
         if (device_reusable(d) > before)
             return fencepol_take_in(a) + 1;
     }
     pthread_mutex_lock(&d->fence_lock);
     int any = fences_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
-    if (!any && (!fencepol_open_set_waiting(a) || fencepol_issue(a)))
+    if (!any && (!fencepol_open_set_waiting(a) || fencepol_issue(a, GMLOG_FENCE_BY_NEED)))
         return 0;
     uint64_t t0 = gm_now_ns();
     uint64_t seq = device_done(d) + 1;
@@ -169,7 +177,7 @@ size_t fencepol_wait_oldest(gm_arena_t *a)
 
 void fencepol_wait_for(gm_arena_t *a, uint64_t seq)
 {
-    if (seq > device_issued(a->dev) && fencepol_issue(a))
+    if (seq > device_issued(a->dev) && fencepol_issue(a, GMLOG_FENCE_BY_NEED))
         return;
     while (device_reusable(a->dev) < seq && fencepol_wait_oldest(a))
         ;
@@ -209,7 +217,7 @@ GM_NOINLINE void fencepol_fence_now(gm_arena_t *a)
         return; /* before any runtime call, as in fencepol_poll_now */
     gm_ctx_t c;
     device_ctx_enter(d, &c);
-    if (issue_locked(a) == 0)
+    if (issue_locked(a, GMLOG_FENCE_BY_FREES) == 0)
         fencepol_harvest(a, 0);
     device_ctx_leave(&c);
 }

@@ -15,8 +15,9 @@ size_t fencepol_take_in(gm_arena_t *a);
 size_t fencepol_harvest(gm_arena_t *a, int blocking);
 /* Whether some pending block of the arena waits for a fence not yet recorded. */
 int fencepol_open_set_waiting(gm_arena_t *a);
-/* Records a fence covering every free so far, on every arena: 0, or -1 (a capture, a failure). */
-int fencepol_issue(gm_arena_t *a);
+/* Records a fence covering every free so far, on every arena, for reason `why` (enum
+ * gmlog_fence_why, in its log record): 0, or -1 (a capture, a failure). */
+int fencepol_issue(gm_arena_t *a, unsigned why);
 /* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
 size_t fencepol_wait_oldest(gm_arena_t *a);
 /* Waits until fence `seq` has completed (recording it first if it is still to come). */

@@ -14,7 +14,9 @@
 extern "C" {
 #endif
 
-#define GMSHIM_API_VERSION 1
+#include <stddef.h>
+
+#define GMSHIM_API_VERSION 2
 
 /* current: what is there now; peak: the most there ever was; total: the sum of all ever added. */
 typedef struct gmshim_stat {
@@ -43,7 +45,15 @@ typedef struct gmshim_stats {
     unsigned long long bad_frees;        /* double, interior or invalid frees refused */
     unsigned long long limit;        /* the device cap in bytes, 0 = none */
     unsigned long long arenas;       /* sub-pools in use (threads that contend spread over more) */
+    /* Since version 2 (a caller's smaller struct, up to `arenas`, is filled that far): */
+    unsigned long long fence_ns;     /* time of the fences' runtime calls: stream queries, events, and
+                                        under GPU order the streams' waits */
+    unsigned long long fence_polls;  /* queries of outstanding fences (are they complete?) */
+    unsigned long long fence_poll_ns;    /* their time */
 } gmshim_stats_t;
+
+/* The size of version 1's struct, which ends at `arenas`. */
+#define GMSHIM_STATS_V1_SIZE (offsetof(gmshim_stats_t, arenas) + sizeof(unsigned long long))
 
 /* Writes a mark (a phase or iteration boundary) into the event log. Returns 0, or -1 when no
  * log is being written. */
@@ -54,7 +64,8 @@ int gmshim_mark(const char *label);
  * of bytes released. */
 unsigned long long gmshim_empty_cache(void);
 
-/* Fills *out for `device`. Returns 0, or -1 for a bad device or size. */
+/* Fills *out for `device`, whose `size` says which version the caller knows: sizeof(gmshim_stats_t),
+ * or GMSHIM_STATS_V1_SIZE (built against version 1). Returns 0, or -1 for a bad device or size. */
 int gmshim_get_stats(int device, gmshim_stats_t *out);
 
 /* Caps what gmshim reserves on `device` (0 removes the cap). Returns 0, or -1 for a bad device. */

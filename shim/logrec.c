@@ -39,16 +39,18 @@ void logrec_limit(int dev, uint64_t bytes)
     evlog_append(&rec, sizeof rec, gm_now_ns());
 }
 
-void logrec_fence(int dev, uint64_t seq, uint64_t pending_bytes, unsigned events, uint64_t now)
+void logrec_fence(int dev, unsigned why, uint64_t seq, uint64_t pending_bytes, unsigned events, uint64_t now,
+                  uint64_t t0)
 {
     if (!evlog_enabled())
         return;
     gmlog_fence_t rec;
     memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_FENCE, sizeof rec, dev, 0);
+    evlog_hdr(&rec.h, GMLOG_FENCE, sizeof rec, dev, why);
     rec.seq = seq;
     rec.pending_bytes = pending_bytes;
     rec.events = events;
+    rec.dur_ns = evlog_dur(now, t0);
     evlog_append(&rec, sizeof rec, now);
 }
 

@@ -25,7 +25,7 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
             uint64_t t0 = gm_now_ns();
             /* Frees GMSHIM_FENCE_SHARE left without a fence get one: the next pass finds them done. */
             if (fencepol_open_set_waiting(a))
-                fencepol_issue(a);
+                fencepol_issue(a, GMLOG_FENCE_BY_TRIM);
             fencepol_harvest(a, 1); /* completed fences only: the trimmer never waits for the GPU */
             unsigned nseg = 0;
             size_t b = segments_release_free(a, idle_ns, t0, &nseg);
@@ -144,7 +144,7 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
         if (fencepol_open_set_waiting(a) && !device_captures(d)) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);
-            fencepol_issue(a);
+            fencepol_issue(a, GMLOG_FENCE_BY_TRIM);
             device_ctx_leave(&c);
         }
         pthread_mutex_unlock(&a->lock);
@@ -437,7 +437,7 @@ GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size
     /* Frees since the last fence can only become reusable after one: record it now (cheap),
      * then take whatever has completed (nothing newer has when the oldest is still in use). */
     if (!b && fencepol_open_set_waiting(a))
-        fencepol_issue(a);
+        fencepol_issue(a, GMLOG_FENCE_BY_ALLOC);
     if (!b && !busy)
         fencepol_harvest(a, 1);
     if (!b)

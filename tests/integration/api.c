@@ -34,6 +34,19 @@ int main(int argc, char **argv)
     unsigned long long released = empty();
     CHECK(released >= 8u << 20, "empty_cache released %llu", released);
     CHECK(fake_stats(0).bytes_in_use == 0, "driver still holds %llu", fake_stats(0).bytes_in_use);
+    st.size = sizeof st;
+    CHECK(get(0, &st) == 0 && st.fences >= 1 && st.fence_ns > 0,
+          "the empty cache's fence and its time: %llu fences, %llu ns", st.fences, st.fence_ns);
+    /* A caller built against version 1: filled up to `arenas`, nothing past it touched. */
+    gmshim_stats_t v1;
+    memset(&v1, 0xab, sizeof v1);
+    v1.size = GMSHIM_STATS_V1_SIZE;
+    CHECK(get(0, &v1) == 0 && v1.size == GMSHIM_STATS_V1_SIZE && v1.allocs == st.allocs && v1.arenas == st.arenas,
+          "a version 1 struct: allocs %llu arenas %llu", v1.allocs, v1.arenas);
+    CHECK(v1.fence_ns == 0xababababababababull && v1.fence_poll_ns == 0xababababababababull,
+          "a version 1 struct written past its end");
+    v1.size = GMSHIM_STATS_V1_SIZE + 8;
+    CHECK(get(0, &v1) == -1, "get_stats must refuse a size of no version");
     CHECK(limit(0, 16u << 20) == 0, "set_limit");
     CHECK(cudaMalloc(&p, 32u << 20) == cudaErrorMemoryAllocation, "32 MiB under a 16 MiB cap");
     cudaGetLastError();

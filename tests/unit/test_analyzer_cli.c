@@ -418,8 +418,9 @@ START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
     char log[512];
     snprintf(log, sizeof log, "%s/fences.gmlog", dir);
     char *out = record("fence_loop", log, NULL);
-    unsigned long long fences = 0, elapsed_ns = 0;
-    ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu", &fences, &elapsed_ns) == 2, "fence_loop: %s", out);
+    unsigned long long fences = 0, elapsed_ns = 0, fence_ns = 0;
+    ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu fence_ns=%llu", &fences, &elapsed_ns, &fence_ns) == 3,
+                  "fence_loop: %s", out);
     free(out);
     out = dump_json(log);
     size_t logged = gm_count(out, "\"type\":\"fence\""), snapshots = gm_count(out, "\"type\":\"stats\"");
@@ -427,6 +428,65 @@ START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
     ck_assert_msg(fences >= 2000 && logged == fences, "%llu fences, %zu in the log", fences, logged);
     ck_assert_msg(snapshots >= 1 && snapshots <= elapsed_ns / 10000000 + 1,
                   "%zu stats snapshots in %llu ns (%llu fences)", snapshots, elapsed_ns, fences);
+    unlink(log);
+    rmdir(dir);
+}
+END_TEST
+
+/* Each fence's record says why it was recorded and how long its runtime calls took; the summary adds
+ * them up as the stats API counts them. */
+START_TEST(test_the_fences_reasons_and_times_add_up)
+{
+    const char *dir = temp_dir();
+    char log[512];
+    snprintf(log, sizeof log, "%s/fence-times.gmlog", dir);
+    char *out = record("fence_loop", log, NULL);
+    unsigned long long fences = 0, elapsed_ns = 0, api_ns = 0;
+    ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu fence_ns=%llu", &fences, &elapsed_ns, &api_ns) == 3,
+                  "fence_loop: %s", out);
+    free(out);
+    ck_assert_msg(fences > 0 && api_ns > 0, "%llu fences taking %llu ns by the API", fences, api_ns);
+    out = dump_json(log);
+    unsigned long long logged = 0, sum = 0, by[5] = {0};
+    static const char *const whys[5] = {"\"why\":\"?\"", "\"why\":\"frees\"", "\"why\":\"alloc\"",
+                                        "\"why\":\"need\"", "\"why\":\"trim\""};
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, "\"type\":\"fence\""))
+            continue;
+        logged++;
+        const char *dur = strstr(line, "\"dur_ns\":");
+        ck_assert_msg(dur, "a fence without its time: %s", line);
+        sum += strtoull(dur + 9, NULL, 10);
+        for (int k = 0; k < 5; k++)
+            by[k] += strstr(line, whys[k]) != NULL;
+    }
+    free(out);
+    ck_assert_msg(by[0] == 0 && by[1] + by[2] + by[3] + by[4] == logged, "reasons: ? %llu, frees %llu, alloc %llu, "
+                  "need %llu, trim %llu of %llu", by[0], by[1], by[2], by[3], by[4], logged);
+    ck_assert_msg(by[1] > 0 && by[2] > 0, "the loop's frees and its allocations both record fences: %llu, %llu",
+                  by[1], by[2]);
+    /* The API's figure was read before the program's exit, whose fences the log has as well. */
+    ck_assert_msg(logged >= fences && sum >= api_ns, "%llu fences taking %llu ns in the log, %llu taking %llu by the API",
+                  logged, sum, fences, api_ns);
+    char *json;
+    ck_assert_int_eq(gm(&json, "--json", "summary", log), 0);
+    char want[256];
+    snprintf(want, sizeof want, "\"fence_ns\":%llu,", sum);
+    ck_assert_msg(strstr(json, want), "the summary does not add the fences' times to %llu ns:\n%.3000s", sum, json);
+    snprintf(want, sizeof want, "\"fences_by\":{\"unknown\":0,\"frees\":%llu,\"alloc\":%llu,\"need\":%llu,"
+             "\"trim\":%llu}", by[1], by[2], by[3], by[4]);
+    ck_assert_msg(strstr(json, want), "no %s in the summary:\n%.3000s", want, json);
+    free(json);
+    char *text;
+    ck_assert_int_eq(gm(&text, "summary", log), 0);
+    char *w = text; /* the text wraps its lines: runs of blanks read as one space */
+    for (const char *c = text; *c; c++)
+        if (!(*c == ' ' || *c == '\n') || (w > text && w[-1] != ' '))
+            *w++ = *c == '\n' ? ' ' : *c;
+    *w = 0;
+    ck_assert_msg(strstr(text, "after enough frees") && strstr(text, "by allocations finding no reusable block") &&
+                  strstr(text, "their runtime calls"), "the summary's fences line:\n%.3000s", text);
+    free(text);
     unlink(log);
     rmdir(dir);
 }
@@ -648,6 +708,7 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_logs_of_a_process_killed_at_its_start_read_as_empty_runs);
     tcase_add_test(tc, test_a_damaged_record_at_the_end_is_named_by_every_command);
     tcase_add_test(tc, test_the_log_keeps_every_fence_and_few_stats_snapshots);
+    tcase_add_test(tc, test_the_fences_reasons_and_times_add_up);
     tcase_add_test(tc, test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has);
     tcase_add_test(tc, test_colour_only_when_asked_and_write_errors_fail);
     tcase_add_test(tc, test_a_uniquely_named_allocator_is_named_with_its_line);

@@ -38,7 +38,7 @@ START_TEST(test_a_capture_takes_over_a_whole_free_segment_before_asking_the_driv
     free_ok(alloc_or_fail(4096)); /* one small segment, wholly free once its fence completes */
     gm_arena_t *a = d->arenas[0];
     pthread_mutex_lock(&a->lock);
-    ck_assert_int_eq(fencepol_issue(a), 0);
+    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
     pthread_mutex_unlock(&a->lock);
     fakecuda_drain();
     pthread_mutex_lock(&a->lock);

@@ -88,7 +88,7 @@ static void *fence_all_the_while(void *arg)
         pthread_mutex_lock(&a->lock);
         gm_ctx_t c;
         device_ctx_enter(d, &c);
-        if (fencepol_issue(a) == 0)
+        if (fencepol_issue(a, GMLOG_FENCE_BY_NEED) == 0)
             __atomic_add_fetch(&f->fences, 1, __ATOMIC_RELEASE);
         device_ctx_leave(&c);
         pthread_mutex_unlock(&a->lock);

@@ -191,7 +191,7 @@ START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
     pthread_mutex_lock(&a->lock);
     gm_ctx_t c;
     device_ctx_enter(d, &c);
-    ck_assert_int_eq(fencepol_issue(a), 0);
+    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
     device_ctx_leave(&c);
     pthread_mutex_unlock(&a->lock);
     pthread_mutex_lock(&d->fence_lock);

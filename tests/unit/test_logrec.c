@@ -78,7 +78,7 @@ START_TEST(test_pool_records_carry_what_they_were_given)
 {
     uint64_t now = gm_now_ns();
     logrec_limit(1, 7u << 20);
-    logrec_fence(1, 9, 4096, 3, now);
+    logrec_fence(1, GMLOG_FENCE_BY_ALLOC, 9, 4096, 3, now + 2500, now);
     gm_pool_stats_t st;
     memset(&st, 0, sizeof st);
     st.allocated.current = 1234;
@@ -97,6 +97,8 @@ START_TEST(test_pool_records_carry_what_they_were_given)
     ck_assert_uint_eq(f.seq, 9);
     ck_assert_uint_eq(f.pending_bytes, 4096);
     ck_assert_uint_eq(f.events, 3);
+    ck_assert_uint_eq(f.dur_ns, 2500);
+    ck_assert_uint_eq(rec.flags, GMLOG_FENCE_BY_ALLOC);
     gmlog_stats_t s;
     ck_assert(find(GMLOG_STATS, &s, sizeof s, &rec));
     ck_assert_uint_eq(s.allocated, 1234);
