@@ -124,65 +124,49 @@ static void fence_retire(gm_fences_t *f)
     f->count--;
 }
 
-/* Whether fence i's legacy event has completed: 1, 0, or -1 with *err set. */
-static int legacy_done(gm_fences_t *f, int i, cudaError_t *err)
+/* Under GPU order a fence recorded after every earlier one was ordered (after_ordered) has its
+ * legacy event behind the legacy stream's waits for all their events: once it completes, so have
+ * they. So the newest fence's legacy event can retire every fence before it in one query, and the
+ * next fence's can retire the oldest, whose events on busy streams (one each: with PyTorch's 32
+ * pool streams kept busy by the waits, 33) would otherwise be queried one by one. */
+static int covers_oldest(gm_fences_t *f, int i, cudaError_t *err)
 {
-    cudaError_t e = REAL_CALL(cudaEventQuery, ring_at(f, i)->ev[0]);
+    const gm_fence_t *fe = ring_at(f, i);
+    if (!fe->after_ordered || fe->nev == 0)
+        return 0;
+    cudaError_t e = REAL_CALL(cudaEventQuery, fe->ev[0]);
     if (e == cudaSuccess || e == cudaErrorNotReady)
         return e == cudaSuccess;
     *err = e;
     return -1;
 }
 
-/* Under GPU order a fence recorded after every earlier one was ordered (after_ordered) has its
- * legacy event behind the legacy stream's waits for all their events: once it completes, every
- * fence before it has. Legacy events complete in the order they were recorded, so the newest
- * complete one is found by bisection: a query of the newest fence, then about log2(count) more,
- * however many fences the GPU has yet to reach. Sets *covered to the fences before it. */
-static cudaError_t covered_by_legacy(gm_fences_t *f, int *covered)
-{
-    *covered = 0;
-    if (f->count < 2 || !ring_at(f, f->count - 1)->after_ordered)
-        return cudaSuccess; /* not under GPU order: the walk queries the oldest fence's events */
-    /* lo: the newest fence known complete (0: none known, and fence 0 covers nothing); hi: the
-     * oldest known not to be. */
-    cudaError_t err = cudaSuccess;
-    int lo = 0, hi = f->count - 1;
-    int d = legacy_done(f, hi, &err);
-    if (d < 0)
-        return err;
-    if (d)
-        lo = hi;
-    while (hi - lo > 1) {
-        int mid = lo + (hi - lo) / 2;
-        d = legacy_done(f, mid, &err);
-        if (d < 0)
-            return err;
-        if (d)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    if (lo > 0 && ring_at(f, lo)->after_ordered)
-        *covered = lo;
-    return cudaSuccess;
-}
-
 cudaError_t fences_poll(gm_fences_t *f)
 {
-    int covered;
-    cudaError_t err = covered_by_legacy(f, &covered);
-    if (err != cudaSuccess)
-        return err;
-    if (covered) {
-        /* The newest fence seen complete stays: its own events on busy streams are not covered
-         * by its legacy event, and under GPU order nothing waits for them (a later poll does). */
-        while (covered--)
-            fence_retire(f);
-        return cudaSuccess;
+    cudaError_t err = cudaSuccess;
+    if (f->count >= GM_FENCE_BATCH) {
+        int c = covers_oldest(f, f->count - 1, &err);
+        if (c < 0)
+            return err;
+        if (c)
+            while (f->count > 1)
+                fence_retire(f);
     }
+    int behind = 0; /* a legacy event seen still to complete: the newer ones are too */
     while (f->count) {
         gm_fence_t *fe = ring_at(f, 0);
+        /* Events of its own beyond the legacy one and, say, one busy stream's: the next fence's
+         * legacy event may answer for all of them at once. */
+        if (fe->nev > 2 && f->count > 1 && !behind) {
+            int c = covers_oldest(f, 1, &err);
+            if (c < 0)
+                return err;
+            if (c) {
+                fence_retire(f);
+                continue;
+            }
+            behind = ring_at(f, 1)->after_ordered;
+        }
         /* Events already seen complete are dropped from the end, so a fence spanning busy
          * streams is not queried twice for its idle ones. */
         while (fe->nev) {

@@ -10,8 +10,7 @@
 
 #define GM_CACHE_LINE 64
 /* Under GPU order, fences are polled only once this many are outstanding (a poll only recycles
- * their events then), and then by their legacy events: one query when the newest's completed,
- * a bisection of the others when it has not (fences_poll). */
+ * their events then), and then in one query when the newest's legacy event completed. */
 #define GM_FENCE_BATCH 16
 
 typedef struct gm_fence {
@@ -47,9 +46,9 @@ cudaError_t fences_issue(gm_fences_t *f);
 /* The events the newest fence recorded. */
 int fences_newest_events(const gm_fences_t *f);
 /* Advances `done` over completed fences without blocking. Returns a CUDA error other than
- * cudaErrorNotReady, or cudaSuccess. Under GPU order the newest fence whose legacy event has
- * completed (found in about log2(outstanding) queries) retires all the fences before it, and
- * the poll ends there; otherwise the oldest fence's events are queried one by one. */
+ * cudaErrorNotReady, or cudaSuccess. Under GPU order a fence's legacy event answers for every
+ * fence before it: one query of the newest fence's can retire all the others, and one of the
+ * next fence's retires the oldest, whose events on busy streams are otherwise queried one by one. */
 cudaError_t fences_poll(gm_fences_t *f);
 /* An event of the oldest outstanding fence not yet seen complete (NULL if none), for a caller
  * that waits on it without holding the fences' lock: once that lock is dropped the event may be

@@ -90,32 +90,65 @@ static void issue_ordered(int n)
     }
 }
 
-/* Under GPU order, with the GPU still short of the newest fences, a poll finds the newest
- * complete one by its legacy event in a few queries (not one per fence) and retires the fences
- * before it; once the GPU is through, one query retires all but the newest. */
-START_TEST(test_a_gpu_order_poll_bisects_the_legacy_events)
+/* The ring's fence i (0 = the oldest outstanding). */
+static gm_fence_t *fence_at(int i)
 {
-    issue_ordered(40);
-    fakecuda_drain(); /* fences 1..40 have completed */
+    return &f.ring[(f.head + i) % f.ring_cap];
+}
+
+/* Under GPU order the next fence's legacy event answers for the oldest fence's events on busy
+ * streams: one query retires it instead of one per stream. */
+START_TEST(test_a_gpu_order_poll_retires_a_fence_by_the_next_ones_legacy_event)
+{
+    enum { NS = 12 };
+    cudaStream_t s[NS];
+    for (int i = 0; i < NS; i++) {
+        ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
+        fences_add_stream(&f, s[i]);
+    }
+    int ran = 0;
+    for (int i = 0; i < NS; i++)
+        ck_assert_int_eq(fakecuda_launch(s[i], mark, &ran, 1000), cudaSuccess);
+    issue_ordered(1); /* the streams are busy: an event on each */
+    ck_assert_int_eq(fence_at(0)->nev, 1 + NS);
+    fakecuda_drain(); /* fence 1 has completed */
+    for (int i = 0; i < NS; i++)
+        ck_assert_int_eq(fakecuda_launch(s[i], mark, &ran, 300000), cudaSuccess);
+    issue_ordered(2); /* fence 2's legacy event completes at once; its events on the streams do not,
+                       * and fence 3's legacy event waits for them */
+    ck_assert_int_eq(cudaEventSynchronize(fence_at(1)->ev[0]), cudaSuccess);
+    unsigned long long q0 = event_queries();
+    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    unsigned long long asked = event_queries() - q0;
+    ck_assert_uint_eq(f.done, 1);
+    ck_assert_msg(asked <= 3, "%llu event queries to retire a fence of %d events", asked, 1 + NS);
+    fakecuda_drain();
+    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_uint_eq(f.done, 3);
+}
+END_TEST
+
+/* With the GPU far behind, a GPU-order poll costs what the walk from the oldest fence costs: a
+ * query of the oldest fence's event and one of the next, not one per fence outstanding. */
+START_TEST(test_a_gpu_order_poll_far_behind_the_gpu_asks_little)
+{
+    issue_ordered(1);
+    fakecuda_drain();
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, mark, &ran, 300000), cudaSuccess);
-    issue_ordered(24); /* fences 41..64 wait behind the kernel */
-    ck_assert_int_eq(fences_outstanding(&f), 64);
+    issue_ordered(39);
     unsigned long long q0 = event_queries();
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
     unsigned long long asked = event_queries() - q0;
     ck_assert_msg(!__atomic_load_n(&ran, __ATOMIC_ACQUIRE), "the kernel ended too soon for the test");
-    ck_assert_msg(asked <= 8, "%llu event queries for 64 fences", asked);
-    ck_assert_uint_eq(f.done, 39); /* fence 40, the newest complete, stays for a later poll */
-    ck_assert_int_eq(fences_outstanding(&f), 25);
+    ck_assert_uint_eq(f.done, 1);
+    ck_assert_msg(asked <= 3, "%llu event queries for %d fences", asked, fences_outstanding(&f) + 1);
     fakecuda_drain();
     q0 = event_queries();
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
-    ck_assert_uint_eq(event_queries() - q0, 1);
-    ck_assert_uint_eq(f.done, 63);
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess); /* the last one alone: its events are walked */
-    ck_assert_uint_eq(f.done, 64);
-    ck_assert_int_eq(fences_outstanding(&f), 0);
+    ck_assert_uint_eq(f.done, 40);
+    ck_assert_msg(event_queries() - q0 <= 2, "%llu event queries once the GPU is through",
+                  event_queries() - q0);
 }
 END_TEST
 
@@ -148,7 +181,8 @@ Suite *fence_suite(void)
     tcase_add_test(tc, test_a_fence_waits_for_a_kernel_on_a_known_nonblocking_stream);
     tcase_add_test(tc, test_the_last_work_of_a_retired_stream_joins_the_next_fence);
     tcase_add_test(tc, test_fences_complete_in_order_and_forget_counts_them_done);
-    tcase_add_test(tc, test_a_gpu_order_poll_bisects_the_legacy_events);
+    tcase_add_test(tc, test_a_gpu_order_poll_retires_a_fence_by_the_next_ones_legacy_event);
+    tcase_add_test(tc, test_a_gpu_order_poll_far_behind_the_gpu_asks_little);
     tcase_add_test(tc, test_a_poll_without_gpu_order_walks_from_the_oldest_fence);
     suite_add_tcase(s, tc);
     return s;
