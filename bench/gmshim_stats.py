@@ -18,13 +18,20 @@ class _Stats(ctypes.Structure):
             "foreign_frees", "bad_frees", "limit", "arenas", "fence_ns", "fence_polls", "fence_poll_ns")]
 
 
+# Version 1 of the struct ends at `arenas` (a library from before the fences' times).
+_V1_SIZE = _Stats.arenas.offset + ctypes.sizeof(ctypes.c_ulonglong)
+
+
 def stats(device=0):
     if not hasattr(_lib, "gmshim_get_stats"):
         return None
     st = _Stats()
     st.size = ctypes.sizeof(_Stats)
     if _lib.gmshim_get_stats(device, ctypes.byref(st)) != 0:
-        return None
+        st = _Stats()
+        st.size = _V1_SIZE
+        if _lib.gmshim_get_stats(device, ctypes.byref(st)) != 0:
+            return None
     out = {}
     for name, _ in _Stats._fields_[2:]:
         v = getattr(st, name)

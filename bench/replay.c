@@ -1,7 +1,7 @@
 /* Replays a recorded allocation trace (../shared/traces format: "a t_ns tid ptr bytes" and
  * "f t_ns tid ptr" lines) through cudaMalloc/cudaFree in the recorded order, and prints one JSON
  * object: peak bytes requested (live, as recorded), peak bytes the driver held, driver calls,
- * gmshim's fences and the elapsed time; under the fake runtime also the event records, event and
+ * gmshim's fences with their runtime calls' time and the elapsed time; under the fake runtime also the event records, event and
  * stream queries and stream waits made (what a fence policy costs in calls). Run it with and
  * without LD_PRELOAD=libgmshim.so, against the fake runtime or a GPU. `-` reads the trace from
  * stdin (xz -dc trace.txt.xz | replay -). */
@@ -149,16 +149,21 @@ int main(int argc, char **argv)
     gs.size = sizeof gs;
     int (*get)(int, gmshim_stats_t *) = (int (*)(int, gmshim_stats_t *))dlsym(RTLD_DEFAULT, "gmshim_get_stats");
     int have_gm = get && get(0, &gs) == 0;
+    if (get && !have_gm) { /* a library from before version 2 of the struct */
+        gs.size = GMSHIM_STATS_V1_SIZE;
+        have_gm = get(0, &gs) == 0;
+        gs.fence_ns = 0;
+    }
     unsigned long long peak_reserved = have_gm ? gs.reserved.peak : fs.peak_bytes;
     printf("{\"trace\":\"%s\",\"paced\":%s,\"allocs\":%llu,\"frees\":%llu,\"failed\":%llu,\"unmatched_frees\":%llu,"
            "\"peak_requested\":%zu,\"peak_reserved\":%llu,\"ratio\":%.4f,\"driver_mallocs\":%llu,"
            "\"driver_frees\":%llu,\"gmshim\":%s,\"peak_allocated\":%llu,\"fence_waits\":%llu,"
-           "\"fences\":%llu,\"streams\":%d,\"elapsed_s\":%.3f",
+           "\"fences\":%llu,\"fence_ms\":%.3f,\"streams\":%d,\"elapsed_s\":%.3f",
            name, paced ? "true" : "false", allocs, frees, failed, unknown, peak, peak_reserved,
            peak ? (double)peak_reserved / (double)peak : 0.0,
            have_gm ? gs.driver_mallocs : fs.mallocs, have_gm ? gs.driver_frees : fs.frees,
            have_gm ? "true" : "false", have_gm ? gs.allocated.peak : 0ull, have_gm ? gs.fence_waits : 0ull,
-           have_gm ? gs.fences : 0ull, nstreams, elapsed);
+           have_gm ? gs.fences : 0ull, have_gm ? (double)gs.fence_ns / 1e6 : 0.0, nstreams, elapsed);
     /* Under the fake runtime, the calls a fence policy makes (what a change of it is judged by
      * without a GPU). */
     if (fake_stats)
