@@ -106,20 +106,23 @@ START_TEST(test_a_gpu_order_poll_retires_a_fence_by_the_next_ones_legacy_event)
         ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
         fences_add_stream(&f, s[i]);
     }
-    int ran = 0;
+    int first = 0, second = 0;
+    /* Long kernels: a slow machine (TSan) must still find them running when the fences come. */
     for (int i = 0; i < NS; i++)
-        ck_assert_int_eq(fakecuda_launch(s[i], mark, &ran, 1000), cudaSuccess);
+        ck_assert_int_eq(fakecuda_launch(s[i], mark, &first, 200000), cudaSuccess);
     issue_ordered(1); /* the streams are busy: an event on each */
+    ck_assert_msg(!__atomic_load_n(&first, __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
     ck_assert_int_eq(fence_at(0)->nev, 1 + NS);
     fakecuda_drain(); /* fence 1 has completed */
     for (int i = 0; i < NS; i++)
-        ck_assert_int_eq(fakecuda_launch(s[i], mark, &ran, 300000), cudaSuccess);
+        ck_assert_int_eq(fakecuda_launch(s[i], mark, &second, 1000000), cudaSuccess);
     issue_ordered(2); /* fence 2's legacy event completes at once; its events on the streams do not,
                        * and fence 3's legacy event waits for them */
     ck_assert_int_eq(cudaEventSynchronize(fence_at(1)->ev[0]), cudaSuccess);
     unsigned long long q0 = event_queries();
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
     unsigned long long asked = event_queries() - q0;
+    ck_assert_msg(!__atomic_load_n(&second, __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
     ck_assert_uint_eq(f.done, 1);
     ck_assert_msg(asked <= 3, "%llu event queries to retire a fence of %d events", asked, 1 + NS);
     fakecuda_drain();
@@ -135,7 +138,7 @@ START_TEST(test_a_gpu_order_poll_far_behind_the_gpu_asks_little)
     issue_ordered(1);
     fakecuda_drain();
     int ran = 0;
-    ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, mark, &ran, 300000), cudaSuccess);
+    ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, mark, &ran, 1000000), cudaSuccess);
     issue_ordered(39);
     unsigned long long q0 = event_queries();
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
