@@ -124,28 +124,33 @@ static void fence_retire(gm_fences_t *f)
     f->count--;
 }
 
-/* Under GPU order a fence recorded after every earlier one was ordered (after_ordered) has its
- * legacy event behind the legacy stream's waits for all their events: once it completes, so have
- * they. So the newest fence's legacy event can retire every fence before it in one query, and the
- * next fence's can retire the oldest, whose events on busy streams (one each: with PyTorch's 32
- * pool streams kept busy by the waits, 33) would otherwise be queried one by one. */
-static int covers_oldest(gm_fences_t *f, int i, cudaError_t *err)
+/* Whether event ev has completed: 1, 0, or -1 with the runtime's error in *err. */
+static int event_done(cudaEvent_t ev, cudaError_t *err)
 {
-    const gm_fence_t *fe = ring_at(f, i);
-    if (!fe->after_ordered || fe->nev == 0)
-        return 0;
-    cudaError_t e = REAL_CALL(cudaEventQuery, fe->ev[0]);
+    cudaError_t e = REAL_CALL(cudaEventQuery, ev);
     if (e == cudaSuccess || e == cudaErrorNotReady)
         return e == cudaSuccess;
     *err = e;
     return -1;
 }
 
+/* Under GPU order a fence recorded after every earlier one was ordered (after_ordered) has its
+ * legacy event behind the legacy stream's waits for all their events: once it completes, so have
+ * they. So the newest fence's legacy event can retire every fence before it in one query, and the
+ * next fence's can retire the oldest, whose events on busy streams (one each: with PyTorch's 32
+ * pool streams kept busy by the waits, 33) would otherwise be queried one by one. Whether fence
+ * i's legacy event answers for every fence before it: 1, 0, or -1 with *err set. */
+static int covers_before(gm_fences_t *f, int i, cudaError_t *err)
+{
+    const gm_fence_t *fe = ring_at(f, i);
+    return fe->after_ordered && fe->nev > 0 ? event_done(fe->ev[0], err) : 0;
+}
+
 cudaError_t fences_poll(gm_fences_t *f)
 {
     cudaError_t err = cudaSuccess;
     if (f->count >= GM_FENCE_BATCH) {
-        int c = covers_oldest(f, f->count - 1, &err);
+        int c = covers_before(f, f->count - 1, &err);
         if (c < 0)
             return err;
         if (c)
@@ -158,7 +163,7 @@ cudaError_t fences_poll(gm_fences_t *f)
         /* Events of its own beyond the legacy one and, say, one busy stream's: the next fence's
          * legacy event may answer for all of them at once. */
         if (fe->nev > 2 && f->count > 1 && !behind) {
-            int c = covers_oldest(f, 1, &err);
+            int c = covers_before(f, 1, &err);
             if (c < 0)
                 return err;
             if (c) {
@@ -170,11 +175,9 @@ cudaError_t fences_poll(gm_fences_t *f)
         /* Events already seen complete are dropped from the end, so a fence spanning busy
          * streams is not queried twice for its idle ones. */
         while (fe->nev) {
-            cudaError_t e = REAL_CALL(cudaEventQuery, fe->ev[fe->nev - 1]);
-            if (e == cudaErrorNotReady)
-                return cudaSuccess;
-            if (e != cudaSuccess)
-                return e;
+            int c = event_done(fe->ev[fe->nev - 1], &err);
+            if (c <= 0)
+                return err; /* cudaSuccess while it still runs */
             event_put(f, fe->ev[--fe->nev]);
         }
         fence_retire(f);

@@ -411,18 +411,31 @@ static char *dump_json(const char *log)
     return out;
 }
 
+/* What tests/integration/fence_loop says of its run, recorded into dir/name. */
+typedef struct fence_loop_run {
+    char log[512];
+    unsigned long long fences, elapsed_ns, fence_ns; /* the last by the stats API */
+} fence_loop_run_t;
+
+static fence_loop_run_t run_fence_loop(const char *dir, const char *name)
+{
+    fence_loop_run_t r;
+    snprintf(r.log, sizeof r.log, "%s/%s", dir, name);
+    char *out = record("fence_loop", r.log, NULL);
+    ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu fence_ns=%llu", &r.fences, &r.elapsed_ns, &r.fence_ns) == 3,
+                  "fence_loop: %s", out);
+    free(out);
+    return r;
+}
+
 /* A loop that records a fence per pair logs every fence but at most one stats snapshot per 10 ms. */
 START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
 {
     const char *dir = temp_dir();
-    char log[512];
-    snprintf(log, sizeof log, "%s/fences.gmlog", dir);
-    char *out = record("fence_loop", log, NULL);
-    unsigned long long fences = 0, elapsed_ns = 0, fence_ns = 0;
-    ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu fence_ns=%llu", &fences, &elapsed_ns, &fence_ns) == 3,
-                  "fence_loop: %s", out);
-    free(out);
-    out = dump_json(log);
+    fence_loop_run_t r = run_fence_loop(dir, "fences.gmlog");
+    const char *log = r.log;
+    unsigned long long fences = r.fences, elapsed_ns = r.elapsed_ns;
+    char *out = dump_json(log);
     size_t logged = gm_count(out, "\"type\":\"fence\""), snapshots = gm_count(out, "\"type\":\"stats\"");
     free(out);
     ck_assert_msg(fences >= 2000 && logged == fences, "%llu fences, %zu in the log", fences, logged);
@@ -438,15 +451,11 @@ END_TEST
 START_TEST(test_the_fences_reasons_and_times_add_up)
 {
     const char *dir = temp_dir();
-    char log[512];
-    snprintf(log, sizeof log, "%s/fence-times.gmlog", dir);
-    char *out = record("fence_loop", log, NULL);
-    unsigned long long fences = 0, elapsed_ns = 0, api_ns = 0;
-    ck_assert_msg(sscanf(out, "fences=%llu elapsed_ns=%llu fence_ns=%llu", &fences, &elapsed_ns, &api_ns) == 3,
-                  "fence_loop: %s", out);
-    free(out);
+    fence_loop_run_t r = run_fence_loop(dir, "fence-times.gmlog");
+    const char *log = r.log;
+    unsigned long long fences = r.fences, api_ns = r.fence_ns;
     ck_assert_msg(fences > 0 && api_ns > 0, "%llu fences taking %llu ns by the API", fences, api_ns);
-    out = dump_json(log);
+    char *out = dump_json(log);
     unsigned long long logged = 0, sum = 0, by[5] = {0};
     static const char *const whys[5] = {"\"why\":\"?\"", "\"why\":\"frees\"", "\"why\":\"alloc\"",
                                         "\"why\":\"need\"", "\"why\":\"trim\""};
