@@ -65,7 +65,7 @@ static int ring_push(gm_fences_t *f)
     return 0;
 }
 
-cudaError_t fences_issue(gm_fences_t *f)
+cudaError_t fences_issue(gm_fences_t *f, int ask_idle)
 {
     if (ring_push(f))
         return cudaErrorMemoryAllocation;
@@ -77,13 +77,14 @@ cudaError_t fences_issue(gm_fences_t *f)
      * number waits for this fence, whose events come after that free. */
     uint64_t seq = __atomic_add_fetch(&f->issued, 1, __ATOMIC_SEQ_CST);
     fe->nev = 0;
+    fe->all = NULL;
     cudaError_t err = cudaSuccess;
     for (int i = 0; i < need; i++) {
         cudaStream_t s = i == 0 ? cudaStreamLegacy : f->streams[i - 1];
         /* A non-blocking stream whose work has all completed needs no event: what ran there
          * before the frees is done. Most of PyTorch's 32 pool streams are idle. The legacy
-         * stream's event is always recorded (under GPU order it stands for the whole fence). */
-        if (i > 0 && REAL_CALL(cudaStreamQuery, s) == cudaSuccess)
+         * stream's event is always recorded. */
+        if (i > 0 && ask_idle && REAL_CALL(cudaStreamQuery, s) == cudaSuccess)
             continue;
         cudaEvent_t ev;
         err = event_get(f, &ev);
@@ -108,7 +109,6 @@ cudaError_t fences_issue(gm_fences_t *f)
         fe->ev[fe->nev++] = f->retired[i];
     f->nretired = 0;
     fe->seq = seq;
-    fe->after_ordered = f->ordered + 1 == seq;
     f->count++;
     return cudaSuccess;
 }
@@ -119,6 +119,9 @@ static void fence_retire(gm_fences_t *f)
     for (int i = 0; i < fe->nev; i++)
         event_put(f, fe->ev[i]);
     fe->nev = 0;
+    if (fe->all)
+        event_put(f, fe->all);
+    fe->all = NULL;
     __atomic_store_n(&f->done, fe->seq, __ATOMIC_RELEASE);
     f->head = (f->head + 1) % f->ring_cap;
     f->count--;
@@ -134,50 +137,31 @@ static int event_done(cudaEvent_t ev, cudaError_t *err)
     return -1;
 }
 
-/* Under GPU order a fence recorded after every earlier one was ordered (after_ordered) has its
- * legacy event behind the legacy stream's waits for all their events: once it completes, so have
- * they. So the newest fence's legacy event can retire every fence before it in one query, and the
- * next fence's can retire the oldest, whose events on busy streams (one each: with PyTorch's 32
- * pool streams kept busy by the waits, 33) would otherwise be queried one by one. Whether fence
- * i's legacy event answers for every fence before it: 1, 0, or -1 with *err set. */
-static int covers_before(gm_fences_t *f, int i, cudaError_t *err)
-{
-    const gm_fence_t *fe = ring_at(f, i);
-    return fe->after_ordered && fe->nev > 0 ? event_done(fe->ev[0], err) : 0;
-}
-
 cudaError_t fences_poll(gm_fences_t *f)
 {
     cudaError_t err = cudaSuccess;
-    if (f->count >= GM_FENCE_BATCH) {
-        int c = covers_before(f, f->count - 1, &err);
+    if (f->count >= GM_FENCE_BATCH && ring_at(f, f->count - 1)->all) {
+        int c = event_done(ring_at(f, f->count - 1)->all, &err);
         if (c < 0)
             return err;
-        if (c)
-            while (f->count > 1)
-                fence_retire(f);
+        while (c && f->count)
+            fence_retire(f);
     }
-    int behind = 0; /* a legacy event seen still to complete: the newer ones are too */
     while (f->count) {
         gm_fence_t *fe = ring_at(f, 0);
-        /* Events of its own beyond the legacy one and, say, one busy stream's: the next fence's
-         * legacy event may answer for all of them at once. */
-        if (fe->nev > 2 && f->count > 1 && !behind) {
-            int c = covers_before(f, 1, &err);
-            if (c < 0)
-                return err;
-            if (c) {
-                fence_retire(f);
-                continue;
-            }
-            behind = ring_at(f, 1)->after_ordered;
+        if (fe->all) {
+            int c = event_done(fe->all, &err);
+            if (c <= 0)
+                return err; /* cudaSuccess while it still runs; the newer ones are behind it */
+            fence_retire(f);
+            continue;
         }
         /* Events already seen complete are dropped from the end, so a fence spanning busy
          * streams is not queried twice for its idle ones. */
         while (fe->nev) {
             int c = event_done(fe->ev[fe->nev - 1], &err);
             if (c <= 0)
-                return err; /* cudaSuccess while it still runs */
+                return err;
             event_put(f, fe->ev[--fe->nev]);
         }
         fence_retire(f);
@@ -190,13 +174,16 @@ cudaEvent_t fences_oldest_pending_event(gm_fences_t *f)
     if (!f->count)
         return NULL;
     gm_fence_t *fe = ring_at(f, 0);
+    if (fe->all)
+        return fe->all;
     /* fences_poll drops completed events from the end: the last one is still to complete. */
     return fe->nev ? fe->ev[fe->nev - 1] : NULL;
 }
 
 int fences_newest_events(const gm_fences_t *f)
 {
-    return f->count ? ring_at((gm_fences_t *)f, f->count - 1)->nev : 0;
+    const gm_fence_t *fe = f->count ? ring_at((gm_fences_t *)f, f->count - 1) : NULL;
+    return fe ? fe->nev + (fe->all != NULL) : 0;
 }
 
 int fences_outstanding(const gm_fences_t *f)
@@ -212,12 +199,21 @@ cudaError_t fences_order(gm_fences_t *f)
     cudaError_t err = cudaSuccess;
     /* Event 0 of a fence is on the legacy stream itself; the others are on non-blocking streams
      * (and streams destroyed meanwhile). Events already seen complete are gone from the end. */
+    int waits = 0;
     for (int i = 0; i < f->count && err == cudaSuccess; i++) {
         gm_fence_t *fe = ring_at(f, i);
         if (fe->seq <= f->ordered)
             continue;
-        for (int j = 1; j < fe->nev && err == cudaSuccess; j++)
+        for (int j = 1; j < fe->nev && err == cudaSuccess; j++, waits++)
             err = REAL_CALL(cudaStreamWaitEvent, cudaStreamLegacy, fe->ev[j], 0);
+    }
+    /* The newest fence, which gets the event answering for all (the fences may all have been
+     * retired meanwhile, on the CPU, when an earlier order failed). */
+    gm_fence_t *newest = f->count && ring_at(f, f->count - 1)->seq == seq ? ring_at(f, f->count - 1) : NULL;
+    if (!f->nstreams && !waits && newest && newest->nev == 1 && !newest->all) {
+        /* Only legacy events: the newest one comes after all the others. */
+        newest->all = newest->ev[0];
+        newest->nev = 0;
     }
     if (f->nstreams && err == cudaSuccess) {
         cudaEvent_t ev;
@@ -226,8 +222,10 @@ cudaError_t fences_order(gm_fences_t *f)
             err = REAL_CALL(cudaEventRecord, ev, cudaStreamLegacy);
             for (int i = 0; i < f->nstreams && err == cudaSuccess; i++)
                 err = REAL_CALL(cudaStreamWaitEvent, f->streams[i], ev, 0);
-            /* A wait keeps the record it saw: the event may be recorded again elsewhere. */
-            event_put(f, ev);
+            if (err == cudaSuccess && newest && !newest->all)
+                newest->all = ev; /* after the waits for every unordered fence's events */
+            else
+                event_put(f, ev); /* a wait keeps the record it saw */
         }
     }
     if (err == cudaSuccess)
@@ -244,7 +242,9 @@ cudaError_t fences_order_stream(gm_fences_t *f, cudaStream_t s)
         gm_fence_t *fe = ring_at(f, i);
         if (fe->seq > f->ordered)
             break;
-        for (int j = 0; j < fe->nev && err == cudaSuccess; j++)
+        if (fe->all)
+            err = REAL_CALL(cudaStreamWaitEvent, s, fe->all, 0);
+        for (int j = 0; j < fe->nev && !fe->all && err == cudaSuccess; j++)
             err = REAL_CALL(cudaStreamWaitEvent, s, fe->ev[j], 0);
     }
     return err;

@@ -15,8 +15,9 @@
 
 typedef struct gm_fence {
     uint64_t seq;
-    int after_ordered;      /* recorded once every earlier fence was ordered: its legacy event
-                             * completes only after all of them */
+    cudaEvent_t all;        /* GPU order: the legacy stream's event after its waits for this
+                             * fence's events (fences_order): it completes only once every fence
+                             * up to this one has, so one query retires them all (or NULL) */
     int nev;
     int cap;
     cudaEvent_t *ev;
@@ -39,18 +40,22 @@ typedef struct gm_fences {
                              * fences up to this seq (likewise) */
 } gm_fences_t;
 
-/* Records a fence: an event on the legacy stream and on each known stream with work still to
- * complete (an idle one needs none). The caller holds the device's fence lock, has the device
- * current, and is in relaxed capture mode. */
-cudaError_t fences_issue(gm_fences_t *f);
+/* Records a fence: an event on the legacy stream and on each known stream — with ask_idle, only
+ * on those a cudaStreamQuery finds with work still to complete (an idle one needs none). Under GPU
+ * order it pays not to ask: the fence's waits keep every stream busy, a query costs more than the
+ * event it would save, and the events on the streams are never queried (`all` answers for them).
+ * The caller holds the device's fence lock, has the device current, and is in relaxed capture
+ * mode. */
+cudaError_t fences_issue(gm_fences_t *f, int ask_idle);
 /* The events the newest fence recorded. */
 int fences_newest_events(const gm_fences_t *f);
 /* Advances `done` over completed fences without blocking. Returns a CUDA error other than
- * cudaErrorNotReady, or cudaSuccess. Under GPU order a fence's legacy event answers for every
- * fence before it: one query of the newest fence's can retire all the others, and one of the
- * next fence's retires the oldest, whose events on busy streams are otherwise queried one by one. */
+ * cudaErrorNotReady, or cudaSuccess. Under GPU order a fence's `all` event answers for it and
+ * every fence before it: one query of the newest fence's can retire them all, and otherwise one
+ * query a fence, from the oldest, instead of one per event. */
 cudaError_t fences_poll(gm_fences_t *f);
-/* An event of the oldest outstanding fence not yet seen complete (NULL if none), for a caller
+/* An event of the oldest outstanding fence not yet seen complete (its `all` where it has one;
+ * NULL if none), for a caller
  * that waits on it without holding the fences' lock: once that lock is dropped the event may be
  * recycled into a newer fence, which only makes the wait longer, never too short. */
 cudaEvent_t fences_oldest_pending_event(gm_fences_t *f);
@@ -59,7 +64,8 @@ int fences_outstanding(const gm_fences_t *f);
  * on the GPU, for every fence issued so far — the legacy stream waits for the fences' events on
  * the other streams, every known non-blocking stream waits for the legacy stream, and blocking
  * and per-thread streams follow the legacy stream by CUDA's implicit synchronization. Then
- * `ordered` = `issued`. Same locking as fences_issue. */
+ * `ordered` = `issued`; the legacy stream's event after its waits becomes the newest fence's
+ * `all`. Same locking as fences_issue. */
 cudaError_t fences_order(gm_fences_t *f);
 /* A non-blocking stream created while ordered fences may still run on the GPU waits for their
  * events. */

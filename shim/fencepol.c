@@ -89,7 +89,7 @@ static int issue_locked(gm_arena_t *a, unsigned why)
         return -1; /* an event on a capturing stream would join the capture, a query end it */
     }
     uint64_t t0 = gm_now_ns(); /* two clock reads against tens of runtime calls */
-    cudaError_t err = fences_issue(&d->fences);
+    cudaError_t err = fences_issue(&d->fences, !device_gpu_order(d));
     cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
     uint64_t t1 = gm_now_ns();
     d->fence_ns += t1 - t0;

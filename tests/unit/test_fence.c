@@ -30,7 +30,7 @@ START_TEST(test_a_fence_waits_for_a_kernel_on_a_known_nonblocking_stream)
     fences_add_stream(&f, s);
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 100000), cudaSuccess);
-    ck_assert_int_eq(fences_issue(&f), cudaSuccess);
+    ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
     ck_assert_uint_eq(f.issued, 1);
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
     ck_assert_msg(f.done == 0 || __atomic_load_n(&ran, __ATOMIC_ACQUIRE),
@@ -52,7 +52,7 @@ START_TEST(test_the_last_work_of_a_retired_stream_joins_the_next_fence)
     fences_retire_stream(&f, s);
     fences_remove_stream(&f, s);
     ck_assert_int_eq(f.nstreams, 0);
-    ck_assert_int_eq(fences_issue(&f), cudaSuccess);
+    ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
     ck_assert_msg(f.done == 0 || __atomic_load_n(&ran, __ATOMIC_ACQUIRE),
                   "a fence after the stream's retirement did not wait for its last kernel");
@@ -65,7 +65,7 @@ END_TEST
 START_TEST(test_fences_complete_in_order_and_forget_counts_them_done)
 {
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(fences_issue(&f), cudaSuccess);
+        ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
     ck_assert_uint_eq(f.issued, 3);
     ck_assert_ptr_nonnull(fences_oldest_pending_event(&f));
     fences_forget(&f);
@@ -85,7 +85,7 @@ static unsigned long long event_queries(void)
 static void issue_ordered(int n)
 {
     for (int i = 0; i < n; i++) {
-        ck_assert_int_eq(fences_issue(&f), cudaSuccess);
+        ck_assert_int_eq(fences_issue(&f, 0), cudaSuccess);
         ck_assert_int_eq(fences_order(&f), cudaSuccess);
     }
 }
@@ -96,35 +96,89 @@ static gm_fence_t *fence_at(int i)
     return &f.ring[(f.head + i) % f.ring_cap];
 }
 
-/* Under GPU order the next fence's legacy event answers for the oldest fence's events on busy
- * streams: one query retires it instead of one per stream. */
-START_TEST(test_a_gpu_order_poll_retires_a_fence_by_the_next_ones_legacy_event)
+static unsigned long long stream_queries(void)
 {
-    enum { NS = 12 };
-    cudaStream_t s[NS];
-    for (int i = 0; i < NS; i++) {
+    struct fakecuda_stats st;
+    fakecuda_get_stats(0, &st);
+    return st.stream_queries;
+}
+
+static void busy_streams(cudaStream_t *s, int n, int *flag, unsigned us)
+{
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(fakecuda_launch(s[i], mark, flag, us), cudaSuccess);
+}
+
+static void known_streams(cudaStream_t *s, int n)
+{
+    for (int i = 0; i < n; i++) {
         ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
         fences_add_stream(&f, s[i]);
     }
+}
+
+/* Under GPU order a fence asks no stream whether it is idle: it records an event on each. */
+START_TEST(test_a_fence_that_does_not_ask_records_an_event_on_every_stream)
+{
+    enum { NS = 5 };
+    cudaStream_t s[NS];
+    known_streams(s, NS);
+    unsigned long long q0 = stream_queries();
+    ck_assert_int_eq(fences_issue(&f, 0), cudaSuccess);
+    ck_assert_uint_eq(stream_queries() - q0, 0);
+    ck_assert_int_eq(fence_at(0)->nev, 1 + NS);
+    fakecuda_drain(); /* the events recorded, the streams are idle again */
+    ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
+    ck_assert_uint_eq(stream_queries() - q0, NS);
+    ck_assert_int_eq(fence_at(1)->nev, 1); /* the idle streams need none */
+}
+END_TEST
+
+/* Under GPU order the legacy stream's event after its waits answers for a fence's events on busy
+ * streams: once the GPU is through, one query retires a fence of 1 + NS events. */
+START_TEST(test_a_gpu_order_poll_retires_a_fence_of_many_events_in_one_query)
+{
+    enum { NS = 12 };
+    cudaStream_t s[NS];
+    known_streams(s, NS);
+    int ran = 0;
+    busy_streams(s, NS, &ran, 200000);
+    issue_ordered(1);
+    ck_assert_msg(!__atomic_load_n(&ran, __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
+    ck_assert_int_eq(fence_at(0)->nev, 1 + NS);
+    ck_assert_ptr_nonnull(fence_at(0)->all);
+    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_uint_eq(f.done, 0);
+    fakecuda_drain();
+    unsigned long long q0 = event_queries();
+    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_uint_eq(f.done, 1);
+    ck_assert_uint_eq(event_queries() - q0, 1);
+}
+END_TEST
+
+/* A GPU-order fence is not complete while work on its streams still runs, though its event on the
+ * legacy stream completed and the fence before it did. */
+START_TEST(test_a_gpu_order_fence_waits_for_its_streams_though_its_legacy_event_completed)
+{
+    enum { NS = 12 };
+    cudaStream_t s[NS];
+    known_streams(s, NS);
     int first = 0, second = 0;
     /* Long kernels: a slow machine (TSan) must still find them running when the fences come. */
-    for (int i = 0; i < NS; i++)
-        ck_assert_int_eq(fakecuda_launch(s[i], mark, &first, 200000), cudaSuccess);
+    busy_streams(s, NS, &first, 200000);
     issue_ordered(1); /* the streams are busy: an event on each */
     ck_assert_msg(!__atomic_load_n(&first, __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
-    ck_assert_int_eq(fence_at(0)->nev, 1 + NS);
     fakecuda_drain(); /* fence 1 has completed */
-    for (int i = 0; i < NS; i++)
-        ck_assert_int_eq(fakecuda_launch(s[i], mark, &second, 1000000), cudaSuccess);
-    issue_ordered(2); /* fence 2's legacy event completes at once; its events on the streams do not,
-                       * and fence 3's legacy event waits for them */
+    busy_streams(s, NS, &second, 1000000);
+    issue_ordered(2); /* fence 2's legacy event completes at once; its events on the streams do not */
     ck_assert_int_eq(cudaEventSynchronize(fence_at(1)->ev[0]), cudaSuccess);
     unsigned long long q0 = event_queries();
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
     unsigned long long asked = event_queries() - q0;
     ck_assert_msg(!__atomic_load_n(&second, __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
     ck_assert_uint_eq(f.done, 1);
-    ck_assert_msg(asked <= 3, "%llu event queries to retire a fence of %d events", asked, 1 + NS);
+    ck_assert_msg(asked <= 2, "%llu event queries to retire one fence and find the next running", asked);
     fakecuda_drain();
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 3);
@@ -165,7 +219,7 @@ START_TEST(test_a_poll_without_gpu_order_walks_from_the_oldest_fence)
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 300000), cudaSuccess);
     for (int i = 0; i < 20; i++)
-        ck_assert_int_eq(fences_issue(&f), cudaSuccess);
+        ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
     ck_assert_int_eq(fences_poll(&f), cudaSuccess);
     ck_assert_msg(f.done == 0 || __atomic_load_n(&ran, __ATOMIC_ACQUIRE),
                   "a fence counted complete while the stream's kernel before it still ran");
@@ -184,7 +238,9 @@ Suite *fence_suite(void)
     tcase_add_test(tc, test_a_fence_waits_for_a_kernel_on_a_known_nonblocking_stream);
     tcase_add_test(tc, test_the_last_work_of_a_retired_stream_joins_the_next_fence);
     tcase_add_test(tc, test_fences_complete_in_order_and_forget_counts_them_done);
-    tcase_add_test(tc, test_a_gpu_order_poll_retires_a_fence_by_the_next_ones_legacy_event);
+    tcase_add_test(tc, test_a_fence_that_does_not_ask_records_an_event_on_every_stream);
+    tcase_add_test(tc, test_a_gpu_order_poll_retires_a_fence_of_many_events_in_one_query);
+    tcase_add_test(tc, test_a_gpu_order_fence_waits_for_its_streams_though_its_legacy_event_completed);
     tcase_add_test(tc, test_a_gpu_order_poll_far_behind_the_gpu_asks_little);
     tcase_add_test(tc, test_a_poll_without_gpu_order_walks_from_the_oldest_fence);
     suite_add_tcase(s, tc);

@@ -211,6 +211,42 @@ START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
 }
 END_TEST
 
+/* Under GPU order a fence asks no stream whether it is idle (its waits keep them all busy): an
+ * event on the legacy stream and on each stream, and one after the legacy stream's waits that
+ * answers for the fence. */
+START_TEST(test_a_gpu_order_fence_asks_no_stream_whether_it_is_idle)
+{
+    cudaStream_t s[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
+        device_stream_created(d, s[i], cudaStreamNonBlocking);
+    }
+    fakecuda_drain();
+    struct fakecuda_stats before, after;
+    fakecuda_get_stats(0, &before);
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
+    device_ctx_leave(&c);
+    pthread_mutex_unlock(&a->lock);
+    fakecuda_get_stats(0, &after);
+    pthread_mutex_lock(&d->fence_lock);
+    int events = fences_newest_events(&d->fences);
+    pthread_mutex_unlock(&d->fence_lock);
+    ck_assert_uint_eq(after.stream_queries - before.stream_queries, 0);
+    ck_assert_int_eq(events, 1 + 3 + 1);
+    /* the legacy stream waits for the 3 streams' events, each stream for the legacy stream */
+    ck_assert_uint_eq(after.stream_waits - before.stream_waits, 3 + 3);
+    fakecuda_drain();
+    for (int i = 0; i < 3; i++) {
+        device_stream_destroyed(d, s[i]);
+        ck_assert_int_eq(cudaStreamDestroy(s[i]), cudaSuccess);
+    }
+}
+END_TEST
+
 /* GMSHIM_FENCE_SHARE as the quiet time after a fence, in hundredths of its cost: a share above
  * half still limits (a fence may take 60 % of the time: 0.66 of its cost after it). */
 START_TEST(test_every_fence_share_below_100_limits_the_fences)
@@ -460,6 +496,7 @@ Suite *fencepol_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches);
     tcase_add_test(tc, test_gpu_order_keeps_few_fences_outstanding);
+    tcase_add_test(tc, test_a_gpu_order_fence_asks_no_stream_whether_it_is_idle);
     suite_add_tcase(s, tc);
     tc = tcase_create("preload");
     tcase_set_timeout(tc, 120);
