@@ -173,6 +173,23 @@ START_TEST(test_gpu_order_keeps_few_fences_outstanding)
 }
 END_TEST
 
+/* Records a fence as an allocation in need would (arena lock held, device current); returns the
+ * events it recorded. */
+static int issue_a_fence(void)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    gm_ctx_t c;
+    device_ctx_enter(d, &c);
+    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
+    device_ctx_leave(&c);
+    pthread_mutex_unlock(&a->lock);
+    pthread_mutex_lock(&d->fence_lock);
+    int events = fences_newest_events(&d->fences);
+    pthread_mutex_unlock(&d->fence_lock);
+    return events;
+}
+
 /* A fence records an event only on the streams whose work has not all completed (and always on
  * the legacy stream): PyTorch's pool of 32 streams mostly sits idle. */
 START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
@@ -187,16 +204,7 @@ START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
     ck_assert_int_eq(fakecuda_launch(s[1], late_write, p, 100000), cudaSuccess);
     ck_assert_int_eq(fakecuda_launch(s[1], mark_done, &done, 0), cudaSuccess);
     free_ok(p);
-    gm_arena_t *a = d->arenas[0];
-    pthread_mutex_lock(&a->lock);
-    gm_ctx_t c;
-    device_ctx_enter(d, &c);
-    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
-    device_ctx_leave(&c);
-    pthread_mutex_unlock(&a->lock);
-    pthread_mutex_lock(&d->fence_lock);
-    int events = fences_newest_events(&d->fences);
-    pthread_mutex_unlock(&d->fence_lock);
+    int events = issue_a_fence();
     ck_assert_msg(!__atomic_load_n(&done, __ATOMIC_ACQUIRE), "the kernel ended too soon for the test");
     ck_assert_msg(events == 2, "a fence over 1 busy and 2 idle streams recorded %d events", events);
     void *q = alloc_or_fail(2 << 20);
@@ -224,17 +232,8 @@ START_TEST(test_a_gpu_order_fence_asks_no_stream_whether_it_is_idle)
     fakecuda_drain();
     struct fakecuda_stats before, after;
     fakecuda_get_stats(0, &before);
-    gm_arena_t *a = d->arenas[0];
-    pthread_mutex_lock(&a->lock);
-    gm_ctx_t c;
-    device_ctx_enter(d, &c);
-    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
-    device_ctx_leave(&c);
-    pthread_mutex_unlock(&a->lock);
+    int events = issue_a_fence();
     fakecuda_get_stats(0, &after);
-    pthread_mutex_lock(&d->fence_lock);
-    int events = fences_newest_events(&d->fences);
-    pthread_mutex_unlock(&d->fence_lock);
     ck_assert_uint_eq(after.stream_queries - before.stream_queries, 0);
     ck_assert_int_eq(events, 1 + 3 + 1);
     /* the legacy stream waits for the 3 streams' events, each stream for the legacy stream */
