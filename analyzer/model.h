@@ -213,6 +213,7 @@ typedef struct model_dev {
     uint64_t seg_allocs, seg_frees, seg_alloc_ns, seg_free_ns, graph_segments;
     uint64_t fences, fence_waits, fence_wait_ns;
     uint64_t fence_ns, fences_by[GMLOG_FENCE_BY_MAX + 1]; /* the fences' runtime calls; by reason */
+    uint64_t fence_events;      /* the events the fences recorded, in all */
     uint64_t empty_caches, empty_bytes, empty_segments, empty_by_reason[8];
     uint64_t ooms, retries;
     uint64_t warnings[8];

@@ -469,6 +469,7 @@ static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_
         if (d) {
             d->fences++;
             d->fence_ns += ((const gmlog_fence_t *)r->p)->dur_ns;
+            d->fence_events += ((const gmlog_fence_t *)r->p)->events;
             d->fences_by[r->flags <= GMLOG_FENCE_BY_MAX ? r->flags : GMLOG_FENCE_BY_UNKNOWN]++;
         }
         break;

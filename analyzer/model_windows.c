@@ -104,7 +104,7 @@ static void stitch(model_t *m, model_t *w)
         d->seg_alloc_ns += wd->seg_alloc_ns, d->seg_free_ns += wd->seg_free_ns;
         d->graph_segments += wd->graph_segments;
         d->fences += wd->fences, d->fence_waits += wd->fence_waits, d->fence_wait_ns += wd->fence_wait_ns;
-        d->fence_ns += wd->fence_ns;
+        d->fence_ns += wd->fence_ns, d->fence_events += wd->fence_events;
         for (int k = 0; k <= GMLOG_FENCE_BY_MAX; k++)
             d->fences_by[k] += wd->fences_by[k];
         d->empty_caches += wd->empty_caches, d->empty_bytes += wd->empty_bytes;

@@ -174,6 +174,7 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
     json_u64(j, "est_based_on_segment_allocs", d->seg_allocs);
     json_u64(j, "fences", d->fences);
     json_u64(j, "fence_ns", d->fence_ns);
+    json_u64(j, "fence_events", d->fence_events);
     json_obj(j, "fences_by");
     for (int why = 0; why <= GMLOG_FENCE_BY_MAX; why++)
         json_u64(j, fence_whys[why].key, d->fences_by[why]);
@@ -306,6 +307,10 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
         if (d->fence_ns)
             fprintf(f, ", their runtime calls %s (%s of the run)", rep_dur(d->fence_ns, e),
                     rep_pct(d->fence_ns, run_ns(m), h));
+        /* A fence's events: the legacy stream's and one per stream it covered, which is what makes
+         * a fence dear (PyTorch's pool of 32 streams: 33 or more). */
+        if (d->fences && d->fence_events)
+            fprintf(f, ", %.1f events a fence", (double)d->fence_events / (double)d->fences);
         fprintf(f, "; %s wait%s", rep_count(d->fence_waits, b), d->fence_waits == 1 ? "" : "s");
         if (d->fence_waits)
             fprintf(f, " (%s in all, %s of the run)", rep_dur(d->fence_wait_ns, e),

@@ -446,8 +446,8 @@ START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
 }
 END_TEST
 
-/* Each fence's record says why it was recorded and how long its runtime calls took; the summary adds
- * them up as the stats API counts them. */
+/* Each fence's record says why it was recorded, how long its runtime calls took and how many events
+ * it recorded; the summary adds them up, the times as the stats API counts them. */
 START_TEST(test_the_fences_reasons_and_times_add_up)
 {
     const char *dir = temp_dir();
@@ -456,7 +456,7 @@ START_TEST(test_the_fences_reasons_and_times_add_up)
     unsigned long long fences = r.fences, api_ns = r.fence_ns;
     ck_assert_msg(fences > 0 && api_ns > 0, "%llu fences taking %llu ns by the API", fences, api_ns);
     char *out = dump_json(log);
-    unsigned long long logged = 0, sum = 0, by[5] = {0};
+    unsigned long long logged = 0, sum = 0, events = 0, by[5] = {0};
     static const char *const whys[5] = {"\"why\":\"?\"", "\"why\":\"frees\"", "\"why\":\"alloc\"",
                                         "\"why\":\"need\"", "\"why\":\"trim\""};
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -466,6 +466,9 @@ START_TEST(test_the_fences_reasons_and_times_add_up)
         const char *dur = strstr(line, "\"dur_ns\":");
         ck_assert_msg(dur, "a fence without its time: %s", line);
         sum += strtoull(dur + 9, NULL, 10);
+        const char *ev = strstr(line, "\"events\":");
+        ck_assert_msg(ev, "a fence without its events: %s", line);
+        events += strtoull(ev + 9, NULL, 10);
         for (int k = 0; k < 5; k++)
             by[k] += strstr(line, whys[k]) != NULL;
     }
@@ -485,6 +488,9 @@ START_TEST(test_the_fences_reasons_and_times_add_up)
     snprintf(want, sizeof want, "\"fences_by\":{\"unknown\":0,\"frees\":%llu,\"alloc\":%llu,\"need\":%llu,"
              "\"trim\":%llu}", by[1], by[2], by[3], by[4]);
     ck_assert_msg(strstr(json, want), "no %s in the summary:\n%.3000s", want, json);
+    ck_assert_msg(events >= logged, "%llu fences recorded %llu events", logged, events);
+    snprintf(want, sizeof want, "\"fence_events\":%llu,", events);
+    ck_assert_msg(strstr(json, want), "no %s in the summary:\n%.3000s", want, json);
     free(json);
     char *text;
     ck_assert_int_eq(gm(&text, "summary", log), 0);
@@ -495,6 +501,9 @@ START_TEST(test_the_fences_reasons_and_times_add_up)
     *w = 0;
     ck_assert_msg(strstr(text, "after enough frees") && strstr(text, "by allocations finding no reusable block") &&
                   strstr(text, "their runtime calls"), "the summary's fences line:\n%.3000s", text);
+    char per[64];
+    snprintf(per, sizeof per, ", %.1f events a fence", (double)events / (double)logged);
+    ck_assert_msg(strstr(text, per), "no '%s' in the summary:\n%.3000s", per, text);
     free(text);
     unlink(log);
     rmdir(dir);
