@@ -140,8 +140,9 @@ static int event_done(cudaEvent_t ev, cudaError_t *err)
 cudaError_t fences_poll(gm_fences_t *f)
 {
     cudaError_t err = cudaSuccess;
-    if (f->count >= GM_FENCE_BATCH && ring_at(f, f->count - 1)->all) {
-        int c = event_done(ring_at(f, f->count - 1)->all, &err);
+    cudaEvent_t newest_all = f->count >= GM_FENCE_BATCH ? ring_at(f, f->count - 1)->all : NULL;
+    if (newest_all) {
+        int c = event_done(newest_all, &err);
         if (c < 0)
             return err;
         while (c && f->count)
@@ -242,9 +243,11 @@ cudaError_t fences_order_stream(gm_fences_t *f, cudaStream_t s)
         gm_fence_t *fe = ring_at(f, i);
         if (fe->seq > f->ordered)
             break;
-        if (fe->all)
-            err = REAL_CALL(cudaStreamWaitEvent, s, fe->all, 0);
-        for (int j = 0; j < fe->nev && !fe->all && err == cudaSuccess; j++)
+        if (fe->all) {
+            err = REAL_CALL(cudaStreamWaitEvent, s, fe->all, 0); /* it answers for the others */
+            continue;
+        }
+        for (int j = 0; j < fe->nev && err == cudaSuccess; j++)
             err = REAL_CALL(cudaStreamWaitEvent, s, fe->ev[j], 0);
     }
     return err;

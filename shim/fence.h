@@ -55,9 +55,9 @@ int fences_newest_events(const gm_fences_t *f);
  * query a fence, from the oldest, instead of one per event. */
 cudaError_t fences_poll(gm_fences_t *f);
 /* An event of the oldest outstanding fence not yet seen complete (its `all` where it has one;
- * NULL if none), for a caller
- * that waits on it without holding the fences' lock: once that lock is dropped the event may be
- * recycled into a newer fence, which only makes the wait longer, never too short. */
+ * NULL if none), for a caller that waits on it without holding the fences' lock: once that lock
+ * is dropped the event may be recycled into a newer fence, which only makes the wait longer,
+ * never too short. */
 cudaEvent_t fences_oldest_pending_event(gm_fences_t *f);
 int fences_outstanding(const gm_fences_t *f);
 /* Ordering on the GPU instead of the CPU (GMSHIM_GPU_ORDER): makes work queued from now on wait,

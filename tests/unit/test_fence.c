@@ -23,11 +23,19 @@ static void mark(void *p)
     __atomic_store_n((int *)p, 1, __ATOMIC_RELEASE);
 }
 
+/* Creates n non-blocking streams that the fences know. */
+static void known_streams(cudaStream_t *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
+        fences_add_stream(&f, s[i]);
+    }
+}
+
 START_TEST(test_a_fence_waits_for_a_kernel_on_a_known_nonblocking_stream)
 {
     cudaStream_t s;
-    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    fences_add_stream(&f, s);
+    known_streams(&s, 1);
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 100000), cudaSuccess);
     ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
@@ -45,8 +53,7 @@ END_TEST
 START_TEST(test_the_last_work_of_a_retired_stream_joins_the_next_fence)
 {
     cudaStream_t s;
-    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    fences_add_stream(&f, s);
+    known_streams(&s, 1);
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 100000), cudaSuccess);
     fences_retire_stream(&f, s);
@@ -107,14 +114,6 @@ static void busy_streams(cudaStream_t *s, int n, int *flag, unsigned us)
 {
     for (int i = 0; i < n; i++)
         ck_assert_int_eq(fakecuda_launch(s[i], mark, flag, us), cudaSuccess);
-}
-
-static void known_streams(cudaStream_t *s, int n)
-{
-    for (int i = 0; i < n; i++) {
-        ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
-        fences_add_stream(&f, s[i]);
-    }
 }
 
 /* Under GPU order a fence asks no stream whether it is idle: it records an event on each. */
@@ -214,8 +213,7 @@ END_TEST
 START_TEST(test_a_poll_without_gpu_order_walks_from_the_oldest_fence)
 {
     cudaStream_t s;
-    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    fences_add_stream(&f, s);
+    known_streams(&s, 1);
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 300000), cudaSuccess);
     for (int i = 0; i < 20; i++)
