@@ -1,4 +1,4 @@
-/* A bounded log's checkpoint (gmlog.h), written by the checkpoint thread (logstate.c) once the
+/* A bounded log's checkpoint (gmlog.h), written by the log's helper thread (logstate.c) once the
  * ring asks for one: the copies logkeep.c holds, then each device's cut, after which logring.c
  * may reuse the space of older records. It never calls CUDA and never holds gm_log.lock while it
  * takes another lock. Installed by evlog_set_cut (the roof calls it before the log opens). */
@@ -32,7 +32,7 @@ static uint64_t append_copy(const kept_t *k, uint64_t now)
     return 1;
 }
 
-/* Writes one checkpoint (see gmlog.h) from the checkpoint thread. */
+/* Writes one checkpoint (see gmlog.h) from the log's helper thread. */
 static void write_checkpoint(void)
 {
     uint64_t now = gm_now_ns(), at = now - gm_log.start_mono, n = 0;

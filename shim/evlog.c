@@ -1,8 +1,9 @@
 /* The log writer. Each thread appends to its own 64 KiB chunk of a MAP_SHARED file: a record is
  * a few stores and one 8-byte header store, no system call, no shared lock. Chunks are claimed
  * under a mutex, in 16 MiB extents reserved with posix_fallocate (a full disk is found then,
- * not as a SIGBUS); the thread that opens an extent maps the next one and faults its pages in
- * (MADV_POPULATE_WRITE), so that the writers do not each take a page fault every 4 KiB. What was
+ * not as a SIGBUS); the thread that opens an extent maps the next one and the log's helper thread
+ * faults its pages in (MADV_POPULATE_WRITE), so that the writers do not each take a page fault
+ * every 4 KiB nor wait for the 16 MiB. What was
  * stored survives kill -9: it is in the page cache. */
 #include "evlog.h"
 #include "logstate.h"

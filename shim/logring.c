@@ -4,7 +4,7 @@
  * given up, so only the extents being written stay mapped. A bounded log (GMSHIM_LOG_LIMIT) is
  * a ring of slots: at the limit, a new extent takes the slot of one whose records are all older
  * than the newest complete checkpoint, each chunk zeroed as it is claimed. Everything here runs
- * under gm_log.lock, but the page work. */
+ * under gm_log.lock, but the page work, which the log's helper thread does (logstate.c). */
 #include "logring.h"
 #include "diag.h"
 
@@ -118,6 +118,10 @@ static int map_extent_locked(size_t e, int ahead)
     return 0;
 }
 
+/* The mapping being faulted in outside gm_log.lock: not unmapped meanwhile (its address could be
+ * handed to another mapping, whose pages the fault-in would then touch). gm_log.lock held. */
+static uint8_t *populating;
+
 /* Extent e, once all its chunks were claimed and given up, is unmapped: only the extents being
  * written stay mapped. Its pages stay in the page cache, the kernel's to write back and reclaim
  * (pushing them out early, or dropping them, slowed the writer: docs/performance.md, "The bounded
@@ -125,7 +129,7 @@ static int map_extent_locked(size_t e, int ahead)
 static void maybe_unmap_locked(size_t e)
 {
     extent_t *x = &gm_log.extents[e];
-    if (!x->addr || x->open || gm_log.next_chunk < (uint64_t)(e + 1) * EXTENT_CHUNKS)
+    if (!x->addr || x->open || gm_log.next_chunk < (uint64_t)(e + 1) * EXTENT_CHUNKS || x->addr == populating)
         return;
     munmap(x->addr, EXTENT_BYTES);
     x->addr = NULL;
@@ -157,8 +161,8 @@ void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
 }
 
 /* Claims a fresh chunk for this thread. gm_log.lock held. The first chunk of an extent also maps the
- * next one, whose pages the caller then faults in outside the lock: the writers find them
- * present instead of each faulting its own, one page at a time. */
+ * next one, whose pages the helper thread then faults in: the writers find them present instead
+ * of each faulting its own, one page at a time, and none of them waits for the 16 MiB. */
 static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
 {
     if (gm_log.closed || !gm_log.enabled)
@@ -179,8 +183,10 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
             return NULL;
         }
         if (pos == 0) {
-            if (x->usable == EXTENT_CHUNKS && e + 1 >= gm_log.nextents && map_extent_locked(e + 1, 1) == 0)
-                after->populate = gm_log.extents[e + 1].addr;
+            if (x->usable == EXTENT_CHUNKS && e + 1 >= gm_log.nextents && map_extent_locked(e + 1, 1) == 0) {
+                after->populate = e + 2;
+                after->populate_gen = gm_log.gen;
+            }
             if (e > 0)
                 maybe_unmap_locked(e - 1);
             uint64_t every = gm_log.max_slots > 4 ? gm_log.max_slots / 2 - 1 : 1;
@@ -254,20 +260,42 @@ void ring_thread_exit(void *unused)
     ring_after_unlock(&after);
 }
 
+/* Faults in the pages of extent e, if it is still this log's and mapped: the helper thread's
+ * work (or the caller's, where that thread cannot run). Best effort: an old kernel refuses it, the
+ * log closed meanwhile makes it fail (past the file's end it reports EFAULT, no SIGBUS); nothing
+ * depends on it. */
+static void populate_extent(size_t e, unsigned gen)
+{
+    pthread_mutex_lock(&gm_log.lock);
+    uint8_t *addr = NULL;
+    if (gen == gm_log.gen && e < gm_log.nextents && !gm_log.closed && !populating)
+        addr = populating = gm_log.extents[e].addr;
+    pthread_mutex_unlock(&gm_log.lock);
+    if (!addr)
+        return;
+#ifdef MADV_POPULATE_WRITE
+    madvise(addr, EXTENT_BYTES, MADV_POPULATE_WRITE);
+#endif
+    pthread_mutex_lock(&gm_log.lock);
+    populating = NULL;
+    if (gen == gm_log.gen && e < gm_log.nextents && gm_log.extents[e].addr == addr)
+        maybe_unmap_locked(e); /* its writers may all have moved on meanwhile */
+    pthread_mutex_unlock(&gm_log.lock);
+}
+
 void ring_after_unlock(const after_unlock_t *after)
 {
-#ifdef MADV_POPULATE_WRITE
-    /* Best effort: an old kernel refuses it, a log cut meanwhile makes it fail; nothing depends
-     * on it. */
-    if (after->populate)
-        madvise(after->populate, EXTENT_BYTES, MADV_POPULATE_WRITE);
-#endif
+    if (after->populate &&
+        logstate_request_populate(populate_extent, after->populate - 1, after->populate_gen) != 0)
+        populate_extent(after->populate - 1, after->populate_gen);
     if (after->checkpoint)
         checkpoint_request();
 }
 
+/* In a fork child, the one thread left: no fault-in is under way. */
 void ring_forget(void)
 {
+    populating = NULL;
     for (size_t i = 0; i < gm_log.nextents; i++)
         if (gm_log.extents[i].addr)
             munmap(gm_log.extents[i].addr, EXTENT_BYTES);

@@ -1,6 +1,7 @@
 /* The log writer's shared state (logstate.h) and what every part of it needs: the file's
- * reservation and clean-end marks, stopping the log, and the checkpoint thread that a bounded
- * log's ring asks for (the checkpoint itself is written by checkpoint.c, installed at init). */
+ * reservation and clean-end marks, stopping the log, and the log's helper thread, which faults in
+ * the extent mapped ahead and writes a bounded log's checkpoints (written by checkpoint.c,
+ * installed at init). */
 #include "logstate.h"
 #include "diag.h"
 #include "logkeep.h"
@@ -52,38 +53,51 @@ void evlog_stop_writing(const char *why, int err)
 }
 
 
-/* ---- the checkpoint thread ---------------------------------------------------------------- */
+/* ---- the log's helper thread ---------------------------------------------------------------- */
 
+/* One thread does the log's slow work off the writers' path: it faults in the pages of the
+ * extent mapped ahead (a writer that outruns it faults its own), and writes a bounded log's
+ * checkpoints. Started the first time either is asked for. */
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int wanted, stop, started, failed;
+    size_t populate;                     /* an extent number + 1 to fault in; 0: none */
+    unsigned populate_gen;
+    void (*populate_fn)(size_t extent, unsigned gen);
     void (*write)(void);
 } C = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
-static void *checkpoint_main(void *arg)
+static void *helper_main(void *arg)
 {
     (void)arg;
     gm_log_tls.in_checkpoint = 1;
     gm_depth = 1; /* nothing it calls may enter the hooks */
     for (;;) {
         pthread_mutex_lock(&C.lock);
-        while (!C.wanted && !C.stop)
+        while (!C.wanted && !C.populate && !C.stop)
             pthread_cond_wait(&C.wake, &C.lock);
-        int stop = C.stop;
+        int stop = C.stop, wanted = C.wanted;
+        size_t populate = C.populate;
+        unsigned gen = C.populate_gen;
         C.wanted = 0;
+        C.populate = 0;
         pthread_mutex_unlock(&C.lock);
         if (stop || !__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
             break;
-        C.write();
+        if (populate)
+            C.populate_fn(populate - 1, gen);
+        if (wanted && C.write)
+            C.write();
     }
     return NULL;
 }
 
-static void start_checkpoint_thread(void)
+/* 0 once the thread runs; -1 if it cannot (the caller does the work itself). C.lock held. */
+static int start_helper_locked(void)
 {
     if (C.started || C.failed)
-        return;
+        return C.started ? 0 : -1;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the host's signals go to the host's threads */
@@ -91,25 +105,43 @@ static void start_checkpoint_thread(void)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    C.started = pthread_create(&t, &attr, checkpoint_main, NULL) == 0;
+    C.started = pthread_create(&t, &attr, helper_main, NULL) == 0;
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!C.started) {
-        C.failed = 1;
+    if (C.started)
+        return 0;
+    C.failed = 1;
+    if (gm_log.max_slots) {
         gm_log.keep = 0; /* no checkpoint will repeat them */
-        diag_warn("cannot start the log's checkpoint thread; the log grows past GMSHIM_LOG_LIMIT");
+        diag_warn("cannot start the log's helper thread; the log grows past GMSHIM_LOG_LIMIT");
     }
+    return -1; /* unbounded, nothing is lost: the writers fault their pages in themselves */
 }
 
 void checkpoint_request(void)
 {
     if (!C.write)
         return; /* no writer installed (a program that links the writer alone) */
-    start_checkpoint_thread(); /* the first time a log reaches half its limit */
     pthread_mutex_lock(&C.lock);
-    C.wanted = 1;
-    pthread_cond_signal(&C.wake);
+    if (start_helper_locked() == 0) {
+        C.wanted = 1;
+        pthread_cond_signal(&C.wake);
+    }
     pthread_mutex_unlock(&C.lock);
+}
+
+int logstate_request_populate(void (*fn)(size_t extent, unsigned gen), size_t extent, unsigned gen)
+{
+    pthread_mutex_lock(&C.lock);
+    int ok = !C.stop && start_helper_locked() == 0;
+    if (ok) {
+        C.populate_fn = fn;
+        C.populate = extent + 1;
+        C.populate_gen = gen;
+        pthread_cond_signal(&C.wake);
+    }
+    pthread_mutex_unlock(&C.lock);
+    return ok ? 0 : -1;
 }
 
 void checkpoint_stop(void)
@@ -122,7 +154,12 @@ void checkpoint_stop(void)
 
 void checkpoint_forget(void)
 {
-    C.started = 0; /* a fork child has no checkpoint thread */
+    /* A fork child has no helper thread, and its locks may have been copied held. */
+    pthread_mutex_init(&C.lock, NULL);
+    pthread_cond_init(&C.wake, NULL);
+    C.started = 0;
+    C.wanted = 0;
+    C.populate = 0;
     logkeep_forget();
 }
 

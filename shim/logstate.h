@@ -31,10 +31,11 @@ typedef struct extent {
                                                 * threads (idle ones keep theirs): never claimed */
 } extent_t;
 
-/* What a thread does after unlocking: fault the next extent in (slow: never under the lock), ask
- * for a checkpoint. */
+/* What a thread does after unlocking: have the extent mapped ahead faulted in (slow: never under
+ * the lock), ask for a checkpoint. */
 typedef struct after_unlock {
-    uint8_t *populate;
+    size_t populate;                           /* its extent number + 1; 0: none */
+    unsigned populate_gen;                     /* gm_log.gen when it was mapped */
     int checkpoint;
 } after_unlock_t;
 
@@ -91,12 +92,16 @@ void evlog_mark_closed(uint32_t reason);
 /* The log stops (disk full, out of memory) with its one warning. gm_log.lock held. */
 void evlog_stop_writing(const char *why, int err);
 
-/* The checkpoint thread (logstate.c): asked for a checkpoint (started the first time), told to
- * stop; forgotten with every copy in a fork child. It runs the writer installed here
- * (checkpoint.c's, by evlog_set_cut); without one a request does nothing. */
+/* The log's helper thread (logstate.c): asked for a checkpoint or to fault an extent in (started
+ * the first time), told to stop; forgotten with every copy in a fork child. For a checkpoint it
+ * runs the writer installed here (checkpoint.c's, by evlog_set_cut); without one that request
+ * does nothing. To fault extent `extent` of log generation `gen` in it calls fn (logring.c's);
+ * -1 when the thread cannot run (the caller calls fn itself). A newer request replaces one not
+ * yet served. */
 #define KEEP_MASK ((1u << GMLOG_SITE) | (1u << GMLOG_STRING) | (1u << GMLOG_MODULE) | \
                    (1u << GMLOG_DEVICE) | (1u << GMLOG_LIMIT) | (1u << GMLOG_MARK) | (1u << GMLOG_OOM))
 void checkpoint_request(void);
+int logstate_request_populate(void (*fn)(size_t extent, unsigned gen), size_t extent, unsigned gen);
 void checkpoint_stop(void);
 void checkpoint_forget(void);
 void logstate_set_checkpoint_writer(void (*write)(void));

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The writer maps and faults in the next 16 MiB of the log ahead; the end of the run cuts the
- * file back to what was written. */
-START_TEST(test_log_pages_are_faulted_in_ahead_and_cut_back_at_exit)
+/* The writer maps the next 16 MiB of the log ahead and its helper thread faults them in, not the
+ * thread that writes; the end of the run cuts the file back to what was written. */
+START_TEST(test_log_pages_are_faulted_in_ahead_by_the_helper_and_cut_back_at_exit)
 {
     const char *dir = temp_dir();
     char log[512], logenv[600];
@@ -38,7 +38,7 @@ Suite *logring_suite(void)
     Suite *s = suite_create("logring");
     TCase *tc = tcase_create("preload");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_log_pages_are_faulted_in_ahead_and_cut_back_at_exit);
+    tcase_add_test(tc, test_log_pages_are_faulted_in_ahead_by_the_helper_and_cut_back_at_exit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,10 +1,13 @@
 /* The log writer's shared state (shim/logstate.c): space reserved past the file size limit is
  * refused with EFBIG instead of a SIGXFSZ that would end the program; a request for a
- * checkpoint with no writer installed starts no thread. */
+ * checkpoint with no writer installed starts no thread; a request to fault an extent in is
+ * served by the helper thread, not the caller. */
 #include "../../shim/logstate.h"
 #include "suites.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <time.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -48,12 +51,58 @@ START_TEST(test_a_checkpoint_request_without_a_writer_starts_no_thread)
 }
 END_TEST
 
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    int calls;
+    size_t extent;
+    unsigned gen;
+    pthread_t by;
+} P = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+
+static void note_populate(size_t extent, unsigned gen)
+{
+    pthread_mutex_lock(&P.lock);
+    P.calls++;
+    P.extent = extent;
+    P.gen = gen;
+    P.by = pthread_self();
+    pthread_cond_signal(&P.done);
+    pthread_mutex_unlock(&P.lock);
+}
+
+START_TEST(test_a_populate_request_runs_on_the_helper_thread_with_its_extent)
+{
+    gm_log.enabled = 1; /* this test's own process (check forks one per test) */
+    int before = threads();
+    ck_assert_int_eq(logstate_request_populate(note_populate, 7, 3), 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&P.lock);
+    while (!P.calls && pthread_cond_timedwait(&P.done, &P.lock, &until) == 0)
+        ;
+    int calls = P.calls;
+    size_t extent = P.extent;
+    unsigned gen = P.gen;
+    pthread_t by = P.by;
+    pthread_mutex_unlock(&P.lock);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_uint_eq(extent, 7);
+    ck_assert_uint_eq(gen, 3);
+    ck_assert_msg(!pthread_equal(by, pthread_self()), "the caller faulted the extent in itself");
+    ck_assert_int_eq(threads(), before + 1);
+    checkpoint_stop();
+}
+END_TEST
+
 Suite *logstate_suite(void)
 {
     Suite *s = suite_create("logstate");
     TCase *tc = tcase_create("state");
     tcase_add_test(tc, test_space_past_the_file_size_limit_is_refused_not_signalled);
     tcase_add_test(tc, test_a_checkpoint_request_without_a_writer_starts_no_thread);
+    tcase_add_test(tc, test_a_populate_request_runs_on_the_helper_thread_with_its_extent);
     suite_add_tcase(s, tc);
     return s;
 }
