@@ -319,7 +319,7 @@ static void arena_forget(gm_arena_t *a)
     pool_init(&a->general, &a->bytes, NULL);
     pool_set_max_split(&a->general, max_split_for(a->dev));
     a->open_bytes = 0;
-    a->open_count = 0;
+    a->open_count = a->open_recheck = 0;
     a->bytes.requested.current = a->bytes.allocated.current = a->bytes.reserved.current = 0;
     a->bytes.cached.current = a->bytes.pending.current = 0;
 }

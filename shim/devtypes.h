@@ -34,6 +34,7 @@ typedef struct gm_arena {
     gm_counters_t n;
     size_t open_bytes;          /* freed since the device's last fence (as this arena saw it) */
     unsigned open_count;
+    unsigned open_recheck;      /* open_count at which a device still quiet is asked again */
     uint64_t open_seen;         /* the device's fence count when open_bytes/open_count began */
     unsigned since_poll;        /* allocations since fences were last polled */
     const void *last_user;      /* the thread that allocated here last (a thread-local address) */

@@ -56,12 +56,13 @@ static inline void fencepol_count_free(gm_arena_t *a, size_t size, uint64_t issu
          * free counted so far. */
         a->open_seen = issued;
         a->open_bytes = 0;
-        a->open_count = 0;
+        a->open_count = a->open_recheck = 0;
     }
     a->open_bytes += size;
     a->open_count++;
-    if ((a->open_bytes >= fencepol_threshold(a) || (d->fence_frees && a->open_count >= d->fence_frees)) &&
-        !device_captures(d))
+    size_t threshold = fencepol_threshold(a);
+    if ((a->open_bytes >= threshold || (d->fence_frees && a->open_count >= d->fence_frees)) &&
+        (a->open_count >= a->open_recheck || size >= threshold) && !device_captures(d))
         fencepol_fence_now(a);
 }
 

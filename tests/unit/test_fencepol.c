@@ -290,6 +290,37 @@ START_TEST(test_periodic_fences_keep_to_their_share_of_the_time)
 }
 END_TEST
 
+/* While a device is quiet after a fence, the frees do not each read the clock: one found too soon
+ * asks again 16 frees later; a free that alone fills the open set asks at once. */
+START_TEST(test_a_quiet_device_is_asked_again_only_every_16_frees)
+{
+    d->fence_frees = 1;
+    d->fence_gap = 1000000000u;
+    enum { N = 40 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = alloc_or_fail(4096);
+    void *big = alloc_or_fail(64u << 20);
+    free_ok(p[0]); /* a fence, and the quiet time after it */
+    unsigned long long fences = stats().fences;
+    free_ok(p[1]); /* too soon: asks again 16 frees later */
+    __atomic_store_n(&d->fence_quiet_ns, 0, __ATOMIC_RELAXED); /* the quiet time is over */
+    for (int i = 2; i <= 16; i++)
+        free_ok(p[i]);
+    ck_assert_uint_eq(stats().fences, fences); /* the clock was not asked */
+    free_ok(p[17]); /* the 17th free since the fence: asked, no longer quiet */
+    ck_assert_uint_eq(stats().fences, fences + 1);
+    free_ok(p[18]); /* quiet again after that fence */
+    __atomic_store_n(&d->fence_quiet_ns, 0, __ATOMIC_RELAXED);
+    free_ok(p[19]);
+    ck_assert_uint_eq(stats().fences, fences + 1);
+    free_ok(big); /* fills the open set alone: asked at once */
+    ck_assert_uint_eq(stats().fences, fences + 2);
+    for (int i = 20; i < N; i++)
+        free_ok(p[i]);
+}
+END_TEST
+
 /* Frees a periodic fence skipped are fenced by the trimmer's next pass, so idle memory still goes
  * back to the driver. */
 START_TEST(test_the_trimmer_fences_frees_left_open)
@@ -488,6 +519,7 @@ Suite *fencepol_suite(void)
     tcase_add_test(tc, test_a_fence_records_no_event_on_an_idle_stream);
     tcase_add_test(tc, test_every_fence_share_below_100_limits_the_fences);
     tcase_add_test(tc, test_periodic_fences_keep_to_their_share_of_the_time);
+    tcase_add_test(tc, test_a_quiet_device_is_asked_again_only_every_16_frees);
     tcase_add_test(tc, test_the_trimmer_fences_frees_left_open);
     suite_add_tcase(s, tc);
     tc = tcase_create("GPU order");
