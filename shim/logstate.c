@@ -80,13 +80,14 @@ static void *helper_main(void *arg)
         int stop = C.stop, wanted = C.wanted;
         size_t populate = C.populate;
         unsigned gen = C.populate_gen;
+        void (*populate_fn)(size_t, unsigned) = C.populate_fn;
         C.wanted = 0;
         C.populate = 0;
         pthread_mutex_unlock(&C.lock);
         if (stop || !__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
             break;
         if (populate)
-            C.populate_fn(populate - 1, gen);
+            populate_fn(populate - 1, gen);
         if (wanted && C.write)
             C.write();
     }
