@@ -100,9 +100,12 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     logrec_cut(d->id, &c, now > start_mono ? now - start_mono : 0, now);
     device_segments(d, narenas, 1, now);
     device_blocks(d, narenas, 1, now);
-    /* Records after the cut must be timed after it. */
+    /* Records after the cut must be timed after it: those the ordered clock times once it has
+     * moved on, those the hit path times with the unordered one through each arena's newest stamp. */
     while (gm_now_ns() <= now)
         ;
+    for (int i = 0; i < narenas; i++)
+        arena_note_stamp(d->arenas[i], now + 1);
     device_unlock_arenas(d, narenas);
     return 1 + (uint64_t)c.segments + c.blocks;
 }

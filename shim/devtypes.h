@@ -37,8 +37,29 @@ typedef struct gm_arena {
     unsigned open_recheck;      /* open_count at which a device still quiet is asked again */
     uint64_t open_seen;         /* the device's fence count when open_bytes/open_count began */
     unsigned since_poll;        /* allocations since fences were last polled */
+    uint64_t last_stamp;        /* the newest log time stamped under the lock (arena_note_stamp) */
     const void *last_user;      /* the thread that allocated here last (a thread-local address) */
 } gm_arena_t;
+
+/* The log times of an arena's records keep its lock's order. The hit path reads the unordered
+ * counter (gm_now_unordered_ns: no wait for the lock's stores, a tenth of a small pair's time in
+ * the profile), which may give a time from before the lock was taken; arena_stamp raises it to
+ * the newest time stamped or noted under the lock, so that a free is never logged after the
+ * allocation that reused its block on another thread. Both under the arena's lock. */
+static inline uint64_t arena_stamp(gm_arena_t *a, uint64_t t)
+{
+    if (t < a->last_stamp)
+        t = a->last_stamp;
+    a->last_stamp = t;
+    return t;
+}
+
+/* A time stamped under the lock by the ordered clock (a segment, a cut): later stamps not before. */
+static inline void arena_note_stamp(gm_arena_t *a, uint64_t t)
+{
+    if (t > a->last_stamp)
+        a->last_stamp = t;
+}
 
 /* Fields that every call reads come first and are written rarely; what any thread writes often
  * sits on cache lines of its own, so that threads in different arenas do not share lines. */

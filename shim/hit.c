@@ -125,7 +125,8 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
         else
             a->n.hits++;
         if (evlog_enabled()) {
-            uint64_t now = gm_now_ns(); /* inside the lock: after the free that made b reusable */
+            /* A miss (timed from t0) reads the ordered clock: after t0 and any segment it made. */
+            uint64_t now = arena_stamp(a, t0 ? gm_now_ns() : gm_now_unordered_ns());
             evlog_alloc(d->id, flags, b->ptr, size, b->size, site, now, t0 ? t0 : now);
         }
         *out = (void *)b->ptr;
@@ -163,7 +164,7 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     HASH_DEL(a->live, b);
     a->n.frees++;
     /* Inside the lock, before the block can be reused: its free is logged before any realloc. */
-    uint64_t now = evlog_enabled() ? gm_now_ns() : 0, t0 = now;
+    uint64_t now = evlog_enabled() ? arena_stamp(a, gm_now_unordered_ns()) : 0, t0 = now;
     *err = cudaSuccess;
     if (!b->seg)
         return free_external(a, b, site, now, err);
@@ -171,14 +172,14 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     size_t size = b->size;
     if (heap != &a->general) {
         evlog_free(d->id, GMLOG_F_GRAPH, key, site, now, t0);
-        pool_free_block(heap, b, now ? now : gm_now_ns()); /* a segment's idle time starts here */
+        pool_free_block(heap, b, now ? now : gm_now_unordered_ns()); /* a segment's idle time starts here */
     } else if (b->ipc) {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
         pool_hold_block(heap, b);
     } else if (d->trust_stream_order) {
         gm_segment_t *seg = b->seg;
         evlog_free(d->id, 0, key, site, now, t0);
-        pool_free_block(heap, b, now ? now : gm_now_ns());
+        pool_free_block(heap, b, now ? now : gm_now_unordered_ns());
         if (d->cache_limit && !device_captures(d) && seg->free_since_ns) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);

@@ -81,6 +81,7 @@ static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_
     if (!evlog_enabled())
         return;
     uint64_t now = gm_now_ns();
+    arena_note_stamp(a, now); /* under the arena's lock, as log_segment */
     for (size_t i = 0; i < n; i++)
         evlog_segment(type, a->dev->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
 }

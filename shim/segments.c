@@ -10,10 +10,14 @@
 #include "ranges.h"
 #include "real.h"
 
-static void log_segment(gm_device_t *d, int type, gm_segment_t *seg, uint64_t t0)
+/* Under the arena's lock. */
+static void log_segment(gm_arena_t *a, int type, gm_segment_t *seg, uint64_t t0)
 {
-    if (evlog_enabled())
-        evlog_segment(type, d->id, seg->base, seg->size, seg->heap->graph_id, 0, gm_now_ns(), t0);
+    if (!evlog_enabled())
+        return;
+    uint64_t now = gm_now_ns();
+    arena_note_stamp(a, now); /* an allocation from it is logged after it, on any thread */
+    evlog_segment(type, a->dev->id, seg->base, seg->size, seg->heap->graph_id, 0, now, t0);
 }
 
 cudaError_t segments_grow(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t rounded, size_t requested,
@@ -41,14 +45,14 @@ cudaError_t segments_grow(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t ro
     }
     device_reserved_add(a->dev, size);
     a->n.driver_mallocs++;
-    log_segment(a->dev, GMLOG_SEGMENT_ALLOC, seg, t0);
+    log_segment(a, GMLOG_SEGMENT_ALLOC, seg, t0);
     *bp = pool_alloc_fresh(heap, seg, rounded, requested);
     return cudaSuccess;
 }
 
 int segments_release(gm_arena_t *a, gm_segment_t *seg)
 {
-    log_segment(a->dev, GMLOG_SEGMENT_FREE, seg, gm_now_ns());
+    log_segment(a, GMLOG_SEGMENT_FREE, seg, gm_now_ns());
     cudaError_t err = REAL_CALL(cudaFree, (void *)seg->base);
     if (err != cudaSuccess) {
         device_note_cuda_failure(a->dev, "cudaFree", err);

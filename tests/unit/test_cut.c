@@ -45,6 +45,23 @@ START_TEST(test_a_cut_counts_every_segment_and_live_block)
 }
 END_TEST
 
+/* The hit path's records, timed by the unordered counter through the arena's newest stamp, come
+ * after a cut: the cut leaves every arena's newest stamp past its own time. */
+START_TEST(test_the_hit_paths_records_after_a_cut_are_timed_after_it)
+{
+    void *p;
+    ck_assert_int_eq(device_alloc(d, 4096, 7, &p), cudaSuccess);
+    uint64_t before = gm_now_ns();
+    cut_all_devices(0);
+    pthread_mutex_lock(&d->arenas[0]->lock);
+    uint64_t newest = d->arenas[0]->last_stamp;
+    pthread_mutex_unlock(&d->arenas[0]->lock);
+    ck_assert_uint_gt(newest, before);
+    cudaError_t err;
+    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+}
+END_TEST
+
 static unsigned long long bytes_in_use(void)
 {
     struct fakecuda_stats st;
@@ -138,6 +155,7 @@ Suite *cut_suite(void)
     TCase *tc = tcase_create("cut");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_a_cut_counts_every_segment_and_live_block);
+    tcase_add_test(tc, test_the_hit_paths_records_after_a_cut_are_timed_after_it);
     tcase_add_test(tc, test_an_exact_segment_is_the_drivers_and_a_cut_keeps_it_exact);
     tcase_add_test(tc, test_a_cut_sees_an_arena_added_while_it_waits);
     suite_add_tcase(s, tc);

@@ -7,6 +7,7 @@
 #include "fencepol.h"
 #include "hit.h"
 #include "options.h"
+#include "reader.h"
 #include "slowpath.h"
 #include "suites.h"
 #include "trim.h"
@@ -103,6 +104,72 @@ START_TEST(test_sixteen_threads_keep_blocks_apart_and_intact)
 }
 END_TEST
 
+/* A time read before the arena's lock was taken (the unordered counter may give one) is raised to
+ * the newest time stamped under that lock; a later one is kept and becomes the newest. */
+START_TEST(test_a_stamp_read_early_is_raised_to_the_arenas_newest)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    uint64_t saved = a->last_stamp;
+    a->last_stamp = 1000;
+    ck_assert_uint_eq(arena_stamp(a, 900), 1000);
+    ck_assert_uint_eq(arena_stamp(a, 1100), 1100);
+    ck_assert_uint_eq(a->last_stamp, 1100);
+    arena_note_stamp(a, 1050); /* an older ordered time changes nothing */
+    ck_assert_uint_eq(arena_stamp(a, 1060), 1100);
+    arena_note_stamp(a, 2000);
+    ck_assert_uint_eq(arena_stamp(a, 1500), 2000);
+    a->last_stamp = saved > 2000 ? saved : 2000;
+    pthread_mutex_unlock(&a->lock);
+}
+END_TEST
+
+/* One thread allocates a block, another frees it, the first reuses it at once: in the log, read in
+ * time order as the analyzer reads it, every free comes before the allocation that reused the
+ * block. */
+START_TEST(test_a_free_is_logged_before_its_blocks_reuse_on_another_thread)
+{
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/handoff.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_TRUST_STREAM_ORDER=1", "GMSHIM_STACK_DEPTH=0",
+                         "GMSHIM_PYTHON_DEPTH=0", env_log, NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/log_handoff", env, "100000", &out);
+    ck_assert_msg(rc == 0, "log_handoff exited %d:\n%s", rc, out);
+    free(out);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_path(&lf, log), 0);
+    rd_rec_t r;
+    uint64_t live_ptr = 0, allocs = 0, frees = 0, early = 0;
+    int live = 0;
+    uint32_t tid_alloc = 0, tid_free = 0;
+    while (rd_next(&lf, &r)) {
+        if (r.type != GMLOG_ALLOC && r.type != GMLOG_FREE)
+            continue;
+        uint64_t ptr = r.type == GMLOG_ALLOC ? ((const gmlog_alloc_t *)r.p)->ptr : ((const gmlog_free_t *)r.p)->ptr;
+        if (r.type == GMLOG_ALLOC) {
+            allocs++;
+            tid_alloc = r.tid;
+            early += live && ptr == live_ptr; /* reused before its free was read */
+            live = 1;
+            live_ptr = ptr;
+        } else {
+            frees++;
+            live = 0;
+            tid_free = r.tid;
+        }
+    }
+    rd_close(&lf);
+    unlink(log);
+    ck_assert_uint_eq(allocs, 100000);
+    ck_assert_uint_eq(frees, 100000);
+    ck_assert_msg(tid_alloc && tid_free && tid_alloc != tid_free, "allocations and frees on one thread");
+    ck_assert_msg(early == 0, "%llu allocations of the block were logged before its free",
+                  (unsigned long long)early);
+}
+END_TEST
+
 Suite *hit_suite(void)
 {
     Suite *s = suite_create("hit");
@@ -113,11 +180,13 @@ Suite *hit_suite(void)
     tcase_add_test(tc, test_a_thread_that_contends_one_time_in_three_moves);
     tcase_add_test(tc, test_a_thread_that_rarely_contends_stays);
     tcase_add_test(tc, test_two_threads_taking_turns_on_one_arena_end_in_two);
+    tcase_add_test(tc, test_a_stamp_read_early_is_raised_to_the_arenas_newest);
     suite_add_tcase(s, tc);
     tc = tcase_create("preload");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_pool_serves_repeats_without_the_driver);
     tcase_add_test(tc, test_sixteen_threads_keep_blocks_apart_and_intact);
+    tcase_add_test(tc, test_a_free_is_logged_before_its_blocks_reuse_on_another_thread);
     suite_add_tcase(s, tc);
     return s;
 }
