@@ -41,6 +41,13 @@ extern gm_tsc_clock_t gm_tsc;
 extern int gm_tsc_on;
 uint64_t gm_clock_slow(void);
 
+/* A counter reading as CLOCK_MONOTONIC ns, by the calibrated rate. */
+static inline uint64_t gm_tsc_ns(uint64_t tsc)
+{
+    uint64_t d = tsc > gm_tsc.base_tsc ? tsc - gm_tsc.base_tsc : 0;
+    return gm_tsc.base_ns + (uint64_t)(((unsigned __int128)d * gm_tsc.mult) >> 32);
+}
+
 static inline uint64_t gm_now_ns(void)
 {
 #if defined(__x86_64__)
@@ -49,9 +56,7 @@ static inline uint64_t gm_now_ns(void)
         /* rdtscp waits for the instructions before it (a lock just taken): times taken inside a
          * lock keep the lock's order across threads, as the vDSO's ordered read does. */
         __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
-        uint64_t tsc = (uint64_t)hi << 32 | lo;
-        uint64_t d = tsc > gm_tsc.base_tsc ? tsc - gm_tsc.base_tsc : 0;
-        return gm_tsc.base_ns + (uint64_t)(((unsigned __int128)d * gm_tsc.mult) >> 32);
+        return gm_tsc_ns((uint64_t)hi << 32 | lo);
     }
 #endif
     return gm_clock_slow();
@@ -59,16 +64,14 @@ static inline uint64_t gm_now_ns(void)
 
 /* gm_now_ns without waiting for the instructions before it (plain rdtsc): a time read inside a
  * lock may then come from before the lock was taken, so it keeps the lock's order only through
- * the arena's newest stamp (hit.c, arena_stamp). */
+ * the arena's newest stamp (devtypes.h, arena_stamp). */
 static inline uint64_t gm_now_unordered_ns(void)
 {
 #if defined(__x86_64__)
     if (__builtin_expect(__atomic_load_n(&gm_tsc_on, __ATOMIC_ACQUIRE), 1)) {
         unsigned lo, hi;
         __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-        uint64_t tsc = (uint64_t)hi << 32 | lo;
-        uint64_t d = tsc > gm_tsc.base_tsc ? tsc - gm_tsc.base_tsc : 0;
-        return gm_tsc.base_ns + (uint64_t)(((unsigned __int128)d * gm_tsc.mult) >> 32);
+        return gm_tsc_ns((uint64_t)hi << 32 | lo);
     }
 #endif
     return gm_clock_slow();
