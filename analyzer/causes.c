@@ -189,7 +189,7 @@ static void leaked_bytes(const replay_t *r, const model_t *m, const model_oom_t 
     uint32_t largest_site = 0;
     for (uint32_t id = 0; id < r->log->nids; id++) {
         const gm_block_t *b = r->blk[id];
-        if (!b || r->born[id] < since || r->born[id] >= c->epoch_start)
+        if (!b || b->tc == GM_TC_CACHED || r->born[id] < since || r->born[id] >= c->epoch_start)
             continue;
         if (!any_site && !site_grows(o, m, b->site))
             continue;

@@ -95,6 +95,8 @@ static void memory_fields(out_t *o, const rd_rec_t *r)
         f_bool(o, "graph", r->flags & GMLOG_A_GRAPH);
         if (r->flags & GMLOG_A_EXACT)
             f_bool(o, "exact", 1);
+        if (r->flags & GMLOG_A_CACHED)
+            f_bool(o, "cached", 1);
         f_u64(o, "site", a->site);
         f_u64(o, "dur_ns", a->dur_ns);
         break;
@@ -105,6 +107,10 @@ static void memory_fields(out_t *o, const rd_rec_t *r)
         f_name(o, "kind", kinds[(r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT]);
         f_bool(o, "deferred", r->flags & GMLOG_F_DEFERRED);
         f_bool(o, "graph", r->flags & GMLOG_F_GRAPH);
+        if (r->flags & GMLOG_F_CACHED)
+            f_bool(o, "cached", 1);
+        if (r->flags & GMLOG_F_RETURNED)
+            f_bool(o, "returned", 1);
         f_u64(o, "site", x->site);
         f_u64(o, "dur_ns", x->dur_ns);
         break;

@@ -724,6 +724,8 @@ int rd_next(rd_log_t *lf, rd_rec_t *rec)
         }
         if (__builtin_expect(type > GMLOG_TYPE_MAX, 0))
             lf->unknown_records++;
+        if (type == GMLOG_FREE && (p[3] & GMLOG_F_RETURNED) && !lf->returns && !lf->raw)
+            continue; /* a thread cache's block back to its arena: the program freed it before */
         if (__builtin_expect(lf->swapped, 0)) {
             memcpy(lf->swapbuf, p, len);
             if (type <= GMLOG_TYPE_MAX)

@@ -143,6 +143,8 @@ typedef struct rd_log {
     /* checkpoints (gmlog.h, "checkpoints"): spans are state, never events */
     int wrapped;               /* GMLOG_F_WRAPPED: read from the newest complete checkpoint */
     int raw;                   /* hand out every record as it is, checkpoints marked (dump) */
+    int returns;               /* hand out the thread caches' returns too (FREE flagged
+                                  GMLOG_F_RETURNED: not the program's frees; the replay) */
     rd_ckpt_t ckpt;            /* the checkpoint read from */
     uint64_t keep_from;        /* records timed before this may be in the checkpoint */
     uint64_t cut_ns[256];      /* per device: its records at or before this are in the checkpoint */

@@ -213,15 +213,50 @@ static void enforce_cache_limit(replay_t *r)
 
 static void release_to(replay_t *r, uint64_t seq)
 {
+    if (seq > r->released)
+        r->released = seq;
     if (r->heap.pending_head && r->heap.pending_head->fence_seq <= seq &&
         pool_release_pending(&r->heap, seq, r->now ? r->now : 1) && cache_limit_of(r))
         enforce_cache_limit(r);
+}
+
+/* ---- the threads' caches ------------------------------------------------------------------ */
+
+/* A held block back to the pool, free if its fence completed, else pending on it. */
+static void unhold(replay_t *r, gm_block_t *b)
+{
+    b->tc = GM_TC_NONE;
+    r->held_bytes -= b->size;
+    if (b->fence_seq > r->released)
+        pool_defer_block(&r->heap, b, b->fence_seq);
+    else
+        pool_free_block(&r->heap, b, r->now ? r->now : 1);
+}
+
+/* The held blocks back to the pool as shim/tcache.c tcache_drain gives them back (the log does not
+ * say which thread's cache held which, so all of them), but those of rounded size `keep`
+ * (SIZE_MAX: none kept). Returns whether any came back. */
+static int return_held(replay_t *r, size_t keep)
+{
+    if (!r->held_bytes)
+        return 0;
+    int any = 0;
+    for (uint32_t id = 0; id < r->log->nids; id++) {
+        gm_block_t *b = r->blk[id];
+        if (b && b->tc == GM_TC_CACHED && b->size != keep) {
+            r->blk[id] = NULL;
+            unhold(r, b);
+            any = 1;
+        }
+    }
+    return any;
 }
 
 /* Waits for every pending free (when asked), then gives back the wholly free segments. */
 static void empty_cache(replay_t *r, int wait, uint64_t idle_ns)
 {
     unsigned n = 0;
+    return_held(r, SIZE_MAX); /* shim/slowpath.c: the caches give their blocks back first */
     if (wait)
         release_to(r, UINT64_MAX);
     policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
@@ -261,7 +296,7 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
     f->by_limit = by_limit;
     f->cap = replay_cap_at(r);
     f->reserved = r->st.reserved.current;
-    f->live = r->st.allocated.current;
+    f->live = r->st.allocated.current - r->held_bytes;
     f->pending = r->st.pending.current;
     size_t largest, count;
     pool_free_summary(&r->heap, &largest, &count);
@@ -315,7 +350,7 @@ static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, 
 /* After an allocation that succeeded: the run's peaks. */
 static void note_peaks(replay_t *r)
 {
-    uint64_t res = r->st.reserved.current, alloc = r->st.allocated.current;
+    uint64_t res = r->st.reserved.current, alloc = r->st.allocated.current - r->held_bytes;
     if (res > r->res.peak_reserved) {
         r->res.peak_reserved = res;
         r->res.frag_at_peak = res - alloc;
@@ -373,6 +408,9 @@ static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int
     const policy_waits_t waits = {wait_for, wait_oldest, r};
     *grew = 0;
     gm_block_t *b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
+    /* Before growing, the caches' blocks come back, as the shim's slow path takes them back. */
+    if (!b && return_held(r, rounded))
+        b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
     if (!b)
         b = grow(r, rounded, req, site, oom, grew);
     if (b)
@@ -507,6 +545,45 @@ static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
     }
     gm_segment_t *seg = b->seg;
     pool_free_block(&r->heap, b, r->now ? r->now : 1);
+    if (cache_limit_of(r) && seg->first->state == GM_BLOCK_FREE && seg->first->size == seg->size)
+        enforce_cache_limit(r);
+}
+
+static void on_free_cached(replay_t *r, const rp_ev_t *e)
+{
+    gm_block_t *b = r->blk[e->id];
+    if (!b || b->tc == GM_TC_CACHED)
+        return;
+    b->tc = GM_TC_CACHED;
+    b->fence_seq = e->x && r->defer ? r->issued + 1 : 0;
+    r->held_bytes += b->size;
+}
+
+static void on_alloc_cached(replay_t *r, const rp_ev_t *e)
+{
+    gm_block_t *b = r->blk[e->id];
+    if (!b || b->tc != GM_TC_CACHED) { /* given back meanwhile (return_held): from the pool */
+        on_alloc(r, e);
+        return;
+    }
+    b->tc = GM_TC_NONE;
+    r->held_bytes -= b->size;
+    gm_stat_sub(&r->st.requested, b->requested);
+    gm_stat_add(&r->st.requested, (size_t)e->x);
+    b->requested = (size_t)e->x;
+    b->site = e->site;
+    r->born[e->id] = rp_ev_t_ns(e);
+    note_peaks(r);
+}
+
+static void on_return(replay_t *r, const rp_ev_t *e)
+{
+    gm_block_t *b = r->blk[e->id];
+    if (!b || b->tc != GM_TC_CACHED)
+        return;
+    r->blk[e->id] = NULL;
+    gm_segment_t *seg = b->seg;
+    unhold(r, b);
     if (cache_limit_of(r) && seg->first->state == GM_BLOCK_FREE && seg->first->size == seg->size)
         enforce_cache_limit(r);
 }
@@ -650,6 +727,17 @@ void replay_run(replay_t *r, size_t until)
         case RP_EXACT_FREE:
             on_exact_free(r, e);
             break;
+        case RP_FREE_CACHED:
+            on_free_cached(r, e);
+            break;
+        case RP_ALLOC_CACHED:
+            on_alloc_cached(r, e);
+            r->next_drv += drv_after_alloc;
+            drv_after_alloc = 0;
+            break;
+        case RP_RETURN:
+            on_return(r, e);
+            break;
         default:
             break;
         }
@@ -678,7 +766,7 @@ void replay_live_split(const replay_t *r, uint64_t since, uint64_t *before, uint
     uint64_t b = 0, a = 0;
     for (uint32_t id = 0; id < r->log->nids; id++) {
         const gm_block_t *blk = r->blk[id];
-        if (!blk)
+        if (!blk || blk->tc == GM_TC_CACHED)
             continue;
         if (r->born[id] < since)
             b += blk->size;

@@ -29,6 +29,10 @@ enum rp_type {
     RP_RESET,          /* cudaDeviceReset: every block and segment is gone */
     RP_EXACT_ALLOC,    /* a caching allocator's exact segment (GMLOG_A_EXACT): x: bytes, id: block id */
     RP_EXACT_FREE,     /* id: its free, the segment back to the driver at once */
+    RP_FREE_CACHED,    /* id: freed into its thread's cache (GMLOG_F_CACHED), held out of the pool;
+                          x: 1 when it waits for the next fence */
+    RP_ALLOC_CACHED,   /* id: the held block handed out again (GMLOG_A_CACHED); x: bytes requested */
+    RP_RETURN,         /* id: a held block back to the pool (GMLOG_F_RETURNED) */
 };
 
 /* 24 bytes: time (56 bits) and type (8 bits) share a word. */
@@ -146,6 +150,9 @@ typedef struct replay {
     gm_block_t **blk;        /* by block id */
     uint64_t *born;          /* allocation time, by block id */
     uint64_t issued;         /* the last fence recorded */
+    uint64_t released;       /* pending frees up to this fence are free */
+    uint64_t held_bytes;     /* blocks held in threads' caches (RP_FREE_CACHED): allocated to the
+                                pool, not to the program */
     uint64_t limit_now;
     uint64_t cache_cap;      /* GMSHIM_CACHE_LIMIT in force (0: none) */
     int pw;                  /* GMSHIM_PENDING_WAIT in force */

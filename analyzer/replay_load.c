@@ -78,6 +78,7 @@ static void idmap_erase(idmap_t *m, size_t i)
 typedef struct loader {
     rp_log_t *log;
     idmap_t map;
+    idmap_t held;                /* blocks in threads' caches: freed by the program, not the pool's */
     uint32_t *free_ids;
     size_t nfree, capfree;
     uint64_t reserved, issued;
@@ -157,6 +158,43 @@ static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
     if (!push(L->log, deferred ? RP_FREE_DEFERRED : RP_FREE, t, 0, id, 0))
         return -1;
     return release_id(L, id);
+}
+
+/* The block at ptr freed into its thread's cache: its id stays with it (held). */
+static int on_free_cached(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
+{
+    if (!L->map.cap)
+        return 0;
+    size_t i = idmap_slot(&L->map, ptr);
+    if (!L->map.key[i])
+        return 0;
+    uint32_t id = L->map.val[i];
+    idmap_erase(&L->map, i);
+    if (L->held.count * 2 >= L->held.cap && idmap_grow(&L->held))
+        return -1;
+    size_t h = idmap_slot(&L->held, ptr);
+    L->held.key[h] = ptr;
+    L->held.val[h] = id;
+    L->held.count++;
+    return push(L->log, RP_FREE_CACHED, t, deferred != 0, id, 0) ? 0 : -1;
+}
+
+/* A held block back to its arena (`id` of the held slot i). */
+static int on_return_slot(loader_t *L, uint64_t t, size_t i)
+{
+    uint32_t id = L->held.val[i];
+    idmap_erase(&L->held, i);
+    if (!push(L->log, RP_RETURN, t, 0, id, 0))
+        return -1;
+    return release_id(L, id);
+}
+
+static int on_return(loader_t *L, uint64_t t, uint64_t ptr)
+{
+    if (!L->held.cap)
+        return 0;
+    size_t i = idmap_slot(&L->held, ptr);
+    return L->held.key[i] ? on_return_slot(L, t, i) : 0;
 }
 
 /* The recording's reserved bytes, and their peak. */
@@ -255,12 +293,24 @@ static int on_pool_alloc(loader_t *L, const rd_rec_t *r)
             return -1;
         i = idmap_slot(&L->map, a->ptr);
     }
+    /* A block a thread's cache held: from the cache it keeps its id; from the arena it was given
+     * back first (a log whose return was lost). */
+    size_t h = L->held.cap ? idmap_slot(&L->held, a->ptr) : 0;
+    int held = L->held.cap && L->held.key[h];
     uint32_t id;
-    new_id(L, &id);
+    if (held && (r->flags & GMLOG_A_CACHED)) {
+        id = L->held.val[h];
+        idmap_erase(&L->held, h);
+    } else {
+        if (held && on_return_slot(L, r->t, h))
+            return -1;
+        new_id(L, &id);
+    }
     L->map.key[i] = a->ptr;
     L->map.val[i] = id;
     L->map.count++;
-    rp_ev_t *e = push(L->log, RP_ALLOC, r->t, a->size & GMLOG_SIZE_MASK, id, a->site);
+    rp_ev_t *e = push(L->log, held && (r->flags & GMLOG_A_CACHED) ? RP_ALLOC_CACHED : RP_ALLOC, r->t,
+                      a->size & GMLOG_SIZE_MASK, id, a->site);
     if (!e)
         return -1;
     L->log->ptr[L->log->nev - 1] = a->ptr;
@@ -535,8 +585,14 @@ static int decode(loader_t *L, rd_log_t *lf)
             break;
         case GMLOG_FREE: {
             unsigned kind = (r.flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-            if (kind == GMLOG_KIND_POOL)
-                rc = on_free(L, r.t, ((const gmlog_free_t *)r.p)->ptr, (r.flags & GMLOG_F_DEFERRED) != 0);
+            uint64_t ptr = ((const gmlog_free_t *)r.p)->ptr;
+            int deferred = (r.flags & GMLOG_F_DEFERRED) != 0;
+            if (kind == GMLOG_KIND_POOL && (r.flags & GMLOG_F_RETURNED))
+                rc = on_return(L, r.t, ptr);
+            else if (kind == GMLOG_KIND_POOL && (r.flags & GMLOG_F_CACHED))
+                rc = on_free_cached(L, r.t, ptr, deferred);
+            else if (kind == GMLOG_KIND_POOL)
+                rc = on_free(L, r.t, ptr, deferred);
             else if (kind == GMLOG_KIND_PASS)
                 rc = on_exact_free(L, r.t, ((const gmlog_free_t *)r.p)->ptr);
             break;
@@ -600,7 +656,12 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
         L.tensors = log->torch_tensors = torch_events_scan(lf, dev, devs, add_segment_base, &L.segbase);
     if (L.tensors)
         torch_settings(log, lf);
+    int returns = lf->returns;
+    lf->returns = 1; /* the caches' returns: where their blocks went back to the pool */
     int rc = decode(&L, lf);
+    lf->returns = returns;
+    free(L.held.key);
+    free(L.held.val);
     free(L.segbase.key);
     free(L.segbase.val);
     free(L.exact.key);

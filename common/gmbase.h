@@ -12,17 +12,20 @@ typedef struct gm_stat {
     unsigned long long current, peak, total;
 } gm_stat_t;
 
+/* Written under their owner's lock; `current` is stored atomically, for the shim's readers that
+ * hold no lock (a thread cache's peak, shim/tcache.c). */
 static inline void gm_stat_add(gm_stat_t *s, uint64_t n)
 {
-    s->current += n;
+    unsigned long long now = s->current + n;
+    __atomic_store_n(&s->current, now, __ATOMIC_RELAXED);
     s->total += n;
-    if (s->current > s->peak)
-        s->peak = s->current;
+    if (now > s->peak)
+        s->peak = now;
 }
 
 static inline void gm_stat_sub(gm_stat_t *s, uint64_t n)
 {
-    s->current = n > s->current ? 0 : s->current - n;
+    __atomic_store_n(&s->current, n > s->current ? 0 : s->current - n, __ATOMIC_RELAXED);
 }
 
 #define GM_UNLIKELY(x) __builtin_expect(!!(x), 0)

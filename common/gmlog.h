@@ -147,8 +147,14 @@ enum gmlog_kind {
 #define GMLOG_A_GRAPH 0x02       /* ALLOC: served from a graph capture's private pool */
 #define GMLOG_A_EXACT 0x20       /* ALLOC (kind PASS): a caching allocator's segment (PyTorch's, its
                                   * cache kept), the driver's memory at exactly the size asked */
+#define GMLOG_A_CACHED 0x40      /* ALLOC: from its thread's cache: a block that thread freed into
+                                  * it (GMLOG_F_CACHED), handed back without the arena */
 #define GMLOG_F_DEFERRED 0x01    /* FREE: the block waits for a fence before reuse */
 #define GMLOG_F_GRAPH 0x02       /* FREE: the block returned to a graph's private pool */
+#define GMLOG_F_CACHED 0x20      /* FREE: the block went to its thread's cache, not to the arena */
+#define GMLOG_F_RETURNED 0x40    /* FREE: no free of the program's: a thread's cache gave a block it
+                                  * held (GMLOG_F_CACHED) back to its arena; readers hand these out
+                                  * only when asked (the replay, dump) */
 
 /* GMLOG_ALLOC, 32 bytes; 40 when `block` is present (len8 = 5). */
 typedef struct gmlog_alloc {

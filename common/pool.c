@@ -73,6 +73,8 @@ GM_INLINE gm_block_t *block_new(gm_heap_t *heap)
     b->fence_seq = 0;
     b->state = b->ipc = b->kind = 0;
     b->site = 0;
+    b->tc = 0;
+    b->tc_owner = NULL;
     return b;
 }
 

@@ -40,6 +40,13 @@ typedef enum gm_block_state {
     GM_BLOCK_HELD,       /* freed, never reused (IPC-exported); the segment goes back whole */
 } gm_block_state_t;
 
+/* Where a block the pool counts as live stands with a thread's cache (gm_block_t.tc). */
+enum gm_tc_state {
+    GM_TC_NONE = 0,      /* not in a cache */
+    GM_TC_USER,          /* handed out by its thread's cache or adopted by it: the program holds it */
+    GM_TC_CACHED,        /* freed by the program into its thread's cache: held out of the pool */
+};
+
 typedef struct gm_heap gm_heap_t;
 typedef struct gm_segment gm_segment_t;
 typedef struct gm_block gm_block_t;
@@ -67,6 +74,11 @@ struct gm_block {
     uint8_t kind;           /* GMLOG_KIND_* of a block outside any segment (seg == NULL) */
     uint8_t exact;          /* such a block: a caching allocator's exact segment (GMLOG_A_EXACT) */
     uint32_t site;          /* when live: the call site it was allocated from (for checkpoints) */
+    /* A live block of a thread's cache (shim/tcache.h; the replay models the caches): the pool
+     * code leaves these alone. */
+    uint8_t tc;             /* gm_tc_state */
+    uint32_t tc_requested;  /* `requested` as the block's arena counted it */
+    void *tc_owner;         /* the cache it goes back to when its thread frees it */
     UT_hash_handle hh;      /* the device's map of live blocks, keyed by ptr */
 };
 

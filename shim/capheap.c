@@ -5,6 +5,7 @@
 #include "logrec.h"
 #include "real.h"
 #include "segments.h"
+#include "tcache.h"
 #include "slowpath.h"
 
 #include <stdlib.h>
@@ -19,6 +20,8 @@ gm_block_t *capheap_alloc(gm_arena_t *a, size_t rounded, size_t size, uint32_t s
     if (b)
         return b;
     gm_segment_t *best = pool_best_free_segment(&a->general, rounded);
+    if (!best && tcache_drain(a, NULL, GM_TCACHE_ALL)) /* the threads' cached blocks may leave one wholly free */
+        best = pool_best_free_segment(&a->general, rounded);
     if (best) {
         pool_move_segment(&a->general, heap, best, 0);
         if ((b = pool_alloc(heap, rounded, size)))

@@ -9,6 +9,7 @@
 #include "device.h"
 #include "evlog.h"
 #include "logrec.h"
+#include "tcache.h"
 
 #include <string.h>
 #include <uthash.h>
@@ -68,8 +69,8 @@ static uint32_t device_blocks(gm_device_t *d, int narenas, int write, uint64_t n
     for (int i = 0; i < narenas; i++) {
         gm_block_t *b, *tmp;
         HASH_ITER(hh, d->arenas[i]->live, b, tmp) {
-            if (!b->ptr)
-                continue; /* the sentinel */
+            if (!b->ptr || b->tc == GM_TC_CACHED)
+                continue; /* the sentinel; a block its thread freed into its cache */
             n++;
             if (!write)
                 continue;
@@ -88,11 +89,24 @@ static uint32_t device_blocks(gm_device_t *d, int narenas, int write, uint64_t n
 static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
 {
     int narenas = device_lock_arenas(d);
+    gm_tcache_sums_t tc;
+    tcache_lock_all(d, &tc); /* which blocks its threads hold freed, and their requests */
     uint64_t now = gm_now_ns();
     gmlog_cut_t c;
     memset(&c, 0, sizeof c);
     for (int i = 0; i < narenas; i++)
         add_stats(&c, d->arenas[i]);
+    /* The threads' caches, as the stats API counts them (device.c, device_get_stats). */
+    c.requested += (uint64_t)tc.requested_adj;
+    c.allocated -= tc.bytes;
+    c.pending += tc.bytes;
+    c.allocs += tc.allocs;
+    c.frees += tc.frees;
+    c.hits += tc.allocs;
+    unsigned long long peak_alloc = c.peak_allocated, peak_req = c.peak_requested;
+    tcache_peaks(d, narenas, &peak_alloc, &peak_req);
+    c.peak_allocated = peak_alloc;
+    c.peak_requested = peak_req;
     c.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
     c.peak_reserved = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
     c.segments = device_segments(d, narenas, 0, now);
@@ -106,6 +120,7 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
         ;
     for (int i = 0; i < narenas; i++)
         arena_note_stamp(d->arenas[i], now + 1);
+    tcache_unlock_all(d, now + 1);
     device_unlock_arenas(d, narenas);
     return 1 + (uint64_t)c.segments + c.blocks;
 }

@@ -12,6 +12,7 @@
 #include "ranges.h"
 #include "real.h"
 #include "slowpath.h"
+#include "tcache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,7 @@ static gm_device_t *device_create(int id)
     d->cache_limit = (size_t)options_get(GM_OPT_CACHE_LIMIT);
     d->trust_stream_order = (int)options_get(GM_OPT_TRUST_STREAM_ORDER);
     d->pending_wait = (int)options_get(GM_OPT_PENDING_WAIT);
+    d->tcache_max = (size_t)options_get(GM_OPT_THREAD_CACHE);
     size_t free_bytes = 0, total = 0;
     gm_ctx_t c;
     device_ctx_enter(d, &c);
@@ -202,6 +204,7 @@ static void track_locked(gm_device_t *d, gm_block_t *b, int kind, unsigned flags
             device_reserved_add(d, size);
         }
     }
+    tcache_note_peak(d, a, tcache_mine(d));
     evlog_alloc(d->id, (unsigned)kind << GMLOG_KIND_SHIFT | flags, (uint64_t)(uintptr_t)ptr, size,
                 kind == GMLOG_KIND_PASS ? size : extra, site, gm_now_ns(), t0);
 }
@@ -259,7 +262,8 @@ static int heap_owns(gm_heap_t *heap, uintptr_t ptr, int *kind)
     if (!seg)
         return 0;
     gm_block_t *b = pool_segment_find_block(seg, ptr);
-    *kind = b && b->state != GM_BLOCK_LIVE ? GMLOG_WARN_DOUBLE_FREE : GMLOG_WARN_INTERIOR_FREE;
+    *kind = b && (b->state != GM_BLOCK_LIVE || b->tc == GM_TC_CACHED) ? GMLOG_WARN_DOUBLE_FREE
+                                                                      : GMLOG_WARN_INTERIOR_FREE;
     return 1;
 }
 
@@ -302,7 +306,9 @@ size_t device_cached_bytes(gm_device_t *d)
         bytes += pool_cached_bytes(&a->general);
         pthread_mutex_unlock(&a->lock);
     }
-    return bytes;
+    gm_tcache_sums_t tc;
+    tcache_sum(d, &tc);
+    return bytes + tc.bytes;
 }
 
 static void arena_forget(gm_arena_t *a)
@@ -315,13 +321,15 @@ static void arena_forget(gm_arena_t *a)
         if (!b->seg)
             free(b);
     }
-    pool_destroy(&a->general);
-    pool_init(&a->general, &a->bytes, NULL);
+    /* The block structs' storage stays: a thread cache's blocks on their way back to the arena
+     * when the reset came are still read (tcache.c, give_back). */
+    pool_reset(&a->general);
     pool_set_max_split(&a->general, max_split_for(a->dev));
-    a->open_bytes = 0;
-    a->open_count = a->open_recheck = 0;
-    a->bytes.requested.current = a->bytes.allocated.current = a->bytes.reserved.current = 0;
-    a->bytes.cached.current = a->bytes.pending.current = 0;
+    memset(&a->open, 0, sizeof a->open);
+    gm_stat_t *all[] = {&a->bytes.requested, &a->bytes.allocated, &a->bytes.reserved, &a->bytes.cached,
+                        &a->bytes.pending};
+    for (size_t i = 0; i < GM_ARRAY_LEN(all); i++)
+        __atomic_store_n(&all[i]->current, 0, __ATOMIC_RELAXED); /* read without the lock too */
 }
 
 void device_forget(gm_device_t *d)
@@ -329,6 +337,8 @@ void device_forget(gm_device_t *d)
     int n = device_narenas(d);
     for (int i = 0; i < n; i++)
         pthread_mutex_lock(&d->arenas[i]->lock);
+    tcache_forget(d); /* before the blocks go, and before the fence lock (cache locks come first) */
+    __atomic_add_fetch(&d->resets, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&d->fence_lock);
     uint64_t reserved = device_reserved(d), live = 0;
     for (int i = 0; i < n; i++) {
@@ -365,6 +375,8 @@ int device_ipc_export(gm_device_t *d, void *ptr, int *found)
         gm_block_t *b;
         pthread_mutex_lock(&a->lock);
         HASH_FIND(hh, a->live, &key, sizeof key, b);
+        if (b && b->tc_owner && tcache_disown(a, b) < 0)
+            b = NULL; /* freed into its thread's cache: no longer the program's */
         *found = b != NULL;
         if (b && b->seg && b->seg->vmm) {
             sub = -1; /* CUDA refuses it: nothing to hold */
@@ -387,7 +399,9 @@ static void stat_sum(gmshim_stat_t *to, const gm_stat_t *from)
 void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
 {
     out->device = d->id;
-    for (int i = 0; i < device_narenas(d); i++) {
+    out->limit = device_limit(d);
+    out->arenas = (unsigned long long)device_narenas(d);
+    for (int i = 0; i < (int)out->arenas; i++) {
         gm_arena_t *a = d->arenas[i];
         pthread_mutex_lock(&a->lock);
         stat_sum(&out->requested, &a->bytes.requested);
@@ -411,11 +425,24 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
         out->bad_frees += a->n.bad_frees;
         pthread_mutex_unlock(&a->lock);
     }
+    /* Blocks in the threads' caches are the arenas' allocated blocks to the arenas: they are
+     * pending here, their bytes and requests out of what is allocated (the peaks are the arenas'
+     * figures: an upper bound while the caches hold blocks). */
+    gm_tcache_sums_t tc;
+    tcache_sum(d, &tc);
+    out->allocs += tc.allocs;
+    out->frees += tc.frees;
+    out->cache_hits += tc.allocs;
+    out->allocated.current -= tc.bytes;
+    out->allocated.total += tc.alloc_bytes;
+    out->requested.current += (unsigned long long)tc.requested_adj;
+    out->requested.total += tc.requested_bytes;
+    out->pending.current += tc.bytes;
+    tcache_peaks(d, (int)out->arenas, &out->allocated.peak, &out->requested.peak);
     /* Reserved memory is counted device-wide as well: exact however many arenas there are. */
     out->reserved.current = device_reserved(d);
     out->reserved.peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
-    out->limit = device_limit(d);
-    out->arenas = (unsigned long long)device_narenas(d);
+
     pthread_mutex_lock(&d->fence_lock);
     out->fence_ns = d->fence_ns;
     out->fence_polls = d->polls;

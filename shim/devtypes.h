@@ -21,6 +21,15 @@ typedef struct gm_counters {
 
 typedef struct gm_device gm_device_t;
 
+/* Frees since the device's last fence, as one arena or one thread cache counted them
+ * (fencepol_count_free): a fence is worth recording once they are many enough. */
+typedef struct gm_open_set {
+    size_t bytes;
+    unsigned count;
+    unsigned recheck;           /* count at which a device still quiet is asked again */
+    uint64_t seen;              /* the device's fence count when bytes and count began */
+} gm_open_set_t;
+
 /* Arena 0 also holds the captures' private heaps and everything allocated while a capture runs
  * on the device. */
 typedef struct gm_arena {
@@ -32,10 +41,7 @@ typedef struct gm_arena {
     gm_block_t sentinel;        /* ptr 0, never removed: an empty uthash frees its table */
     gm_pool_stats_t bytes;
     gm_counters_t n;
-    size_t open_bytes;          /* freed since the device's last fence (as this arena saw it) */
-    unsigned open_count;
-    unsigned open_recheck;      /* open_count at which a device still quiet is asked again */
-    uint64_t open_seen;         /* the device's fence count when open_bytes/open_count began */
+    gm_open_set_t open;         /* its frees since the device's last fence */
     unsigned since_poll;        /* allocations since fences were last polled */
     uint64_t last_stamp;        /* the newest log time stamped under the lock (arena_note_stamp) */
     const void *last_user;      /* the thread that allocated here last (a thread-local address) */
@@ -88,6 +94,10 @@ struct gm_device {
                                    other device's work starts (fence lock) */
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
     struct gm_ranges *ranges;   /* GMSHIM_SEGMENTS=vmm in use (ranges.c); NULL: classic segments */
+    size_t tcache_max;          /* GMSHIM_THREAD_CACHE: bytes a thread's cache holds; 0 = no caches */
+    struct gm_tcache *tcaches;  /* the threads' caches (tcache.h), pushed atomically, never removed */
+    uint64_t resets;            /* cudaDeviceResets so far (atomic; written under every arena lock) */
+    uint64_t peak_allocated_seen, peak_requested_seen; /* tcache_note_peak (atomic) */
     _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
     uint64_t reserved_peak;
     unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */

@@ -111,9 +111,7 @@ static int issue_locked(gm_arena_t *a, unsigned why)
         return -1;
     }
     a->n.fences++;
-    a->open_bytes = 0;
-    a->open_count = a->open_recheck = 0;
-    a->open_seen = seq;
+    a->open = (gm_open_set_t){.seen = seq};
     if (evlog_enabled())
         log_fence(a, why, seq, events, t1, t0);
     return 0;
@@ -207,7 +205,7 @@ GM_NOINLINE void fencepol_poll_now(gm_arena_t *a)
     device_ctx_leave(&c);
 }
 
-GM_NOINLINE void fencepol_fence_now(gm_arena_t *a)
+GM_NOINLINE void fencepol_fence_now(gm_arena_t *a, gm_open_set_t *open)
 {
     gm_device_t *d = a->dev;
     /* Too soon after the last fence for GMSHIM_FENCE_SHARE: the frees stay open until a later
@@ -215,7 +213,7 @@ GM_NOINLINE void fencepol_fence_now(gm_arena_t *a)
      * GM_FENCE_RECHECK more frees (or one that alone fills the open set): read after the arena
      * lock's stores, it cost a fifth of a small pair while a quiet time lasted. */
     if (d->fence_gap && gm_now_ns() < __atomic_load_n(&d->fence_quiet_ns, __ATOMIC_RELAXED)) {
-        a->open_recheck = a->open_count + GM_FENCE_RECHECK;
+        open->recheck = open->count + GM_FENCE_RECHECK;
         return;
     }
     if (pthread_mutex_trylock(&d->fence_lock) != 0)

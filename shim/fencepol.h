@@ -26,8 +26,10 @@ void fencepol_wait_for(gm_arena_t *a, uint64_t seq);
 cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq);
 /* The periodic poll of the hit path (it asks the runtime only when nobody knows the answer). */
 GM_NOINLINE void fencepol_poll_now(gm_arena_t *a);
-/* The periodic fence of the free path: skipped when another thread holds the fence lock. */
-GM_NOINLINE void fencepol_fence_now(gm_arena_t *a);
+/* The periodic fence of the free path, for the frees counted in `open` (the arena's or a thread
+ * cache's): skipped when another thread holds the fence lock, or put off while the device is
+ * quiet (GMSHIM_FENCE_SHARE). */
+GM_NOINLINE void fencepol_fence_now(gm_arena_t *a, gm_open_set_t *open);
 
 /* GMSHIM_FENCE_SHARE (percent of the time the frees' fences may take) as the quiet time after a
  * fence, in hundredths of its cost: (100 - share) / share. 0 (no quiet time) for 0 and 100. */
@@ -37,33 +39,40 @@ static inline unsigned fencepol_gap_of_share(unsigned share)
 }
 
 /* Freed bytes that make a fence worth recording now: without one they cannot be reused until
- * the next miss, and a miss would then have to wait for all of them. */
-static inline size_t fencepol_threshold(const gm_arena_t *a)
+ * the next miss, and a miss would then have to wait for all of them. `reserved`: what the
+ * arena (or, for a thread cache, the device) holds from the driver. */
+static inline size_t fencepol_threshold(const gm_device_t *d, size_t reserved)
 {
-    if (a->dev->fence_bytes)
-        return a->dev->fence_bytes;
-    size_t t = a->bytes.reserved.current / 64;
+    if (d->fence_bytes)
+        return d->fence_bytes;
+    size_t t = reserved / 64;
     return t > 2 * GM_MiB ? t : 2 * GM_MiB;
 }
 
-/* A block of `size` just went PENDING on fence issued + 1: counted in the open set of frees, and
- * a fence recorded when the set is large enough (and no capture runs). */
+/* A block of `size` just went PENDING on fence issued + 1: counted in the open set of frees.
+ * Returns 1 when the set is large enough for a fence to be tried now (and no capture runs). */
+static inline int fencepol_open_add(gm_device_t *d, gm_open_set_t *o, size_t size, uint64_t issued,
+                                    size_t reserved)
+{
+    if (issued != o->seen) {
+        /* A fence was recorded since this set last counted (by any arena or cache): it covers
+         * every free counted so far. */
+        o->seen = issued;
+        o->bytes = 0;
+        o->count = o->recheck = 0;
+    }
+    o->bytes += size;
+    o->count++;
+    size_t threshold = fencepol_threshold(d, reserved);
+    return (o->bytes >= threshold || (d->fence_frees && o->count >= d->fence_frees)) &&
+           (o->count >= o->recheck || size >= threshold) && !device_captures(d);
+}
+
+/* The arena's free of a block of `size` (its lock held), and the fence it may bring. */
 static inline void fencepol_count_free(gm_arena_t *a, size_t size, uint64_t issued)
 {
-    gm_device_t *d = a->dev;
-    if (issued != a->open_seen) {
-        /* A fence was recorded since this arena last counted (by any arena): it covers every
-         * free counted so far. */
-        a->open_seen = issued;
-        a->open_bytes = 0;
-        a->open_count = a->open_recheck = 0;
-    }
-    a->open_bytes += size;
-    a->open_count++;
-    size_t threshold = fencepol_threshold(a);
-    if ((a->open_bytes >= threshold || (d->fence_frees && a->open_count >= d->fence_frees)) &&
-        (a->open_count >= a->open_recheck || size >= threshold) && !device_captures(d))
-        fencepol_fence_now(a);
+    if (fencepol_open_add(a->dev, &a->open, size, issued, a->bytes.reserved.current))
+        fencepol_fence_now(a, &a->open);
 }
 
 /* The process makes device `id` current or allocates on it. GMSHIM_GPU_ORDER holds while one

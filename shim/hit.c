@@ -11,6 +11,7 @@
 #include "real.h"
 #include "segments.h"
 #include "slowpath.h"
+#include "tcache.h"
 #include "trim.h"
 
 #include <stdlib.h>
@@ -85,6 +86,12 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
 cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
 {
     size_t rounded = pool_round(size);
+    /* A small request: the thread's own cache first, without the arena lock. */
+    gm_tcache_t *tc = NULL;
+    int cache_said = GM_TC_MISS;
+    if (rounded <= GM_TCACHE_MAX_REQUEST && (tc = tcache_get(d)) != NULL &&
+        (cache_said = tcache_alloc(tc, rounded, size, site, out)) == GM_TC_HIT)
+        return cudaSuccess;
     unsigned flags = 0;
     cudaError_t err = cudaErrorMemoryAllocation;
     uint64_t t0 = 0; /* only a slow path is timed (timing a hit would double its clock reads) */
@@ -102,7 +109,8 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
     } else {
         /* Every so often, take in what completed fences released, so that hits choose among
          * all the reusable blocks (freed neighbours merged), not a stale subset. */
-        if (unlikely(++a->since_poll >= GM_POLL_EVERY)) {
+        /* The cache's block of this size may be reusable by now: its fence was recorded. */
+        if (unlikely(++a->since_poll >= GM_POLL_EVERY || cache_said == GM_TC_POLL)) {
             uint64_t oldest = pool_oldest_pending_seq(&a->general);
             if (oldest && oldest <= device_issued(d))
                 fencepol_poll_now(a);
@@ -113,12 +121,21 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
                 : pool_alloc(&a->general, rounded, size);
         if (unlikely(!b)) {
             t0 = gm_now_ns();
-            b = device_alloc_generic(a, rounded, size, site, &flags, &err);
+            b = device_alloc_generic(a, tc, rounded, size, site, &flags, &err);
         }
     }
     if (likely(b != NULL)) {
-        HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
-        b->site = site;
+        /* Freed by this thread, it goes to its cache (one the slow path took from the cache is
+         * in it, and live, already). */
+        if (!b->tc_owner) {
+            HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
+            b->site = site;
+            if (tc && b->size == rounded && b->seg->heap == &a->general)
+                tcache_adopt(tc, b);
+        } else {
+            flags |= GMLOG_A_CACHED;
+        }
+        tcache_note_peak(d, a, tc ? tc : tcache_mine(d));
         a->n.allocs++;
         if (flags & GMLOG_A_MISS)
             a->n.misses++;
@@ -156,11 +173,16 @@ static gm_free_result_t free_external(gm_arena_t *a, gm_block_t *b, uint32_t sit
     return GM_FREE_DONE;
 }
 
-/* Frees a block found in arena a (locked); unlocks. */
+/* Frees a block found in arena a (locked); unlocks. A block a thread's cache holds freed is a
+ * double free: not found. */
 static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t site, cudaError_t *err)
 {
     gm_device_t *d = a->dev;
     uintptr_t key = b->ptr;
+    if (b->tc_owner && tcache_disown(a, b) < 0) {
+        pthread_mutex_unlock(&a->lock);
+        return GM_FREE_NOT_FOUND;
+    }
     HASH_DEL(a->live, b);
     a->n.frees++;
     /* Inside the lock, before the block can be reused: its free is logged before any realloc. */
@@ -200,11 +222,36 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
     return GM_FREE_DONE;
 }
 
+/* After a free into the thread's cache: the fence its frees call for (recorded as an arena's
+ * free would record it, under this thread's arena lock), the cache cut back to its size. */
+static GM_NOINLINE void cache_free_after(gm_device_t *d, gm_tcache_t *tc, int said)
+{
+    if (said & GM_TC_FENCE) {
+        int n = device_narenas(d);
+        gm_arena_t *a = d->arenas[my_arena < n ? my_arena : 0];
+        pthread_mutex_lock(&a->lock);
+        fencepol_fence_now(a, &tc->open);
+        pthread_mutex_unlock(&a->lock);
+    }
+    if (said & GM_TC_OVER)
+        tcache_shrink(tc);
+}
+
 gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
 {
     uintptr_t key = (uintptr_t)ptr;
     if (!key)
         return GM_FREE_NOT_FOUND; /* the sentinel's key */
+    gm_tcache_t *tc = tcache_mine(d);
+    int said = tc ? tcache_free(tc, key, site) : 0;
+    if (likely(said)) {
+        *err = cudaSuccess;
+        if (unlikely(said != GM_TC_FREED))
+            cache_free_after(d, tc, said);
+        if (unlikely(d->cache_limit) && device_reserved(d) > d->cache_limit)
+            trim_cache_kick();
+        return GM_FREE_DONE;
+    }
     int n = device_narenas(d), i = my_arena < n ? my_arena : 0;
     for (int k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) { /* no division on the hit path */
         gm_arena_t *a = d->arenas[i];

@@ -109,6 +109,10 @@ static option_row_t table[GM_OPT__COUNT] = {
         .doc = "the log's clock: auto = the CPU's time-stamp counter, calibrated once against "
         "CLOCK_MONOTONIC, where the kernel itself keeps time with it (clocksource tsc, an invariant "
         "counter), else CLOCK_MONOTONIC; monotonic = always clock_gettime", .choices = "auto monotonic"},
+    [GM_OPT_THREAD_CACHE] = {.name = "GMSHIM_THREAD_CACHE", .kind = GM_KIND_SIZE, .default_text = "64M",
+        .doc = "most bytes of freed blocks of up to 1 MiB each thread keeps per device for its own next "
+        "requests of the same size, reused without a lock once their fence completed; the pool takes "
+        "them back before it grows, empties its cache or trims; 0 = no thread caches", .max = SIZE_MAX_OPT},
 };
 
 int options_parse_bool(const char *s, long long *out)

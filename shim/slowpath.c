@@ -10,6 +10,7 @@
 #include "ranges.h"
 #include "real.h"
 #include "segments.h"
+#include "tcache.h"
 
 #include <stdlib.h>
 
@@ -23,6 +24,7 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
             gm_ctx_t c;
             device_ctx_enter(d, &c);
             uint64_t t0 = gm_now_ns();
+            tcache_drain(a, NULL, GM_TCACHE_ALL); /* an idle thread's cache holds its segments too */
             /* Frees GMSHIM_FENCE_SHARE left without a fence get one: the next pass finds them done. */
             if (fencepol_open_set_waiting(a))
                 fencepol_issue(a, GMLOG_FENCE_BY_TRIM);
@@ -113,6 +115,7 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
         if (!capturing) {
             gm_ctx_t c;
             device_ctx_enter(d, &c);
+            tcache_drain(a, NULL, GM_TCACHE_ALL);
             fencepol_harvest(a, 1);
             device_ctx_leave(&c);
             const gm_heap_t *h = &a->general;
@@ -199,6 +202,7 @@ static size_t empty_cache_locked(gm_arena_t *a, int reason)
     if (device_captures(a->dev))
         return 0;
     uint64_t t0 = gm_now_ns();
+    tcache_drain(a, NULL, GM_TCACHE_ALL);
     while (fencepol_wait_oldest(a))
         ;
     fencepol_take_in(a);
@@ -408,8 +412,8 @@ static int wait_oldest_cb(void *a)
     return fencepol_wait_oldest(a) != 0;
 }
 
-GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
-                                             unsigned *flags, cudaError_t *err)
+GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, gm_tcache_t *tc, size_t rounded, size_t size,
+                                             uint32_t site, unsigned *flags, cudaError_t *err)
 {
     gm_device_t *d = a->dev;
     gm_ctx_t c;
@@ -441,6 +445,14 @@ GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size
     if (!b && !busy)
         fencepol_harvest(a, 1);
     if (!b)
+        b = policy_alloc_waiting(&a->general, rounded, size, d->pending_wait, &waits);
+    /* The calling thread's own freed block of this size, if the fence just recorded or polled
+     * made it reusable. */
+    if (!b && tc)
+        b = tcache_take(tc, rounded, size, site);
+    /* Before the pool grows, the threads' caches give this arena's other blocks back and the
+     * arena decides again with them, as if they had been freed to it. */
+    if (!b && tcache_drain(a, tc, rounded))
         b = policy_alloc_waiting(&a->general, rounded, size, d->pending_wait, &waits);
     if (!b)
         b = grow(a, rounded, size, site, flags, err);

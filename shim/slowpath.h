@@ -8,9 +8,11 @@
 #include "gmlog.h"
 
 /* The miss of device_alloc (arena a locked): a block for the rounded request, or NULL with
- * *err set; *flags gains GMLOG_A_MISS when the driver was asked. */
-GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
-                                             unsigned *flags, cudaError_t *err);
+ * *err set; *flags gains GMLOG_A_MISS when the driver was asked. `tc`: the calling thread's
+ * cache (or NULL), whose blocks of this size stay its own when the threads' caches give theirs
+ * back before the pool grows. */
+GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, struct gm_tcache *tc, size_t rounded, size_t size,
+                                             uint32_t site, unsigned *flags, cudaError_t *err);
 /* A caching allocator's own segment (arena a locked): the real cudaMalloc of exactly `size`, in
  * the caller's context, under GMSHIM_DEVICE_LIMIT (gmshim's cache released first when it would
  * not fit); when the driver is out of memory, gmshim's cache released and the call made once

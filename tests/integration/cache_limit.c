@@ -126,9 +126,10 @@ int main(int argc, char **argv)
         CUDA_OK(cudaFree(p[i]));
         fakecuda_drain();
         /* An allocation miss (a small one, in its own small segment) harvests completed fences
-         * and applies the cap. */
+         * and applies the cap. Each probe of a size of its own: the thread's cache holds the
+         * earlier ones for their own sizes, so that this one is the arena's. */
         void *probe;
-        CUDA_OK(cudaMalloc(&probe, 1 << 20));
+        CUDA_OK(cudaMalloc(&probe, (1u << 20) - (size_t)i * 4096));
         CUDA_OK(cudaFree(probe));
         size_t live = (size_t)(N - 1 - i) * SIZE;
         struct fakecuda_stats f = fake_stats(0);

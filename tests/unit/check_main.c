@@ -16,6 +16,7 @@ int main(void)
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, device_suite());
     srunner_add_suite(sr, hit_suite());
+    srunner_add_suite(sr, tcache_suite());
     srunner_add_suite(sr, fencepol_suite());
     srunner_add_suite(sr, slowpath_suite());
     srunner_add_suite(sr, segments_suite());

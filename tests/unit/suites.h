@@ -13,6 +13,7 @@ Suite *ranges_suite(void);
 Suite *options_suite(void);
 Suite *device_suite(void);
 Suite *hit_suite(void);
+Suite *tcache_suite(void);
 Suite *fencepol_suite(void);
 Suite *slowpath_suite(void);
 Suite *segments_suite(void);
