@@ -258,6 +258,14 @@ void slowpath_oom_figures(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_
     rec->requested = a->bytes.requested.current;
     rec->cached = a->bytes.cached.current;
     rec->pending = a->bytes.pending.current;
+    if (device_narenas(d) == 1) {
+        /* Blocks the threads' caches hold are the program's frees, waiting as pending ones do. */
+        gm_tcache_sums_t tc;
+        tcache_sum(d, &tc);
+        rec->allocated -= tc.bytes;
+        rec->requested += (uint64_t)tc.requested_adj;
+        rec->pending += tc.bytes;
+    }
     size_t largest, count;
     pool_free_summary(&a->general, &largest, &count);
     rec->largest_free = largest;
