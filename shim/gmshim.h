@@ -18,7 +18,10 @@ extern "C" {
 
 #define GMSHIM_API_VERSION 2
 
-/* current: what is there now; peak: the most there ever was; total: the sum of all ever added. */
+/* current: what is there now; peak: the most there ever was; total: the sum of all ever added.
+ * The peaks of `requested` and `allocated` are exact while one thread allocates and the device
+ * has one sub-pool (arena); with more, an upper bound (another thread's freed blocks still in its
+ * cache, GMSHIM_THREAD_CACHE, or another arena's own peak, count in). */
 typedef struct gmshim_stat {
     unsigned long long current, peak, total;
 } gmshim_stat_t;
@@ -31,7 +34,8 @@ typedef struct gmshim_stats {
     gmshim_stat_t allocated;         /* live bytes as handed out (rounded to 512 B, unsplit tails) */
     gmshim_stat_t reserved;          /* bytes held from the driver (segments) */
     gmshim_stat_t cached;            /* free bytes in segments, ready for reuse */
-    gmshim_stat_t pending;           /* freed bytes waiting for the GPU work issued before the free */
+    gmshim_stat_t pending;           /* freed bytes waiting for the GPU work issued before the free, or in
+                                        their thread's cache for its next request of their size */
     unsigned long long allocs, frees;          /* pooled cudaMalloc/cudaFree calls */
     unsigned long long cache_hits, cache_misses; /* allocations served without / with a driver call */
     unsigned long long driver_mallocs, driver_frees;
