@@ -33,6 +33,9 @@
 #define MAX_REMEMBERED 32
 
 int torchload_settled;
+__thread const void *torchload_last_plain __attribute__((tls_model("initial-exec")));
+__thread unsigned torchload_last_resets __attribute__((tls_model("initial-exec")));
+unsigned torchload_resets;
 uintptr_t torchload_c10_lo, torchload_c10_hi;
 int torchload_c10_releases;
 static int claimed, warned;
@@ -45,6 +48,7 @@ static int wanted_how = -1; /* wanted()'s settings, read once: -1 not yet, 0 nev
 
 void torchload_reset(void)
 {
+    __atomic_add_fetch(&torchload_resets, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&torchload_settled, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&wanted_how, -1, __ATOMIC_RELAXED);
     claimed = warned = 0;
@@ -318,11 +322,13 @@ void torchload_examine(const void *caller)
         return;
     }
     uintptr_t pc = (uintptr_t)caller;
-    if (remembered(pc))
-        return;
+    int known = remembered(pc);
     Dl_info info;
-    if (!dladdr(caller, &info) || !info.dli_fname || !torchload_is_allocator_lib(info.dli_fname)) {
-        remember(pc);
+    if (known || !dladdr(caller, &info) || !info.dli_fname || !torchload_is_allocator_lib(info.dli_fname)) {
+        if (!known)
+            remember(pc);
+        torchload_last_plain = caller; /* asked again only once another caller came */
+        torchload_last_resets = __atomic_load_n(&torchload_resets, __ATOMIC_RELAXED);
         return;
     }
     note_c10(info.dli_fname); /* loaded after the first CUDA call: its frees are known from now */

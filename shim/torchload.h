@@ -33,11 +33,19 @@ static inline int torchload_caching_caller(const void *caller)
     return unlikely(pc < hi && pc >= torchload_c10_lo) && torchload_c10_releases;
 }
 
+/* The caller this thread last found outside PyTorch's allocator, and torchload_resets then:
+ * a program without PyTorch never settles, and asks about the same few callers every time. */
+extern __thread const void *torchload_last_plain __attribute__((tls_model("initial-exec")));
+extern __thread unsigned torchload_last_resets __attribute__((tls_model("initial-exec")));
+extern unsigned torchload_resets;
+
 /* Called by the cudaMalloc path with the hook's return address, outside every gmshim lock.
- * One load and a branch once settled. */
+ * One load and a branch once settled; two compares more for a caller already looked at. */
 static inline void torchload_note_malloc(const void *caller)
 {
-    if (unlikely(!__atomic_load_n(&torchload_settled, __ATOMIC_RELAXED)))
+    if (unlikely(!__atomic_load_n(&torchload_settled, __ATOMIC_RELAXED)) &&
+        (caller != torchload_last_plain ||
+         torchload_last_resets != __atomic_load_n(&torchload_resets, __ATOMIC_RELAXED)))
         torchload_examine(caller);
 }
 
