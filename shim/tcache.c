@@ -1,8 +1,8 @@
 /* Thread caches (tcache.h): a thread's small freed blocks, reused by it without an arena lock.
- * Its lock is an exchange on a line of its own, taken by its thread on each call; whoever else
- * takes it (a drain, a free from another thread, a checkpoint) holds arena locks first. The
- * thread never waits for another lock while it holds it, and never for its own cache's lock:
- * found taken, the call goes to the arenas instead. */
+ * Its lock is an exchange on a line of its own, taken by its thread on each call; others take it
+ * to take blocks back, to free one of its thread's blocks, for a checkpoint or the stats. Whoever
+ * holds it waits for no other lock but the log's; its own thread never waits for it: found
+ * taken, the call goes to the arenas instead. */
 #include "tcache.h"
 #include "evlog.h"
 #include "fencepol.h"
@@ -27,10 +27,12 @@ static void tc_lock(gm_tcache_t *tc)
 {
     for (unsigned spins = 0; !tc_trylock(tc);)
         while (__atomic_load_n(&tc->lock, __ATOMIC_RELAXED)) {
-            if (++spins < 64)
-                __builtin_ia32_pause();
-            else
+            if (++spins >= 64)
                 sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+            else
+                __builtin_ia32_pause();
+#endif
         }
 }
 
