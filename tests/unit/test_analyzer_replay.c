@@ -129,6 +129,41 @@ START_TEST(test_replay_reproduces_each_fixtures_peak_and_oom)
 }
 END_TEST
 
+/* Counts a log's ALLOC and FREE records by their cache flags, the returns handed out or not. */
+static void count_cache_records(const char *path, int returns, unsigned long long n[4])
+{
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_path(&lf, path), 0);
+    lf.returns = returns;
+    rd_rec_t r;
+    memset(n, 0, 4 * sizeof *n);
+    while (rd_next(&lf, &r)) {
+        if (r.type == GMLOG_ALLOC)
+            n[(r.flags & GMLOG_A_CACHED) ? 1 : 0]++;
+        else if (r.type == GMLOG_FREE)
+            n[(r.flags & GMLOG_F_RETURNED) ? 3 : 2]++;
+    }
+    rd_close(&lf);
+}
+
+/* A thread's cache serves the repeats of pool_hits' small sizes: the log says which allocations
+ * it served; a reader sees the program's frees only (5005), a reader that asks sees the cache's
+ * returns too; the replay follows the blocks through the cache to the recorded peak. */
+START_TEST(test_the_log_tells_a_thread_caches_hits_and_the_replay_follows_them)
+{
+    const char *path = record("tests/integration/pool_hits", NULL, NULL);
+    unsigned long long plain[4], all[4];
+    count_cache_records(path, 0, plain);
+    count_cache_records(path, 1, all);
+    ck_assert_msg(plain[0] + plain[1] == 5005 && plain[2] == 5005 && plain[3] == 0,
+                  "allocations %llu + %llu from caches, frees %llu, returns %llu", plain[0], plain[1], plain[2],
+                  plain[3]);
+    ck_assert_msg(plain[1] >= 3 * 990, "only %llu of the small sizes' 3000 repeats came from the cache", plain[1]);
+    ck_assert_uint_eq(all[2], 5005);
+    expect_faithful("pool_hits", path, 1);
+}
+END_TEST
+
 /* PyTorch's cache kept: its segments come from the driver at their exact size (a 2 MiB one
  * included, which the pool would have cut from 20 MiB), and every replay gives them their own
  * segment; the recorded peak and the OOM by the cap replay exactly. */
@@ -391,6 +426,7 @@ Suite *analyzer_replay_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_replay_reproduces_each_workloads_peak_and_ooms);
     tcase_add_test(tc, test_replay_reproduces_each_fixtures_peak_and_oom);
+    tcase_add_test(tc, test_the_log_tells_a_thread_caches_hits_and_the_replay_follows_them);
     tcase_add_test(tc, test_replay_of_a_hand_written_log_fails_where_it_failed);
     tcase_add_test(tc, test_replay_reproduces_a_caching_allocators_exact_segments);
     tcase_add_test(tc, test_recovered_ooms_before_exact_segments_move_the_drivers_capacity_on);
