@@ -56,10 +56,7 @@ static inline gm_tc_queue_t *queue_of(gm_tcache_t *tc, size_t size)
  * allocation (tcache_disown raises the arena's stamp to the cache's). */
 static inline uint64_t tc_stamp(gm_tcache_t *tc, uint64_t t)
 {
-    if (t < tc->last_stamp)
-        t = tc->last_stamp;
-    tc->last_stamp = t;
-    return t;
+    return stamp_after(&tc->last_stamp, t);
 }
 
 /* bytes and requested_adj change under the lock and are read without it too (tcache_note_peak):

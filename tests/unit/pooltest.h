@@ -91,6 +91,20 @@ static inline void setup_gpu_order(void)
     ck_assert_int_eq(d->gpu_order, 1);
 }
 
+/* Every fence recorded (one more for the frees since the last), completed on the fake GPU and
+ * taken in by arena 0. */
+static inline void complete_fences(void)
+{
+    gm_arena_t *a = d->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
+    pthread_mutex_unlock(&a->lock);
+    fakecuda_drain();
+    pthread_mutex_lock(&a->lock);
+    fencepol_harvest(a, 1);
+    pthread_mutex_unlock(&a->lock);
+}
+
 static inline int outstanding(void)
 {
     pthread_mutex_lock(&d->fence_lock);

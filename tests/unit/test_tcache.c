@@ -23,14 +23,7 @@
 /* Every fence so far recorded, completed on the fake GPU and polled. */
 static void fences_done(void)
 {
-    gm_arena_t *a = d->arenas[0];
-    pthread_mutex_lock(&a->lock);
-    ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
-    pthread_mutex_unlock(&a->lock);
-    fakecuda_drain();
-    pthread_mutex_lock(&a->lock);
-    fencepol_harvest(a, 1);
-    pthread_mutex_unlock(&a->lock);
+    complete_fences();
     ck_assert_uint_eq(device_done(d), device_issued(d));
 }
 
