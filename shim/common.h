@@ -77,4 +77,14 @@ static inline uint64_t gm_now_unordered_ns(void)
     return gm_clock_slow();
 }
 
+/* t, raised to the newest time stamped before it under the same lock (*last), which it becomes:
+ * the rule that keeps an unordered reading in its lock's order (devtypes.h, arena_stamp). */
+static inline uint64_t stamp_after(uint64_t *last, uint64_t t)
+{
+    if (t < *last)
+        t = *last;
+    *last = t;
+    return t;
+}
+
 #endif

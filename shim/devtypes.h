@@ -52,14 +52,6 @@ typedef struct gm_arena {
  * the profile), which may give a time from before the lock was taken; arena_stamp raises it to
  * the newest time stamped or noted under the lock, so that a free is never logged after the
  * allocation that reused its block on another thread. Both under the arena's lock. */
-static inline uint64_t stamp_after(uint64_t *last, uint64_t t)
-{
-    if (t < *last)
-        t = *last;
-    *last = t;
-    return t;
-}
-
 static inline uint64_t arena_stamp(gm_arena_t *a, uint64_t t)
 {
     return stamp_after(&a->last_stamp, t);

@@ -511,6 +511,131 @@ void evlog_free(int dev, unsigned flags, uint64_t ptr, uint32_t site, uint64_t n
     append_words(&r, sizeof r, now);
 }
 
+/* A thread cache's hit: its ALLOC or FREE has one shape (no duration: a hit is not timed), so its
+ * words go straight into the thread's chunk, without the general helpers' cases and without a
+ * call on the way: anything else (the counter not in use, no room, a time outside the chunk's
+ * base, an extra that does not fit) goes to evlog_alloc / evlog_free. The time is read only when
+ * the log is on, and raised to the cache's last stamp (*last, under the cache's lock). */
+static inline uint64_t rec_head(int type, size_t len, int dev, unsigned flags)
+{
+    return (uint64_t)type | (uint64_t)(len / 8) << 8 | (uint64_t)(uint8_t)dev << 16 | (uint64_t)(uint8_t)flags << 24;
+}
+
+/* Where a record of len bytes stamped `now` goes in the thread's chunk, its dt in *dt; NULL when
+ * append_words' general way must take it. */
+static inline uint8_t *room_for(size_t len, uint64_t now, uint32_t *dt)
+{
+    uint64_t rel = now - gm_log.start_mono - gm_log_tls.base; /* wraps when before either */
+    uint32_t used = gm_log_tls.used;
+    if (unlikely(!gm_log_tls.chunk || gm_log_tls.gen != __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED) ||
+                 used + len + sizeof(gmlog_clock_t) > GMLOG_CHUNK_SIZE || rel > 0xffffffffull))
+        return NULL;
+    *dt = (uint32_t)rel;
+    uint8_t *at = gm_log_tls.chunk + used;
+    if (likely(used + GM_LOG_AHEAD < GMLOG_CHUNK_SIZE))
+        prefetch_for_write(at + GM_LOG_AHEAD);
+    gm_log_tls.used = used + (uint32_t)len;
+    return at;
+}
+
+static inline void put_words(uint8_t *at, uint64_t head, uint32_t dt, uint64_t w1, uint64_t w2, uint64_t w3, int n)
+{
+    typedef uint64_t __attribute__((may_alias)) word_t;
+    word_t *dst = (word_t *)at;
+    dst[1] = w1;
+    dst[2] = w2;
+    if (n > 3)
+        dst[3] = w3;
+    __atomic_store_n((uint64_t *)at, head | (uint64_t)dt << 32, __ATOMIC_RELEASE); /* the header last */
+}
+
+static GM_COLD void cached_alloc_slow(int dev, uint64_t *last, uint64_t ptr, uint64_t requested, uint64_t block,
+                                      uint32_t site)
+{
+    uint64_t now = stamp_after(last, gm_now_unordered_ns());
+    evlog_alloc(dev, GMLOG_A_CACHED, ptr, requested, block, site, now, now);
+}
+
+static GM_COLD void cached_free_slow(int dev, uint64_t *last, unsigned flags, uint64_t ptr, uint32_t site)
+{
+    uint64_t now = stamp_after(last, gm_now_unordered_ns());
+    evlog_free(dev, GMLOG_F_CACHED | flags, ptr, site, now, now);
+}
+
+/* The counter's time, 0 where it is not calibrated. */
+static inline uint64_t tsc_now_or_0(void)
+{
+#if defined(__x86_64__)
+    if (likely(__atomic_load_n(&gm_tsc_on, __ATOMIC_ACQUIRE))) {
+        unsigned lo, hi;
+        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        return gm_tsc_ns((uint64_t)hi << 32 | lo);
+    }
+#endif
+    return 0;
+}
+
+/* t: the counter's time, or 0 where it is not calibrated. */
+static inline void cached_alloc_at(uint64_t t, int dev, uint64_t *last, uint64_t ptr, uint64_t requested,
+                                   uint64_t block, uint32_t site)
+{
+    uint64_t req = requested & GMLOG_SIZE_MASK, rounded = gm_round_up(req ? req : 1, 512);
+    uint64_t extra = (block - rounded) / 512;
+    if (unlikely(!t)) {
+        cached_alloc_slow(dev, last, ptr, requested, block, site);
+        return;
+    }
+    uint32_t dt;
+    uint64_t now = stamp_after(last, t);
+    uint8_t *at = block < rounded || (block - rounded) % 512 || extra >= 0xffff ? NULL : room_for(32, now, &dt);
+    if (unlikely(!at)) {
+        evlog_alloc(dev, GMLOG_A_CACHED, ptr, requested, block, site, now, now);
+        return;
+    }
+    put_words(at, rec_head(GMLOG_ALLOC, 32, dev, GMLOG_A_CACHED), dt, ptr, req | extra << GMLOG_SIZE_BITS, site, 4);
+}
+
+static inline void cached_free_at(uint64_t t, int dev, uint64_t *last, unsigned flags, uint64_t ptr, uint32_t site)
+{
+    if (unlikely(!t)) {
+        cached_free_slow(dev, last, flags, ptr, site);
+        return;
+    }
+    uint32_t dt;
+    uint64_t now = stamp_after(last, t);
+    uint8_t *at = room_for(24, now, &dt);
+    if (unlikely(!at)) {
+        evlog_free(dev, GMLOG_F_CACHED | flags, ptr, site, now, now);
+        return;
+    }
+    put_words(at, rec_head(GMLOG_FREE, 24, dev, GMLOG_F_CACHED | flags), dt, ptr, site, 0, 3);
+}
+
+void evlog_cached_alloc(int dev, uint64_t *last, uint64_t ptr, uint64_t requested, uint64_t block, uint32_t site)
+{
+    if (__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
+        cached_alloc_at(tsc_now_or_0(), dev, last, ptr, requested, block, site);
+}
+
+void evlog_cached_free(int dev, uint64_t *last, unsigned flags, uint64_t ptr, uint32_t site)
+{
+    if (__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
+        cached_free_at(tsc_now_or_0(), dev, last, flags, ptr, site);
+}
+
+void evlog_cached_alloc_at(uint64_t t, int dev, uint64_t *last, uint64_t ptr, uint64_t requested, uint64_t block,
+                           uint32_t site)
+{
+    if (__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
+        cached_alloc_at(t, dev, last, ptr, requested, block, site);
+}
+
+void evlog_cached_free_at(uint64_t t, int dev, uint64_t *last, unsigned flags, uint64_t ptr, uint32_t site)
+{
+    if (__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
+        cached_free_at(t, dev, last, flags, ptr, site);
+}
+
 void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, unsigned flags, uint64_t now,
                    uint64_t t0)
 {

@@ -44,6 +44,16 @@ void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, u
 void evlog_alloc(int dev, unsigned flags, uint64_t ptr, uint64_t requested, uint64_t block,
                  uint32_t site, uint64_t now, uint64_t t0);
 void evlog_free(int dev, unsigned flags, uint64_t ptr, uint32_t site, uint64_t now, uint64_t t0);
+/* A hit on a thread's cache (GMLOG_A_CACHED; GMLOG_F_CACHED with `flags`): the same records as
+ * evlog_alloc / evlog_free with no duration, their time read inside when the log is on and kept
+ * after *last (the cache's last stamp, stamp_after). */
+void evlog_cached_alloc(int dev, uint64_t *last, uint64_t ptr, uint64_t requested, uint64_t block, uint32_t site);
+void evlog_cached_free(int dev, uint64_t *last, unsigned flags, uint64_t ptr, uint32_t site);
+/* The same at the counter's time t, read by the caller (0: the counter is not in use, the clock
+ * read inside): the tests' way to the counter's path where the machine does not use it. */
+void evlog_cached_alloc_at(uint64_t t, int dev, uint64_t *last, uint64_t ptr, uint64_t requested, uint64_t block,
+                           uint32_t site);
+void evlog_cached_free_at(uint64_t t, int dev, uint64_t *last, unsigned flags, uint64_t ptr, uint32_t site);
 void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, unsigned flags, uint64_t now,
                    uint64_t t0);
 void evlog_warning(int kind, int dev, uint64_t ptr, uint32_t site, uint32_t aux);

@@ -52,13 +52,6 @@ static inline gm_tc_queue_t *queue_of(gm_tcache_t *tc, size_t size)
     return &tc->cls[size / GM_ROUND - 1];
 }
 
-/* The log's times keep each cache's order: a free from another thread is stamped after its
- * allocation (tcache_disown raises the arena's stamp to the cache's). */
-static inline uint64_t tc_stamp(gm_tcache_t *tc, uint64_t t)
-{
-    return stamp_after(&tc->last_stamp, t);
-}
-
 /* bytes and requested_adj change under the lock and are read without it too (tcache_note_peak):
  * stored atomically. */
 static inline void adj_add(gm_tcache_t *tc, int64_t delta)
@@ -289,10 +282,7 @@ int tcache_alloc(gm_tcache_t *tc, size_t rounded, size_t size, uint32_t site, vo
     tc->allocs++;
     tc->alloc_bytes += b->size;
     tc->requested_bytes += size;
-    if (evlog_enabled()) {
-        uint64_t now = tc_stamp(tc, gm_now_unordered_ns());
-        evlog_alloc(d->id, GMLOG_A_CACHED, b->ptr, size, b->size, site, now, now);
-    }
+    evlog_cached_alloc(d->id, &tc->last_stamp, b->ptr, size, b->size, site);
     tc_unlock(tc);
     *out = (void *)b->ptr;
     return GM_TC_HIT;
@@ -317,12 +307,9 @@ int tcache_free(gm_tcache_t *tc, uintptr_t ptr, uint32_t site)
     adj_add(tc, -(int64_t)b->requested);
     cached_push(tc, b);
     tc->frees++;
-    if (evlog_enabled()) {
-        /* Before the block can be reused: by this thread under this lock, by others only after
-         * a drain has taken the lock. */
-        uint64_t now = tc_stamp(tc, gm_now_unordered_ns());
-        evlog_free(d->id, GMLOG_F_CACHED | (trust ? 0 : GMLOG_F_DEFERRED), ptr, site, now, now);
-    }
+    /* Before the block can be reused: by this thread under this lock, by others only after a
+     * drain has taken the lock. */
+    evlog_cached_free(d->id, &tc->last_stamp, trust ? 0 : GMLOG_F_DEFERRED, ptr, site);
     int r = GM_TC_FREED;
     if (!trust && fencepol_open_add(d, &tc->open, b->size, issued, device_reserved(d)))
         r |= GM_TC_FENCE;

@@ -136,6 +136,75 @@ START_TEST(test_a_capture_record_carries_its_stream_graph_and_mode)
 }
 END_TEST
 
+/* The records of a hit on a thread's cache, written the short way at the counter's time (or the
+ * general way where they cannot be), read back as the general writer's: the same fields, the
+ * times in the cache's order, a time past the chunk's 4.29 s through a clock record. */
+START_TEST(test_a_cache_hits_records_read_back_as_the_general_writers)
+{
+    uint64_t last = 0, t0 = gm_now_ns() + 1000;
+    const uint64_t P = 0x7f0000001000ull;
+    evlog_cached_alloc_at(t0, 2, &last, P, 700, 1024, 11);               /* the short way */
+    evlog_cached_free_at(t0 + 50, 2, &last, GMLOG_F_DEFERRED, P, 12);
+    evlog_cached_alloc_at(t0 + 40, 2, &last, P, 512, 1024, 13);          /* before the last stamp */
+    evlog_cached_alloc_at(t0 + 60, 2, &last, P + 4096, 512, 64ull << 30, 14); /* extra too large */
+    evlog_cached_free_at(t0 + 6000000000ull, 2, &last, 0, P, 15);        /* past the chunk's 4.29 s */
+    evlog_cached_free_at(0, 2, &last, 0, P + 4096, 16);                  /* no counter: the clock */
+    evlog_close(GMLOG_CLOSE_EXIT);
+
+    rd_log_t lf;
+    ck_assert(rd_open_path(&lf, path) == 0);
+    rd_rec_t rec;
+    uint64_t start = lf.hdr.start_mono_ns;
+    struct {
+        int type;
+        unsigned flags;
+        uint64_t ptr, t;
+        uint32_t site;
+    } want[] = {
+        {GMLOG_ALLOC, GMLOG_A_CACHED, P, t0, 11},
+        {GMLOG_FREE, GMLOG_F_CACHED | GMLOG_F_DEFERRED, P, t0 + 50, 12},
+        {GMLOG_ALLOC, GMLOG_A_CACHED, P, t0 + 50, 13},
+        {GMLOG_ALLOC, GMLOG_A_CACHED, P + 4096, t0 + 60, 14},
+        {GMLOG_FREE, GMLOG_F_CACHED, P, t0 + 6000000000ull, 15},
+        {GMLOG_FREE, GMLOG_F_CACHED, P + 4096, t0 + 6000000000ull, 16},
+    };
+    size_t n = 0;
+    while (rd_next(&lf, &rec)) {
+        if (rec.type != GMLOG_ALLOC && rec.type != GMLOG_FREE)
+            continue;
+        ck_assert_uint_lt(n, GM_ARRAY_LEN(want));
+        ck_assert_int_eq(rec.type, want[n].type);
+        ck_assert_uint_eq(rec.device, 2);
+        ck_assert_uint_eq(rec.flags, want[n].flags);
+        ck_assert_msg(rec.t == want[n].t - start, "record %zu at %llu, not %llu", n, (unsigned long long)rec.t, (unsigned long long)(want[n].t - start));
+        if (rec.type == GMLOG_ALLOC) {
+            const gmlog_alloc_t *a = (const gmlog_alloc_t *)rec.p;
+            ck_assert_uint_eq(a->ptr, want[n].ptr);
+            ck_assert_uint_eq(a->site, want[n].site);
+            ck_assert_uint_eq(a->dur_ns, 0);
+            ck_assert_uint_eq(a->size & GMLOG_SIZE_MASK, n == 0 ? 700 : 512);
+            if (n == 3) { /* the block's size in a record of its own length */
+                ck_assert_uint_eq(rec.len, 40);
+                ck_assert_uint_eq(a->block, 64ull << 30);
+            } else {
+                ck_assert_uint_eq(rec.len, 32);
+                /* 1024: 700 rounded, or 512 rounded and one 512 more */
+                ck_assert_uint_eq(a->size >> GMLOG_SIZE_BITS, n == 0 ? 0 : 1);
+            }
+        } else {
+            const gmlog_free_t *f = (const gmlog_free_t *)rec.p;
+            ck_assert_uint_eq(rec.len, 24);
+            ck_assert_uint_eq(f->ptr, want[n].ptr);
+            ck_assert_uint_eq(f->site, want[n].site);
+            ck_assert_uint_eq(f->dur_ns, 0);
+        }
+        n++;
+    }
+    rd_close(&lf);
+    ck_assert_uint_eq(n, GM_ARRAY_LEN(want));
+}
+END_TEST
+
 Suite *logrec_suite(void)
 {
     Suite *s = suite_create("logrec");
@@ -144,6 +213,7 @@ Suite *logrec_suite(void)
     tcase_add_test(tc, test_device_and_oom_records_carry_what_they_were_given);
     tcase_add_test(tc, test_pool_records_carry_what_they_were_given);
     tcase_add_test(tc, test_a_capture_record_carries_its_stream_graph_and_mode);
+    tcase_add_test(tc, test_a_cache_hits_records_read_back_as_the_general_writers);
     suite_add_tcase(s, tc);
     return s;
 }
