@@ -45,7 +45,8 @@ int main(int argc, char **argv)
             async = 1;
         else if (!strcmp(argv[i], "--getdevice") || !strcmp(argv[i], "--clock") || !strcmp(argv[i], "--record") ||
                  !strcmp(argv[i], "--capture-mode") || !strcmp(argv[i], "--record-query") ||
-                 !strcmp(argv[i], "--fence-like") || !strcmp(argv[i], "--record-query-previous"))
+                 !strcmp(argv[i], "--fence-like") || !strcmp(argv[i], "--record-query-previous") ||
+                 !strcmp(argv[i], "--counter"))
             single = argv[i] + 2;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
@@ -73,7 +74,8 @@ int main(int argc, char **argv)
     if (single) {
         /* What one cudaGetDevice costs (gmshim makes one per cudaMalloc when the process sees
          * several devices), one clock read (two per pair with the log on), one event recorded on
-         * the legacy stream (a fence with no other stream known), or the two capture-mode
+         * the legacy stream (a fence with no other stream known), one time-stamp counter read
+         * (what stamps a log record on a hit), or the two capture-mode
          * exchanges around every runtime call gmshim makes on a slow path; then a fence as gmshim
          * makes it: record and query one event (default), or, under GPU order, the two exchanges
          * and a record on one of 16 events in turn, the newest queried every 16th time; or a record and
@@ -85,7 +87,8 @@ int main(int argc, char **argv)
                                                 {"capture-mode", "2 x cudaThreadExchangeStreamCaptureMode"},
                                                 {"record-query", "cudaEventRecord+cudaEventQuery"},
                                                 {"fence-like", "GPU-order fence (exchanges, record, 1/16 query)"},
-                                                {"record-query-previous", "cudaEventRecord+cudaEventQuery of the previous one"}};
+                                                {"record-query-previous", "cudaEventRecord+cudaEventQuery of the previous one"},
+                                                {"counter", "rdtsc"}};
         int what = 0;
         while (strcmp(names[what][0], single))
             what++;
@@ -97,7 +100,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 16; i++)
             CK(cudaEventCreateWithFlags(&ring[i], cudaEventDisableTiming));
         enum cudaStreamCaptureMode mode;
-        int calls = what >= 2 && what != 3 ? 100000 : 1000000;
+        int calls = what >= 2 && what != 3 && what != 7 ? 100000 : 1000000;
+        volatile unsigned long long sink = 0;
         for (int r = 0; r < reps; r++) {
             double a = now_ns();
             for (int i = 0; i < calls; i++) {
@@ -117,6 +121,15 @@ int main(int argc, char **argv)
                         cudaEventQuery(ring[15]);
                     cudaThreadExchangeStreamCaptureMode(&mode);
                     break;
+                case 7: { /* the counter read that stamps a log record on a hit (x86-64) */
+#if defined(__x86_64__)
+                    unsigned lo, hi;
+                    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+                    sink = (unsigned long long)hi << 32 | lo;
+#endif
+                    (void)sink;
+                    break;
+                }
                 case 6: /* what querying costs when the event was recorded a call earlier */
                     cudaEventRecord(ring[i & 15], cudaStreamLegacy);
                     cudaEventQuery(ring[(i - 1) & 15]);
