@@ -122,16 +122,24 @@ static int map_extent_locked(size_t e, int ahead)
  * handed to another mapping, whose pages the fault-in would then touch). gm_log.lock held. */
 static uint8_t *populating;
 
+#define POPULATE_PIECE ((size_t)2 << 20) /* bytes faulted in by one call (EXTENT_BYTES a multiple) */
+_Static_assert(EXTENT_BYTES % POPULATE_PIECE == 0, "an extent is whole pieces");
+
 /* Extent e, once all its chunks were claimed and given up, is unmapped: only the extents being
  * written stay mapped. Its pages stay in the page cache, the kernel's to write back and reclaim
  * (pushing them out early, or dropping them, slowed the writer: docs/performance.md, "The bounded
- * log"). gm_log.lock held. */
-static void maybe_unmap_locked(size_t e)
+ * log"). It leaves the table here and is unmapped after the unlock (`after`): munmap waits for the
+ * process's mappings, which a fault-in holds, and every writer would wait with it for the lock.
+ * gm_log.lock held. */
+static void maybe_unmap_locked(size_t e, after_unlock_t *after)
 {
     extent_t *x = &gm_log.extents[e];
     if (!x->addr || x->open || gm_log.next_chunk < (uint64_t)(e + 1) * EXTENT_CHUNKS || x->addr == populating)
         return;
-    munmap(x->addr, EXTENT_BYTES);
+    if (after->nunmap < (int)GM_ARRAY_LEN(after->unmap))
+        after->unmap[after->nunmap++] = x->addr;
+    else
+        munmap(x->addr, EXTENT_BYTES);
     x->addr = NULL;
 }
 
@@ -140,7 +148,6 @@ static void maybe_unmap_locked(size_t e)
  * the one it is about to write). gm_log.lock held. */
 void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
 {
-    (void)after;
     if (!gm_log_tls.chunk || gm_log_tls.gen != __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED))
         return;
     size_t e = (size_t)(gm_log_tls.chunk_index / EXTENT_CHUNKS);
@@ -157,7 +164,7 @@ void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
     if (rel > x->last_release)
         x->last_release = rel;
     gm_log.slot_held[x->slot][pos / 64] &= ~(1ull << (pos % 64));
-    maybe_unmap_locked(e);
+    maybe_unmap_locked(e, after);
 }
 
 /* Claims a fresh chunk for this thread. gm_log.lock held. The first chunk of an extent also maps the
@@ -188,7 +195,7 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
                 after->populate_gen = gm_log.gen;
             }
             if (e > 0)
-                maybe_unmap_locked(e - 1);
+                maybe_unmap_locked(e - 1, after);
             uint64_t every = gm_log.max_slots > 4 ? gm_log.max_slots / 2 - 1 : 1;
             if (gm_log.max_slots && !gm_log.ckpt_busy && e >= gm_log.ckpt_extent + every) {
                 gm_log.ckpt_busy = 1;
@@ -274,17 +281,25 @@ static void populate_extent(size_t e, unsigned gen)
     if (!addr)
         return;
 #ifdef MADV_POPULATE_WRITE
-    madvise(addr, EXTENT_BYTES, MADV_POPULATE_WRITE);
+    /* In pieces: each call holds the process's mappings (read) while it faults its pages in, and
+     * a writer's mmap or munmap waits for the piece, not the whole extent. */
+    for (size_t off = 0; off < EXTENT_BYTES; off += POPULATE_PIECE)
+        if (madvise(addr + off, POPULATE_PIECE, MADV_POPULATE_WRITE) != 0)
+            break;
 #endif
+    after_unlock_t after = {0};
     pthread_mutex_lock(&gm_log.lock);
     populating = NULL;
     if (gen == gm_log.gen && e < gm_log.nextents && gm_log.extents[e].addr == addr)
-        maybe_unmap_locked(e); /* its writers may all have moved on meanwhile */
+        maybe_unmap_locked(e, &after); /* its writers may all have moved on meanwhile */
     pthread_mutex_unlock(&gm_log.lock);
+    ring_after_unlock(&after);
 }
 
 void ring_after_unlock(const after_unlock_t *after)
 {
+    for (int i = 0; i < after->nunmap; i++)
+        munmap(after->unmap[i], EXTENT_BYTES);
     if (after->populate &&
         logstate_request_populate(populate_extent, after->populate - 1, after->populate_gen) != 0)
         populate_extent(after->populate - 1, after->populate_gen);

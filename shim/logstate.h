@@ -31,12 +31,15 @@ typedef struct extent {
                                                 * threads (idle ones keep theirs): never claimed */
 } extent_t;
 
-/* What a thread does after unlocking: have the extent mapped ahead faulted in (slow: never under
- * the lock), ask for a checkpoint. */
+/* What a thread does after unlocking: have the extent mapped ahead faulted in, unmap the extents
+ * it finished (both slow, and both wait for the process's mappings: never under the lock), ask for
+ * a checkpoint. */
 typedef struct after_unlock {
     size_t populate;                           /* its extent number + 1; 0: none */
     unsigned populate_gen;                     /* gm_log.gen when it was mapped */
     int checkpoint;
+    int nunmap;
+    void *unmap[2];                            /* extents no longer in the table, to unmap */
 } after_unlock_t;
 
 typedef struct evlog_state {
