@@ -1,6 +1,6 @@
-/* The event-log writer: one record per call through one append function, into per-thread
- * chunks of an mmap'd file (no system call and no global lock on the hot path). The file is
- * created at the first CUDA call; GMSHIM_LOG=off disables it. Layout: gmlog.h. */
+/* The event-log writer: one record per call, into per-thread chunks of an mmap'd file (no system
+ * call and no global lock on the hot path). The file is created at the first CUDA call;
+ * GMSHIM_LOG=off disables it. Layout: gmlog.h. */
 #ifndef GM_EVLOG_H
 #define GM_EVLOG_H
 
@@ -33,9 +33,10 @@ const char *evlog_path(void);
 typedef uint64_t (*evlog_cut_fn)(uint64_t start_mono);
 void evlog_set_cut(evlog_cut_fn fn);
 
-/* Every record goes through here: `rec` is a complete record of `len` bytes (a multiple of 8)
- * whose header type/len8/device/flags are set; the writer fills dt and stores the header last.
- * `now` is gm_now_ns(). */
+/* Every record goes through here but the hit path's that fit the thread's chunk as they are
+ * (evlog_alloc, evlog_free, evlog_cached_*: the same words, stored directly): `rec` is a complete
+ * record of `len` bytes (a multiple of 8) whose header type/len8/device/flags are set; the writer
+ * fills dt and stores the header last. `now` is gm_now_ns(). */
 void evlog_append(void *rec, size_t len, uint64_t now);
 /* Same with a variable tail (string bytes, frames) copied after the fixed part and padded. */
 void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, uint64_t now);
