@@ -62,10 +62,10 @@ static inline uint64_t gm_now_ns(void)
     return gm_clock_slow();
 }
 
-/* gm_now_ns without waiting for the instructions before it (plain rdtsc): a time read inside a
- * lock may then come from before the lock was taken, so it keeps the lock's order only through
- * the arena's newest stamp (devtypes.h, arena_stamp). */
-static inline uint64_t gm_now_unordered_ns(void)
+/* The counter's time read without waiting for the instructions before it (plain rdtsc), 0 where
+ * the counter is not in use: a time read inside a lock may then come from before the lock was
+ * taken, so it keeps the lock's order only through the lock's newest stamp (stamp_after). */
+static inline uint64_t gm_counter_unordered_ns(void)
 {
 #if defined(__x86_64__)
     if (__builtin_expect(__atomic_load_n(&gm_tsc_on, __ATOMIC_ACQUIRE), 1)) {
@@ -74,7 +74,14 @@ static inline uint64_t gm_now_unordered_ns(void)
         return gm_tsc_ns((uint64_t)hi << 32 | lo);
     }
 #endif
-    return gm_clock_slow();
+    return 0;
+}
+
+/* gm_now_ns by the unordered counter read, clock_gettime where the counter is not in use. */
+static inline uint64_t gm_now_unordered_ns(void)
+{
+    uint64_t t = gm_counter_unordered_ns();
+    return likely(t != 0) ? t : gm_clock_slow();
 }
 
 /* t, raised to the newest time stamped before it under the same lock (*last), which it becomes:

@@ -562,19 +562,6 @@ static GM_COLD void cached_free_slow(int dev, uint64_t *last, unsigned flags, ui
     evlog_free(dev, GMLOG_F_CACHED | flags, ptr, site, now, now);
 }
 
-/* The counter's time, 0 where it is not calibrated. */
-static inline uint64_t tsc_now_or_0(void)
-{
-#if defined(__x86_64__)
-    if (likely(__atomic_load_n(&gm_tsc_on, __ATOMIC_ACQUIRE))) {
-        unsigned lo, hi;
-        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-        return gm_tsc_ns((uint64_t)hi << 32 | lo);
-    }
-#endif
-    return 0;
-}
-
 /* t: the counter's time, or 0 where it is not calibrated. */
 static inline void cached_alloc_at(uint64_t t, int dev, uint64_t *last, uint64_t ptr, uint64_t requested,
                                    uint64_t block, uint32_t site)
@@ -614,13 +601,13 @@ static inline void cached_free_at(uint64_t t, int dev, uint64_t *last, unsigned 
 void evlog_cached_alloc(int dev, uint64_t *last, uint64_t ptr, uint64_t requested, uint64_t block, uint32_t site)
 {
     if (__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
-        cached_alloc_at(tsc_now_or_0(), dev, last, ptr, requested, block, site);
+        cached_alloc_at(gm_counter_unordered_ns(), dev, last, ptr, requested, block, site);
 }
 
 void evlog_cached_free(int dev, uint64_t *last, unsigned flags, uint64_t ptr, uint32_t site)
 {
     if (__atomic_load_n(&gm_log.enabled, __ATOMIC_RELAXED))
-        cached_free_at(tsc_now_or_0(), dev, last, flags, ptr, site);
+        cached_free_at(gm_counter_unordered_ns(), dev, last, flags, ptr, site);
 }
 
 void evlog_cached_alloc_at(uint64_t t, int dev, uint64_t *last, uint64_t ptr, uint64_t requested, uint64_t block,
