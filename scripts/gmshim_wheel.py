@@ -31,9 +31,76 @@ def version():
     return m.group(1)
 
 
-def platform_tag():
-    # The binaries are built for this machine's glibc: a plain linux_<arch> tag, not manylinux.
-    return re.sub(r"[^A-Za-z0-9]", "_", sysconfig.get_platform())
+# The libraries a manylinux wheel may link without shipping them (PEP 599/600's list, less those
+# a C program of ours could not need): everything else makes the wheel machine-specific.
+MANYLINUX_LIBS = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
+                  "libgcc_s.so.1", "libutil.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+
+
+def elf_needs(path):
+    """(DT_NEEDED names, the version names it asks of each) of an ELF64 little-endian file, read
+    from its section headers: .dynamic and .gnu.version_r with their string tables."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise RuntimeError("%s: not a 64-bit little-endian ELF file" % path)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+
+    def cstr(sec, off):
+        base = secs[sec][4] + off
+        return data[base:data.index(b"\0", base)].decode()
+
+    needed, versions = [], {}
+    for name, typ, _, _, off, size, link, _, _, entsize in secs:
+        if typ == 6:  # SHT_DYNAMIC: DT_NEEDED (1) entries name the libraries
+            for pos in range(off, off + size, entsize or 16):
+                tag, val = struct.unpack_from("<qQ", data, pos)
+                if tag == 1:
+                    needed.append(cstr(link, val))
+        elif typ == 0x6FFFFFFE:  # SHT_GNU_verneed: per library, the versions its symbols ask for
+            pos = off
+            while True:
+                _, cnt, file_, aux, nxt = struct.unpack_from("<HHIII", data, pos)
+                lib = cstr(link, file_)
+                apos = pos + aux
+                for _ in range(cnt):
+                    _, _, _, vname, anext = struct.unpack_from("<IHHII", data, apos)
+                    versions.setdefault(lib, set()).add(cstr(link, vname))
+                    apos += anext
+                if not nxt:
+                    break
+                pos += nxt
+    return needed, versions
+
+
+def glibc_floor(paths):
+    """The newest GLIBC_2.N any of `paths` asks for, as N; None when one of them links a library
+    outside the manylinux list (then only a plain linux tag is true)."""
+    newest = 0
+    for path in paths:
+        needed, versions = elf_needs(path)
+        if any(lib not in MANYLINUX_LIBS for lib in needed):
+            return None
+        for names in versions.values():
+            for v in names:
+                m = re.match(r"GLIBC_2\.(\d+)$", v)
+                if m:
+                    newest = max(newest, int(m.group(1)))
+    return newest
+
+
+def platform_tag(binaries=()):
+    """manylinux_2_N_<arch> for the newest glibc symbol version the binaries use (PEP 600): they
+    need nothing but glibc, so any index takes the wheel; linux_<arch> if that cannot be shown."""
+    plat = re.sub(r"[^A-Za-z0-9]", "_", sysconfig.get_platform())
+    arch = plat[len("linux_"):] if plat.startswith("linux_") else None
+    floor = glibc_floor(binaries) if binaries and arch else None
+    if floor is None:
+        return plat
+    return "manylinux_2_%d_%s" % (max(floor, 17), arch)
 
 
 def metadata(ver):
@@ -51,7 +118,7 @@ def metadata(ver):
 def write_wheel(build, out, ver=None):
     """Writes the wheel from `build` (a `make BUILD=...` directory); returns its file name."""
     ver = ver or version()
-    tag = "py3-none-" + platform_tag()
+    tag = "py3-none-" + platform_tag([os.path.join(build, "gmshim"), os.path.join(build, "libgmshim.so")])
     dist = "%s-%s.dist-info" % (NAME, ver)
     name = "%s-%s-%s.whl" % (NAME, ver, tag)
     # Fixed times (SOURCE_DATE_EPOCH when set): the same tree gives the same wheel.

@@ -25,6 +25,26 @@ bad() { fail=$((fail + 1)); echo "FAIL $1" >&2; [ -z "${2:-}" ] || sed 's/^/    
 wheel=$(ls -t "$WHEEL_DIR"/gmshim-*.whl 2>/dev/null | head -1)
 [ -n "$wheel" ] && wheel="$(cd "$(dirname "$wheel")" && pwd)/$(basename "$wheel")" || { echo "wheel: no gmshim-*.whl in $WHEEL_DIR (make wheel)" >&2; exit 1; }
 
+# The tag is what the binaries need, read with readelf (not the writer's own ELF reader): only
+# glibc's libraries, and manylinux_2_N for the newest GLIBC_2.N symbol version either one asks for.
+if command -v readelf >/dev/null 2>&1; then
+    libs=$(for b in "$build/gmshim" "$build/libgmshim.so"; do readelf -d "$b"; done |
+        sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | grep -v -x -e libc.so.6 -e libm.so.6 -e libdl.so.2 \
+        -e libpthread.so.0 -e librt.so.1 -e libgcc_s.so.1 -e 'ld-linux-.*' || true)
+    newest=$(for b in "$build/gmshim" "$build/libgmshim.so"; do readelf -V "$b"; done |
+        grep -o 'GLIBC_2\.[0-9]*' | cut -d. -f2 | sort -n | tail -1)
+    [ "${newest:-0}" -ge 17 ] || newest=17
+    want="manylinux_2_${newest}_$(uname -m)"
+    [ -z "$libs" ] || want="linux_$(uname -m)"
+    case $(basename "$wheel") in *"-py3-none-$want.whl") ok ;;
+    *) bad "wheel $(basename "$wheel") is not tagged $want (extra libraries: ${libs:-none})" ;; esac
+    if unzip -p "$wheel" 'gmshim-*.dist-info/WHEEL' 2>/dev/null | grep -q "^Tag: py3-none-$want\$" ||
+            "$PYTHON" -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); n = [f for f in z.namelist() if f.endswith(".dist-info/WHEEL")][0]; sys.exit(0 if ("Tag: py3-none-" + sys.argv[2] + "\n") in z.read(n).decode() else 1)' "$wheel" "$want"; then ok
+    else bad "the wheel's WHEEL file does not say Tag: py3-none-$want"; fi
+else
+    echo "wheel: readelf not found (binutils): the manylinux tag is not checked" >&2
+fi
+
 "$PYTHON" -m venv "$tmp/venv" >"$tmp/venv.log" 2>&1 || { bad "python3 -m venv" "$tmp/venv.log"; exit 1; }
 vpy="$tmp/venv/bin/python"
 mkdir -p "$tmp/run" && cd "$tmp/run" || exit 1
