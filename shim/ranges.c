@@ -87,7 +87,7 @@ static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_
 }
 
 /* One driver handle a page. A handle costs the driver about 40 us whatever its size and a page
- * 1-2 us more (gpu-results.md runs 71-72: create + map + access 43-44 us a page with one handle
+ * 1-2 us more (bench/results/gpu-runs.md runs 71-72: create + map + access 43-44 us a page with one handle
  * each, 1.7-2.2 us a page with 32 pages a handle), but only whole handles can be unmapped: with
  * handles of 16 pages, idle pages that shared a handle with a live block stayed mapped and
  * tests/integration/oom_split ran out of memory as with classic segments. One page a handle

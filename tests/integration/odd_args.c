@@ -1,5 +1,5 @@
 /* Every odd argument of semantics.md behaves as the real runtime does (the fake follows what
- * CUDA 13.0 returned on an H200: see docs/gpu-results.md for the same calls on the GPU). */
+ * CUDA 13.0 returned on an H200: see bench/results/gpu-runs.md for the same calls on the GPU). */
 #include "itest.h"
 
 int main(void)

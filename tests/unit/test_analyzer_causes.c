@@ -1,5 +1,5 @@
 /* OOM causes (analyzer/causes.c) on logs PyTorch wrote on the H200 (tests/gpu/torch_scenarios.py
- * under GMSHIM_DEVICE_LIMIT=2G, run 53 in docs/gpu-results.md; the *_keep ones with PyTorch's cache
+ * under GMSHIM_DEVICE_LIMIT=2G, run 53 in bench/results/gpu-runs.md; the *_keep ones with PyTorch's cache
  * kept and its bridge's tensor events, read as tensors): each program ran out of memory for
  * a known reason, and the cause found by replay must be that one, with figures that add up. */
 #include "causes.h"

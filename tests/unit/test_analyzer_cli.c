@@ -122,7 +122,7 @@ START_TEST(test_usage_errors_exit_1_with_a_message)
 }
 END_TEST
 
-/* Logs recorded on the H200 (docs/gpu-results.md): PyTorch with PYTORCH_NO_CUDA_MEMORY_CACHING=1
+/* Logs recorded on the H200 (bench/results/gpu-runs.md): PyTorch with PYTORCH_NO_CUDA_MEMORY_CACHING=1
  * keeping a tensor per iteration until it dies of OOM, and a static-cudart program seen only
  * through CUPTI injection that never frees 3 x 64 MiB. */
 
