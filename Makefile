@@ -206,15 +206,20 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-setup
 	$(Q)$(MAKE) --no-print-directory test-run
 
-test-run: all $(RUNNER) $(FUZZ_BIN) corrupt-smoke
+test-run: all $(RUNNER) $(CONFINE) $(FUZZ_BIN) corrupt-smoke
 	$(Q)[ -z "$(FUZZ_BIN)" ] || { mkdir -p $(BUILD)/fuzz/scratch && $(FUZZ_BIN) -max_total_time=5 $(BUILD)/fuzz/scratch tests/fuzz/corpus > $(BUILD)/fuzz/run.log 2>&1 || { tail -40 $(BUILD)/fuzz/run.log; exit 1; }; }
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" \
 	    GMSHIM_FUZZ_BIN="$(abspath $(FUZZ_BIN))" $(RUNNER)
 
 # `make golden-update`: rewrites tests/golden/ (the CLI's output that the golden suite compares
-# byte for byte) after a change that alters the output on purpose; review the diff.
+# byte for byte) after a change that alters the output on purpose; review the diff. The runs are
+# confined to the clone and the build (tests/golden/confine.c), as on a machine with nothing else.
+CONFINE := $(BUILD)/tests/confine.so
+$(CONFINE): tests/golden/confine.c | $(BUILD)/tests/integration
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(GM_CPPFLAGS) -std=c11 -O2 $(GM_WARN) -shared -fPIC $< -o $@ -ldl
 .PHONY: golden-update
-golden-update: $(CLI) $(GENLOG)
+golden-update: $(CLI) $(GENLOG) $(CONFINE)
 	$(Q)sh tests/golden/golden.sh update $(BUILD)
 
 deps:

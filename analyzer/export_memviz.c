@@ -5,6 +5,7 @@
  * trace, or the viewer's backward replay breaks: every block live at the end lies in a segment,
  * and each segment's blocks tile it exactly. */
 #include "export.h"
+#include "vec.h"
 #include "output.h"
 #include "sites.h"
 
@@ -379,10 +380,8 @@ static void on_mark(mv_t *v, const xr_event_t *e)
     if (v->o->to && xr_mark_matches(v->o->to, e->mark_id, e->label))
         v->to_seen = 1;
     if (v->in_window && v->collect_marks) {
-        mv_mark_t *n = v->nmarks < v->capmarks ? v->marks : realloc(v->marks, (v->capmarks * 2 + 16) * sizeof *n);
+        mv_mark_t *n = vec_grow(v->marks, &v->capmarks, v->nmarks + 1, sizeof *n, 16);
         if (n) {
-            if (n != v->marks)
-                v->capmarks = v->capmarks * 2 + 16;
             v->marks = n;
             v->marks[v->nmarks].t = e->rec->t;
             v->marks[v->nmarks].label = strdup(e->label);

@@ -3,6 +3,7 @@
  * trusts nothing in the log: a free of an unknown pointer or segment is skipped, a pointer
  * allocated twice ends its first block. Memory grows with what is live, never with events. */
 #include "export.h"
+#include "vec.h"
 #include "torch_events.h"
 
 #include <stddef.h>
@@ -142,13 +143,10 @@ static size_t bases_upper(const xr_t *x, uint64_t base)
 
 static int bases_add(xr_t *x, uint64_t base)
 {
-    if (x->nbases == x->capbases) {
-        size_t cap = x->capbases ? x->capbases * 2 : 256;
-        uint64_t *n = realloc(x->bases, cap * sizeof *n);
-        if (!n)
-            return -1;
-        x->bases = n, x->capbases = cap;
-    }
+    uint64_t *n = vec_grow(x->bases, &x->capbases, x->nbases + 1, sizeof *n, 256);
+    if (!n)
+        return -1;
+    x->bases = n;
     size_t i = bases_upper(x, base);
     memmove(x->bases + i + 1, x->bases + i, (x->nbases - i) * sizeof *x->bases);
     x->bases[i] = base;

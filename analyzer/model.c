@@ -12,21 +12,6 @@
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 
-void *model_grow_array(void *arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return arr;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void *n = realloc(arr, ncap * elem);
-    if (!n)
-        return NULL;
-    memset((char *)n + *cap * elem, 0, (ncap - *cap) * elem);
-    *cap = ncap;
-    return n;
-}
-
 _Noreturn void model_die_oom(void)
 {
     fputs("gmshim: out of memory\n", stderr);

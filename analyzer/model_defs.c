@@ -2,6 +2,7 @@
  * each (device, site): the tables the reports name things with. A record's counted tail is
  * checked before it is copied. */
 #include "model_int.h"
+#include "vec.h"
 
 #include <stdio.h>
 
@@ -19,7 +20,7 @@ uint32_t model_sstat_index_at(model_t *m, unsigned dev, uint32_t site, const uin
     }
     if (m->nsst >= UINT32_MAX - 1)
         return 0;
-    model_sstat_t *n = model_grow_array(m->sst, &m->capsst, m->nsst + 1, sizeof *n);
+    model_sstat_t *n = vec_grow(m->sst, &m->capsst, m->nsst + 1, sizeof *n, 16);
     if (!n)
         model_die_oom();
     m->sst = n;
@@ -69,7 +70,7 @@ void model_on_site(model_t *m, const rd_rec_t *r)
     uint32_t id = ((const gmlog_site_t *)r->p)->id;
     if (model_site(m, id))
         return;
-    model_sitedef_t *n = model_grow_array(m->sites, &m->capsites, m->nsites + 1, sizeof *n);
+    model_sitedef_t *n = vec_grow(m->sites, &m->capsites, m->nsites + 1, sizeof *n, 16);
     if (!n)
         model_die_oom();
     m->sites = n;
@@ -113,7 +114,7 @@ void model_on_string(model_t *m, const rd_rec_t *r)
     }
     if (model_string(m, s->id))
         return;
-    char **n = model_grow_array(m->strings, &m->capstrings, m->nstrings + 1, sizeof *n);
+    char **n = vec_grow(m->strings, &m->capstrings, m->nstrings + 1, sizeof *n, 16);
     if (!n)
         model_die_oom();
     m->strings = n;
@@ -133,7 +134,7 @@ void model_on_module(model_t *m, const rd_rec_t *r)
     }
     if (model_module(m, mo->id))
         return;
-    model_module_t *n = model_grow_array(m->modules, &m->capmodules, m->nmodules + 1, sizeof *n);
+    model_module_t *n = vec_grow(m->modules, &m->capmodules, m->nmodules + 1, sizeof *n, 16);
     if (!n)
         model_die_oom();
     m->modules = n;

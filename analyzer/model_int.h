@@ -15,7 +15,6 @@
 #define MAX_WORKERS 16
 
 /* ---- model.c: allocation, the entry points' shared steps, cutting a log into windows ---- */
-void *model_grow_array(void *arr, size_t *cap, size_t need, size_t elem);
 _Noreturn void model_die_oom(void);
 void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id, const char *mark_label);
 void model_finish(model_t *m);

@@ -3,6 +3,7 @@
  * applies a batch of records. It calls no replay: the parallel replay that defers site figures
  * installs m->release_hook. Every size, id and count is checked before it is trusted. */
 #include "model_int.h"
+#include "vec.h"
 
 #include <stdio.h>
 
@@ -107,7 +108,7 @@ static inline __attribute__((always_inline)) void on_alloc(model_t *m, const rd_
  * the device's run of maxima here and start the next one from the current figures. */
 static __attribute__((noinline)) void range_unfree(model_t *m, model_dev_t *d, uint64_t ptr, uint64_t t)
 {
-    model_unfree_t *n = model_grow_array(m->unfree, &m->capunfree, m->nunfree + 1, sizeof *n);
+    model_unfree_t *n = vec_grow(m->unfree, &m->capunfree, m->nunfree + 1, sizeof *n, 16);
     if (!n)
         model_die_oom();
     m->unfree = n;
@@ -220,7 +221,7 @@ static void on_mark(model_t *m, const rd_rec_t *r)
     }
     m->marks_total++;
     if (m->nmarks < MAX_MARKS_KEPT) {
-        model_mark_t *n = model_grow_array(m->marks, &m->capmarks, m->nmarks + 1, sizeof *n);
+        model_mark_t *n = vec_grow(m->marks, &m->capmarks, m->nmarks + 1, sizeof *n, 16);
         if (!n)
             model_die_oom();
         m->marks = n;

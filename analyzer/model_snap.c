@@ -1,6 +1,7 @@
 /* Snapshots of the model: fragmentation from the segments and live blocks, the top live sites,
  * the samples taken at fixed times, and each OOM's analysis at the moment it happened. */
 #include "model_int.h"
+#include "vec.h"
 
 #define MAX_RETRIES_KEPT 1000
 
@@ -269,7 +270,7 @@ void model_on_oom(model_t *m, const rd_rec_t *r)
         d->retries++;
         m->retries_total++;
         if (m->nretries < MAX_RETRIES_KEPT) {
-            model_retry_t *n = model_grow_array(m->retries, &m->capretries, m->nretries + 1, sizeof *n);
+            model_retry_t *n = vec_grow(m->retries, &m->capretries, m->nretries + 1, sizeof *n, 16);
             if (!n)
                 model_die_oom();
             m->retries = n;
@@ -281,7 +282,7 @@ void model_on_oom(model_t *m, const rd_rec_t *r)
     m->ooms_total++;
     if (m->nooms >= MODEL_MAX_OOMS || (m->flags & MODEL_RANGE))
         return;
-    model_oom_t *n = model_grow_array(m->ooms, &m->capooms, m->nooms + 1, sizeof *n);
+    model_oom_t *n = vec_grow(m->ooms, &m->capooms, m->nooms + 1, sizeof *n, 16);
     if (!n)
         model_die_oom();
     m->ooms = n;
@@ -310,7 +311,7 @@ void model_take_samples(model_t *m, uint64_t t)
         for (int i = 0; i < m->ndev; i++) {
             if (!m->dev[i])
                 continue;
-            model_frag_t *n = model_grow_array(m->fsnap, &m->capfsnap, m->nfsnap + 1, sizeof *n);
+            model_frag_t *n = vec_grow(m->fsnap, &m->capfsnap, m->nfsnap + 1, sizeof *n, 16);
             if (!n)
                 model_die_oom();
             m->fsnap = n;

@@ -1,6 +1,7 @@
 /* The parallel replay with call sites and epochs (leaks, report, oom): windows read and matched
  * by threads, applied in order by the calling thread, site figures made by two more. */
 #include "model_int.h"
+#include "vec.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -58,7 +59,7 @@ static void split_op(model_t *w, int op, unsigned dev, const model_live_t *e, ui
 {
     model_split_t *s = w->split;
     if (s->nops == s->capops) {
-        split_op_t *n = model_grow_array(s->ops, &s->capops, s->nops + 1, sizeof *n);
+        split_op_t *n = vec_grow(s->ops, &s->capops, s->nops + 1, sizeof *n, 16);
         if (!n)
             model_die_oom();
         s->ops = n;
@@ -70,8 +71,8 @@ static void split_op(model_t *w, int op, unsigned dev, const model_live_t *e, ui
 static void split_record(model_t *w, const rd_rec_t *r)
 {
     model_split_t *s = w->split;
-    rd_rec_t *n = model_grow_array(s->recs, &s->caprecs, s->nrecs + 1, sizeof *n);
-    uint8_t *b = model_grow_array(s->bytes, &s->capbytes, s->nbytes + r->len, 1);
+    rd_rec_t *n = vec_grow(s->recs, &s->caprecs, s->nrecs + 1, sizeof *n, 16);
+    uint8_t *b = vec_grow(s->bytes, &s->capbytes, s->nbytes + r->len, 1, 16);
     if (!n || !b)
         model_die_oom();
     s->recs = n, s->bytes = b;
@@ -164,7 +165,7 @@ static void *split_work(void *arg)
 static void split_defer_release(void *arg, const model_t *m, const model_live_t *e)
 {
     model_split_t *s = arg;
-    split_release_t *n = model_grow_array(s->rel, &s->caprel, s->nrel + 1, sizeof *n);
+    split_release_t *n = vec_grow(s->rel, &s->caprel, s->nrel + 1, sizeof *n, 16);
     if (!n)
         model_die_oom();
     s->rel = n;
@@ -287,7 +288,7 @@ static inline uint32_t split_site_index(split_sites_t *job, uint64_t pos, unsign
     size_t before = m->nsst;
     uint32_t idx = model_sstat_index_at(m, dev, site, ep);
     if (__builtin_expect(m->nsst > before, 0)) {
-        uint64_t *n = model_grow_array(job->first, &job->capfirst, m->nsst, sizeof *n);
+        uint64_t *n = vec_grow(job->first, &job->capfirst, m->nsst, sizeof *n, 16);
         if (!n)
             model_die_oom();
         job->first = n;

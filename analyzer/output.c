@@ -1,6 +1,7 @@
 /* Formatting for the text reports. Units are binary (KiB, MiB, GiB) like the rest of gmshim;
  * colour codes are emitted only when rep_color is set by the CLI's --color logic. */
 #include "output.h"
+#include "vec.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -211,14 +212,10 @@ static ssize_t wrap_write(void *cookie, const char *buf, size_t size)
             w->len = 0;
             continue;
         }
-        if (w->len == w->cap) {
-            size_t cap = w->cap ? w->cap * 2 : 256;
-            char *l = realloc(w->line, cap);
-            if (!l)
-                return -1;
-            w->line = l;
-            w->cap = cap;
-        }
+        char *l = vec_grow(w->line, &w->cap, w->len + 1, 1, 256);
+        if (!l)
+            return -1;
+        w->line = l;
         w->line[w->len++] = buf[i];
     }
     if (w->failed || fflush(w->under) != 0)

@@ -1,9 +1,11 @@
 /* A job's logs given as a directory: every *.gmlog in it, sorted by name, for `gmshim report`
  * (ranks.h). A directory that cannot be read is said so, never skipped in silence. */
 #include "ranks.h"
+#include "vec.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,19 +16,16 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int push(char ***v, int *n, int *cap, char *s)
+static int push(char ***v, int *n, size_t *cap, char *s)
 {
     if (!s)
         return -1;
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 16;
-        char **nv = realloc(*v, (size_t)nc * sizeof *nv);
-        if (!nv) {
-            free(s);
-            return -1;
-        }
-        *v = nv, *cap = nc;
+    char **nv = *n < INT_MAX ? vec_grow(*v, cap, (size_t)*n + 1, sizeof *nv, 16) : NULL;
+    if (!nv) {
+        free(s);
+        return -1;
     }
+    *v = nv;
     (*v)[(*n)++] = s;
     return 0;
 }
@@ -34,7 +33,8 @@ static int push(char ***v, int *n, int *cap, char *s)
 int ranks_expand_args(int n, char *const *args, char ***out, int *nout)
 {
     char **v = NULL;
-    int nv = 0, cap = 0;
+    int nv = 0;
+    size_t cap = 0;
     for (int i = 0; i < n; i++) {
         struct stat st;
         if (stat(args[i], &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -2,6 +2,7 @@
  * thread, the threads' records merged by time (k-way). Files are read with pread, one chunk per thread at a time: memory stays
  * bounded and a file cut short under us is no crash. It never trusts a length, offset or count. */
 #include "reader.h"
+#include "vec.h"
 #include "reader_int.h"
 
 #include <errno.h>
@@ -591,20 +592,17 @@ int rd_open_path(rd_log_t *lf, const char *path)
         return finish_open(lf);
     }
     /* A pipe or device: read it all. */
-    size_t cap = 1 << 20, len = 0;
-    uint8_t *buf = malloc(cap);
+    size_t cap = 0, len = 0;
+    uint8_t *buf = NULL;
     for (;;) {
-        if (!buf) {
-            close(fd);
-            return rd_fail(lf, len, "out of memory reading the input");
-        }
         if (len == cap) {
-            uint8_t *n = cap < ((size_t)1 << 40) ? realloc(buf, cap * 2) : NULL;
-            if (!n)
+            uint8_t *n = len < ((size_t)1 << 40) ? vec_grow(buf, &cap, len + 1, 1, (size_t)1 << 20) : NULL;
+            if (!n) {
                 free(buf);
+                close(fd);
+                return rd_fail(lf, len, "out of memory reading the input");
+            }
             buf = n;
-            cap *= 2;
-            continue;
         }
         ssize_t r = read(fd, buf + len, cap - len);
         if (r < 0 && errno == EINTR)

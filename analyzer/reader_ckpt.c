@@ -3,6 +3,7 @@
  * checkpoint. Part of the reader (reader.c); shares its internals through reader_int.h. */
 #include "reader.h"
 #include "reader_int.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -172,22 +173,14 @@ static int pro_collect(rd_log_t *lf, rd_prologue_t *pr)
                     rd_type_name(p[0]), len, rd_min_len(p[0]));
             continue;
         }
-        if (pr->nhist == cap) {
-            cap = cap ? cap * 2 : 64;
-            pro_hist_t *n = realloc(pr->hist, cap * sizeof *n);
-            if (!n)
-                return -1;
-            pr->hist = n;
-        }
-        if (blen + len > bcap) {
-            bcap = bcap ? bcap * 2 : 16384;
-            while (blen + len > bcap)
-                bcap *= 2;
-            uint8_t *n = realloc(pr->bytes, bcap);
-            if (!n)
-                return -1;
-            pr->bytes = n;
-        }
+        pro_hist_t *h = vec_grow(pr->hist, &cap, pr->nhist + 1, sizeof *h, 64);
+        if (!h)
+            return -1;
+        pr->hist = h;
+        uint8_t *b = vec_grow(pr->bytes, &bcap, blen + len, 1, 16384);
+        if (!b)
+            return -1;
+        pr->bytes = b;
         memcpy(pr->bytes + blen, p, len);
         if (lf->swapped && p[0] <= GMLOG_TYPE_MAX)
             rd_swap_record(pr->bytes + blen, len);
@@ -360,12 +353,9 @@ static void scan_stream(rd_log_t *lf, uint32_t si, uint8_t *buf, scan_t *sc)
         rd_chunk_t *c = &lf->chunks[st->first + k];
         if (k ? c->thread_chunk != prev_tc + 1 : c->thread_chunk != 0) {
             if (k && sc->ngaps < 100000) {
-                if (sc->ngaps == sc->capgaps) {
-                    size_t ncap = sc->capgaps ? sc->capgaps * 2 : 16;
-                    scan_gap_t *n = realloc(sc->gaps, ncap * sizeof *n);
-                    if (n)
-                        sc->gaps = n, sc->capgaps = ncap;
-                }
+                scan_gap_t *n = vec_grow(sc->gaps, &sc->capgaps, sc->ngaps + 1, sizeof *n, 16);
+                if (n)
+                    sc->gaps = n;
                 if (sc->ngaps < sc->capgaps)
                     sc->gaps[sc->ngaps++] = (scan_gap_t){c->off, prev_last, c->tid, c->thread_chunk, prev_tc};
             }

@@ -2,6 +2,7 @@
  * version, byte order, sizes) before anything else is read, and the metadata entries after it. */
 #include "reader.h"
 #include "reader_int.h"
+#include "vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,13 +122,10 @@ void rd_parse_meta(rd_log_t *lf)
             rd_diag(lf, at, 0, "more than %d metadata entries; the rest are ignored", MAX_META);
             return;
         }
-        if (lf->nmeta == cap) {
-            cap = cap ? cap * 2 : 32;
-            rd_meta_t *n = realloc(lf->meta, cap * sizeof *n);
-            if (!n)
-                return;
-            lf->meta = n;
-        }
+        rd_meta_t *n = vec_grow(lf->meta, &cap, lf->nmeta + 1, sizeof *n, 32);
+        if (!n)
+            return;
+        lf->meta = n;
         char *v = malloc((size_t)len + 1);
         if (!v)
             return;

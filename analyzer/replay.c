@@ -7,6 +7,7 @@
  * given back) or, as a bound, not at all. One arena per device: a log of several contending
  * threads replays as if they shared one. */
 #include "replay.h"
+#include "vec.h"
 #include "policy.h"
 
 #include <pthread.h>
@@ -423,18 +424,14 @@ static void add_proof(replay_t *r, uint64_t seq)
     if (r->cfg.guided != 1)
         return;
     rp_log_t *log = (rp_log_t *)r->log; /* a guided replay writes what it learns of the fences */
-    if (log->nproofs == log->capproofs) {
-        size_t ncap = log->capproofs ? log->capproofs * 2 : 256;
-        uint64_t *a = realloc(log->proof_ev, ncap * sizeof *a);
-        if (a)
-            log->proof_ev = a;
-        uint64_t *b = realloc(log->proof_seq, ncap * sizeof *b);
-        if (b)
-            log->proof_seq = b;
-        if (!a || !b)
-            return;
-        log->capproofs = ncap;
-    }
+    uint64_t *a = vec_grow(log->proof_ev, &log->capproof_ev, log->nproofs + 1, sizeof *a, 256);
+    if (a)
+        log->proof_ev = a;
+    uint64_t *b = vec_grow(log->proof_seq, &log->capproof_seq, log->nproofs + 1, sizeof *b, 256);
+    if (b)
+        log->proof_seq = b;
+    if (!a || !b)
+        return;
     log->proof_ev[log->nproofs] = r->at;
     log->proof_seq[log->nproofs++] = seq;
 }

@@ -100,19 +100,19 @@ typedef struct rp_result {
 typedef struct rp_log {
     int dev;
     rp_ev_t *ev;
-    size_t nev, capev;
+    size_t nev, capev, capptr, caprec;
     uint64_t *ptr;           /* recorded pointer of each RP_ALLOC (guided replays) */
     uint64_t *rec;           /* the record each event came from (its number in the log's order) */
     uint64_t cur_seq;        /* decoding: the record being read */
     uint32_t nids;           /* block ids in use at most */
     rp_oom_t *ooms;
-    size_t nooms;
+    size_t nooms, capooms;
     uint64_t *proof_ev, *proof_seq;   /* fences the guided replay saw completed, by event index */
-    size_t nproofs, capproofs;
+    size_t nproofs, capproof_ev, capproof_seq;
     /* the device */
     uint64_t total, free_at_start;
     uint64_t *drv_cap;       /* bytes the driver let the pool hold, at each driver OOM in order */
-    size_t ndrv;
+    size_t ndrv, capdrv;
     uint64_t base_cap;       /* without driver OOMs: what it could hold */
     /* recorded settings */
     uint64_t max_split, cache_limit, idle_release_ns;

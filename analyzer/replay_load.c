@@ -2,6 +2,7 @@
  * ids instead of pointers, so that a replay never hashes), the recorded OOMs and the settings
  * the log says were in force. Never trusts the log: unknown frees are dropped, sizes bounded. */
 #include "replay.h"
+#include "vec.h"
 #include "torch_events.h"
 
 #include <stdlib.h>
@@ -93,23 +94,18 @@ typedef struct loader {
 
 static rp_ev_t *push(rp_log_t *log, unsigned type, uint64_t t, uint64_t x, uint32_t id, uint32_t site)
 {
-    if (log->nev == log->capev) {
-        size_t ncap = log->capev ? log->capev * 2 : 4096;
-        rp_ev_t *n = realloc(log->ev, ncap * sizeof *n);
-        uint64_t *p = realloc(log->ptr, ncap * sizeof *p);
-        if (p)
-            log->ptr = p;
-        uint64_t *q = realloc(log->rec, ncap * sizeof *q);
-        if (q)
-            log->rec = q;
-        if (!n || !p || !q) {
-            if (n)
-                log->ev = n;
-            return NULL;
-        }
+    /* three arrays side by side, each grown (and sized) on its own */
+    rp_ev_t *n = vec_grow(log->ev, &log->capev, log->nev + 1, sizeof *n, 4096);
+    if (n)
         log->ev = n;
-        log->capev = ncap;
-    }
+    uint64_t *p = vec_grow(log->ptr, &log->capptr, log->nev + 1, sizeof *p, 4096);
+    if (p)
+        log->ptr = p;
+    uint64_t *q = vec_grow(log->rec, &log->caprec, log->nev + 1, sizeof *q, 4096);
+    if (q)
+        log->rec = q;
+    if (!n || !p || !q)
+        return NULL;
     rp_ev_t *e = &log->ev[log->nev];
     log->ptr[log->nev] = 0;
     log->rec[log->nev] = log->cur_seq;
@@ -133,14 +129,10 @@ static int new_id(loader_t *L, uint32_t *id)
 
 static int release_id(loader_t *L, uint32_t id)
 {
-    if (L->nfree == L->capfree) {
-        size_t ncap = L->capfree ? L->capfree * 2 : 1024;
-        uint32_t *n = realloc(L->free_ids, ncap * sizeof *n);
-        if (!n)
-            return -1;
-        L->free_ids = n;
-        L->capfree = ncap;
-    }
+    uint32_t *n = vec_grow(L->free_ids, &L->capfree, L->nfree + 1, sizeof *n, 1024);
+    if (!n)
+        return -1;
+    L->free_ids = n;
     L->free_ids[L->nfree++] = id;
     return 0;
 }
@@ -325,7 +317,7 @@ static int on_oom(loader_t *L, const rd_rec_t *r)
         return 0;
     }
     rp_log_t *log = L->log;
-    rp_oom_t *n = realloc(log->ooms, (log->nooms + 1) * sizeof *n);
+    rp_oom_t *n = vec_grow(log->ooms, &log->capooms, log->nooms + 1, sizeof *n, 16);
     if (!n)
         return -1;
     log->ooms = n;
@@ -338,7 +330,7 @@ static int on_oom(loader_t *L, const rd_rec_t *r)
     o->by_limit = (r->flags & GMLOG_OOM_LIMIT) != 0;
     o->exact = (r->flags & GMLOG_OOM_EXACT) != 0;
     if (!o->by_limit && !(r->flags & GMLOG_OOM_CAPTURE) && (o->rec.driver_free || o->rec.driver_total)) {
-        uint64_t *d = realloc(log->drv_cap, (log->ndrv + 1) * sizeof *d);
+        uint64_t *d = vec_grow(log->drv_cap, &log->capdrv, log->ndrv + 1, sizeof *d, 16);
         if (!d)
             return -1;
         log->drv_cap = d;

@@ -2,6 +2,7 @@
  * and GMSHIM_LOG set, waits for it, then reports on the logs it wrote. The exit status is the
  * command's own; gmshim's problems go to stderr and never replace it. */
 #include "commands.h"
+#include "vec.h"
 #include "output.h"
 #include "run_torch.h"
 
@@ -80,7 +81,8 @@ typedef struct job {
     struct stat *before;        /* the matching files there before it started */
     size_t nbefore, capbefore;
     char **logs;                /* its logs */
-    int nlogs, caplogs;
+    int nlogs;
+    size_t caplogs;
 } job_t;
 
 /* A gmshim log's start time (CLOCK_REALTIME ns), or 0 when the file is not one. */
@@ -107,14 +109,10 @@ static int was_there(const job_t *job, const struct stat *st)
 static void consider(job_t *job, const char *path, const char *shown, const struct stat *st)
 {
     if (!job->until) {
-        if (job->nbefore == job->capbefore) {
-            size_t cap = job->capbefore ? job->capbefore * 2 : 16;
-            struct stat *n = realloc(job->before, cap * sizeof *n);
-            if (!n)
-                return;
-            job->before = n;
-            job->capbefore = cap;
-        }
+        struct stat *n = vec_grow(job->before, &job->capbefore, job->nbefore + 1, sizeof *n, 16);
+        if (!n)
+            return;
+        job->before = n;
         job->before[job->nbefore++] = *st;
         return;
     }
@@ -131,14 +129,10 @@ static void consider(job_t *job, const char *path, const char *shown, const stru
         fprintf(stderr, "gmshim run: not reporting %s: its start time is not within the command's run\n", shown);
     if (old || !during)
         return;
-    if (job->nlogs == job->caplogs) {
-        int cap = job->caplogs ? job->caplogs * 2 : 8;
-        char **n = realloc(job->logs, (size_t)cap * sizeof *n);
-        if (!n)
-            return;
-        job->logs = n;
-        job->caplogs = cap;
-    }
+    char **n = job->nlogs < INT_MAX ? vec_grow(job->logs, &job->caplogs, (size_t)job->nlogs + 1, sizeof *n, 8) : NULL;
+    if (!n)
+        return;
+    job->logs = n;
     job->logs[job->nlogs] = strdup(shown);
     if (job->logs[job->nlogs])
         job->nlogs++;

@@ -2,6 +2,7 @@
  * directories and files, and its line program run into rows sorted by address. Every length and
  * count is checked against the section; a unit that does not parse is skipped, never trusted. */
 #include "symbolize_int.h"
+#include "vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,14 +67,10 @@ static uint32_t add_file(sym_mod_t *mod, const char *dir, const char *name)
         snprintf(buf, sizeof buf, "%s", name);
     else
         snprintf(buf, sizeof buf, "%s/%s", dir, name);
-    if (mod->nfiles == mod->capfiles) {
-        size_t ncap = mod->capfiles ? mod->capfiles * 2 : 64;
-        char **n = realloc(mod->files, ncap * sizeof *n);
-        if (!n)
-            return UINT32_MAX - 1;
-        mod->files = n;
-        mod->capfiles = ncap;
-    }
+    char **n = vec_grow(mod->files, &mod->capfiles, mod->nfiles + 1, sizeof *n, 64);
+    if (!n)
+        return UINT32_MAX - 1;
+    mod->files = n;
     char *s = strdup(buf);
     if (!s)
         return UINT32_MAX - 1;
@@ -90,14 +87,10 @@ static void add_row(rows_t *r, uint64_t addr, uint32_t file, uint32_t line)
 {
     if (r->n >= MAX_ROWS)
         return;
-    if (r->n == r->cap) {
-        size_t ncap = r->cap ? r->cap * 2 : 1024;
-        line_row_t *n = realloc(r->v, ncap * sizeof *n);
-        if (!n)
-            return;
-        r->v = n;
-        r->cap = ncap;
-    }
+    line_row_t *n = vec_grow(r->v, &r->cap, r->n + 1, sizeof *n, 1024);
+    if (!n)
+        return;
+    r->v = n;
     r->v[r->n++] = (line_row_t){addr, file, line};
 }
 
@@ -167,14 +160,10 @@ static int unit_header(const elf_img_t *img, size_t at, cur_t *c, unit_t *u, siz
 /* One more entry of the unit's file map; -1 when out of memory. */
 static int fmap_push(unit_t *u, uint32_t id)
 {
-    if (u->nf == u->capf) {
-        size_t ncap = u->capf ? u->capf * 2 : 32;
-        uint32_t *n = realloc(u->fmap, ncap * sizeof *n);
-        if (!n)
-            return -1;
-        u->fmap = n;
-        u->capf = ncap;
-    }
+    uint32_t *n = vec_grow(u->fmap, &u->capf, u->nf + 1, sizeof *n, 32);
+    if (!n)
+        return -1;
+    u->fmap = n;
     u->fmap[u->nf++] = id;
     return 0;
 }

@@ -3,6 +3,7 @@
  * (valid, escaped whatever the log holds), with "</" escaped so that no string can end the
  * script element. */
 #include "timeline.h"
+#include "vec.h"
 #include "output.h"
 #include "sites.h"
 #include "timeline_page.h"
@@ -38,15 +39,12 @@ static int fl_child(fl_tree_t *t, int parent, const char *name)
     for (int c = *link; c >= 0; c = t->n[c].sib)
         if (!strcmp(t->n[c].name, name))
             return c;
-    if (t->len == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        fl_node_t *n = realloc(t->n, cap * sizeof *n);
-        if (!n) {
-            t->failed = 1;
-            return -1;
-        }
-        t->n = n, t->cap = cap;
+    fl_node_t *n = vec_grow(t->n, &t->cap, t->len + 1, sizeof *n, 64);
+    if (!n) {
+        t->failed = 1;
+        return -1;
     }
+    t->n = n;
     int id = (int)t->len++;
     t->n[id] = (fl_node_t){strdup(name), 0, -1, t->n[parent].child};
     t->n[parent].child = id;

@@ -2,6 +2,7 @@
  * bisection (each round probes several sizes at once, to 1 MiB), and the recommendation: the
  * candidate that got past every failure with the least reserved. */
 #include "whatif.h"
+#include "vec.h"
 #include "output.h"
 
 #include <inttypes.h>
@@ -34,14 +35,10 @@ const char *wi_size(uint64_t b, char buf[32])
 
 static wi_run_t *add_run(wi_plan_t *p, const char *label)
 {
-    if (p->nruns == p->caprun) {
-        size_t ncap = p->caprun ? p->caprun * 2 : 32;
-        wi_run_t *n = realloc(p->runs, ncap * sizeof *n);
-        if (!n)
-            return NULL;
-        p->runs = n;
-        p->caprun = ncap;
-    }
+    wi_run_t *n = vec_grow(p->runs, &p->caprun, p->nruns + 1, sizeof *n, 32);
+    if (!n)
+        return NULL;
+    p->runs = n;
     wi_run_t *r = &p->runs[p->nruns++];
     memset(r, 0, sizeof *r);
     rp_cfg_recorded(&r->cfg);

@@ -6,7 +6,8 @@
 # hour (new finds in $(BUILD)/fuzz/long; merge the good ones into the corpus with -merge=1). The
 # seeds in tests/fuzz/corpus are real logs named *.seed (the repository ignores *.gmlog files),
 # and inputs libFuzzer found, kept by -merge=1 (named by their SHA-1).
-# `make corrupt-smoke` runs every command on damaged copies of the fixtures (corrupt-smoke.sh).
+# `make corrupt-smoke` runs every command on damaged copies of the fixtures and of a wrapped log
+# (corrupt-smoke.sh) under ASan and UBSan; `make corrupt-long CORRUPT_SECONDS=N` for longer.
 
 FUZZ_DIR    := $(BUILD)/fuzz
 FUZZ_SRC    := tests/fuzz/fuzz_reader.c $(wildcard common/*.c) $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
@@ -60,9 +61,41 @@ fuzz-long: $(FUZZ_BIN)
 	$(Q)mkdir -p $(FUZZ_DIR)/long
 	$(Q)$(FUZZ_BIN) -max_total_time=3600 -artifact_prefix=$(FUZZ_DIR)/long- $(FUZZ_DIR)/long $(FUZZ_CORPUS)
 
-# CORRUPT_N damaged copies of each fixture through every command (about a minute either way: a
-# sanitizer build runs fewer); the first failures' logs stay in $(BUILD)/fuzz/corrupt-smoke/failed.
-CORRUPT_N ?= $(if $(strip $(GM_SAN)),40,150)
-corrupt-smoke: $(CLI) $(CORRUPT)
-	$(Q)sh tests/fuzz/corrupt-smoke.sh $(CLI) $(CORRUPT) $(FUZZ_DIR)/corrupt-smoke $(CORRUPT_N) \
-	    $(sort $(wildcard tests/fixtures/*.gmlog))
+# The CLI built with ASan and UBSan (any report aborts the run), for the corruption runs.
+SAN_CLI   := $(FUZZ_DIR)/gmshim-san
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_OBJ   := $(patsubst %.c,$(FUZZ_DIR)/san/%.o,$(wildcard common/*.c) $(wildcard analyzer/*.c))
+$(FUZZ_DIR)/san/%.o: %.c | prereqs
+	$(Q)mkdir -p $(dir $@)
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(GM_CPPFLAGS) -std=c11 -O1 -g $(GM_WARN) -pthread -fno-omit-frame-pointer -Ianalyzer \
+	    $(SAN_FLAGS) -MMD -MP -c $< -o $@
+-include $(SAN_OBJ:.o=.d)
+$(SAN_CLI): $(SAN_OBJ)
+	@[ "$(V)" != 0 ] || echo "  LD      $@"
+	$(Q)$(CC) $^ -o $@ -pthread $(SAN_FLAGS) -ldl -lm
+
+# A wrapped log (the writer's own bounded log past its 64 MiB limit, from a checkpoint on), to
+# damage beside the fixtures.
+WRAPPED := $(FUZZ_DIR)/wrapped.gmlog
+$(WRAPPED): $(LIB) $(BUILD)/tests/integration/log_bounded
+	@[ "$(V)" != 0 ] || echo "  GEN     $@"
+	$(Q)rm -f $@ && GMSHIM_LOG=$@ GMSHIM_LOG_LIMIT=64M PAIRS=400000 THREADS=4 LEAK_EVERY=50000 FAKECUDA_MEM=1G \
+	    LD_PRELOAD="$(strip $(TEST_PRELOAD) $(abspath $(LIB)))" $(BUILD)/tests/integration/log_bounded > /dev/null && \
+	    $(CLI) --json summary $@ | grep -q '"wrapped":true' || { echo "$@: the log did not wrap" >&2; rm -f $@; exit 1; }
+
+# Damaged copies of each fixture and of a wrapped log through every command that reads logs, on
+# the sanitized CLI (tests/fuzz/corrupt-smoke.sh): CORRUPT_N copies of each in `make test` (a few
+# seconds a fixture; the wrapped log, 64 MiB, gets CORRUPT_N_WRAPPED), or for CORRUPT_SECONDS
+# with `make corrupt-long` (the first failures' logs stay in $(FUZZ_DIR)/corrupt-*/failed).
+CORRUPT_N         ?= 2
+CORRUPT_N_WRAPPED ?= 1
+CORRUPT_SECONDS   ?= 3600
+CORRUPT_LOGS      := $(sort $(wildcard tests/fixtures/*.gmlog))
+.PHONY: corrupt-long
+corrupt-smoke: $(SAN_CLI) $(CLI) $(CORRUPT) $(WRAPPED)
+	$(Q)sh tests/fuzz/corrupt-smoke.sh $(SAN_CLI) $(CORRUPT) $(FUZZ_DIR)/corrupt-smoke $(CORRUPT_N) $(CORRUPT_LOGS)
+	$(Q)sh tests/fuzz/corrupt-smoke.sh $(SAN_CLI) $(CORRUPT) $(FUZZ_DIR)/corrupt-wrapped $(CORRUPT_N_WRAPPED) $(WRAPPED)
+corrupt-long: $(SAN_CLI) $(CLI) $(CORRUPT) $(WRAPPED)
+	$(Q)SECONDS_LIMIT=$(CORRUPT_SECONDS) sh tests/fuzz/corrupt-smoke.sh $(SAN_CLI) $(CORRUPT) \
+	    $(FUZZ_DIR)/corrupt-long 1000000000 $(CORRUPT_LOGS) $(WRAPPED)

@@ -1,13 +1,17 @@
 /* Fuzz target of the analyzer: the reader and every report (text and JSON, dump, timeline) on
- * arbitrary bytes held in memory, output to /dev/null. Built with libFuzzer when clang can link
- * it, else with tests/fuzz/standalone.c; either way a crash or sanitizer report is a bug. */
+ * arbitrary bytes held in memory, output to /dev/null; the commands that take a path (whatif, both
+ * exports) on the same bytes through a memory file. Built with libFuzzer when clang can link it,
+ * else with tests/fuzz/standalone.c; either way a crash or sanitizer report is a bug. */
 #include "commands.h"
 #include "symbolize.h"
 
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -32,12 +36,58 @@ static void each_report(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     }
 }
 
+/* The input as a file at *path (a memory file), for the commands that open their logs. */
+static int as_file(const uint8_t *data, size_t size, char *path, size_t cap)
+{
+    static int fd = -1;
+    if (fd < 0)
+        fd = memfd_create("gmshim-fuzz", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
+        return -1;
+    snprintf(path, cap, "/proc/self/fd/%d", fd);
+    return 0;
+}
+
+static void path_commands(const uint8_t *data, size_t size)
+{
+    char path[64];
+    if (as_file(data, size, path, sizeof path))
+        return;
+    char *whatif[] = {"whatif", path, NULL};
+    char *whatif_json[] = {"whatif", "--json", path, NULL};
+    char *perfetto[] = {"export", "perfetto", "-o", "/dev/null", path, NULL};
+    char *memviz[] = {"export", "memory-viz", "-o", "/dev/null", path, NULL};
+    char *html[] = {"timeline", "--html", "/dev/null", path, NULL};
+    char **const runs[] = {perfetto, memviz, html, whatif, whatif_json};
+    /* whatif replays the log twenty times and more: one input in eight, picked by its bytes */
+    size_t nruns = size && (data[size / 3] & 7) == 0 ? 5 : 3;
+    for (size_t i = 0; i < nruns; i++) {
+        int argc = 0;
+        while (runs[i][argc])
+            argc++;
+        const cmd_t *cmd = cmd_find(runs[i][0]);
+        cli_global.json = 0; /* --json sets it for the process */
+        if (cmd)
+            cmd_main(cmd, argc, runs[i]);
+    }
+    cli_global.json = 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!sink)
+    if (!sink) {
         sink = fopen("/dev/null", "w");
+        /* the path commands print on stdout: to /dev/null too */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            fflush(stdout);
+            dup2(null, STDOUT_FILENO);
+            close(null);
+        }
+    }
     if (!sink)
         return 0;
+    path_commands(data, size);
     for (int json = 0; json < 2; json++) {
         cli_ctx_t c;
         cli_init(&c, sink, sink, "fuzz");

@@ -16,8 +16,9 @@ GOLD=$ROOT/tests/golden
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 GMSHIM=$BUILD/gmshim
 GENLOG=$BUILD/fuzz/genlog
-for b in "$GMSHIM" "$GENLOG"; do
-    [ -x "$b" ] || { echo "golden: no $b (make all)" >&2; exit 2; }
+CONFINE=$BUILD/tests/confine.so
+for b in "$GMSHIM" "$GENLOG" "$CONFINE"; do
+    [ -e "$b" ] || { echo "golden: no $b (make all $CONFINE)" >&2; exit 2; }
 done
 
 # The runs see the same world each time: UTC, the C locale, no terminal, no symbol path from the
@@ -34,6 +35,18 @@ cd "$W"
 export TZ=UTC LC_ALL=C
 unset GMSHIM_SYMBOL_PATH GMSHIM_ANALYZER_THREADS NO_COLOR || true
 
+# Nothing outside the clone and the build: every run has tests/golden/confine.c preloaded, which
+# makes opening any other absolute path fail (a module path recorded in a fixture, a system
+# library, a debug file), so each output is what a fresh clone on a new machine prints. A
+# sanitizer build's runtime ($GMSHIM_TEST_PRELOAD) must come first.
+CONFINED="LD_PRELOAD=${GMSHIM_TEST_PRELOAD:+$GMSHIM_TEST_PRELOAD }$CONFINE CONFINE_ROOTS=$ROOT:$BUILD"
+# shellcheck disable=SC2086 # the assignments split on purpose
+probe=$(env $CONFINED "$GMSHIM" summary /bin/sh 2>&1 > /dev/null || true)
+case $probe in
+*"No such file"*) ;;
+*) echo "golden: the confinement to the clone is not in effect (summary /bin/sh said: $probe)" >&2; exit 2 ;;
+esac
+
 failed=0
 cases=0
 # one case: NAME [VAR=VALUE...] ARGS...; stdout, then stderr and the exit status
@@ -42,7 +55,8 @@ c() {
     shift
     cases=$((cases + 1))
     rc=0
-    env "$@" > "out/$name.stdout" 2> "out/$name.stderr" < /dev/null || rc=$?
+    # shellcheck disable=SC2086
+    env $CONFINED "$@" > "out/$name.stdout" 2> "out/$name.stderr" < /dev/null || rc=$?
     # whatif's JSON holds its measured replay speed: the one figure that differs run to run
     sed -i 's/"events_per_second_per_run":[0-9.e+-]*/"events_per_second_per_run":N/' "out/$name.stdout"
     {
@@ -130,7 +144,7 @@ for log in cupti tiny; do
     c "dump-$log" "$g" dump "$f"
     c "dump-$log-json" "$g" dump --json "$f"
 done
-c timeline-demo-html "$g" timeline --html - $DEMO
+c timeline-demo-html "$g" $SYM timeline --html - $DEMO
 # what-if replays of the fixtures
 c whatif-demo "$g" $SYM whatif $DEMO
 c whatif-torch-json "$g" --json whatif $TORCH

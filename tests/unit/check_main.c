@@ -60,6 +60,7 @@ int main(void)
     srunner_add_suite(sr, analyzer_export_suite());
     srunner_add_suite(sr, analyzer_golden_suite());
     srunner_add_suite(sr, analyzer_table_suite());
+    srunner_add_suite(sr, analyzer_vec_suite());
     srunner_add_suite(sr, analyzer_commands_suite());
     srunner_add_suite(sr, analyzer_output_suite());
     srunner_add_suite(sr, analyzer_sites_suite());

@@ -57,6 +57,7 @@ Suite *analyzer_ranks_suite(void);
 Suite *analyzer_export_suite(void);
 Suite *analyzer_golden_suite(void);
 Suite *analyzer_table_suite(void);
+Suite *analyzer_vec_suite(void);
 Suite *analyzer_commands_suite(void);
 Suite *analyzer_output_suite(void);
 Suite *analyzer_sites_suite(void);

@@ -297,6 +297,33 @@ START_TEST(test_memviz_window_device_and_min_size_keep_the_snapshot_consistent)
 }
 END_TEST
 
+/* The log of a killed job is a cut log: the torch fixture cut inside the chunk where its marks
+ * grow past their first array (every cut from 660 000 to 698 304 bytes once overran it). */
+START_TEST(test_memviz_export_of_a_cut_log_names_the_cut_and_exits_2)
+{
+    const char *dir = temp_dir();
+    const char *cut = tmpfile_in(dir, "cut.gmlog"), *snap = tmpfile_in(dir, "cut.pickle");
+    static const long at[] = {660000, 680000, 698304, 700000};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        FILE *in = fopen(fixture("h200_torch_leak_oom"), "rb"), *o = fopen(cut, "wb");
+        ck_assert_msg(in && o, "cannot copy the fixture to %s", cut);
+        char buf[4096];
+        for (long left = at[i]; left > 0;) {
+            size_t n = fread(buf, 1, left < (long)sizeof buf ? (size_t)left : sizeof buf, in);
+            ck_assert_msg(n > 0 && fwrite(buf, 1, n, o) == n, "copying %ld bytes", at[i]);
+            left -= (long)n;
+        }
+        fclose(in);
+        fclose(o);
+        char *out;
+        int rc = gm(&out, "export", "memory-viz", "-o", snap, cut);
+        ck_assert_msg(rc == 2 && strstr(out, "the log was cut short"),
+                      "export memory-viz of the first %ld bytes: exit %d (want 2 and the cut named):\n%s", at[i], rc, out);
+        free(out);
+    }
+}
+END_TEST
+
 /* A log with strings no viewer must choke on: a mark label that would end a script element and
  * holds invalid UTF-8, and memory of a library whose name is not UTF-8 either. */
 static void hostile_log(const char *path)
@@ -490,6 +517,7 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_memviz_frames_are_python_and_native_innermost_first);
     tcase_add_test(tc, test_memviz_pickle_uses_only_opcodes_the_viewer_reads);
     tcase_add_test(tc, test_memviz_window_device_and_min_size_keep_the_snapshot_consistent);
+    tcase_add_test(tc, test_memviz_export_of_a_cut_log_names_the_cut_and_exits_2);
     tcase_add_test(tc, test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_script);
     tcase_add_test(tc, test_memviz_of_tensors_has_pending_frees_as_pytorch_draws_them);
     tcase_add_test(tc, test_perfetto_of_tensors_counts_tensors_and_pending_bytes);

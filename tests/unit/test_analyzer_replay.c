@@ -292,11 +292,16 @@ START_TEST(test_replay_follows_a_generated_logs_segments)
 }
 END_TEST
 
-/* The real PyTorch traces of ../shared/traces, replayed through the pool by bench/replay: as they
- * ran, and under a 4 GiB cap that makes them fail. */
+/* The real PyTorch traces (../shared/traces, outside the clone: only where $GMSHIM_TEST_TRACES
+ * names their folder), replayed through the pool by bench/replay: as they ran, and under a 4 GiB
+ * cap that makes them fail. */
 START_TEST(test_replay_reproduces_the_real_traces)
 {
-    const char *dir = getenv("GMSHIM_TEST_TRACES") ? getenv("GMSHIM_TEST_TRACES") : "/work/shared/traces";
+    const char *dir = getenv("GMSHIM_TEST_TRACES");
+    if (!dir || !*dir) {
+        fputs("note: GMSHIM_TEST_TRACES unset: trace replay not checked\n", stderr);
+        return;
+    }
     static const char *const names[] = {"trace-resnet50", "trace-gpt2"};
     for (size_t i = 0; i < 2; i++) {
         char xz[600], txt[600], cmd[1400];

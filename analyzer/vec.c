@@ -1,0 +1,26 @@
+/* Growable arrays (vec.h): the one place where the analyzer's arrays grow. It only allocates; it
+ * never reads what the arrays hold. */
+#include "vec.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *vec_grow(void *arr, size_t *cap, size_t need, size_t elem, size_t min)
+{
+    if (need <= *cap)
+        return arr;
+    if (!elem)
+        return NULL;
+    size_t max = SIZE_MAX / elem, ncap = *cap > min ? *cap : (min ? min : 1);
+    if (need > max)
+        return NULL;
+    while (ncap < need)
+        ncap = ncap > max / 2 ? max : ncap * 2;
+    void *n = realloc(arr, ncap * elem);
+    if (!n)
+        return NULL;
+    memset((char *)n + *cap * elem, 0, (ncap - *cap) * elem);
+    *cap = ncap;
+    return n;
+}
