@@ -180,33 +180,17 @@ static int hook_empty(void *h, const char *so_path, char *why, size_t why_len)
     return 0;
 }
 
-/* Opens the bridge at so_path if it may be loaded (trust.h): its directory, the directories above
- * it and the file itself. The descriptor, or -1 with why. */
-static int open_trusted(const char *so_path, char *why, size_t why_len)
-{
-    char dir[PATH_MAX], reason[PATH_MAX + 160];
-    const char *slash = strrchr(so_path, '/');
-    if (!slash || snprintf(dir, sizeof dir, "%.*s", (int)(slash - so_path), so_path) >= (int)sizeof dir) {
-        snprintf(why, why_len, "cannot load %s: not a full path", so_path);
-        return -1;
-    }
-    int dfd = trust_open_dir(dir[0] ? dir : "/", reason, sizeof reason);
-    int fd = dfd < 0 ? -1 : trust_open_at(dfd, slash + 1, O_RDONLY, reason, sizeof reason);
-    if (dfd >= 0)
-        close(dfd);
-    if (fd < 0)
-        snprintf(why, why_len, "cannot load %s: %s", so_path, reason);
-    return fd;
-}
-
 int torchload_attach_file(const char *so_path, const char *c10_path, char *why, size_t why_len)
 {
     /* The loader is given the checked file itself, /proc/self/fd/N: whatever happens to the name
      * meanwhile, what it maps is what was checked. The descriptor stays open (the loader knows
      * the bridge by that name, and a bridge is never unloaded). */
-    int fd = open_trusted(so_path, why, why_len);
-    if (fd < 0)
+    char reason[PATH_MAX + 160];
+    int fd = trust_open_path(so_path, O_RDONLY, reason, sizeof reason);
+    if (fd < 0) {
+        snprintf(why, why_len, "cannot load %s: %s", so_path, reason);
         return -1;
+    }
     char by_fd[64];
     trust_fd_path(fd, by_fd, sizeof by_fd);
     void *h = dlopen(by_fd, RTLD_NOW | RTLD_LOCAL);

@@ -120,6 +120,36 @@ int trust_open_at(int dirfd, const char *name, int flags, char *why, size_t why_
     return fd;
 }
 
+int trust_open_path(const char *path, int flags, char *why, size_t why_len)
+{
+    char dir[PATH_MAX], reason[PATH_MAX + 160], real[PATH_MAX];
+    /* Symlinks (libcupti.so.13 -> libcupti.so.13.0.1) are resolved first; what they lead to is
+     * then walked and opened without following any, and checked. */
+    if (!realpath(path, real)) {
+        int err = errno;
+        snprintf(why, why_len, "%s: %s", path, strerror(err));
+        errno = err;
+        return -1;
+    }
+    path = real;
+    const char *slash = strrchr(path, '/');
+    if (!slash || snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path) >= (int)sizeof dir) {
+        snprintf(why, why_len, "%s: not a full path", path);
+        errno = EINVAL;
+        return -1;
+    }
+    int dfd = trust_open_dir(dir[0] ? dir : "/", reason, sizeof reason);
+    int fd = dfd < 0 ? -1 : trust_open_at(dfd, slash + 1, flags, reason, sizeof reason);
+    int err = errno;
+    if (dfd >= 0)
+        close(dfd);
+    if (fd < 0) {
+        snprintf(why, why_len, "%s", reason);
+        errno = err;
+    }
+    return fd;
+}
+
 void trust_fd_path(int fd, char *out, size_t len)
 {
     snprintf(out, len, "/proc/self/fd/%d", fd);

@@ -19,6 +19,9 @@ int trust_open_dir(const char *path, char *why, size_t why_len);
  * (O_RDONLY, or O_RDWR | O_CREAT ...; 0600 when created), and checks it. The descriptor, or -1
  * with the reason in why; errno ENOENT when it does not exist, EPERM when it is not trusted. */
 int trust_open_at(int dirfd, const char *name, int flags, char *why, size_t why_len);
+/* The file path leads to (symlinks resolved), opened by trust_open_dir on its directory and
+ * trust_open_at on its name. */
+int trust_open_path(const char *path, int flags, char *why, size_t why_len);
 /* The name under which the loader opens exactly the file fd holds: "/proc/self/fd/N". */
 void trust_fd_path(int fd, char *out, size_t len);
 /* The directory this library was loaded from, made absolute once, at load (a relative
