@@ -1,6 +1,6 @@
 /* What gmshim may load or write into (trust.h). Every decision is made on an open descriptor,
- * so that what was checked is what is used; it never follows a symlink another user could plant,
- * and never prints: the caller says why once. */
+ * so that what was checked is what is used; a symlink is never followed to something unchecked.
+ * It never prints: the caller says why, once. */
 #include "trust.h"
 #include "common.h"
 
@@ -47,11 +47,12 @@ static int passable(int fd, char *why, size_t why_len)
     return trust_check_fd(fd, why, why_len);
 }
 
-/* The path is made canonical first (symlinks a trusted user made are followed there), then walked
- * from / one component at a time, each opened without following a symlink relative to its
- * checked parent's descriptor: a component swapped after realpath makes the walk fail, never
- * leads it elsewhere. Every directory on the way is passable, the last one trusted, so no other
- * user can rename or replace any of them while gmshim works in it, by descriptor or by path. */
+/* The path is made canonical first (its symlinks followed: what they lead to is what is
+ * checked), then walked from / one component at a time, each opened without following a symlink
+ * relative to its checked parent's descriptor: a component swapped after realpath makes the walk
+ * fail, never leads it elsewhere. Every directory on the way is passable, the last one trusted,
+ * so no other user can rename or replace any of them while gmshim works in it, by descriptor or
+ * by path. */
 int trust_open_dir(const char *path, char *why, size_t why_len)
 {
     char real[PATH_MAX], reason[160];
