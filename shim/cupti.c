@@ -10,12 +10,15 @@
 #include "state.h"
 #include "requester.h"
 #include "stacks.h"
+#include "trust.h"
 
 /* NVIDIA's header (the include path has CUDA's directory first; ours is "cupti.h"): callback
  * types, callback ids and the parameter structs of every driver function. */
 #include <cupti.h>
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -209,8 +212,18 @@ static int load_cupti(char *why, size_t why_len)
         int n = cand ? cupti_candidates(cand, PATH_MAX, MAX_CANDIDATES) : 0;
         for (int i = 0; i < n && !h; i++) {
             const char *p = cand + (size_t)i * PATH_MAX;
-            if (strchr(p, '/') && access(p, R_OK) != 0)
-                continue;
+            if (strchr(p, '/')) {
+                /* Only a file another user cannot have planted or changed: with its directory
+                 * and those above it trusted (trust.h), the name stays that file until loaded. */
+                char reason[PATH_MAX + 160];
+                int fd = trust_open_path(p, O_RDONLY, reason, sizeof reason);
+                if (fd < 0) {
+                    if (errno != ENOENT && !first_error[0])
+                        snprintf(first_error, sizeof first_error, "%.500s", reason);
+                    continue;
+                }
+                close(fd);
+            }
             h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
             if (h) {
                 snprintf(found, sizeof found, "%s", p);

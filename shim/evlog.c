@@ -84,9 +84,18 @@ static void program_name(char *out, size_t len)
     } else {
         snprintf(out, len, "%.200s", *base ? base : "program");
     }
-    for (char *p = out; *p; p++)
-        if (*p == '/' || *p == ' ')
-            *p = '_';
+}
+
+/* What the program or the environment chooses (%n, %r, %h) becomes one plain file name: only
+ * [A-Za-z0-9._-] (a slash would make a directory, a newline an odd name), never "." or "..". */
+static void plain_name(char *s)
+{
+    for (char *c = s; *c; c++)
+        if (!(*c >= '0' && *c <= '9') && !(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && *c != '-' &&
+            *c != '_' && *c != '.')
+            *c = '_';
+    if (!strcmp(s, ".") || !strcmp(s, ".."))
+        s[0] = '_';
 }
 
 static const char *rank_value(void)
@@ -114,17 +123,12 @@ int evlog_expand_path(const char *tmpl, char *out, size_t len, long start_time)
         } else {
             switch (*++p) {
             case 'p': snprintf(buf, sizeof buf, "%d", (int)getpid()); break;
-            case 'h': gethostname(buf, sizeof buf - 1); buf[sizeof buf - 1] = 0; break;
-            case 'n': program_name(buf, sizeof buf); break;
+            case 'h': gethostname(buf, sizeof buf - 1); buf[sizeof buf - 1] = 0; plain_name(buf); break;
+            case 'n': program_name(buf, sizeof buf); plain_name(buf); break;
             case 'r':
                 /* a rank is a number, but whatever it holds must not make a directory */
                 snprintf(buf, sizeof buf, "%s", rank_value());
-                for (char *c = buf; *c; c++)
-                    if (!(*c >= '0' && *c <= '9') && !(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') &&
-                        *c != '-' && *c != '_' && *c != '.')
-                        *c = '_';
-                if (!strcmp(buf, ".") || !strcmp(buf, ".."))
-                    buf[0] = '_';
+                plain_name(buf);
                 break;
             case 't': {
                 struct tm tm;
@@ -216,9 +220,11 @@ static size_t build_meta(uint8_t *buf, size_t cap)
 /* ---- open, close ----------------------------------------------------------------------------- */
 
 /* Never overwrite: on a name collision with an earlier log (a regular file) try name.1 ...
- * name.99; a name that is something else (/dev/full, a directory, a fifo) is refused, so that
- * no file appears beside it. The descriptor is never 0, 1 or 2: a host started with one of those
- * closed would write its own output over the log. */
+ * name.99; a name that is something else (/dev/full, a directory, a fifo), or a symlink to
+ * something else (/dev/stdout), is refused, so that no file appears beside it. A symlink is never
+ * followed (O_NOFOLLOW): one to a regular file, which another user may have planted in a shared
+ * directory, is passed over for the next name. The descriptor is never 0, 1 or 2: a host started
+ * with one of those closed would write its own output over the log. */
 static int open_exclusive(const char *tmpl_path)
 {
     for (int i = 0; i < 100; i++) {
@@ -237,7 +243,10 @@ static int open_exclusive(const char *tmpl_path)
         if (fd >= 0 || errno != EEXIST)
             return fd;
         struct stat st;
-        if (lstat(tmpl_path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        int lst = lstat(tmpl_path, &st);
+        if (lst == 0 && S_ISLNK(st.st_mode))
+            lst = stat(tmpl_path, &st); /* only to tell what it leads to: a dangling one is passed over */
+        if (lst == 0 && !S_ISREG(st.st_mode)) {
             errno = EINVAL;
             snprintf(gm_log.path, sizeof gm_log.path, "%s", tmpl_path);
             return -1;
@@ -248,6 +257,25 @@ static int open_exclusive(const char *tmpl_path)
 }
 
 static void install_signal_handlers(void);
+
+/* What the log maps at most at once besides its header: the extent being written, the one mapped
+ * ahead, and its helper thread's stack (the default: 8 MiB). */
+#define LOG_MAPS (2 * EXTENT_BYTES + ((size_t)8 << 20))
+
+/* Under an address-space limit (ulimit -v), the room the process has left; SIZE_MAX without
+ * one. The log is written only where it takes at most half of that room: a host sized to its
+ * limit must get the memory it gets without gmshim. */
+static size_t address_space_left(void)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+        return SIZE_MAX;
+    char statm[128];
+    size_t n = read_file("/proc/self/statm", statm, sizeof statm - 1);
+    statm[n] = 0;
+    size_t used = (size_t)strtoull(statm, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+    return lim.rlim_cur > used ? (size_t)(lim.rlim_cur - used) : 0;
+}
 
 
 void evlog_open(void)
@@ -268,6 +296,13 @@ void evlog_open(void)
     char path[PATH_MAX];
     if (evlog_expand_path(tmpl, path, sizeof path, rt.tv_sec) != 0) {
         diag_warn_once(&gm_log.warned, "GMSHIM_LOG='%s' expands to an empty or too long path; no log", tmpl);
+        pthread_mutex_unlock(&gm_log.lock);
+        return;
+    }
+    size_t left = address_space_left();
+    if (left < 2 * LOG_MAPS) {
+        diag_warn_once(&gm_log.warned, "the address-space limit (ulimit -v) leaves %zu MiB and the log would map "
+                       "%zu MiB of it; no log, the program goes on without it", left >> 20, LOG_MAPS >> 20);
         pthread_mutex_unlock(&gm_log.lock);
         return;
     }

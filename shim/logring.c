@@ -88,7 +88,7 @@ static int map_extent_locked(size_t e, int ahead)
     uint32_t usable = EXTENT_CHUNKS;
     /* A reused slot's blocks are the file's already (cheap to reserve again); a copy-on-write
      * file system may still need new ones, found here rather than as a SIGBUS. */
-    int err = evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES);
+    int err = evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES), short_err = err;
     while (err && !ahead && !reused && usable > 1) {
         usable /= 2;
         err = evlog_reserve(gm_log.fd, off, (off_t)usable * GMLOG_CHUNK_SIZE);
@@ -111,6 +111,7 @@ static int map_extent_locked(size_t e, int ahead)
     x->addr = addr;
     x->slot = slot;
     x->usable = usable;
+    x->short_err = usable < EXTENT_CHUNKS ? short_err : 0;
     x->reused = reused;
     if (reused)
         memcpy(x->skip, gm_log.slot_held[slot], sizeof x->skip);
@@ -186,7 +187,7 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
             return NULL;
         x = &gm_log.extents[e];
         if (pos >= x->usable) {
-            evlog_stop_writing("cannot extend the file", ENOSPC);
+            evlog_stop_writing("cannot extend the file", x->short_err ? x->short_err : ENOSPC);
             return NULL;
         }
         if (pos == 0) {

@@ -46,7 +46,9 @@ void evlog_mark_closed(uint32_t reason)
 
 void evlog_stop_writing(const char *why, int err)
 {
-    diag_warn_once(&gm_log.warned, "the log %s stopped: %s: %s; the program goes on", gm_log.path, why, strerror(err));
+    /* EFBIG is never the kernel's here (evlog_reserve stops short of SIGXFSZ): say which limit. */
+    diag_warn_once(&gm_log.warned, "the log %s stopped: %s: %s; the program goes on", gm_log.path, why,
+                   err == EFBIG ? "the file size limit (ulimit -f) is reached" : strerror(err));
     __atomic_store_n(&gm_log.enabled, 0, __ATOMIC_RELEASE);
     gm_log.closed = 1;
     evlog_mark_closed(GMLOG_CLOSE_DISK);

@@ -25,6 +25,7 @@ typedef struct extent {
     uint32_t slot;                             /* where in the file: header_size + slot * 16 MiB */
     uint32_t open;                             /* chunks claimed and not yet given up */
     uint32_t usable;                           /* chunks backed by the file (< 256: disk full) */
+    int short_err;                             /* why not all 256 (ENOSPC, EFBIG: ulimit -f); 0 */
     uint32_t reused;                           /* its slot held older chunks: zero each at claim */
     uint64_t last_release;                     /* log time its last chunk was given up */
     uint64_t skip[EXTENT_CHUNKS / 64];         /* chunks of its slot still held by older extents'

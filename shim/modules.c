@@ -85,8 +85,9 @@ static uint32_t known_id(const struct dl_phdr_info *info, uintptr_t start, uintp
 {
     char exe[4096];
     const char *path = info->dlpi_name;
-    if (!path || !*path) {
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (!path || !*path || !strncmp(path, "/proc/self/fd/", 14)) {
+        /* the executable, or an object loaded by descriptor (the bridge: trust.h): its file's name */
+        ssize_t n = readlink(path && *path ? path : "/proc/self/exe", exe, sizeof exe - 1);
         exe[n > 0 ? n : 0] = 0;
         path = exe;
     }

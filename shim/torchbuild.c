@@ -4,6 +4,7 @@
  * ranks started together build once. It never touches CUDA or the pool; torchload.c decides when. */
 #include "torchbuild.h"
 #include "common.h"
+#include "trust.h"
 #include "torch_bridge_src.h" /* generated: gm_bridge_cpp, gm_bridge_header, GM_BRIDGE_HASH */
 
 #include <errno.h>
@@ -60,7 +61,7 @@ static int contains(const char *path, const char *needle)
 
 static int write_file(const char *path, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
     size_t len = strlen(text), done = 0;
@@ -78,7 +79,7 @@ static int write_file(const char *path, const char *text)
 /* The reason a build failed, last in its log (the compiler may have said nothing). */
 static void append_line(const char *path, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
     char line[PATH_MAX + 512];
@@ -283,7 +284,7 @@ static int run_logged(char *const argv[], const char *log_path, long timeout_ms)
     if (posix_spawn_file_actions_init(&fa) != 0)
         return -1;
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     char **env = child_environ();
     pid_t pid;
@@ -406,10 +407,23 @@ int torchload_build(const torch_install_t *t, const char *dir, const char *name,
         snprintf(why, why_len, "the cache path is too long");
         return -1;
     }
+    /* The directory, every one above it and the lock are checked before anything is written
+     * or run: no other user can then move, replace or add a file on these paths (trust.h), so
+     * the compiler may be given them by name. */
+    char reason[PATH_MAX + 160];
+    int dfd = trust_open_dir(dir, reason, sizeof reason);
+    if (dfd < 0) {
+        snprintf(why, why_len, "the bridge's directory cannot be trusted (%s)", reason);
+        return -1;
+    }
     /* Ranks started together build once: the others wait on the lock, then find the file. */
-    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lfd >= 0)
-        flock(lfd, LOCK_EX);
+    int lfd = trust_open_at(dfd, strrchr(lock, '/') + 1, O_RDWR | O_CREAT, reason, sizeof reason);
+    close(dfd);
+    if (lfd < 0) {
+        snprintf(why, why_len, "the build's lock cannot be trusted (%s in %s)", reason, dir);
+        return -1;
+    }
+    flock(lfd, LOCK_EX);
     int rc = 0;
     if (!torchbuild_is_file(final) && torchbuild_is_file(log)) {
         /* A build that failed is not tried again by every process of every job: its log stays
@@ -437,7 +451,6 @@ int torchload_build(const torch_install_t *t, const char *dir, const char *name,
         else
             append_line(log, why);
     }
-    if (lfd >= 0)
-        close(lfd); /* the lock goes with it */
+    close(lfd); /* the lock goes with it */
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "state.h"
 #include "torchev.h"
 #include "trim.h"
+#include "trust.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -38,7 +39,7 @@ __thread unsigned torchload_last_resets __attribute__((tls_model("initial-exec")
 unsigned torchload_resets;
 uintptr_t torchload_c10_lo, torchload_c10_hi;
 int torchload_c10_releases;
-static int claimed, warned;
+static int claimed, warned, warned_passed;
 static gmshim_torch_empty_fn bridge_empty;   /* PyTorch's emptyCache, once the bridge is attached */
 static uint64_t emptied_at = UINT64_MAX;     /* torchev_count() after the trimmer last emptied it */
 static __thread int trimming;                /* this thread is the trimmer, emptying PyTorch's cache */
@@ -51,7 +52,7 @@ void torchload_reset(void)
     __atomic_add_fetch(&torchload_resets, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&torchload_settled, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&wanted_how, -1, __ATOMIC_RELAXED);
-    claimed = warned = 0;
+    claimed = warned = warned_passed = 0;
     nnot = 0;
     __atomic_store_n(&torchload_c10_hi, 0, __ATOMIC_RELAXED);
     torchload_c10_lo = 0;
@@ -181,10 +182,22 @@ static int hook_empty(void *h, const char *so_path, char *why, size_t why_len)
 
 int torchload_attach_file(const char *so_path, const char *c10_path, char *why, size_t why_len)
 {
-    void *h = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+    /* The loader is given the checked file itself, /proc/self/fd/N: whatever happens to the name
+     * meanwhile, what it maps is what was checked. The descriptor stays open (the loader knows
+     * the bridge by that name, and a bridge is never unloaded). */
+    char reason[PATH_MAX + 160];
+    int fd = trust_open_path(so_path, O_RDONLY, reason, sizeof reason);
+    if (fd < 0) {
+        snprintf(why, why_len, "cannot load %s: %s", so_path, reason);
+        return -1;
+    }
+    char by_fd[64];
+    trust_fd_path(fd, by_fd, sizeof by_fd);
+    void *h = dlopen(by_fd, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
         snprintf(why, why_len, "cannot load %s: %s", so_path, e ? e : "?");
+        close(fd);
         return -1;
     }
     if (!torch_cache_on())
@@ -194,7 +207,7 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
         snprintf(why, why_len, "%s has no %s", so_path, GMSHIM_TORCH_BRIDGE_ATTACH);
         return -1; /* left loaded: unloading C++ code is not worth its risks */
     }
-    add_machinery(so_path);
+    add_machinery(by_fd);
     if (c10_path)
         add_machinery(c10_path);
     int rc = attach(gmshim_torch_event);
@@ -216,37 +229,54 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
     return 0;
 }
 
-/* The directory libgmshim.so was loaded from (make torch-bridge and make install put bridges in
- * its gmshim-torch/). */
-static int own_dir(char *out, size_t len)
+/* Whether `name` may be taken from the directory `dir`: 0, there and trusted; 1, not there (nor
+ * the directory); -1, there but refused (why). */
+static int look_in(const char *dir, const char *name, char *why, size_t why_len)
 {
-    Dl_info info;
-    if (!dladdr((void *)torchload_attach_for, &info) || !info.dli_fname || !strchr(info.dli_fname, '/'))
-        return -1;
-    if (snprintf(out, len, "%s", info.dli_fname) >= (int)len)
-        return -1;
-    *strrchr(out, '/') = 0;
-    return 0;
+    char reason[PATH_MAX + 160];
+    int dfd = trust_open_dir(dir, reason, sizeof reason);
+    if (dfd < 0 && errno == ENOENT)
+        return 1;
+    int fd = dfd < 0 ? -1 : trust_open_at(dfd, name, O_RDONLY, reason, sizeof reason);
+    int absent = fd < 0 && dfd >= 0 && errno == ENOENT;
+    if (dfd >= 0)
+        close(dfd);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (absent)
+        return 1;
+    snprintf(why, why_len, "the bridge in %s cannot be trusted (%s)", dir, reason);
+    return -1;
 }
 
 /* Where the bridge for the torch of `c10_path` is: 0, found (its path in `so`); 1, not built yet
- * and nothing known to stop a build (its place in `dir` and `name`); -1, neither (why). */
+ * and nothing known to stop a build (its place in `dir` and `name`); -1, neither (why). A bridge
+ * in the library's own gmshim-torch/ that cannot be trusted is passed over, the reason in
+ * `passed` (when given). */
 static int find_bridge(const char *c10_path, torch_install_t *t, char *so, size_t so_len, char *dir, size_t dir_len,
-                       char *name, size_t name_len, char *why, size_t why_len)
+                       char *name, size_t name_len, char *passed, size_t passed_len, char *why, size_t why_len)
 {
     if (torchload_find_install(c10_path, t, why, why_len) != 0)
         return -1;
     torchload_bridge_name(t, name, name_len);
-    if (own_dir(dir, dir_len) == 0 && snprintf(so, so_len, "%s/gmshim-torch/%s", dir, name) < (int)so_len &&
-        torchbuild_is_file(so))
-        return 0;
+    const char *own = trust_own_dir();
+    if (own && snprintf(dir, dir_len, "%s/gmshim-torch", own) < (int)dir_len) {
+        int r = look_in(dir, name, passed ? passed : why, passed ? passed_len : why_len);
+        if (r == 0) {
+            snprintf(so, so_len, "%s/%s", dir, name);
+            return 0;
+        }
+    }
     if (torchload_cache_dir(dir, dir_len) != 0) {
         snprintf(why, why_len, "no per-user cache directory (neither XDG_CACHE_HOME nor HOME is set)");
         return -1;
     }
     snprintf(so, so_len, "%s/%s", dir, name);
-    if (torchbuild_is_file(so))
-        return 0;
+    int r = look_in(dir, name, why, why_len);
+    if (r <= 0)
+        return r;
     char log[PATH_MAX + 170];
     snprintf(log, sizeof log, "%s.log", so);
     if (torchbuild_is_file(log)) {
@@ -259,8 +289,11 @@ static int find_bridge(const char *c10_path, torch_install_t *t, char *so, size_
 int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_len)
 {
     torch_install_t t;
-    char name[128], dir[PATH_MAX], so[PATH_MAX + 160];
-    int found = find_bridge(c10_path, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, why, why_len);
+    char name[128], dir[PATH_MAX], so[PATH_MAX + 160], passed[PATH_MAX + 256] = "";
+    int found = find_bridge(c10_path, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, passed, sizeof passed,
+                            why, why_len);
+    if (passed[0])
+        diag_warn_once(&warned_passed, "%s: not loaded", passed);
     if (found < 0)
         return -1;
     if (found == 1) {
@@ -388,7 +421,7 @@ GM_EXPORT int gmshim_torch_bridge_prepare(const char *torch_dir, int build, char
     torch_install_t t;
     if (!torch_dir || !msg || !len || snprintf(c10, sizeof c10, "%s/lib/libc10_cuda.so", torch_dir) >= (int)sizeof c10)
         return -1;
-    int found = find_bridge(c10, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, msg, len);
+    int found = find_bridge(c10, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, NULL, 0, msg, len);
     if (found == 1 && build) {
         if (torchload_build(&t, dir, name, BUILD_TIMEOUT_MS, msg, len) != 0)
             return -1;

@@ -3,12 +3,15 @@
  * as a daemon or a `prog >&-` would: its output must go nowhere, not into the log), "ignore-segv"
  * and "ignore-ill" (the program ignores the signal, then faults: the kernel ends it, as it would
  * without gmshim, instead of a spin), "sent-ignored" (an ignored SIGSEGV sent with kill stays
- * ignored and the program exits 0). */
+ * ignored and the program exits 0), "small-address-space" (the program limits its address space
+ * to what it has plus 48 MiB, then allocates and uses 24 MiB of host memory between CUDA calls:
+ * as without gmshim, it must get it). */
 #include "itest.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static void some_pairs(int n)
@@ -56,6 +59,22 @@ int main(int argc, char **argv)
         some_pairs(10);
         return 0;
     }
-    fprintf(stderr, "usage: host_hostile closed-stdio|ignore-segv|ignore-ill|sent-ignored\n");
+    if (!strcmp(mode, "small-address-space")) {
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        CHECK(f && fscanf(f, "%ld", &pages) == 1, "cannot read /proc/self/statm");
+        fclose(f);
+        struct rlimit lim;
+        lim.rlim_cur = lim.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (48u << 20);
+        CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+        some_pairs(10);
+        char *mine = malloc(24u << 20);
+        CHECK(mine != NULL, "the program's own 24 MiB did not fit in its address space");
+        memset(mine, 1, 24u << 20);
+        some_pairs(10);
+        free(mine);
+        return 0;
+    }
+    fprintf(stderr, "usage: host_hostile closed-stdio|ignore-segv|ignore-ill|sent-ignored|small-address-space\n");
     return 2;
 }

@@ -47,6 +47,12 @@ static int has_key(const char *const *env, const char *kv)
 
 int run_program(const char *const *argv, const char *const *env, int preload, char **out)
 {
+    return run_program_from(NULL, argv[0], argv, env, preload, out);
+}
+
+int run_program_from(const char *cwd, const char *path, const char *const *argv, const char *const *env, int preload,
+                     char **out)
+{
     int pfd[2];
     if (pipe(pfd))
         return -1;
@@ -73,15 +79,17 @@ int run_program(const char *const *argv, const char *const *env, int preload, ch
         }
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
-        if (preload) {
+        if (cwd && chdir(cwd) != 0)
+            _exit(126);
+        if (preload && !has_key(env, "LD_PRELOAD=x")) {
             char pre[8192];
             const char *san = getenv("GMSHIM_TEST_PRELOAD");
             snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "",
                      build_path("libgmshim.so"));
             setenv("LD_PRELOAD", pre, 1);
         }
-        execv(argv[0], (char *const *)argv);
-        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        execv(path, (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
         _exit(127);
     }
     close(pfd[1]);

@@ -83,6 +83,10 @@ const char *build_path(const char *rel);
 /* Runs argv with extra environment entries ("K=V", NULL-terminated) and the preload; captures
  * stdout+stderr into *out (malloc'd). Returns the exit status, or 128+signal. */
 int run_program(const char *const *argv, const char *const *env, int preload, char **out);
+/* As run_program, started in the directory cwd (NULL: this one) from the file at path, whatever
+ * argv[0] says; an LD_PRELOAD in env replaces the preload's. */
+int run_program_from(const char *cwd, const char *path, const char *const *argv, const char *const *env, int preload,
+                     char **out);
 /* Starts build/<prog> under the preload with extra environment entries ("K=V", NULL-terminated),
  * its stdout on a pipe whose reading end is *out_fd; returns its pid (the caller waits). */
 int spawn_preloaded(const char *prog, const char *const *env, int *out_fd);

@@ -319,6 +319,34 @@ START_TEST(test_found_through_cuda_home)
 }
 END_TEST
 
+static int cupti_started;
+
+static void start_cupti(void)
+{
+    cupti_started = cupti_start(GMLOG_KIND_FOREIGN);
+}
+
+/* A libcupti in a directory its group may write to (a copy of the fake one, under CUDA_HOME):
+ * another user could have planted it, so it is not loaded, and the one warning says why. */
+START_TEST(test_a_cupti_in_a_group_writable_directory_is_not_loaded)
+{
+    const char *home = temp_dir();
+    char lib[300], cmd[12000];
+    snprintf(lib, sizeof lib, "%s/lib64", home);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/' && chmod 0775 '%s'", lib,
+             build_path("fake_cupti/cuda/lib64/libcupti.so.13"), lib, lib);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    setenv("CUDA_HOME", home, 1);
+    setenv("GMSHIM_TEST_CUPTI_NO_SYSTEM", "1", 1);
+    start_here(temp_dir());
+    const char *err = stderr_of(start_cupti);
+    const char *p = cupti_loaded_path();
+    ck_assert_msg(cupti_started != 0 && !p, "loaded %s from a group-writable directory", p ? p : "?");
+    ck_assert_msg(strstr(err, "writable by its group") && strstr(err, lib), "the warning does not say why:\n%s", err);
+    evlog_close(GMLOG_CLOSE_EXIT);
+}
+END_TEST
+
 START_TEST(test_an_already_loaded_cupti_is_used_first)
 {
     paths();
@@ -538,6 +566,7 @@ Suite *cupti_suite(void)
     tcase_add_test(tc, test_candidates_follow_the_documented_order);
     tcase_add_test(tc, test_found_through_the_torch_wheel);
     tcase_add_test(tc, test_found_through_cuda_home);
+    tcase_add_test(tc, test_a_cupti_in_a_group_writable_directory_is_not_loaded);
     tcase_add_test(tc, test_an_already_loaded_cupti_is_used_first);
     tcase_add_test(tc, test_no_log_no_subscription);
     suite_add_tcase(s, tc);

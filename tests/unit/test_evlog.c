@@ -148,6 +148,102 @@ START_TEST(test_a_log_path_that_is_not_a_regular_file_is_refused_once)
 }
 END_TEST
 
+/* GMSHIM_LOG=/dev/stdout is a symlink to a device (here through a pipe); a symlink to a FIFO or
+ * a device anywhere: refused with one warning, never a file made beside it (/dev/stdout.1). */
+START_TEST(test_a_log_path_that_leads_to_a_device_or_fifo_is_refused_once)
+{
+    const char *dir = temp_dir();
+    char fifo[4200], to_fifo[4200], to_null[4200], env_fifo[4300], env_null[4300], env_stdout[] = "GMSHIM_LOG=/dev/stdout";
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(to_fifo, sizeof to_fifo, "%s/to-fifo.gmlog", dir);
+    snprintf(to_null, sizeof to_null, "%s/to-null.gmlog", dir);
+    ck_assert(mkfifo(fifo, 0600) == 0 && symlink(fifo, to_fifo) == 0 && symlink("/dev/null", to_null) == 0);
+    snprintf(env_fifo, sizeof env_fifo, "GMSHIM_LOG=%s", to_fifo);
+    snprintf(env_null, sizeof env_null, "GMSHIM_LOG=%s", to_null);
+    const char *targets[] = {env_stdout, env_fifo, env_null};
+    unlink("/dev/stdout.1");
+    for (int i = 0; i < 3; i++) {
+        const char *env[] = {targets[i], NULL};
+        char *out = NULL;
+        int rc = run_mode("tests/integration/host_hostile", "sent-ignored", env, &out);
+        ck_assert_msg(rc == 0, "%s: exit %d:\n%s", targets[i], rc, out);
+        ck_assert_msg(count_lines_with(out, "gmshim[") == 1 && strstr(out, "not a regular file"),
+                      "%s: expected one warning saying it is not a regular file:\n%s", targets[i], out);
+        free(out);
+    }
+    char beside[4300];
+    int made = access("/dev/stdout.1", F_OK) == 0;
+    unlink("/dev/stdout.1");
+    ck_assert_msg(!made, "a file /dev/stdout.1 was created");
+    snprintf(beside, sizeof beside, "%s.1", to_fifo);
+    ck_assert_msg(access(beside, F_OK) != 0, "%s was created beside the symlink to a FIFO", beside);
+    snprintf(beside, sizeof beside, "%s.1", to_null);
+    ck_assert_msg(access(beside, F_OK) != 0, "%s was created beside the symlink to /dev/null", beside);
+}
+END_TEST
+
+/* %n is the program's name, which the program chooses (argv[0]): "..", a newline or a slash in
+ * it must neither leave the directory nor make an odd file name. */
+START_TEST(test_a_program_name_in_the_log_path_stays_one_plain_file_name)
+{
+    static const char *const names[] = {"..", "two\nlines", "a/../../b", "."};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *dir = temp_dir();
+        char sub[4200], env_log[4300];
+        snprintf(sub, sizeof sub, "%s/logs", dir);
+        ck_assert(mkdir(sub, 0700) == 0);
+        snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s/%%n", sub);
+        const char *env[] = {env_log, NULL};
+        const char *argv[] = {names[i], "sent-ignored", NULL};
+        char *out = NULL;
+        int rc = run_program_from(NULL, build_path("tests/integration/host_hostile"), argv, env, 1, &out);
+        ck_assert_msg(rc == 0, "argv[0] '%s': exit %d:\n%s", names[i], rc, out);
+        free(out);
+        DIR *d = opendir(sub);
+        int files = 0;
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            files++;
+            for (const char *c = e->d_name; *c; c++)
+                ck_assert_msg((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                              *c == '.' || *c == '_' || *c == '-', "argv[0] '%s' made the log name '%s'", names[i],
+                              e->d_name);
+        }
+        if (d)
+            closedir(d);
+        ck_assert_msg(files == 1, "argv[0] '%s': %d files in %s, expected the log alone", names[i], files, sub);
+    }
+}
+END_TEST
+
+/* Under an address-space limit (ulimit -v) that leaves the log's mappings no room, the host
+ * gets the memory it would get without gmshim: no log, one warning saying why. */
+START_TEST(test_a_small_address_space_leaves_the_host_its_memory)
+{
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    if (san && *san) {
+        fprintf(stderr, "skipped: a sanitizer's runtime needs more address space than the limit tested\n");
+        return;
+    }
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/small-as.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, NULL};
+    char *out = NULL;
+    const char *argv[] = {build_path("tests/integration/host_hostile"), "small-address-space", NULL};
+    int rc = run_program(argv, env, 0, &out);
+    ck_assert_msg(rc == 0, "without gmshim: exit %d:\n%s", rc, out);
+    free(out);
+    rc = run_mode("tests/integration/host_hostile", "small-address-space", env, &out);
+    ck_assert_msg(rc == 0, "with gmshim the host lost its memory: exit %d:\n%s", rc, out);
+    ck_assert_msg(count_lines_with(out, "gmshim[") == 1 && strstr(out, "address-space limit"),
+                  "expected one warning naming the address-space limit:\n%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_a_rank_with_slashes_stays_in_the_log_directory)
 {
     const char *dir = temp_dir();
@@ -194,6 +290,24 @@ START_TEST(test_a_log_with_room_for_less_than_an_extent_records_what_fits)
     }
     ck_assert_msg(allocs >= 20000, "the 4 MiB the file may take hold only %ld allocations (exit %d):\n%s",
                   allocs, rc, out);
+    free(out);
+}
+END_TEST
+
+/* `ulimit -f` stops the log: the warning names the file size limit, not a full disk. */
+START_TEST(test_a_log_stopped_by_the_file_size_limit_says_so)
+{
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/fsize.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, "PAIRS=200000", "THREADS=1", "LEAK_EVERY=1000000", NULL};
+    struct rlimit lim = {4u << 20, 4u << 20}; /* this test's process and its children only */
+    ck_assert(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    char *out = NULL;
+    int rc = run_mode("tests/integration/log_bounded", NULL, env, &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(count_lines_with(out, "gmshim[") == 1 && strstr(out, "file size limit") &&
+                  !strstr(out, "No space left"), "expected one warning naming the file size limit:\n%s", out);
     free(out);
 }
 END_TEST
@@ -327,8 +441,12 @@ Suite *evlog_suite(void)
     tcase_add_test(tc, test_an_ignored_fault_ends_the_host_as_without_gmshim);
     tcase_add_test(tc, test_an_ignored_signal_sent_by_kill_stays_ignored);
     tcase_add_test(tc, test_a_log_path_that_is_not_a_regular_file_is_refused_once);
+    tcase_add_test(tc, test_a_log_path_that_leads_to_a_device_or_fifo_is_refused_once);
+    tcase_add_test(tc, test_a_program_name_in_the_log_path_stays_one_plain_file_name);
+    tcase_add_test(tc, test_a_small_address_space_leaves_the_host_its_memory);
     tcase_add_test(tc, test_a_rank_with_slashes_stays_in_the_log_directory);
     tcase_add_test(tc, test_a_log_with_room_for_less_than_an_extent_records_what_fits);
+    tcase_add_test(tc, test_a_log_stopped_by_the_file_size_limit_says_so);
     tcase_add_test(tc, test_a_bounded_log_keeps_its_size_and_memory_bounds);
     suite_add_tcase(s, tc);
     /* Its own case, so that `make kill-trials` runs it alone (CK_RUN_CASE=kill). */

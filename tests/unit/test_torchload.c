@@ -275,6 +275,103 @@ START_TEST(test_a_build_with_a_compiler_is_announced_and_attaches)
 }
 END_TEST
 
+/* The bridge built into the per-user cache, as a first use would; its path in so. */
+static void build_into_cache(const char *c10, char *so, size_t len)
+{
+    torch_install_t t;
+    char why[1024] = "", dir[PATH_MAX], name[128];
+    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
+    ck_assert_int_eq(torchload_cache_dir(dir, sizeof dir), 0);
+    torchload_bridge_name(&t, name, sizeof name);
+    ck_assert_msg(torchload_build(&t, dir, name, 60000, why, sizeof why) == 0, "build: %s", why);
+    snprintf(so, len, "%s/%s", dir, name);
+}
+
+/* Another user of the directory's group could have put the file there: it is not loaded, the
+ * one warning says why, nothing is built over it, the log keeps PyTorch's segments only. */
+START_TEST(test_a_bridge_in_a_group_writable_directory_is_refused_with_a_warning)
+{
+    const char *log = open_log();
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    use_fake_bridge();
+    first_caller = allocator_caller(c10);
+    char so[PATH_MAX + 160];
+    build_into_cache(c10, so, sizeof so);
+    *strrchr(so, '/') = 0;
+    ck_assert_int_eq(chmod(so, 0775), 0);
+    stub_compiler("cxx-never", "exit 1");
+    const char *err = stderr_of(examine_first_caller);
+    ck_assert_msg(lines_of(err, "gmshim[") == 1 && strstr(err, "writable by its group") && strstr(err, so) &&
+                  strstr(err, "segments only"), "expected one warning naming %s as group-writable:\n%s", so, err);
+    ck_assert_msg(calls_of("cxx-never") == 0, "the compiler ran");
+    ck_assert_msg(read_back(log).by_type[GMLOG_T_ALLOC] == 0, "the refused bridge was loaded: its events are in the log");
+}
+END_TEST
+
+/* Only root can make this one in a test: a file of uid 12345 in this user's own directory. */
+START_TEST(test_a_bridge_owned_by_another_user_is_refused)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "skipped: chown to another uid needs root\n");
+        return;
+    }
+    const char *log = open_log();
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    use_fake_bridge();
+    char so[PATH_MAX + 160], why[1024] = "";
+    build_into_cache(c10, so, sizeof so);
+    ck_assert_int_eq(chown(so, 12345, 12345), 0);
+    stub_compiler("cxx-never", "exit 1");
+    ck_assert_msg(torchload_attach_for(c10, 1, why, sizeof why) == -1 && strstr(why, "owned by uid 12345"),
+                  "a bridge owned by uid 12345 was not refused by its owner: %s", why);
+    ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == -1 && strstr(why, "owned by uid 12345"),
+                  "loaded by name although owned by uid 12345: %s", why);
+    ck_assert_msg(calls_of("cxx-never") == 0, "the compiler ran");
+    ck_assert_msg(read_back(log).by_type[GMLOG_T_ALLOC] == 0, "the refused bridge was loaded: its events are in the log");
+}
+END_TEST
+
+/* LD_PRELOAD=./libgmshim.so and a program that moves into a world-writable (sticky) directory
+ * holding gmshim-torch/<the bridge's name>: the library's directory is still the one it was
+ * loaded from. (The planted files are root's here, so only where gmshim looks is tested.) */
+START_TEST(test_a_relative_preload_does_not_look_where_the_program_moved)
+{
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    torch_install_t t;
+    char why[1024] = "", name[128], w[PATH_MAX], planted[PATH_MAX + 200], torch[PATH_MAX], inc[PATH_MAX + 64],
+         file[PATH_MAX + 128], env_cuda[PATH_MAX + 16], env_cache[PATH_MAX + 32];
+    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
+    torchload_bridge_name(&t, name, sizeof name);
+    snprintf(w, sizeof w, "%s/shared", scratch());
+    snprintf(planted, sizeof planted, "%s/gmshim-torch", w);
+    mkdir_p(planted);
+    ck_assert_int_eq(chmod(w, 01777), 0);
+    snprintf(planted, sizeof planted, "%s/gmshim-torch/%s", w, name);
+    write_text(planted, "planted");
+    snprintf(torch, sizeof torch, "%s", t.root);
+    snprintf(inc, sizeof inc, "%s/toolkit/include/crt", scratch());
+    mkdir_p(inc);
+    snprintf(file, sizeof file, "%s/host_config.h", inc);
+    write_text(file, "");
+    snprintf(file, sizeof file, "%s/toolkit/include/cuda_runtime_api.h", scratch());
+    write_text(file, "");
+    snprintf(env_cuda, sizeof env_cuda, "CUDA_HOME=%s/toolkit", scratch());
+    snprintf(env_cache, sizeof env_cache, "XDG_CACHE_HOME=%s/cache", scratch());
+    char env_pre[PATH_MAX + 32];
+    const char *san = getenv("GMSHIM_TEST_PRELOAD"); /* a sanitizer's runtime comes first */
+    snprintf(env_pre, sizeof env_pre, "LD_PRELOAD=%s%s./libgmshim.so", san && *san ? san : "", san && *san ? " " : "");
+    const char *env[] = {env_pre, "GMSHIM_LOG=off", env_cuda, env_cache, NULL};
+    const char *prog = build_path("tests/integration/own_dir");
+    const char *argv[] = {prog, w, torch, NULL};
+    char *out = NULL;
+    int rc = run_program_from(build_path(""), prog, argv, env, 0, &out);
+    ck_assert_msg(rc == 0, "own_dir exited %d:\n%s", rc, out);
+    ck_assert_msg(!strstr(out, "./gmshim-torch") && !strstr(out, w), "gmshim looked where the program moved (%s):\n%s",
+                  w, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_a_failing_build_points_at_its_log)
 {
     const char *c10 = fake_torch(TORCH_2_11, 1, 1);
@@ -512,6 +609,9 @@ Suite *torchload_suite(void)
     tcase_add_test(ld, test_no_compiler_path_is_one_warning_and_no_build_notice);
     tcase_add_test(ld, test_no_compiler_on_path_is_one_warning_and_no_build_notice);
     tcase_add_test(ld, test_a_build_with_a_compiler_is_announced_and_attaches);
+    tcase_add_test(ld, test_a_bridge_in_a_group_writable_directory_is_refused_with_a_warning);
+    tcase_add_test(ld, test_a_bridge_owned_by_another_user_is_refused);
+    tcase_add_test(ld, test_a_relative_preload_does_not_look_where_the_program_moved);
     tcase_add_test(ld, test_a_failing_build_points_at_its_log);
     tcase_add_test(ld, test_a_failed_build_is_not_tried_again_by_the_next_process);
     tcase_add_test(ld, test_cuda_headers_without_crt_are_passed_over);
