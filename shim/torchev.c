@@ -5,7 +5,9 @@
  * PyTorch's live tensors and segments, which each checkpoint repeats (torchev_cut). */
 #include "torchev.h"
 #include "common.h"
+#include "device.h"
 #include "evlog.h"
+#include "logrec.h"
 #include "state.h"
 #include "stacks.h"
 
@@ -261,6 +263,20 @@ static void tv_apply(const gmlog_tensor_t *r)
 
 /* The fields every version of the event has (the first layout, API version 1). */
 #define EVENT_V1_SIZE (offsetof(gmshim_torch_event_t, stream) + sizeof(unsigned long long))
+#define EVENT_FRACTION_SIZE (offsetof(gmshim_torch_event_t, memory_fraction) + sizeof(double))
+
+/* PyTorch's OOM under its own cap (set_per_process_memory_fraction, per_process_memory_fraction):
+ * the cap, fraction x the device's total as PyTorch computes it, logged as a LIMIT of PyTorch's
+ * before the OOM, so that the reports name it and the replay applies it. An OOM only: the device
+ * (created here if the hooks never needed it) asks the driver for its total once. */
+static void torch_cap(const gmshim_torch_event_t *ev)
+{
+    if (ev->size < EVENT_FRACTION_SIZE || !(ev->memory_fraction > 0 && ev->memory_fraction < 1) || ev->device < 0)
+        return;
+    gm_device_t *d = device_get(ev->device);
+    if (d && d->total)
+        logrec_limit_flags(ev->device, (uint64_t)(ev->memory_fraction * (double)d->total), GMLOG_LIMIT_TORCH);
+}
 
 GM_EXPORT int gmshim_torch_event(const gmshim_torch_event_t *ev)
 {
@@ -280,6 +296,8 @@ GM_EXPORT int gmshim_torch_event(const gmshim_torch_event_t *ev)
      * site says nothing about the tensor (the FREE_REQUESTED before it has the one that does). */
     if (type != GMLOG_T_FREE_COMPLETED)
         site = stacks_site_from_skip(__builtin_return_address(0), is_machinery);
+    if (unlikely(type == GMLOG_T_OOM))
+        torch_cap(ev);
     gmlog_tensor_t r;
     evlog_hdr(&r.h, type, sizeof r, ev->device, 0);
     r.addr = ev->addr;
