@@ -378,11 +378,14 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     uint64_t failed = r->res.recorded_failed;
     replay_run(r, log->ooms[k].ev + 1);
     const rp_fail_t *f = &r->res.last;
-    c->reproduced = r->res.recorded_failed > failed && f->oom == k;
+    /* Under expandable segments the replay's segments are the classic allocator's: its figures at
+     * the failure are not the run's, so the recorded ones decide. */
+    c->reproduced = r->res.recorded_failed > failed && f->oom == k && !log->torch_expandable;
     c->torch_cache_kept = log->torch_cache_kept;
     c->torch_tensors = log->torch_tensors;
     c->by_limit = log->ooms[k].by_limit;
     c->torch_limit = c->by_limit && log->torch_limit;
+    c->torch_expandable = log->torch_expandable;
     c->fail_site = o->rec.site;
     c->request = pool_round((size_t)o->rec.request);
     c->total = log->total;

@@ -122,6 +122,8 @@ typedef struct rp_log {
                                 in force from the start, as far as the log can tell; 0 = none */
     int torch_cache_kept;    /* PyTorch with its caching allocator on: blocks are its segments */
     int torch_tensors;       /* ...unless its bridge logged its tensors: then they are the blocks */
+    int torch_expandable;    /* PyTorch's expandable segments (T_SEGMENT_MAP): the replay's segments
+                                are its classic allocator's, not ranges mapped into one */
     int foreign;             /* not written by gmshim's pool (no GMSHIM_* settings): its segments are
                                 followed as recorded, not re-decided */
     int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */

@@ -514,6 +514,9 @@ static int tensor_record(loader_t *L, const rd_rec_t *r, int *rc)
     case GMLOG_T_SEGMENT_FREE:
         *rc = on_segment_free(L, r->t, t->addr, t->size);
         break;
+    case GMLOG_T_SEGMENT_MAP:
+        L->log->torch_expandable = 1;
+        break;
     case GMLOG_T_OOM: {
         gmlog_oom_t o;
         torch_oom_record(&o, L->hook_oom_seen ? &L->hook_oom : NULL, t);
