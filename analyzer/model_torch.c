@@ -274,6 +274,20 @@ int model_torch_state(model_t *m, const rd_rec_t *r)
         map_put(&d->segmap, t->addr, t->size); /* PyTorch's cut counts it */
         map_put(&m->torch_segbase, t->addr, 1);
         break;
+    case GMLOG_T_SEGMENT_MAP: { /* a range of an expandable segment: joined with its neighbours */
+        torch_change_t ch[4];
+        int n = torch_ranges_apply(&m->torch_ranges, r->device, 1, t->addr, t->size, ch);
+        for (int i = 0; i < n; i++) {
+            if (!ch[i].size) {
+                map_del(&d->segmap, ch[i].base, NULL);
+                continue;
+            }
+            map_put(&d->segmap, ch[i].base, ch[i].size);
+            map_put(&m->torch_segbase, ch[i].base, 1);
+        }
+        d->segments = d->segmap.count;
+        break;
+    }
     case GMLOG_T_ALLOC: {
         gmlog_alloc_t a;
         memset(&a, 0, sizeof a);
