@@ -219,9 +219,21 @@ static const char *epoch_word(const cause_t *c)
     return c->epoch_system == EPOCH_MARKS ? "mark" : "iteration";
 }
 
+const char *causes_limit_name(char *buf, size_t len, uint64_t cap, uint64_t total, int torch)
+{
+    char a[32];
+    if (torch && total)
+        snprintf(buf, len, " (PyTorch's memory fraction %.3g = %s)", (double)cap / (double)total, rep_bytes(cap, a));
+    else if (torch)
+        snprintf(buf, len, " (PyTorch's memory fraction: %s)", rep_bytes(cap, a));
+    else
+        snprintf(buf, len, " (the GMSHIM_DEVICE_LIMIT cap)");
+    return buf;
+}
+
 static void explain(cause_t *c, const model_t *m)
 {
-    char x[8][32], lbl[256];
+    char x[8][32], lbl[256], lim[96];
     uint64_t need = c->live + c->request;
     switch (c->cause) {
     case OOM_LEAK:
@@ -264,13 +276,13 @@ static void explain(cause_t *c, const model_t *m)
                      "reserve%s: no iteration's own memory, kept memory, outside memory or fragmentation "
                      "makes the difference", rep_bytes(c->persistent, x[0]), rep_bytes(c->request, x[1]),
                      rep_bytes(c->persistent + c->request, x[2]), rep_bytes(c->cap, x[3]),
-                     c->by_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "");
+                     c->by_limit ? causes_limit_name(lim, sizeof lim, c->cap, c->total, c->torch_limit) : "");
         else
             snprintf(c->why, sizeof c->why,
                      "live %s + the %s request = %s exceed the %s the pool could reserve%s, and nothing kept "
                      "from earlier iterations or held outside the pool makes the difference",
                      rep_bytes(c->live, x[0]), rep_bytes(c->request, x[1]), rep_bytes(need, x[2]), rep_bytes(c->cap, x[3]),
-                     c->by_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "");
+                     c->by_limit ? causes_limit_name(lim, sizeof lim, c->cap, c->total, c->torch_limit) : "");
         break;
     }
 }
@@ -366,10 +378,14 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     uint64_t failed = r->res.recorded_failed;
     replay_run(r, log->ooms[k].ev + 1);
     const rp_fail_t *f = &r->res.last;
-    c->reproduced = r->res.recorded_failed > failed && f->oom == k;
+    /* Under expandable segments the replay's segments are the classic allocator's: its figures at
+     * the failure are not the run's, so the recorded ones decide. */
+    c->reproduced = r->res.recorded_failed > failed && f->oom == k && !log->torch_expandable;
     c->torch_cache_kept = log->torch_cache_kept;
     c->torch_tensors = log->torch_tensors;
     c->by_limit = log->ooms[k].by_limit;
+    c->torch_limit = c->by_limit && log->torch_limit;
+    c->torch_expandable = log->torch_expandable;
     c->fail_site = o->rec.site;
     c->request = pool_round((size_t)o->rec.request);
     c->total = log->total;

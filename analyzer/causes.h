@@ -14,7 +14,9 @@ typedef struct cause {
     int reproduced;          /* the replay failed at this OOM too */
     int torch_cache_kept;    /* PyTorch's cache on: the blocks are its segments */
     int torch_tensors;       /* PyTorch's cache on, its tensors logged by the bridge: they are the blocks */
-    int by_limit;            /* GMSHIM_DEVICE_LIMIT refused it */
+    int by_limit;            /* GMSHIM_DEVICE_LIMIT refused it, or PyTorch's memory fraction: */
+    int torch_limit;         /* the cap is PyTorch's per-process memory fraction */
+    int torch_expandable;    /* PyTorch's expandable segments: the recorded figures decide */
     int epoch_system;        /* EPOCH_MARKS, EPOCH_TROUGHS or -1 */
     uint32_t epoch_index;    /* boundaries (marks, troughs) before the failure */
     uint64_t epoch_start;
@@ -37,7 +39,7 @@ typedef struct cause {
     char why[768];
     char cannot_tell[320];   /* what this log cannot show, and why ("" when nothing) */
     /* the tested remedy (from the what-if search over the whole log) */
-    char env_name[32], env_value[32];
+    char env_name[32], env_value[48];
     char tested[640];
     uint64_t min_device_bytes;
     int min_found;
@@ -46,6 +48,9 @@ typedef struct cause {
 /* The cause of a failed OOM of the model, by replaying m->lf. 0, or -1 when the log cannot be
  * replayed there (no reader, a failure before a bounded log's checkpoint, out of memory). */
 int causes_of(const model_t *m, const model_oom_t *o, cause_t *c);
+/* The cap that decided, as the reports name it: " (PyTorch's memory fraction 0.03 = 4.19 GiB)"
+ * (torch: fraction = cap / total) or " (the GMSHIM_DEVICE_LIMIT cap)". Returns buf. */
+const char *causes_limit_name(char *buf, size_t len, uint64_t cap, uint64_t total, int torch);
 /* NULL when the verdict's figures agree with its cause, else what contradicts it. */
 const char *causes_check(const cause_t *c);
 /* Forgets the replays kept between calls (tests; the CLI exits). */

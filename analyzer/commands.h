@@ -114,7 +114,9 @@ typedef struct oom_verdict {
     uint64_t pool_free;       /* reserved - allocated at the failure */
     uint64_t growth;          /* leak: low-water growth over the epochs */
     uint64_t growth_per_epoch;
-    int under_limit;          /* GMSHIM_DEVICE_LIMIT refused it */
+    int under_limit;          /* GMSHIM_DEVICE_LIMIT refused it, or PyTorch's memory fraction: */
+    int torch_limit;          /* the cap is PyTorch's (available = fraction x total) */
+    uint64_t total;           /* the device */
     char why[512];            /* one sentence of evidence */
 } oom_verdict_t;
 const char *oom_cause_name(oom_cause_t c);

@@ -8,6 +8,7 @@
 #define GM_EXPORT_H
 
 #include "commands.h"
+#include "torch_events.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ typedef struct xr_segment {
     uint32_t site;                /* PyTorch's segments: where the tensor that needed it was asked for */
     uint32_t graph;
     uint8_t dev, used;
+    uint8_t expandable;           /* PyTorch's expandable segment: mapped ranges, grown and shrunk */
 } xr_segment_t;
 
 typedef struct xr_dev {
@@ -58,6 +60,9 @@ enum {
     XR_DEVICE,
     XR_FENCE,                     /* pending bytes changed */
     XR_CHANGED,                   /* after a record that changed the device's figures */
+    XR_SEGMENT_MAP,               /* an expandable segment grew (seg: it, as it is now; rec: the
+                                   * T_SEGMENT_MAP, with the pages) */
+    XR_SEGMENT_UNMAP,             /* it shrank or split (seg: NULL; rec: the T_SEGMENT_UNMAP) */
 };
 
 typedef struct xr_event {
@@ -94,6 +99,7 @@ struct xr {
     char label[1024];
     gmlog_oom_t hook_oom;         /* a tensor device's last failed cudaMalloc, for its T_OOM */
     int hook_oom_seen;
+    torch_ranges_t ranges;        /* expandable segments' mapped ranges */
 };
 
 /* Replays lf (rewinding it) with its model's definitions, calling fn for each event. Returns 0,

@@ -22,7 +22,8 @@ enum {
     K_USER_METADATA, K_CATEGORY, K_DEVICE_FREE, K_DEVICE, K_ADDRESS, K_TOTAL_SIZE, K_ALLOCATED_SIZE,
     K_ACTIVE_SIZE, K_REQUESTED_SIZE, K_SEGMENT_TYPE, K_SEGMENT_POOL_ID, K_IS_EXPANDABLE, K_BLOCKS, K_STATE,
     K_STAGE, V_ALLOC, V_FREE_REQUESTED, V_FREE_COMPLETED, V_SEGMENT_ALLOC, V_SEGMENT_FREE, V_OOM, V_SNAPSHOT,
-    V_ACTIVE_ALLOCATED, V_ACTIVE_PENDING_FREE, V_INACTIVE, V_LARGE, V_SMALL, V_NA, V_EMPTY, V_START, V_END, V_POOL, V_UNKNOWN, NKEYS
+    V_ACTIVE_ALLOCATED, V_ACTIVE_PENDING_FREE, V_INACTIVE, V_LARGE, V_SMALL, V_NA, V_EMPTY, V_START, V_END, V_POOL, V_UNKNOWN, V_SEGMENT_MAP,
+    V_SEGMENT_UNMAP, NKEYS
 };
 
 static const char *const key_text[NKEYS] = {
@@ -30,7 +31,8 @@ static const char *const key_text[NKEYS] = {
     "user_metadata", "category", "device_free", "device", "address", "total_size", "allocated_size",
     "active_size", "requested_size", "segment_type", "segment_pool_id", "is_expandable", "blocks", "state",
     "stage", "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot",
-    "active_allocated", "active_pending_free", "inactive", "large", "small", "N/A", "", "START", "END", "gmshim pool", "unknown"};
+    "active_allocated", "active_pending_free", "inactive", "large", "small", "N/A", "", "START", "END", "gmshim pool", "unknown",
+    "segment_map", "segment_unmap"};
 
 #define PK_BATCH 1000   /* items per APPENDS / SETITEMS, as Python's pickler (and JS spread limits) */
 #define PK_DEPTH 16
@@ -422,6 +424,13 @@ static void each_event(xr_t *x, const xr_event_t *e, void *arg)
         flush_segment(v, NULL);
         segment_entry(v, V_SEGMENT_FREE, e->seg->base, e->seg->size, e->rec->t, 0);
         break;
+    case XR_SEGMENT_MAP: /* as PyTorch's own trace has them: the pages, not the segment */
+    case XR_SEGMENT_UNMAP: {
+        const gmlog_tensor_t *t = (const gmlog_tensor_t *)e->rec->p;
+        flush_segment(v, NULL);
+        segment_entry(v, e->type == XR_SEGMENT_MAP ? V_SEGMENT_MAP : V_SEGMENT_UNMAP, t->addr, t->size, e->rec->t, 0);
+        break;
+    }
     case XR_OOM: on_oom(v, e); break;
     default: break;
     }
@@ -466,6 +475,7 @@ typedef struct mv_seg {
     uint32_t graph, site;
     const xr_block_t **blk;       /* its live blocks, by address, inside it */
     size_t n;
+    int expandable;
 } mv_seg_t;
 
 static void segment_dict(mv_t *v, const mv_seg_t *s)
@@ -504,7 +514,7 @@ static void segment_dict(mv_t *v, const mv_seg_t *s)
     pk_int(p, s->graph);
     pk_byte(p, 0x86);
     pk_key(p, K_IS_EXPANDABLE);
-    pk_byte(p, 0x89);
+    pk_byte(p, s->expandable ? 0x88 : 0x89);
     pk_key(p, K_FRAMES);
     frames(v, s->site);
     pk_key(p, K_BLOCKS);
@@ -553,7 +563,7 @@ static int device_segments(mv_t *v, const xr_t *x, int dev)
         uint64_t base = i < ns ? seg[i]->base : UINT64_MAX;
         for (; j < nb && blk[j]->ptr < base; j++) { /* before this segment: outside, or stray */
             const xr_block_t *b = blk[j];
-            mv_seg_t one = {dev, b->ptr, b->size, b->stream, 0, b->site, &blk[j], 1};
+            mv_seg_t one = {dev, b->ptr, b->size, b->stream, 0, b->site, &blk[j], 1, 0};
             segment_dict(v, &one);
         }
         if (i == ns)
@@ -561,7 +571,8 @@ static int device_segments(mv_t *v, const xr_t *x, int dev)
         size_t k = j;
         while (k < nb && blk[k]->ptr < base + seg[i]->size && blk[k]->kind == GMLOG_KIND_POOL && !blk[k]->stray)
             k++;
-        mv_seg_t s = {dev, base, seg[i]->size, seg[i]->stream, seg[i]->graph, seg[i]->site, &blk[j], k - j};
+        mv_seg_t s = {dev, base, seg[i]->size, seg[i]->stream, seg[i]->graph, seg[i]->site, &blk[j], k - j,
+                      seg[i]->expandable};
         segment_dict(v, &s);
         j = k;
     }

@@ -499,6 +499,46 @@ static int t_segment(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, int al
     return on_segment(x, &n, t->stream, t->site, fn, arg);
 }
 
+/* Expandable segments: the range's segment resized in place (its blocks stay where they are; two
+ * segments joined become one), new, split or gone (torch_events.h); then one event for the record. */
+static int t_mapped(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, int map, xr_fn fn, void *arg)
+{
+    xr_dev_t *d = dev_of(x, r->device);
+    torch_change_t ch[4];
+    int n = d ? torch_ranges_apply(&x->ranges, r->device, map, t->addr, t->size, ch) : 0;
+    if (n < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        table_t tb = segments_of(x);
+        xr_segment_t *g = table_find(&tb, ch[i].base);
+        if (!ch[i].size) {
+            if (g) {
+                d->reserved = d->reserved > g->size ? d->reserved - g->size : 0;
+                bases_remove(x, g->base);
+                table_remove(&tb, g);
+            }
+            continue;
+        }
+        if (g) {
+            d->reserved = d->reserved - g->size + ch[i].size;
+            g->size = ch[i].size;
+            continue;
+        }
+        if (!(g = table_insert(&tb, ch[i].base)) || bases_add(x, ch[i].base))
+            return -1;
+        *g = (xr_segment_t){.base = ch[i].base, .size = ch[i].size, .t = r->t, .stream = t->stream, .site = t->site,
+                            .graph = t->pool, .dev = r->device, .used = 1, .expandable = 1};
+        d->reserved += ch[i].size;
+    }
+    if (n) {
+        const xr_segment_t *seg = map ? xr_segment_of(x, r->device, t->addr) : NULL;
+        xr_event_t e = {map ? XR_SEGMENT_MAP : XR_SEGMENT_UNMAP, r, NULL, seg, r->device, r->ckpt == RD_CKPT_STATE,
+                        0, NULL, 0};
+        fn(x, &e, arg);
+    }
+    return 0;
+}
+
 static xr_block_t tensor_block(const gmlog_tensor_t *t)
 {
     xr_block_t b = {.ptr = t->addr, .req = t->size & GMLOG_SIZE_MASK, .site = t->site, .kind = GMLOG_KIND_POOL,
@@ -546,10 +586,10 @@ static int torch_step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
             return 0;
         free_block(x, b, r, t->site, r->ckpt == RD_CKPT_STATE, fn, arg);
         break;
-    case GMLOG_T_SEGMENT_ALLOC:
-    case GMLOG_T_SEGMENT_MAP: return changed(x, r, t_segment(x, r, t, 1, fn, arg), fn, arg);
-    case GMLOG_T_SEGMENT_FREE:
-    case GMLOG_T_SEGMENT_UNMAP: return changed(x, r, t_segment(x, r, t, 0, fn, arg), fn, arg);
+    case GMLOG_T_SEGMENT_ALLOC: return changed(x, r, t_segment(x, r, t, 1, fn, arg), fn, arg);
+    case GMLOG_T_SEGMENT_MAP: return changed(x, r, t_mapped(x, r, t, 1, fn, arg), fn, arg);
+    case GMLOG_T_SEGMENT_FREE: return changed(x, r, t_segment(x, r, t, 0, fn, arg), fn, arg);
+    case GMLOG_T_SEGMENT_UNMAP: return changed(x, r, t_mapped(x, r, t, 0, fn, arg), fn, arg);
     case GMLOG_T_OOM: t_oom(x, r, t, fn, arg); return 0;
     default: return 0;
     }
@@ -619,6 +659,7 @@ void xr_free(xr_t *x)
     free(x->blk);
     free(x->seg);
     free(x->bases);
+    torch_ranges_free(&x->ranges);
     x->blk = NULL;
     x->seg = NULL;
     x->bases = NULL;

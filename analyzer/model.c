@@ -182,6 +182,7 @@ void model_free(model_t *m)
     map_free(&m->torch_segbase);
     map_free(&m->torch_pending);
     map_free(&m->torch_stream);
+    torch_ranges_free(&m->torch_ranges);
     for (size_t i = 0; i < m->nmodules; i++)
         free(m->modules[i].path);
     free(m->modules);

@@ -5,6 +5,7 @@
 #define GM_MODEL_H
 
 #include "reader.h"
+#include "torch_events.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -157,6 +158,7 @@ typedef struct model_oom {
     int analysed;
     int history;                   /* from a wrapped log's checkpoint: only the record is known */
     uint64_t limit;                /* GMSHIM_DEVICE_LIMIT in force, 0 = none */
+    int limit_torch;               /* ...or PyTorch's memory fraction (a LIMIT of GMLOG_LIMIT_TORCH) */
     uint64_t device_total;         /* from the DEVICE record */
     uint64_t released_before;      /* bytes the OOM's own cache release gave back first */
     uint64_t allocated, requested, reserved;  /* the model's own figures then */
@@ -203,6 +205,7 @@ typedef struct model_dev {
     char name[128];
     uint64_t total, free_at_start;
     uint64_t limit, limit_max;
+    int limit_torch;                            /* the limit is PyTorch's memory fraction */
     /* counts */
     uint64_t allocs, frees;                     /* every kind */
     uint64_t allocs_kind[8], frees_kind[8];
@@ -228,6 +231,7 @@ typedef struct model_dev {
     int torch;
     uint64_t torch_allocs, torch_ooms;
     uint64_t torch_pending, torch_pending_count; /* freed, not yet reusable */
+    uint64_t torch_maps, torch_unmaps;          /* expandable segments' ranges mapped / unmapped */
     uint64_t torch_pending_peak;               /* most pending while the allocator went on */
     uint64_t torch_cross_stream;               /* frees requested on another stream than the alloc's */
     uint64_t torch_waited;                     /* frees not completed at once (pending for real) */
@@ -308,6 +312,7 @@ typedef struct model {
     model_map_t torch_segbase;     /* PyTorch's segment bases (their ALLOCs are left out) */
     model_map_t torch_pending;     /* block freed, not completed -> its bytes */
     model_map_t torch_stream;      /* live tensor -> its stream + 1 */
+    torch_ranges_t torch_ranges;   /* expandable segments: their mapped ranges, as whole segments */
     gmlog_oom_t torch_hook_oom;    /* the hooks' last failed cudaMalloc, for the next T_OOM */
     int torch_hook_oom_seen;
     uint64_t torch_just_requested; /* the block whose free was the last tensor event */

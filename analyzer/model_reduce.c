@@ -276,6 +276,7 @@ static void on_limit(model_t *m, const rd_rec_t *r)
     model_dev_t *d = model_get_dev(m, r->device);
     if (d) {
         d->limit = ((const gmlog_limit_t *)r->p)->bytes;
+        d->limit_torch = (r->flags & GMLOG_LIMIT_TORCH) != 0;
         if (d->limit > d->limit_max)
             d->limit_max = d->limit;
     }

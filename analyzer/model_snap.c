@@ -202,6 +202,7 @@ static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
 {
     o->analysed = 1;
     o->limit = d->limit;
+    o->limit_torch = d->limit_torch;
     o->device_total = d->total;
     o->allocated = d->allocated;
     o->requested = d->requested;
@@ -299,6 +300,7 @@ void model_on_oom(model_t *m, const rd_rec_t *r)
         o->epoch_system = -1;
         o->persistent = rec->allocated; /* all of it, as in a log without epochs */
         o->limit = d->limit;
+        o->limit_torch = d->limit_torch;
         o->device_total = d->total;
     } else {
         analyse_oom(m, d, o);

@@ -114,18 +114,48 @@ static void t_free_completed(model_t *m, model_dev_t *d, const gmlog_tensor_t *t
         d->torch_pending_count--;
 }
 
-static void t_segment(model_t *m, const rd_rec_t *r, const gmlog_tensor_t *t, int alloc)
+static void segment_record(model_t *m, const rd_rec_t *r, const gmlog_tensor_t *t, int alloc, uint64_t base,
+                           uint64_t size)
 {
     gmlog_segment_t s;
     memset(&s, 0, sizeof s);
     s.h = t->h;
-    s.base = t->addr;
-    s.size = t->size;
+    s.base = base;
+    s.size = size;
     s.graph = t->pool;
     uint8_t type = alloc ? GMLOG_SEGMENT_ALLOC : GMLOG_SEGMENT_FREE;
     s.h.type = type;
     rd_rec_t n = rewritten(r, type, 0, &s, 32);
     model_reduce_record(m, &n);
+}
+
+static void t_segment(model_t *m, const rd_rec_t *r, const gmlog_tensor_t *t, int alloc)
+{
+    segment_record(m, r, t, alloc, t->addr, t->size);
+}
+
+/* Expandable segments: the range's segment grows, shrinks or splits (torch_events.h). A resized
+ * segment is its SEGMENT_ALLOC again (the reducer replaces a base it holds), not a new one. */
+static void t_mapped(model_t *m, model_dev_t *d, const rd_rec_t *r, const gmlog_tensor_t *t, int map)
+{
+    torch_change_t ch[4];
+    int n = torch_ranges_apply(&m->torch_ranges, r->device, map, t->addr, t->size, ch);
+    if (n < 0) {
+        m->malformed++;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        segment_record(m, r, t, ch[i].size != 0, ch[i].base, ch[i].size);
+        if (ch[i].size) {
+            map_put(&m->torch_segbase, ch[i].base, 1);
+            if (ch[i].grown && d->seg_allocs)
+                d->seg_allocs--; /* one segment, resized */
+        }
+    }
+    if (map)
+        d->torch_maps++;
+    else
+        d->torch_unmaps++;
 }
 
 /* The OOM's pool figures as PyTorch's allocator had them: its segments, live tensors, pending
@@ -166,17 +196,19 @@ void model_torch_step(model_t *m, const rd_rec_t *r)
     case GMLOG_T_ALLOC: t_alloc(m, d, r, t); break;
     case GMLOG_T_FREE_REQUESTED: t_free_requested(m, d, r, t); break;
     case GMLOG_T_FREE_COMPLETED: t_free_completed(m, d, t); break;
-    case GMLOG_T_SEGMENT_ALLOC:
-    case GMLOG_T_SEGMENT_MAP: t_segment(m, r, t, 1); break;
-    case GMLOG_T_SEGMENT_FREE:
-    case GMLOG_T_SEGMENT_UNMAP: t_segment(m, r, t, 0); break;
+    case GMLOG_T_SEGMENT_ALLOC: t_segment(m, r, t, 1); break;
+    case GMLOG_T_SEGMENT_FREE: t_segment(m, r, t, 0); break;
+    case GMLOG_T_SEGMENT_MAP: t_mapped(m, d, r, t, 1); break;
+    case GMLOG_T_SEGMENT_UNMAP: t_mapped(m, d, r, t, 0); break;
     case GMLOG_T_OOM: {
         d->torch_ooms++;
         gmlog_oom_t o;
         torch_oom_record(&o, m->torch_hook_oom_seen ? &m->torch_hook_oom : NULL, t);
         pool_figures(m, d, &o);
-        rd_rec_t n = rewritten(r, GMLOG_OOM, (uint8_t)(o.h.flags = m->torch_hook_oom.h.flags & ~(GMLOG_OOM_RECOVERED | GMLOG_OOM_EXACT)),
-                               &o, sizeof o);
+        o.h.flags = m->torch_hook_oom.h.flags & ~(GMLOG_OOM_RECOVERED | GMLOG_OOM_EXACT);
+        if (d->limit_torch && d->limit) /* PyTorch's own cap refused it (its LIMIT came just before) */
+            o.h.flags |= GMLOG_OOM_LIMIT;
+        rd_rec_t n = rewritten(r, GMLOG_OOM, o.h.flags, &o, sizeof o);
         m->torch_hook_oom_seen = 0;
         memset(&m->torch_hook_oom, 0, sizeof m->torch_hook_oom);
         model_on_oom(m, &n);
@@ -242,6 +274,20 @@ int model_torch_state(model_t *m, const rd_rec_t *r)
         map_put(&d->segmap, t->addr, t->size); /* PyTorch's cut counts it */
         map_put(&m->torch_segbase, t->addr, 1);
         break;
+    case GMLOG_T_SEGMENT_MAP: { /* a range of an expandable segment: joined with its neighbours */
+        torch_change_t ch[4];
+        int n = torch_ranges_apply(&m->torch_ranges, r->device, 1, t->addr, t->size, ch);
+        for (int i = 0; i < n; i++) {
+            if (!ch[i].size) {
+                map_del(&d->segmap, ch[i].base, NULL);
+                continue;
+            }
+            map_put(&d->segmap, ch[i].base, ch[i].size);
+            map_put(&m->torch_segbase, ch[i].base, 1);
+        }
+        d->segments = d->segmap.count;
+        break;
+    }
     case GMLOG_T_ALLOC: {
         gmlog_alloc_t a;
         memset(&a, 0, sizeof a);

@@ -29,15 +29,17 @@ static uint64_t sub0(uint64_t a, uint64_t b)
 static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
 {
     (void)m;
-    char a[32], b[32], c[32], d[32], e[32];
+    char a[32], b[32], c[32], d[32], e[32], lim[96];
     const gmlog_oom_t *r = &o->rec;
     memset(v, 0, sizeof *v);
     v->request = r->request ? (r->request + 511) / 512 * 512 : 512;
     v->under_limit = (o->rec.h.flags & GMLOG_OOM_LIMIT) != 0;
+    v->torch_limit = v->under_limit && o->limit_torch;
     /* The driver's free figure was taken before the OOM's cache release, the pool's figures
      * after it: put the released bytes back to compare like with like. */
     uint64_t reserved_then = r->reserved + o->released_before;
     uint64_t total = r->driver_total ? r->driver_total : o->device_total;
+    v->total = total;
     if (v->under_limit) {
         v->available = o->limit ? o->limit : r->reserved;
         v->outside = 0;
@@ -93,14 +95,14 @@ static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdic
                      o->epoch_system < 0 ? "(no marks or iterations seen: all of it counts as persistent)"
                                          : "across iterations (allocated before the current one)",
                      rep_bytes(v->request, b), rep_bytes(v->available, c),
-                     v->under_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "");
+                     v->under_limit ? causes_limit_name(lim, sizeof lim, v->available, total, v->torch_limit) : "");
         else
             snprintf(v->why, sizeof v->why,
                      "%s live plus the %s request (a %s segment from the driver) did not fit in the %s the "
                      "device gives this process%s; %s",
                      rep_bytes(o->persistent + o->transient, a), rep_bytes(v->request, b),
                      rep_bytes(r->segment, e), rep_bytes(v->available, c),
-                     v->under_limit ? " (the GMSHIM_DEVICE_LIMIT cap)" : "",
+                     v->under_limit ? causes_limit_name(lim, sizeof lim, v->available, total, v->torch_limit) : "",
                      o->epoch_system < 0 ? "with no marks or iterations in the log, all of it counts as persistent"
                                          : "nothing was allocated in the current iteration");
         return;
@@ -131,6 +133,8 @@ void oom_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
     v->growth = c.leaked;
     v->growth_per_epoch = c.leak_per_epoch;
     v->under_limit = c.by_limit;
+    v->torch_limit = c.torch_limit;
+    v->total = c.total;
     memcpy(v->why, c.why, sizeof v->why - 1);
     v->why[sizeof v->why - 1] = 0;
 }
@@ -241,7 +245,10 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     if (o->history)
         fprintf(f, "  (before the log's checkpoint: its record was kept, not the live blocks and sites of then)\n");
     fprintf(f, "  from     %s\n", site_label(m, o->rec.site, lbl, sizeof lbl));
-    if (v.under_limit)
+    if (v.torch_limit)
+        fprintf(f, "  device   refused by PyTorch's own cap%s of the device's %s, not by the driver\n",
+                causes_limit_name(lbl, sizeof lbl, v.available, v.total, 1), rep_bytes(v.total, a));
+    else if (v.under_limit)
         fprintf(f, "  device   refused by GMSHIM_DEVICE_LIMIT: cap %s\n", rep_bytes(v.available, a));
     else
         fprintf(f, "  device   %s total, %s free in the driver, %s held outside the pool\n",
@@ -257,8 +264,10 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
                 rep_bytes(o->seg[0].size, d), rep_bytes(o->seg[0].largest_free, e));
     if (replayed) {
         fprintf(f, "  replay   %s: reserved %s after the cache release, of the %s the pool could reserve\n",
-                cz.reproduced ? "under the recorded settings it fails here too" : "it got past this failure (the "
-                "recorded figures are used)", rep_bytes(cz.reserved, e), rep_bytes(cz.cap, t));
+                cz.reproduced      ? "under the recorded settings it fails here too"
+                : cz.torch_expandable ? "PyTorch's expandable segments are not simulated (the recorded figures are used)"
+                                      : "it got past this failure (the recorded figures are used)",
+                rep_bytes(cz.reserved, e), rep_bytes(cz.cap, t));
         fprintf(f, "  live     %s = %s persistent + %s since the iteration began (%s)\n", rep_bytes(cz.live, a),
                 rep_bytes(cz.persistent, b), rep_bytes(cz.transient, d), epoch_label(o, lbl, sizeof lbl));
     } else {
@@ -381,6 +390,8 @@ static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
     json_u64(j, "request_rounded", v.request);
     json_u64(j, "available", v.available);
     json_bool(j, "under_limit", v.under_limit);
+    if (v.torch_limit && v.total)
+        json_dbl(j, "torch_memory_fraction", (double)v.available / (double)v.total);
     json_u64(j, "outside", v.outside);
     json_u64(j, "pool_free", v.pool_free);
     json_u64(j, "driver_total", o->rec.driver_total);

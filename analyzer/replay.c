@@ -111,7 +111,7 @@ static int replay_reuse(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
     r->log = log;
     r->cfg = *cfg;
     r->heap.max_split = cfg->max_split == RP_RECORDED ? log->max_split : cfg->max_split;
-    r->limit_now = 0;
+    r->limit_now = log->torch_limit; /* PyTorch's fraction: set before its first tensor, as a rule */
     r->synth_base = RP_SYNTH_BASE;
     /* The settings the hot path reads, decided once. */
     r->cache_cap = cfg->cache_limit == RP_RECORDED ? log->cache_limit : cfg->cache_limit;

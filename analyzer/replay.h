@@ -118,8 +118,12 @@ typedef struct rp_log {
     uint64_t max_split, cache_limit, idle_release_ns;
     int pending_wait, trust_stream_order, pool_off;
     uint64_t limit_first;    /* the first cap in force */
+    uint64_t torch_limit;    /* PyTorch's memory fraction x the device (its first LIMIT of GMLOG_LIMIT_TORCH):
+                                in force from the start, as far as the log can tell; 0 = none */
     int torch_cache_kept;    /* PyTorch with its caching allocator on: blocks are its segments */
     int torch_tensors;       /* ...unless its bridge logged its tensors: then they are the blocks */
+    int torch_expandable;    /* PyTorch's expandable segments (T_SEGMENT_MAP): the replay's segments
+                                are its classic allocator's, not ranges mapped into one */
     int foreign;             /* not written by gmshim's pool (no GMSHIM_* settings): its segments are
                                 followed as recorded, not re-decided */
     int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */

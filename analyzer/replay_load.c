@@ -89,6 +89,7 @@ typedef struct loader {
     idmap_t segbase;             /* PyTorch's segment bases: their ALLOC and FREE are left out */
     idmap_t exact, exact_units;  /* a caching allocator's exact segments (GMLOG_A_EXACT): base -> block id, size / 512 */
     gmlog_oom_t hook_oom;        /* the hooks' last failed cudaMalloc, for the next T_OOM */
+    int torch_capped;            /* the last LIMIT was PyTorch's memory fraction: its T_OOM is the cap's */
     int hook_oom_seen;
 } loader_t;
 
@@ -505,10 +506,15 @@ static int tensor_record(loader_t *L, const rd_rec_t *r, int *rc)
     case GMLOG_T_SEGMENT_FREE:
         *rc = on_segment_free(L, r->t, t->addr, t->size);
         break;
+    case GMLOG_T_SEGMENT_MAP:
+        L->log->torch_expandable = 1;
+        break;
     case GMLOG_T_OOM: {
         gmlog_oom_t o;
         torch_oom_record(&o, L->hook_oom_seen ? &L->hook_oom : NULL, t);
         o.h.flags = L->hook_oom.h.flags & ~(GMLOG_OOM_RECOVERED | GMLOG_OOM_EXACT); /* a tensor's request */
+        if (L->torch_capped)
+            o.h.flags |= GMLOG_OOM_LIMIT;
         rd_rec_t n = *r;
         n.p = (const uint8_t *)&o;
         n.type = GMLOG_OOM;
@@ -569,6 +575,9 @@ static int decode(loader_t *L, rd_log_t *lf)
             uint64_t b = ((const gmlog_limit_t *)r.p)->bytes;
             if (!log->limit_first)
                 log->limit_first = b;
+            L->torch_capped = (r.flags & GMLOG_LIMIT_TORCH) && b;
+            if (L->torch_capped && !log->torch_limit)
+                log->torch_limit = b;
             rc = push(log, RP_LIMIT, r.t, b, 0, 0) ? 0 : -1;
             break;
         }

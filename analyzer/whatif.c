@@ -137,6 +137,9 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
             : log->torch_tensors ? " (PyTorch's tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
+    if (log->torch_expandable)
+        fprintf(f, "  (expandable segments: the runs place tensors in PyTorch's classic segments, not in ranges "
+                "mapped into one, so their peaks are those of expandable_segments:False)\n");
     if (!m->records && !m->lf->partial) { /* killed at its start: say so, as every command does */
         char state[160];
         fprintf(f, "  %s\n  %s\n", cli_close_state(m->lf, m, state, sizeof state), RD_NO_RECORDS);

@@ -11,9 +11,9 @@
 typedef struct wi_run {
     rp_cfg_t cfg;
     rp_result_t res;
-    char label[64];           /* "as recorded", "frees at once", a setting */
+    char label[96];           /* "as recorded", "frees at once", a setting */
     char env_name[32];        /* the setting changed ("" for none) */
-    char env_value[32];       /* its value as GMSHIM_* takes it ("128M") */
+    char env_value[48];       /* its value as GMSHIM_* takes it ("128M"), or PyTorch's key:value */
     int candidate;            /* a remedy tried on its own (may be recommended) */
 } wi_run_t;
 

@@ -57,6 +57,18 @@ static void set_env(wi_run_t *r, const char *name, uint64_t v, int is_size)
     snprintf(r->label, sizeof r->label, "%s=%s", name, is_size ? wi_size(v, b) : r->env_value);
 }
 
+/* PyTorch's own cap raised: the fraction of the device that holds v bytes (its per_process_memory_fraction
+ * key, torch.cuda.set_per_process_memory_fraction in code). */
+static void set_torch_fraction(wi_run_t *r, uint64_t v, uint64_t total)
+{
+    double f = (double)v / (double)total;
+    f = (double)(uint64_t)(f * 1000 + 0.999) / 1000; /* up to the next thousandth: it must hold v */
+    snprintf(r->env_name, sizeof r->env_name, "PYTORCH_CUDA_ALLOC_CONF");
+    snprintf(r->env_value, sizeof r->env_value, "per_process_memory_fraction:%.3g", f);
+    snprintf(r->label, sizeof r->label, "%s=%s", r->env_name, r->env_value);
+    r->cfg.limit = (uint64_t)(f * (double)total);
+}
+
 /* PyTorch's max_split_size_mb: blocks larger than it are never split, as GMSHIM_MAX_SPLIT. */
 static void set_torch_split(wi_run_t *r, uint64_t v)
 {
@@ -218,11 +230,26 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
     p->min_device_bytes = hi + p->outside;
 }
 
+/* Whether the program saw an OOM (one its retry did not get past). */
+static int recorded_died(const rp_log_t *log)
+{
+    for (size_t i = 0; i < log->nooms; i++)
+        if (!log->ooms[i].recovered)
+            return 1;
+    return 0;
+}
+
 static void choose(wi_plan_t *p, const rp_log_t *log)
 {
     char a[32], b[32], c[32];
     const rp_result_t *sim = &p->runs[0].res;
     p->rec = -1;
+    if (!p->failing && recorded_died(log)) {
+        snprintf(p->why, sizeof p->why, "the recording died of an OOM, but its replay under the recorded settings "
+                 "fits (peak reserved %s): what refused it is not in the log (a cap of the program's own, "
+                 "another process), so no setting can be told to help", rep_bytes(p->runs[0].res.peak_reserved, a));
+        return;
+    }
     if (!p->failing) {
         p->fits = 1;
         snprintf(p->why, sizeof p->why, "the recording has no failed allocation to get past: it fits as it ran "
@@ -302,7 +329,8 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
         cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->drv_cap[0];
     p->outside = log->total > cap ? log->total - cap : 0;
     bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, &pg);
-    /* Under GMSHIM_DEVICE_LIMIT: a cap the device can give, if raising it is what helps. */
+    /* Under GMSHIM_DEVICE_LIMIT or PyTorch's memory fraction: a cap the device can give, if raising
+     * it is what helps. */
     if (p->failing && p->min_found && ref->failures && ref->first.by_limit &&
         p->min_pool_bytes + p->outside <= log->total) {
         uint64_t v = gm_round_up(p->min_pool_bytes, MiB);
@@ -311,7 +339,10 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
             if (r) {
                 r->cfg.limit = v;
                 r->candidate = 1;
-                set_env(r, "GMSHIM_DEVICE_LIMIT", v, 1);
+                if (log->torch_limit && log->total)
+                    set_torch_fraction(r, v, log->total);
+                else
+                    set_env(r, "GMSHIM_DEVICE_LIMIT", v, 1);
                 run_all(log, o, r, 1, &pg);
             }
         }

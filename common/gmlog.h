@@ -386,7 +386,9 @@ typedef struct gmlog_reset {
     uint64_t live_bytes;         /* of which still live */
 } gmlog_reset_t;
 
-/* GMLOG_LIMIT, 16 bytes: the device cap now in force (0 = none). */
+/* GMLOG_LIMIT, 16 bytes: the device cap now in force (0 = none). Flags: */
+#define GMLOG_LIMIT_TORCH 0x01 /* PyTorch's own cap (its per-process memory fraction x the device's
+                                * total), not GMSHIM_DEVICE_LIMIT: written before the OOM it raised */
 typedef struct gmlog_limit {
     gmlog_rec_t h;
     uint64_t bytes;

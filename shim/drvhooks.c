@@ -10,11 +10,15 @@
  * of the driver's functions. A driver stream of the device's primary context joins the fences as
  * a runtime stream does; any other (a context of its own, a green context), a driver function
  * gmshim cannot wrap, or gmshim not being the process's dlsym makes fencepol_streams_unwatched
- * stop GMSHIM_GPU_ORDER=auto. */
+ * stop GMSHIM_GPU_ORDER=auto. The driver's mapping calls (cuMemAddressReserve, cuMemCreate,
+ * cuMemMap) handed out by cuGetProcAddress are wrapped too, for one thing only: PyTorch's
+ * expandable segments make no cudaMalloc, so their first mapping is where the PyTorch bridge
+ * attaches (torchload.h). */
 #include "drvhooks.h"
 #include "alloc.h"
 #include "fencepol.h"
 #include "init.h"
+#include "torchload.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -32,8 +36,11 @@ typedef cu_result_t (*destroy_fn)(void *);
 typedef cu_result_t (*green_fn)(void **, void *, unsigned, int);
 typedef cu_result_t (*proc_fn)(const char *, void **, int, unsigned long long);
 typedef cu_result_t (*proc2_fn)(const char *, void **, int, unsigned long long, int *);
+typedef cu_result_t (*reserve_fn)(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+typedef cu_result_t (*mem_create_fn)(unsigned long long *, size_t, const void *, unsigned long long);
+typedef cu_result_t (*mem_map_fn)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
 
-enum kind { K_CREATE, K_CREATE_PRIO, K_DESTROY, K_GREEN, K_PROC, K_PROC2, K_COUNT };
+enum kind { K_CREATE, K_CREATE_PRIO, K_DESTROY, K_GREEN, K_PROC, K_PROC2, K_RESERVE, K_MEM_CREATE, K_MEM_MAP, K_COUNT };
 #define COPIES 4 /* distinct driver functions one kind may come as (versions, aliases) */
 
 static const struct {
@@ -43,7 +50,9 @@ static const struct {
     {"cuStreamCreate", K_CREATE},       {"cuStreamCreateWithPriority", K_CREATE_PRIO},
     {"cuStreamDestroy", K_DESTROY},     {"cuStreamDestroy_v2", K_DESTROY},
     {"cuGreenCtxStreamCreate", K_GREEN}, {"cuGetProcAddress", K_PROC},
-    {"cuGetProcAddress_v2", K_PROC2},
+    {"cuGetProcAddress_v2", K_PROC2},  /* the exported ones end here (exported_real's indexes) */
+    {"cuMemAddressReserve", K_RESERVE}, {"cuMemCreate", K_MEM_CREATE},
+    {"cuMemMap", K_MEM_MAP},
 };
 
 /* The driver's functions behind each wrapper copy (set once, by compare-and-swap). */
@@ -132,6 +141,18 @@ static void stream_unmaking(void *s)
     gm_leave();
 }
 
+/* A mapping call from `caller`: the first from PyTorch's allocator library attaches the bridge
+ * (its allocator exists by then: only its malloc maps memory; the attach takes that device's
+ * lock, which this thread holds, and it is recursive). One load and a branch once settled. */
+static void mapping_made_by(const void *caller)
+{
+    if (likely(__atomic_load_n(&torchload_settled, __ATOMIC_RELAXED)) || !gm_enter())
+        return;
+    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_CHILD)
+        torchload_note_malloc(caller);
+    gm_leave();
+}
+
 /* ---- the wrappers ------------------------------------------------------------------------------ */
 
 static void *wrap(enum kind k, void *fn);
@@ -178,6 +199,24 @@ static void *wrap_proc_result(const char *symbol, void *fn, int version);
         if (r == 0 && pfn && *pfn)                                                                \
             *pfn = wrap_proc_result(sym, *pfn, ver);                                                   \
         return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t reserve_##i(unsigned long long *p, size_t size, size_t align,              \
+                                   unsigned long long addr, unsigned long long flags)             \
+    {                                                                                             \
+        mapping_made_by(__builtin_return_address(0));                                             \
+        return ((reserve_fn)real[K_RESERVE][i])(p, size, align, addr, flags);                     \
+    }                                                                                             \
+    static cu_result_t mem_create_##i(unsigned long long *h, size_t size, const void *prop,       \
+                                      unsigned long long flags)                                   \
+    {                                                                                             \
+        mapping_made_by(__builtin_return_address(0));                                             \
+        return ((mem_create_fn)real[K_MEM_CREATE][i])(h, size, prop, flags);                      \
+    }                                                                                             \
+    static cu_result_t mem_map_##i(unsigned long long p, size_t size, size_t offset,              \
+                                   unsigned long long h, unsigned long long flags)                \
+    {                                                                                             \
+        mapping_made_by(__builtin_return_address(0));                                             \
+        return ((mem_map_fn)real[K_MEM_MAP][i])(p, size, offset, h, flags);                       \
     }
 COPY(0)
 COPY(1)
@@ -188,6 +227,7 @@ COPY(3)
 static void *const copies[K_COUNT][COPIES] = {
     COPIES_OF(create), COPIES_OF(create_prio), COPIES_OF(destroy),
     COPIES_OF(green),  COPIES_OF(proc),        COPIES_OF(proc2),
+    COPIES_OF(reserve), COPIES_OF(mem_create), COPIES_OF(mem_map),
 };
 
 GM_UNCHECKED static int same_name(const char *a, const char *b)
@@ -199,8 +239,8 @@ GM_UNCHECKED static int same_name(const char *a, const char *b)
 
 GM_UNCHECKED static int watched_index(const char *name)
 {
-    /* Every watched name starts "cuStream", "cuGreenCtx" or "cuGetProc": one compare for most. */
-    if (!name || name[0] != 'c' || name[1] != 'u' || (name[2] != 'S' && name[2] != 'G'))
+    /* Every watched name starts "cuStream", "cuGreenCtx", "cuGetProc" or "cuMem": one compare for most. */
+    if (!name || name[0] != 'c' || name[1] != 'u' || (name[2] != 'S' && name[2] != 'G' && name[2] != 'M'))
         return -1;
     for (size_t i = 0; i < GM_ARRAY_LEN(watched); i++)
         if (same_name(name, watched[i].name))
@@ -222,7 +262,8 @@ GM_UNCHECKED static void *wrap(enum kind k, void *fn)
         if (seen == fn)
             return copies[k][i];
     }
-    fencepol_streams_unwatched("the driver handed out more stream functions than gmshim can follow");
+    if (k < K_RESERVE)
+        fencepol_streams_unwatched("the driver handed out more stream functions than gmshim can follow");
     return fn;
 }
 

@@ -103,6 +103,7 @@ typedef struct gmshim_torch_event {
     unsigned long long addr;         /* block or segment address; OOM: free bytes on the device */
     unsigned long long bytes;        /* as PyTorch's trace gives it (ALLOC/FREE_*: the request) */
     unsigned long long stream;       /* the cudaStream_t of the block */
+    double memory_fraction;          /* OOM: PyTorch's per-process memory fraction (1: none; 0: not known) */
 } gmshim_torch_event_t;
 
 /* Records one event in the log. Returns 0, or -1 (no log, a bad event). */

@@ -31,10 +31,15 @@ void logrec_oom(int dev, unsigned flags, const gmlog_oom_t *figures)
 
 void logrec_limit(int dev, uint64_t bytes)
 {
+    logrec_limit_flags(dev, bytes, 0);
+}
+
+void logrec_limit_flags(int dev, uint64_t bytes, unsigned flags)
+{
     if (!evlog_enabled())
         return;
     gmlog_limit_t rec;
-    evlog_hdr(&rec.h, GMLOG_LIMIT, sizeof rec, dev, 0);
+    evlog_hdr(&rec.h, GMLOG_LIMIT, sizeof rec, dev, flags);
     rec.bytes = bytes;
     evlog_append(&rec, sizeof rec, gm_now_ns());
 }

@@ -17,6 +17,8 @@ void logrec_device(int dev, uint64_t total, uint64_t free_at_start, const char *
  * header (the pool's side, the driver's side, or both). */
 void logrec_oom(int dev, unsigned flags, const gmlog_oom_t *figures);
 void logrec_limit(int dev, uint64_t bytes);
+/* The same with the record's flags (GMLOG_LIMIT_TORCH: PyTorch's own cap). */
+void logrec_limit_flags(int dev, uint64_t bytes, unsigned flags);
 /* A fence recorded for reason `why` (enum gmlog_fence_why), its runtime calls from t0 to now. */
 void logrec_fence(int dev, unsigned why, uint64_t seq, uint64_t pending_bytes, unsigned events, uint64_t now,
                   uint64_t t0);

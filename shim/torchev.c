@@ -5,7 +5,9 @@
  * PyTorch's live tensors and segments, which each checkpoint repeats (torchev_cut). */
 #include "torchev.h"
 #include "common.h"
+#include "device.h"
 #include "evlog.h"
+#include "logrec.h"
 #include "state.h"
 #include "stacks.h"
 
@@ -74,6 +76,7 @@ typedef struct tv_entry {
     uint64_t addr, size, stream;  /* size: a tensor's request, a segment's bytes */
     uint32_t site, pool;
     uint8_t dev, pending, used;   /* pending: its free requested, not completed */
+    uint8_t mapped;               /* a range of an expandable segment (T_SEGMENT_MAP) */
 } tv_entry_t;
 
 typedef struct tv_table {
@@ -221,6 +224,45 @@ static void tv_alloc(tv_dev_t *d, const gmlog_tensor_t *r, int segment)
     tv_peaks(d);
 }
 
+/* What is left of mapped range `from` after an unmap: [addr, addr + size). */
+static void tv_piece(const tv_entry_t *from, uint64_t addr, uint64_t size)
+{
+    tv_entry_t *e = tv_insert(&TV.segments, addr);
+    if (!e) {
+        TV.failed = 1;
+        return;
+    }
+    *e = *from;
+    e->addr = addr, e->size = size, e->used = 1;
+    TV.dev[from->dev].reserved += size;
+}
+
+/* Expandable segments: PyTorch unmaps free pages, which may be part of a mapped range or span
+ * several; each range it covers is trimmed to what stays mapped. A scan: unmaps are rare. */
+static void tv_unmap(const gmlog_tensor_t *r)
+{
+    uint64_t lo = r->addr, hi = r->addr + r->size;
+    tv_entry_t hit[16];
+    size_t n = 0;
+    for (size_t i = 0; i < TV.segments.cap && n < GM_ARRAY_LEN(hit); i++) {
+        const tv_entry_t *e = &TV.segments.e[i];
+        if (e->used && e->dev == r->h.device && e->addr < hi && e->addr + e->size > lo)
+            hit[n++] = *e;
+    }
+    for (size_t k = 0; k < n; k++) {
+        tv_entry_t *e = tv_find(&TV.segments, hit[k].addr);
+        if (!e)
+            continue;
+        TV.dev[hit[k].dev].reserved = tv_minus(TV.dev[hit[k].dev].reserved, hit[k].size);
+        tv_remove(&TV.segments, e);
+        uint64_t end = hit[k].addr + hit[k].size;
+        if (hit[k].addr < lo)
+            tv_piece(&hit[k], hit[k].addr, lo - hit[k].addr);
+        if (end > hi)
+            tv_piece(&hit[k], hi, end - hi);
+    }
+}
+
 /* One event's effect on the tables, under TV.lock. */
 static void tv_apply(const gmlog_tensor_t *r)
 {
@@ -231,8 +273,12 @@ static void tv_apply(const gmlog_tensor_t *r)
     d->seen = 1;
     switch (r->h.type) {
     case GMLOG_T_ALLOC: tv_alloc(d, r, 0); break;
-    case GMLOG_T_SEGMENT_ALLOC:
-    case GMLOG_T_SEGMENT_MAP: tv_alloc(d, r, 1); break;
+    case GMLOG_T_SEGMENT_ALLOC: tv_alloc(d, r, 1); break;
+    case GMLOG_T_SEGMENT_MAP:
+        tv_alloc(d, r, 1);
+        if ((e = tv_find(&TV.segments, r->addr)))
+            e->mapped = 1;
+        break;
     case GMLOG_T_FREE_REQUESTED:
         d->frees++;
         if ((e = tv_find(&TV.tensors, r->addr)) && !e->pending) {
@@ -247,8 +293,8 @@ static void tv_apply(const gmlog_tensor_t *r)
         if ((e = tv_find(&TV.tensors, r->addr)))
             tv_drop_tensor(e);
         break;
+    case GMLOG_T_SEGMENT_UNMAP: tv_unmap(r); break;
     case GMLOG_T_SEGMENT_FREE:
-    case GMLOG_T_SEGMENT_UNMAP:
         if ((e = tv_find(&TV.segments, r->addr))) {
             TV.dev[e->dev].reserved = tv_minus(TV.dev[e->dev].reserved, e->size);
             tv_remove(&TV.segments, e);
@@ -261,6 +307,20 @@ static void tv_apply(const gmlog_tensor_t *r)
 
 /* The fields every version of the event has (the first layout, API version 1). */
 #define EVENT_V1_SIZE (offsetof(gmshim_torch_event_t, stream) + sizeof(unsigned long long))
+#define EVENT_FRACTION_SIZE (offsetof(gmshim_torch_event_t, memory_fraction) + sizeof(double))
+
+/* PyTorch's OOM under its own cap (set_per_process_memory_fraction, per_process_memory_fraction):
+ * the cap, fraction x the device's total as PyTorch computes it, logged as a LIMIT of PyTorch's
+ * before the OOM, so that the reports name it and the replay applies it. An OOM only: the device
+ * (created here if the hooks never needed it) asks the driver for its total once. */
+static void torch_cap(const gmshim_torch_event_t *ev)
+{
+    if (ev->size < EVENT_FRACTION_SIZE || !(ev->memory_fraction > 0 && ev->memory_fraction < 1) || ev->device < 0)
+        return;
+    gm_device_t *d = device_get(ev->device);
+    if (d && d->total)
+        logrec_limit_flags(ev->device, (uint64_t)(ev->memory_fraction * (double)d->total), GMLOG_LIMIT_TORCH);
+}
 
 GM_EXPORT int gmshim_torch_event(const gmshim_torch_event_t *ev)
 {
@@ -280,6 +340,8 @@ GM_EXPORT int gmshim_torch_event(const gmshim_torch_event_t *ev)
      * site says nothing about the tensor (the FREE_REQUESTED before it has the one that does). */
     if (type != GMLOG_T_FREE_COMPLETED)
         site = stacks_site_from_skip(__builtin_return_address(0), is_machinery);
+    if (unlikely(type == GMLOG_T_OOM))
+        torch_cap(ev);
     gmlog_tensor_t r;
     evlog_hdr(&r.h, type, sizeof r, ev->device, 0);
     r.addr = ev->addr;
@@ -340,7 +402,7 @@ static uint64_t write_device(int dev, const tv_dev_t *d, const tv_entry_t *seg, 
     uint64_t n = 1;
     for (size_t i = 0; i < nseg; i++)
         if (seg[i].dev == dev)
-            n += write_state(GMLOG_T_SEGMENT_ALLOC, &seg[i], now);
+            n += write_state(seg[i].mapped ? GMLOG_T_SEGMENT_MAP : GMLOG_T_SEGMENT_ALLOC, &seg[i], now);
     for (int pending = 0; pending < 2; pending++)
         for (size_t i = 0; i < nten; i++)
             if (ten[i].dev == dev && ten[i].pending == pending)

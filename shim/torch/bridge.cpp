@@ -46,6 +46,26 @@ template <class T> unsigned pool_of(const T &e)
     }
 }
 
+// getMemoryFraction(device) (torch 2.8 and later): the cap torch.cuda.set_per_process_memory_fraction
+// or the per_process_memory_fraction key set, read at an OOM only (it asks the device's total).
+template <class T, class = void> struct has_fraction : std::false_type {};
+template <class T>
+struct has_fraction<T, std::void_t<decltype(std::declval<T &>().getMemoryFraction(c10::DeviceIndex{}))>>
+    : std::true_type {};
+
+template <class T> double fraction_of(T *a, int device)
+{
+    if constexpr (has_fraction<T>::value) {
+        try {
+            return a ? a->getMemoryFraction(static_cast<c10::DeviceIndex>(device < 0 ? 0 : device)) : 0.0;
+        } catch (...) {
+            return 0.0;
+        }
+    } else {
+        return 0.0;
+    }
+}
+
 int action_of(Entry::Action a)
 {
     switch (a) {
@@ -75,6 +95,8 @@ void on_trace(const Entry &e) noexcept
     ev.addr = static_cast<unsigned long long>(e.addr_);
     ev.bytes = static_cast<unsigned long long>(e.size_);
     ev.stream = static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(e.stream_));
+    if (ev.action == GMSHIM_TORCH_OOM)
+        ev.memory_fraction = fraction_of(cca::allocator.load(), ev.device);
     forward(&ev);
 }
 

@@ -5,6 +5,7 @@
  * context another one (as cuCtxCreate would). */
 #include "fake_internal.h"
 
+#include <dlfcn.h>
 #include <string.h>
 
 static char fk_contexts[FK_MAX_DEV];
@@ -116,6 +117,8 @@ static int get_proc2(const char *sym, void **pfn, int ver, unsigned long long fl
             *pfn = procs[i].fn;
             return 0;
         }
+    if ((*pfn = fk_vmm_proc(sym))) /* the mapping calls, as PyTorch's expandable segments ask for them */
+        return 0;
     if (status)
         *status = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
     return 500;
@@ -160,4 +163,23 @@ int cuGetProcAddress(const char *sym, void **pfn, int ver, unsigned long long fl
 int cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status)
 {
     return get_proc2(sym, pfn, ver, flags, status);
+}
+
+/* As the runtime: the driver's cuGetProcAddress_v2 is found by dlsym on the driver's handle (so a
+ * preloaded dlsym sees the lookup), then asked for the symbol. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags, enum cudaDriverEntryPointQueryResult *status)
+{
+    if (!symbol || !funcPtr)
+        return cudaErrorInvalidValue;
+    void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+    int (*proc2)(const char *, void **, int, unsigned long long, int *) =
+        h ? (int (*)(const char *, void **, int, unsigned long long, int *))dlsym(h, "cuGetProcAddress_v2") : NULL;
+    if (h)
+        dlclose(h);
+    int st = 1;
+    int r = proc2 ? proc2(symbol, funcPtr, (int)cudaVersion, flags, &st) : 500;
+    if (status)
+        *status = r == 0 ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess; /* as the runtime: a missing symbol is said in the status */
 }

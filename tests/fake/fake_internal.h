@@ -150,6 +150,8 @@ extern _Thread_local enum cudaStreamCaptureMode fk_thread_mode;
 cudaError_t fk_enter(void);
 cudaError_t fk_leave(cudaError_t err);
 cudaError_t fk_set_error(cudaError_t err);     /* record as last error (not NotReady) */
+/* The driver's mapping call of that name (fake_vmm.c), for cuGetProcAddress; NULL for another. */
+void *fk_vmm_proc(const char *name);
 /* The stream API's bodies, shared by the runtime's and the driver's entry points (fake_driver.c). */
 cudaError_t fk_stream_create(cudaStream_t *pStream, unsigned flags, int priority);
 cudaError_t fk_stream_destroy(cudaStream_t stream);

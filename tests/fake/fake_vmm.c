@@ -355,3 +355,20 @@ unsigned fakecuda_vmm_access(const void *p)
     pthread_mutex_unlock(&fk_mu);
     return mask;
 }
+
+void *fk_vmm_proc(const char *name)
+{
+    static const struct {
+        const char *name;
+        void *fn;
+    } calls[] = {
+        {"cuMemAddressReserve", (void *)cuMemAddressReserve}, {"cuMemAddressFree", (void *)cuMemAddressFree},
+        {"cuMemCreate", (void *)cuMemCreate},                 {"cuMemRelease", (void *)cuMemRelease},
+        {"cuMemMap", (void *)cuMemMap},                       {"cuMemUnmap", (void *)cuMemUnmap},
+        {"cuMemSetAccess", (void *)cuMemSetAccess},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
+        if (!strcmp(name, calls[i].name))
+            return calls[i].fn;
+    return NULL;
+}

@@ -75,6 +75,7 @@ int main(void)
     srunner_add_suite(sr, analyzer_whatif_suite());
     srunner_add_suite(sr, torchev_suite());
     srunner_add_suite(sr, torchload_suite());
+    srunner_add_suite(sr, torch_configs_suite());
     srunner_add_suite(sr, torchbuild_suite());
     srunner_add_suite(sr, layers_suite());
     srunner_add_suite(sr, analyzer_causes_suite());

@@ -72,6 +72,7 @@ Suite *analyzer_timeline_suite(void);
 Suite *analyzer_whatif_suite(void);
 Suite *torchev_suite(void);
 Suite *torchload_suite(void);
+Suite *torch_configs_suite(void);
 Suite *torchbuild_suite(void);
 Suite *layers_suite(void);
 Suite *analyzer_causes_suite(void);

@@ -401,6 +401,38 @@ static void torch_pending_log(const char *path)
     tlog_free_buf(&b);
 }
 
+/* Expandable segments: two ranges mapped and a tensor across them draw as PyTorch draws them: one
+ * segment with is_expandable, its tensor inside it, and the maps as segment_map entries. */
+START_TEST(test_memviz_of_expandable_segments_is_one_expandable_segment)
+{
+    const char *dir = temp_dir();
+    const char *log = tmpfile_in(dir, "exp.gmlog"), *snap = tmpfile_in(dir, "s.pickle");
+    tlog_t b = {0};
+    tlog_begin(&b, 0);
+    tlog_torch_keep(&b);
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 1 * MS, "GPU", 80 * 1024 * TLOG_MiB);
+    tlog_tensor(&b, 1 * MS, GMLOG_T_SEGMENT_MAP, TSEG, 20 * TLOG_MiB, 0, 7);
+    tlog_tensor(&b, 2 * MS, GMLOG_T_SEGMENT_MAP, TSEG + 20 * TLOG_MiB, 20 * TLOG_MiB, 0, 7);
+    tlog_tensor(&b, 3 * MS, GMLOG_T_ALLOC, TSEG + 8 * TLOG_MiB, 24 * TLOG_MiB, 0, 7);
+    tlog_end_chunk(&b);
+    ck_assert_msg(tlog_write(&b, log) == 0, "cannot write %s", log);
+    tlog_free_buf(&b);
+    char *out;
+    ck_assert_msg(gm(&out, "export", "memory-viz", "-o", snap, log) == 0, "memory-viz:\n%s", out);
+    free(out);
+    int rc = py(&out, "-c",
+                "import pickle,sys\ns=pickle.load(open(sys.argv[1],'rb'))\n"
+                "g=s['segments']\nassert len(g)==1 and g[0]['is_expandable'] and g[0]['total_size']==40<<20, g\n"
+                "a=[x['state'] for x in g[0]['blocks']]\nassert a==['inactive','active_allocated','inactive'], a\n"
+                "t=[e['action'] for e in s['device_traces'][0]]\n"
+                "assert t==['segment_map','segment_map','alloc'], t\nprint('ok')\n",
+                snap);
+    ck_assert_msg(rc == 0, "the expandable segment:\n%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_memviz_of_tensors_has_pending_frees_as_pytorch_draws_them)
 {
     const char *dir = temp_dir();
@@ -520,6 +552,7 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_memviz_export_of_a_cut_log_names_the_cut_and_exits_2);
     tcase_add_test(tc, test_exports_and_page_survive_strings_that_are_not_utf8_or_end_a_script);
     tcase_add_test(tc, test_memviz_of_tensors_has_pending_frees_as_pytorch_draws_them);
+    tcase_add_test(tc, test_memviz_of_expandable_segments_is_one_expandable_segment);
     tcase_add_test(tc, test_perfetto_of_tensors_counts_tensors_and_pending_bytes);
     tcase_add_test(tc, test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);

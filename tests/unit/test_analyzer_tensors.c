@@ -365,6 +365,74 @@ START_TEST(test_a_log_without_tensor_events_reads_as_before)
 }
 END_TEST
 
+/* Expandable segments, no cudaMalloc. unmap 0: two ranges mapped one after the other, a tensor
+ * across their boundary. unmap 1: one 40 MiB range, a tensor, the free last 20 MiB unmapped. */
+static model_t *expandable_model(tlog_t *b, rd_log_t *lf, model_t *m, int unmap)
+{
+    tlog_begin(b, 0);
+    tlog_torch_keep(b);
+    tlog_chunk(b, 1, 0, 0, 1000);
+    tlog_device(b, 1000, "test GPU", 80 * 1024 * MiB);
+    if (unmap) {
+        tlog_tensor(b, 1100, GMLOG_T_SEGMENT_MAP, SEG, 40 * MiB, 0, 7);
+        tlog_tensor(b, 1200, GMLOG_T_ALLOC, SEG, 16 * MiB, 0, 7);
+        tlog_tensor(b, 1600, GMLOG_T_SEGMENT_UNMAP, SEG + 20 * MiB, 20 * MiB, 0, 0);
+    } else {
+        tlog_tensor(b, 1100, GMLOG_T_SEGMENT_MAP, SEG, 20 * MiB, 0, 7);
+        tlog_tensor(b, 1200, GMLOG_T_ALLOC, SEG, 16 * MiB, 0, 7);
+        tlog_tensor(b, 1300, GMLOG_T_SEGMENT_MAP, SEG + 20 * MiB, 20 * MiB, 0, 9);
+        tlog_tensor(b, 1400, GMLOG_T_ALLOC, SEG + 16 * MiB, 16 * MiB, 0, 9); /* across the two ranges */
+    }
+    tlog_end_chunk(b);
+    ck_assert_int_eq(rd_open_mem(lf, b->buf, b->len, "expandable"), 0);
+    model_build(m, lf, MODEL_ALL);
+    ck_assert(m->dev[0]);
+    return m;
+}
+
+/* A range mapped at the end of an expandable segment grows it: one segment, whose free space is the
+ * tail after the tensor that crosses the old end, not two segments with a tensor across them. */
+START_TEST(test_mapped_ranges_grow_one_expandable_segment)
+{
+    tlog_t b;
+    rd_log_t lf;
+    model_t m;
+    expandable_model(&b, &lf, &m, 0);
+    const model_dev_t *d = m.dev[0];
+    ck_assert_uint_eq(d->segments, 1);
+    ck_assert_uint_eq(d->reserved, 40 * MiB);
+    ck_assert_uint_eq(d->peak_allocated, 32 * MiB);
+    model_segfrag_t g[2];
+    uint64_t nsegs;
+    ck_assert_uint_eq(model_frag_segments(&m, 0, g, 2, &nsegs), 1);
+    ck_assert_uint_eq(g[0].base, SEG);
+    ck_assert_uint_eq(g[0].size, 40 * MiB);
+    ck_assert_uint_eq(g[0].free, 8 * MiB);
+    ck_assert_uint_eq(g[0].largest_free, 8 * MiB);
+    model_free(&m);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
+/* An unmapped tail shrinks the segment (PyTorch unmaps free pages of a segment, not segments). */
+START_TEST(test_an_unmapped_tail_shrinks_the_expandable_segment)
+{
+    tlog_t b;
+    rd_log_t lf;
+    model_t m;
+    expandable_model(&b, &lf, &m, 1);
+    const model_dev_t *d = m.dev[0];
+    ck_assert_uint_eq(d->segments, 1);
+    ck_assert_uint_eq(d->reserved, 20 * MiB);
+    ck_assert_uint_eq(d->peak_reserved, 40 * MiB);
+    ck_assert_uint_eq(d->bad_segment_frees, 0);
+    model_free(&m);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
+
 Suite *analyzer_tensors_suite(void)
 {
     Suite *s = suite_create("analyzer_tensors");
@@ -380,6 +448,8 @@ Suite *analyzer_tensors_suite(void)
     tcase_add_test(tc, test_pytorchs_oom_is_the_oom_with_the_tensors_request);
     tcase_add_test(tc, test_an_exact_segment_and_its_oom_read_as_pytorchs);
     tcase_add_test(tc, test_a_log_without_tensor_events_reads_as_before);
+    tcase_add_test(tc, test_mapped_ranges_grow_one_expandable_segment);
+    tcase_add_test(tc, test_an_unmapped_tail_shrinks_the_expandable_segment);
     suite_add_tcase(s, tc);
     return s;
 }

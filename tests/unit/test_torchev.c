@@ -295,6 +295,39 @@ START_TEST(test_a_wrapped_log_keeps_the_tensors_allocated_before_the_wrap)
 }
 END_TEST
 
+/* Expandable segments in a bounded log's checkpoint: PyTorch unmaps the free last 20 MiB of a
+ * 40 MiB mapped range; the checkpoint's copy holds the 20 MiB that stay mapped, as a mapped range,
+ * and reserved says so. */
+START_TEST(test_a_checkpoint_keeps_what_stays_mapped_of_an_expandable_segment)
+{
+    setenv("GMSHIM_LOG_LIMIT", "64M", 1);
+    const char *log = open_log();
+    ck_assert_msg(evlog_bounded(), "GMSHIM_LOG_LIMIT=64M did not bound the log");
+    const unsigned long long base = 0x7f0000000000ull;
+    event(GMSHIM_TORCH_SEGMENT_MAP, base, 40 * TMiB, 0);
+    event(GMSHIM_TORCH_ALLOC, base, 8 * TMiB, 0);
+    event(GMSHIM_TORCH_SEGMENT_UNMAP, base + 20 * TMiB, 20 * TMiB, 0);
+    ck_assert_msg(torchev_cut(0) >= 3, "the checkpoint wrote nothing");
+    evlog_close(GMLOG_CLOSE_EXIT);
+    rd_log_t lf;
+    ck_assert_msg(rd_open_path(&lf, log) == 0, "cannot read %s back", log);
+    lf.raw = 1; /* the checkpoint's records as written (no CHECKPOINT frame around them here) */
+    rd_rec_t r;
+    unsigned maps = 0;
+    uint64_t map_size = 0, cut_reserved = 0;
+    while (rd_next(&lf, &r)) {
+        if (r.type == GMLOG_T_SEGMENT_MAP && maps++ == 1) /* the first is the event, the second the copy */
+            map_size = ((const gmlog_tensor_t *)r.p)->size;
+        if (r.type == GMLOG_CUT && (r.flags & GMLOG_CUT_TORCH))
+            cut_reserved = ((const gmlog_cut_t *)r.p)->reserved;
+    }
+    rd_close(&lf);
+    ck_assert_msg(maps == 2 && map_size == 20 * TMiB && cut_reserved == 20 * TMiB,
+                  "%u mapped ranges, the copy's %llu bytes, the cut's reserved %llu", maps,
+                  (unsigned long long)map_size, (unsigned long long)cut_reserved);
+}
+END_TEST
+
 Suite *torchev_suite(void)
 {
     Suite *s = suite_create("torchev");
@@ -306,6 +339,7 @@ Suite *torchev_suite(void)
     tcase_add_test(ev, test_without_a_log_events_are_dropped_quietly);
     tcase_add_test(ev, test_a_fork_child_records_nothing);
     tcase_add_test(ev, test_a_wrapped_log_keeps_the_tensors_allocated_before_the_wrap);
+    tcase_add_test(ev, test_a_checkpoint_keeps_what_stays_mapped_of_an_expandable_segment);
     tcase_set_timeout(ev, 120);
     suite_add_tcase(s, ev);
     return s;

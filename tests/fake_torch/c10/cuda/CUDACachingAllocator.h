@@ -2,7 +2,7 @@
 // in the shapes torch 2.x has had, so that the real bridge compiles and runs in the unit tests
 // without torch (tests/unit/test_torchload.c). GM_MOCK_OLD_EMPTY: emptyCache() declared in the
 // CUDA allocator itself (torch 2.1-2.4); else emptyCache(MempoolId_t = {0, 0}) inherited from a
-// device-generic base (torch 2.8 and later).
+// device-generic base (torch 2.8 and later), with getMemoryFraction (torch 2.8 and later).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -11,6 +11,7 @@
 namespace c10 {
 using CaptureId_t = unsigned long long;
 using MempoolId_t = std::pair<CaptureId_t, CaptureId_t>;
+using DeviceIndex = signed char;
 
 struct DeviceAllocator {
     virtual ~DeviceAllocator() = default;
@@ -38,6 +39,8 @@ class CUDAAllocator : public DeviceAllocator {
     virtual void attachAllocatorTraceTracker(AllocatorTraceTracker tracker) = 0;
 #ifdef GM_MOCK_OLD_EMPTY
     virtual void emptyCache() = 0;
+#else
+    virtual double getMemoryFraction(c10::DeviceIndex device) = 0;
 #endif
 };
 

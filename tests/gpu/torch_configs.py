@@ -1,0 +1,127 @@
+"""PyTorch as people configure it, for scripts/gpu-torch-configs: the programs run under each
+PYTORCH_CUDA_ALLOC_CONF the script sets, with or without gmshim. Each prints one last line of
+key=value figures read from PyTorch (its own statistics, read after a mark "stats" when gmshim
+is there, so that the log's records before the mark are those PyTorch counted).
+
+  torch_configs.py frag N          N rounds of a 2 MiB tensor kept between 40 MiB ones, the 40 MiB
+                                   ones freed, then 64 MiB ones asked
+  torch_configs.py leak MIB [F]    a loop keeping MIB MiB a step (a scratch tensor freed each step)
+                                   until OutOfMemoryError; F: set_per_process_memory_fraction(F)
+  torch_configs.py train STEPS B   a ResNet-50 (torch.nn only, bottleneck blocks [3, 4, 6, 3]) on
+                                   random data, batch B, AMP bf16, SGD; step_ms = the median step
+"""
+import ctypes
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+LIB = ctypes.CDLL(None)
+MARK = getattr(LIB, "gmshim_mark", None)
+
+
+def mark(label):
+    if MARK:
+        MARK(label.encode())
+
+
+def stats(**extra):
+    mark("stats")
+    s = torch.cuda.memory_stats()
+    fig = dict(allocs=s.get("allocation.all.allocated", 0), frees=s.get("allocation.all.freed", 0),
+               max_allocated=torch.cuda.max_memory_allocated(), max_reserved=torch.cuda.max_memory_reserved(),
+               ooms=s.get("num_ooms", 0))
+    fig.update(extra)
+    print(" ".join(f"{k}={v}" for k, v in fig.items()), flush=True)
+
+
+def frag(n):
+    small, big = [], []
+    for _ in range(n):
+        big.append(torch.empty(40 << 20, dtype=torch.uint8, device="cuda"))
+        small.append(torch.empty(2 << 20, dtype=torch.uint8, device="cuda"))
+    del big
+    after = [torch.empty(64 << 20, dtype=torch.uint8, device="cuda") for _ in range(n // 2)]
+    torch.cuda.synchronize()
+    stats(kept=len(small) + len(after))
+
+
+def leak(mib, fraction):
+    if fraction:
+        torch.cuda.set_per_process_memory_fraction(fraction)
+    kept, step = [], 0
+    try:
+        while True:
+            mark("step")
+            scratch = torch.empty(mib << 19, dtype=torch.uint8, device="cuda")
+            kept.append(torch.empty(mib << 20, dtype=torch.uint8, device="cuda"))  # LEAK_LINE
+            del scratch
+            step += 1
+    except torch.OutOfMemoryError:
+        stats(exception="OutOfMemoryError", step=step, line=leak_line())
+
+
+def leak_line():
+    src = open(__file__).read().splitlines()
+    return next(i + 1 for i, l in enumerate(src) if l.rstrip().endswith("# LEAK_LINE"))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, mid, stride):
+        super().__init__()
+        cout = mid * 4
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+            nn.Conv2d(mid, mid, 3, stride, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+            nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.short = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                      if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.short(x))
+
+
+def resnet50(classes=1000):
+    layers, cin = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                   nn.MaxPool2d(3, 2, 1)], 64
+    for mid, n, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(n):
+            layers.append(Bottleneck(cin, mid, stride if i == 0 else 1))
+            cin = mid * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def train(steps, batch):
+    torch.manual_seed(0)
+    model = resnet50().cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device="cuda")
+    times = []
+    for i in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append((time.perf_counter() - t0) * 1000)
+    stats(step_ms=f"{statistics.median(times):.3f}", loss=f"{loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "frag":
+        frag(int(sys.argv[2]))
+    elif mode == "leak":
+        leak(int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
+    elif mode == "train":
+        train(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        sys.exit(f"unknown mode {mode}")

@@ -1,0 +1,142 @@
+/* PyTorch as people configure it, end to end on the fake runtime: the stand-in allocator of
+ * tests/fake_torch built with expandable segments (no cudaMalloc, memory mapped through the driver
+ * calls of cudaGetDriverEntryPointByVersion) as a torch package's libc10_cuda.so, the real bridge
+ * built against it at first use, tests/integration/torch_expandable under the preload, then the
+ * log and the CLI's reports: the bridge attaches at the first mapping, every tensor and mapping is
+ * logged, and an OOM under PyTorch's memory fraction is named and replayed as that cap. */
+#include "suites.h"
+#include "test_analyzer_cli.h"
+#include "torchtest.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A torch package in the scratch directory: version.py, the stand-in's header, its allocator
+ * library (with expandable segments) as lib/libc10_cuda.so, and $CXX a compiler that builds the
+ * real bridge against them. Returns the library's path. */
+static const char *expandable_torch(void)
+{
+    static char lib[PATH_MAX + 64];
+    char root[PATH_MAX], dir[PATH_MAX + 32], path[PATH_MAX + 96], cmd[8 * PATH_MAX], fake[PATH_MAX];
+    ck_assert_msg(realpath(".", root) && access("shim/torch/bridge.cpp", R_OK) == 0, "run from the repository root");
+    ck_assert_msg(realpath(build_path("fake"), fake), "no fake runtime in %s", build_path("fake"));
+    snprintf(dir, sizeof dir, "%s/site-packages/torch", scratch());
+    snprintf(path, sizeof path, "%s/lib", dir);
+    mkdir_p(path);
+    snprintf(path, sizeof path, "%s/include/c10/cuda", dir);
+    mkdir_p(path);
+    snprintf(path, sizeof path, "%s/version.py", dir);
+    write_text(path, "__version__ = '2.11.0+test'\n");
+    snprintf(cmd, sizeof cmd, "cp '%s/tests/fake_torch/c10/cuda/CUDACachingAllocator.h' '%s/include/c10/cuda/'", root, dir);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    snprintf(lib, sizeof lib, "%s/lib/libc10_cuda.so", dir);
+    const char *cuda = getenv("CUDA_HOME") ? getenv("CUDA_HOME") : "/usr/local/cuda";
+    snprintf(cmd, sizeof cmd,
+             "c++ -std=c++17 -O1 -fPIC -shared -DGM_MOCK_EXPANDABLE -I'%s/tests/fake_torch' -I'%s/include' "
+             "'%s/tests/fake_torch/mock_c10.cpp' -o '%s' -L'%s' -lcudart",
+             root, cuda, root, lib, fake);
+    ck_assert_msg(system(cmd) == 0, "cannot build the stand-in allocator: %s", cmd);
+    char script[8 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/cxx-bridge", scratch());
+    snprintf(script, sizeof script,
+             "#!/bin/sh\nout=; while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n"
+             "exec c++ -std=c++17 -O1 -fPIC -shared -fvisibility=hidden -w -I'%s/tests/fake_torch' -I'%s/shim' "
+             "'%s/shim/torch/bridge.cpp' -o \"$out\" -L'%s/lib' -lc10_cuda -Wl,-rpath,'%s/lib'\n",
+             root, root, root, dir, dir);
+    write_text(path, script);
+    chmod(path, 0755);
+    setenv("CXX", path, 1);
+    snprintf(path, sizeof path, "%s/cache", scratch());
+    setenv("XDG_CACHE_HOME", path, 1);
+    return lib;
+}
+
+/* Runs torch_expandable under the preload with a log in the scratch directory (its path in
+ * `log`); its exit status, the output in *out. */
+static int run_expandable(const char *lib, const char *mode, const char *fraction, char *log, size_t len, char **out)
+{
+    snprintf(log, len, "%s/run.gmlog", scratch());
+    char logenv[PATH_MAX + 16], prog[PATH_MAX];
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/torch_expandable"));
+    const char *argv[] = {prog, lib, mode, fraction, NULL};
+    const char *env[] = {logenv, "FAKECUDA_MEM=8G", NULL};
+    return run_program(argv, env, 1, out);
+}
+
+/* Expandable segments make no cudaMalloc: the bridge attaches at PyTorch's first mapping, so the
+ * log has every tensor, free and mapping of the run. */
+START_TEST(test_expandable_segments_attach_the_bridge_at_the_first_mapping)
+{
+    const char *lib = expandable_torch();
+    char log[PATH_MAX + 16], *out = NULL;
+    int rc = run_expandable(lib, "tensors", NULL, log, sizeof log, &out);
+    ck_assert_msg(rc == 0, "torch_expandable exited %d:\n%s", rc, out);
+    counts_t c = read_back(log);
+    ck_assert_msg(c.by_type[GMLOG_ALLOC] == 0, "a cudaMalloc was logged: %u", c.by_type[GMLOG_ALLOC]);
+    ck_assert_msg(c.by_type[GMLOG_T_ALLOC] == 2 && c.by_type[GMLOG_T_FREE_REQUESTED] == 2 &&
+                      c.by_type[GMLOG_T_FREE_COMPLETED] == 2,
+                  "tensors %u, frees %u/%u:\n%s", c.by_type[GMLOG_T_ALLOC], c.by_type[GMLOG_T_FREE_REQUESTED],
+                  c.by_type[GMLOG_T_FREE_COMPLETED], out);
+    ck_assert_msg(c.by_type[GMLOG_T_SEGMENT_MAP] == 2 && c.by_type[GMLOG_T_SEGMENT_UNMAP] == 1,
+                  "maps %u, unmaps %u", c.by_type[GMLOG_T_SEGMENT_MAP], c.by_type[GMLOG_T_SEGMENT_UNMAP]);
+    ck_assert_msg(c.sited[GMLOG_T_ALLOC] == 2, "tensors with a site: %u", c.sited[GMLOG_T_ALLOC]);
+    free(out);
+}
+END_TEST
+
+/* A loop that keeps a tensor per step under expandable segments dies of the driver: the OOM is a
+ * leak, at the line that keeps the tensor, decided on the recorded figures (the replay's segments
+ * would be the classic allocator's); one segment grew (no free pieces between ranges). */
+START_TEST(test_an_expandable_leak_is_a_leak_at_its_line)
+{
+    const char *lib = expandable_torch();
+    char log[PATH_MAX + 16], *out = NULL;
+    int rc = run_expandable(lib, "leak", "0", log, sizeof log, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "oom at step"), "torch_expandable exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--color=never", "oom", log);
+    ck_assert_msg(rc == 0 && strstr(out, "cause    leak") && strstr(out, "kept_activation") &&
+                      strstr(out, "expandable segments are not simulated") && !strstr(out, "inactive split blocks"),
+                  "oom: %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* Under set_per_process_memory_fraction the OOM names PyTorch's fraction, not the driver, and
+ * whatif replays under it: the run that died never "fits as it ran". */
+START_TEST(test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_it)
+{
+    const char *lib = expandable_torch();
+    char log[PATH_MAX + 16], *out = NULL;
+    int rc = run_expandable(lib, "leak", "0.03", log, sizeof log, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "oom at step"), "torch_expandable exited %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--color=never", "oom", log);
+    ck_assert_msg(rc == 0 && strstr(out, "PyTorch's memory fraction 0.03 = ") &&
+                      !strstr(out, "free in the driver") && strstr(out, "cause    leak"),
+                  "oom: %d\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--color=never", "whatif", log);
+    ck_assert_msg(!strstr(out, "fits as it ran") && strstr(out, "per_process_memory_fraction:"),
+                  "whatif: %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+Suite *torch_configs_suite(void)
+{
+    Suite *s = suite_create("torch_configs");
+    TCase *tc = tcase_create("expandable");
+    tcase_add_checked_fixture(tc, new_scratch, NULL);
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_expandable_segments_attach_the_bridge_at_the_first_mapping);
+    tcase_add_test(tc, test_an_expandable_leak_is_a_leak_at_its_line);
+    tcase_add_test(tc, test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_it);
+    suite_add_tcase(s, tc);
+    return s;
+}
