@@ -512,8 +512,8 @@ enum {
 static const cli_opt_t global_opts[] = {
     {"json", G_JSON, 0},
     {"help", G_HELP, 0},
-    {"color", G_COLOR, 1},
-    {"colour", G_COLOR, 1},
+    {"color", G_COLOR, CLI_ARG_OPTIONAL},
+    {"colour", G_COLOR, CLI_ARG_OPTIONAL},
     {"no-symbols", G_NO_SYMBOLS, 0},
     {"symbol-path", G_SYMBOL_PATH, 1},
     {NULL, 0, 0},
@@ -521,13 +521,14 @@ static const cli_opt_t global_opts[] = {
 
 int cli_set_color(const char *when)
 {
-    if (!strcmp(when, "always")) {
+    if (!when || !strcmp(when, "always")) { /* a bare --color, as git and ls take it */
         rep_color = 1;
     } else if (!strcmp(when, "never")) {
         rep_color = 0;
     } else if (!strcmp(when, "auto")) {
         const char *term = getenv("TERM");
-        rep_color = isatty(1) && !getenv("NO_COLOR") && term && strcmp(term, "dumb") != 0;
+        const char *no = getenv("NO_COLOR"); /* no-color.org: only a non-empty value turns it off */
+        rep_color = isatty(1) && !(no && *no) && term && strcmp(term, "dumb") != 0;
     } else {
         fprintf(stderr, "gmshim: --color=%s: use auto, always or never\n", when);
         return -1;
@@ -644,6 +645,8 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
             if (o->arg) {
                 if (eq)
                     val = eq + 1;
+                else if (o->arg == CLI_ARG_OPTIONAL)
+                    val = NULL; /* the next word is an operand, never this option's value */
                 else if (i + 1 < argc)
                     val = argv[++i];
                 else

@@ -75,7 +75,9 @@ int cli_finish(cli_ctx_t *c, int status);
 int cli_parse_count(const char *command, const char *option, const char *text, unsigned *out);
 
 /* One option of a command: its long name, its short letter (or a key above 255 when it has
- * none), whether it takes a value. */
+ * none), whether it takes a value: 0 none, 1 one (`--name value` or `--name=value`),
+ * CLI_ARG_OPTIONAL one only as `--name=value` (bare, the handler gets NULL). */
+#define CLI_ARG_OPTIONAL 2
 typedef struct cli_opt {
     const char *name;
     int key;
