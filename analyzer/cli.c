@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include "output.h"
+#include "ranks.h"
 #include "symbolize.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 cli_global_t cli_global;
@@ -616,6 +618,41 @@ static int apply(cli_ctx_t *c, const cli_opt_t *o, size_t slot, const char *val,
     }
 }
 
+/* The expanded operand lists, kept to the end of the process (the commands hold c->args). */
+static char **expanded[4];
+static int nexpanded[4], expansions;
+
+static void cli_free_expanded(void)
+{
+    for (int i = 0; i < expansions; i++)
+        ranks_args_free(expanded[i], nexpanded[i]);
+    expansions = 0;
+}
+
+int cli_expand_dirs(int n, char **args, char ***out, int *nout)
+{
+    *out = args;
+    *nout = n;
+    int dirs = 0;
+    for (int i = 0; i < n && !dirs; i++) {
+        struct stat st;
+        dirs = stat(args[i], &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    if (!dirs)
+        return 0;
+    if (expansions == (int)(sizeof expanded / sizeof expanded[0])) {
+        fputs("gmshim: too many directories of logs\n", stderr);
+        return -1;
+    }
+    if (ranks_expand_args(n, args, &expanded[expansions], &nexpanded[expansions]))
+        return -1;
+    if (!expansions)
+        atexit(cli_free_expanded);
+    *out = expanded[expansions];
+    *nout = nexpanded[expansions++];
+    return 0;
+}
+
 int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, cli_opt_fn fn, void *st,
                    const char *usage, unsigned flags)
 {
@@ -691,6 +728,9 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
         fprintf(stderr, "gmshim %s: no log given\n%s", c->command, usage);
         return CLI_FAIL;
     }
+    /* a directory stands for its *.gmlog files, for every command as for report */
+    if ((flags & CLI_ARGS_LOGS) && cli_expand_dirs(c->nargs, c->args, &c->args, &c->nargs))
+        return CLI_FAIL;
     if ((flags & CLI_ARGS_WRAP) && !c->json && c->out == stdout && !c->wrap) {
         c->wrap = rep_wrap_open(stdout, cli_text_width());
         if (c->wrap)

@@ -68,6 +68,10 @@ const char *cli_log_name(const rd_log_t *lf, const model_t *m, char *buf, size_t
 
 /* Parses a size ("512M", "1.5G", plain bytes); -1 when malformed. */
 int cli_parse_size(const char *s, uint64_t *out);
+/* The operands with each directory replaced by its *.gmlog files, sorted by name (as report
+ * takes a job's directory); args itself when none is a directory. The list lives to the end
+ * of the process. -1 after saying why (a directory without logs, one that cannot be read). */
+int cli_expand_dirs(int n, char **args, char ***out, int *nout);
 /* Finishes output: flushes stdout and turns a write error into CLI_FAIL. */
 int cli_finish(cli_ctx_t *c, int status);
 

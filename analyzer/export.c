@@ -137,6 +137,8 @@ int cmd_export(int argc, char **argv)
     }
     int nlogs = c.nargs - 1;
     char **logs = c.args + 1;
+    if (nlogs >= 1 && cli_expand_dirs(nlogs, logs, &logs, &nlogs))
+        return CLI_FAIL;
     if (nlogs < 1) {
         fprintf(stderr, "gmshim export %s: no log given\n%s", fmt, usage);
         return CLI_FAIL;

@@ -5,6 +5,7 @@
  * trace, or the viewer's backward replay breaks: every block live at the end lies in a segment,
  * and each segment's blocks tile it exactly. */
 #include "export.h"
+#include "outfile.h"
 #include "output.h"
 #include "sites.h"
 
@@ -711,6 +712,7 @@ typedef struct mv_run {
     const export_opts_t *o;
     FILE *f;
     int rc;
+    outfile_t out;
 } mv_run_t;
 
 static int mark_known(const model_t *m, const char *want)
@@ -736,9 +738,8 @@ static void memviz_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     }
     if (r->o->device >= 0 && (r->o->device >= m->ndev || !m->dev[r->o->device]))
         fprintf(stderr, "gmshim export: %s: no device %d in this log: the snapshot is empty\n", lf->name, r->o->device);
-    r->f = strcmp(r->o->out, "-") ? fopen(r->o->out, "wb") : stdout;
+    r->f = outfile_open(&r->out, r->o->out, "wb", "gmshim export");
     if (!r->f) {
-        fprintf(stderr, "gmshim export: cannot write %s: %s\n", r->o->out, strerror(errno));
         r->rc = CLI_FAIL;
         return;
     }
@@ -767,20 +768,17 @@ int export_memviz(const char *log, const export_opts_t *o)
     FILE *devnull = fopen("/dev/null", "w");
     if (!devnull)
         return CLI_FAIL;
-    mv_run_t r = {o, NULL, CLI_OK};
+    mv_run_t r = {o, NULL, CLI_OK, {0}};
     cli_ctx_t c;
     cli_init(&c, devnull, stderr, "export");
     c.progress = isatty(2);
     char *logs[] = {(char *)log};
     int rc = cli_run_logs(&c, 1, logs, MODEL_SITES, memviz_one, &r);
     fclose(devnull);
-    if (r.f) {
-        int bad = ferror(r.f) != 0;
-        bad |= r.f != stdout ? fclose(r.f) != 0 : fflush(r.f) != 0;
-        if (bad) {
-            fprintf(stderr, "gmshim export: error writing %s\n", o->out);
-            return CLI_FAIL;
-        }
+    if (r.f && (r.rc == CLI_FAIL || rc == CLI_FAIL)) {
+        outfile_discard(&r.out); /* a failed export leaves no file behind */
+    } else if (r.f && outfile_commit(&r.out, "gmshim export")) {
+        return CLI_FAIL;
     }
     return r.rc != CLI_OK ? r.rc : rc;
 }

@@ -6,6 +6,7 @@
  * and every string from the log is escaped. This file collects the data and writes the SVG;
  * timeline_html.c writes the page. */
 #include "timeline.h"
+#include "outfile.h"
 #include "output.h"
 #include "sites.h"
 
@@ -667,19 +668,15 @@ static int timeline_opt(cli_ctx_t *c, void *st, int key, const char *val)
 
 static int write_file(const char *file, const tl_state_t *st, char *const *paths, int npaths)
 {
-    FILE *f = strcmp(file, "-") ? fopen(file, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "gmshim timeline: cannot write %s: %s\n", file, strerror(errno));
+    outfile_t out;
+    FILE *f = outfile_open(&out, file, "w", "gmshim timeline");
+    if (!f)
         return CLI_FAIL;
-    }
     document(f, st, paths, npaths);
-    int bad = ferror(f) != 0;
-    bad |= f != stdout ? fclose(f) != 0 : fflush(f) != 0;
-    if (bad) {
-        fprintf(stderr, "gmshim timeline: error writing %s\n", file);
+    int to_stdout = f == stdout;
+    if (outfile_commit(&out, "gmshim timeline"))
         return CLI_FAIL;
-    }
-    if (f != stdout)
+    if (!to_stdout)
         fprintf(stderr, "gmshim: wrote %s (%d chart%s)\n", file, st->npanels, st->npanels == 1 ? "" : "s");
     return CLI_OK;
 }

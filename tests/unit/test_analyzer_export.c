@@ -476,6 +476,97 @@ START_TEST(test_export_usage_errors_say_what_is_wrong)
 }
 END_TEST
 
+/* ---- what the exports and the timeline take and leave: a directory of logs, no file on failure -- */
+
+/* A whole file as a string (NULL when it cannot be read), its length in *len. */
+static char *file_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    *len = 0;
+    if (!f)
+        return NULL;
+    char *b = malloc(1 << 20);
+    ck_assert(b != NULL);
+    *len = fread(b, 1, (1 << 20) - 1, f);
+    b[*len] = 0;
+    fclose(f);
+    return b;
+}
+
+START_TEST(test_timeline_and_export_read_a_directory_as_report_does)
+{
+    const char *dir = temp_dir();
+    char log[512], out[600], cmd[2048];
+    snprintf(log, sizeof log, "%s/rank0.gmlog", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s", fixture("demo"), log);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    char *txt;
+    int rc = gm(&txt, "report", dir);
+    ck_assert_msg(rc == 0, "report DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    rc = gm(&txt, "timeline", "--json", dir);
+    ck_assert_msg(rc == 0 && strstr(txt, "\"points\"") && strstr(txt, "rank0.gmlog"), "timeline --json DIR: rc %d\n%.2000s",
+                  rc, txt);
+    free(txt);
+    snprintf(out, sizeof out, "%s/t.svg", dir);
+    rc = gm(&txt, "timeline", "--svg", out, dir);
+    ck_assert_msg(rc == 0 && access(out, F_OK) == 0, "timeline --svg FILE DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    snprintf(out, sizeof out, "%s/p.json", dir);
+    rc = gm(&txt, "export", "perfetto", "-o", out, dir);
+    ck_assert_msg(rc == 0, "export perfetto DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    size_t len;
+    char *json = file_text(out, &len);
+    ck_assert_msg(json && strstr(json, "\"traceEvents\"") && strstr(json, "device 0 reserved"), "the trace of DIR:\n%.2000s", json);
+    free(json);
+    snprintf(out, sizeof out, "%s/m.pickle", dir);
+    rc = gm(&txt, "export", "memory-viz", "-o", out, dir);
+    ck_assert_msg(rc == 0 && access(out, F_OK) == 0, "export memory-viz DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
+START_TEST(test_a_failed_export_or_timeline_leaves_no_file_and_keeps_an_old_one)
+{
+    const char *dir = temp_dir();
+    char out[600], old[600], cmd[1024];
+    const char *bad = "/nonexistent/none.gmlog";
+    static const char *const forms[][3] = {{"export", "perfetto", "-o"}, {"export", "memory-viz", "-o"},
+                                           {"timeline", "--svg", NULL},  {"timeline", "--html", NULL}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(out, sizeof out, "%s/out%zu", dir, i);
+        char *txt;
+        int rc = forms[i][2] ? gm(&txt, forms[i][0], forms[i][1], forms[i][2], out, bad)
+                             : gm(&txt, forms[i][0], forms[i][1], out, bad);
+        ck_assert_msg(rc == 1 && access(out, F_OK) != 0, "%s %s of a missing log: rc %d, the file %s:\n%.2000s",
+                      forms[i][0], forms[i][1], rc, access(out, F_OK) ? "absent" : "left behind", txt);
+        free(txt);
+        snprintf(old, sizeof old, "%s/old%zu", dir, i);
+        FILE *f = fopen(old, "w");
+        ck_assert_msg(f && fputs("old\n", f) >= 0 && fclose(f) == 0, "cannot write %s", old);
+        rc = forms[i][2] ? gm(&txt, forms[i][0], forms[i][1], forms[i][2], old, bad)
+                         : gm(&txt, forms[i][0], forms[i][1], old, bad);
+        size_t len;
+        char *kept = file_text(old, &len);
+        ck_assert_msg(rc == 1 && kept && len == 4 && !memcmp(kept, "old\n", 4), "%s %s over an old file: rc %d, %zu bytes left",
+                      forms[i][0], forms[i][1], rc, len);
+        free(kept);
+        free(txt);
+    }
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
+    char *ls;
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    run_program(argv, NULL, 0, &ls);
+    ck_assert_msg(!strstr(ls, "out") && !strstr(ls, ".old") && strstr(ls, "old3"), "no temporary file may stay behind:\n%s", ls);
+    free(ls);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
 Suite *analyzer_export_suite(void)
 {
     Suite *s = suite_create("analyzer_export");
@@ -496,5 +587,9 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
     suite_add_tcase(s, tc);
+    TCase *fl = tcase_create("files");
+    tcase_add_test(fl, test_timeline_and_export_read_a_directory_as_report_does);
+    tcase_add_test(fl, test_a_failed_export_or_timeline_leaves_no_file_and_keeps_an_old_one);
+    suite_add_tcase(s, fl);
     return s;
 }
