@@ -293,8 +293,9 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
     /* Leak: kept from iteration 1 on, at growing sites (PyTorch's segments: from iteration 2 on,
      * past the warm-up, at any site). */
     uint64_t since = 0;
-    if (c->epoch_system == EPOCH_MARKS && m->nmarks)
-        since = m->nmarks >= 2 && c->torch_cache_kept && !o->ngrow ? m->marks[1].t : m->marks[0].t;
+    const model_mark_t *first = model_step_mark(m, 0), *second = model_step_mark(m, 1);
+    if (c->epoch_system == EPOCH_MARKS && first)
+        since = second && c->torch_cache_kept && !o->ngrow ? second->t : first->t;
     if (closed && grows(o, c->torch_cache_kept, &per)) {
         leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
         c->leak_per_epoch = per;

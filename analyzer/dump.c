@@ -208,6 +208,8 @@ static void definition_fields(out_t *o, const rd_rec_t *r)
             f_str(o, "label", label, x->len);
         else
             f_bool(o, "malformed", 1);
+        if (r->flags & GMLOG_MARK_END)
+            f_bool(o, "phase_end", 1);
         break;
     }
     case GMLOG_MODULE: {
