@@ -203,6 +203,7 @@ void model_free(model_t *m)
         free(m->sites[i].py);
     }
     free(m->sites);
+    free(m->site_twins);
     map_free(&m->sitemap);
     for (size_t i = 0; i < m->nstrings; i++)
         free(m->strings[i]);

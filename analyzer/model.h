@@ -274,6 +274,8 @@ typedef struct model {
     uint64_t sst_cache[256][2];    /* a direct-mapped cache in front of sstmap: key, index */
     model_sitedef_t *sites;
     size_t nsites, capsites;
+    uint8_t *site_twins;           /* sites.c's cache: 1 where another site has the same label */
+    size_t site_twins_n;
     model_map_t sitemap;           /* site id -> index + 1 */
     char **strings;
     size_t nstrings, capstrings;

@@ -28,7 +28,8 @@ typedef struct site_frame {
 /* The frames of a site; returns how many (at most max). */
 size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t max);
 /* A short name for a site: its first Python frame, else the first native frame outside the
- * CUDA runtime and gmshim. */
+ * CUDA runtime and gmshim; " [site N]" (the log's site id, JSON's "site") follows when another
+ * site of the log has the same name, so that no two stacks read alike. */
 const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len);
 /* The stack, one frame a line, at most `depth` lines (0: all). With `fold`, at a site that has
  * a Python frame, each run of frames inside PyTorch and CUDA libraries (libtorch*, libc10*,
