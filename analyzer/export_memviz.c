@@ -226,7 +226,8 @@ static void frame_dict(mv_t *v, const site_frame_t *fr)
 }
 
 /* A site's frames, innermost first: the native ones (the allocation is made in native code),
- * then the Python ones that called it. Written once; later a memo fetch. */
+ * then the Python ones that called it; with --python-frames, the Python ones first or alone.
+ * Written once; later a memo fetch. */
 static void frames(mv_t *v, uint32_t site)
 {
     pk_t *p = &v->pk;
@@ -240,10 +241,13 @@ static void frames(mv_t *v, uint32_t site)
     site_frame_t *fr = malloc(SITE_MAX_FRAMES * sizeof *fr);
     size_t n = fr && s ? site_frames(v->m, site, fr, SITE_MAX_FRAMES) : 0;
     size_t npy = s && s->npy < n ? s->npy : n;
+    int order = v->o->python_frames;
     pk_list_memo(p, memo);
-    for (size_t i = npy; i < n; i++)
+    for (size_t i = 0; order != SITE_PY_RECORDED && i < npy; i++)
         frame_dict(v, &fr[i]);
-    for (size_t i = 0; i < npy; i++)
+    for (size_t i = npy; i < n && !(order == SITE_PY_ONLY && npy); i++)
+        frame_dict(v, &fr[i]);
+    for (size_t i = 0; order == SITE_PY_RECORDED && i < npy; i++)
         frame_dict(v, &fr[i]);
     pk_list_end(p);
     free(fr);

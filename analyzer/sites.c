@@ -15,6 +15,16 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path ? path : "?";
 }
 
+int site_parse_python_frames(const char *who, const char *text)
+{
+    if (!strcmp(text, "first"))
+        return SITE_PY_FIRST;
+    if (!strcmp(text, "only"))
+        return SITE_PY_ONLY;
+    fprintf(stderr, "%s: --python-frames %s: use first or only\n", who, text);
+    return -1;
+}
+
 size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t max)
 {
     const model_sitedef_t *s = model_site(m, site_id);

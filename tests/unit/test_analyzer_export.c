@@ -567,6 +567,47 @@ START_TEST(test_a_failed_export_or_timeline_leaves_no_file_and_keeps_an_old_one)
 }
 END_TEST
 
+/* --python-frames first / only: the script's lines lead the stack (or are all of it) in the
+ * snapshot and in the HTML page's flame graph, instead of 16 frames of libtorch. */
+START_TEST(test_python_frames_first_or_only_in_the_snapshot_and_the_page)
+{
+    const char *dir = temp_dir();
+    const char *snap = tmpfile_in(dir, "s.pickle");
+    static const char *const order[] = {"first", "only"};
+    for (int k = 0; k < 2; k++) {
+        char *out;
+        int rc = gm(&out, "export", "memory-viz", "--python-frames", order[k], "-o", snap, fixture("h200_torch_leak_oom"));
+        ck_assert_msg(rc == 0, "export --python-frames %s exited %d:\n%s", order[k], rc, out);
+        free(out);
+        rc = py(&out, "-c",
+                "import pickle,sys\n"
+                "s=pickle.load(open(sys.argv[1],'rb'))\n"
+                "a=[e for e in s['device_traces'][0] if e['action']=='alloc'][-1]['frames']\n"
+                "py=[i for i,f in enumerate(a) if f['filename'].endswith('.py')]\n"
+                "assert py and py==list(range(len(py))), a\n"
+                "assert (len(py)==len(a)) == (sys.argv[2]=='only'), a\n"
+                "print(a[0])\n",
+                snap, order[k]);
+        ck_assert_msg(rc == 0 && strstr(out, "torch_leak_oom.py"), "--python-frames %s: frames:\n%.3000s", order[k], out);
+        free(out);
+    }
+    const char *page = tmpfile_in(dir, "t.html");
+    char *out;
+    int rc = gm(&out, "timeline", "--python-frames", "only", "--html", page, fixture("h200_torch_leak_oom"));
+    ck_assert_msg(rc == 0, "timeline --python-frames only: rc %d\n%s", rc, out);
+    free(out);
+    size_t len;
+    char *html = file_text(page, &len);
+    ck_assert_msg(html && strstr(html, "torch_leak_oom.py") && !strstr(html, "frames\"") && !strstr(html, ".so: ") &&
+                      !strstr(html, "(libtorch"),
+                  "the page's flame graph still has native frames");
+    free(html);
+    rc = gm(&out, "export", "memory-viz", "--python-frames", "sometimes", "-o", snap, fixture("demo"));
+    ck_assert_msg(rc == 1 && strstr(out, "--python-frames"), "a bad --python-frames: rc %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_export_suite(void)
 {
     Suite *s = suite_create("analyzer_export");
@@ -588,8 +629,10 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
     suite_add_tcase(s, tc);
     TCase *fl = tcase_create("files");
+    tcase_set_timeout(fl, 120);
     tcase_add_test(fl, test_timeline_and_export_read_a_directory_as_report_does);
     tcase_add_test(fl, test_a_failed_export_or_timeline_leaves_no_file_and_keeps_an_old_one);
+    tcase_add_test(fl, test_python_frames_first_or_only_in_the_snapshot_and_the_page);
     suite_add_tcase(s, fl);
     return s;
 }
