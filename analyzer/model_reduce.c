@@ -229,10 +229,9 @@ static void on_mark(model_t *m, const rd_rec_t *r)
         m->marks = n;
         m->marks[m->nmarks++] = (model_mark_t){mk->id, r->t, model_dup_text(label, len), end};
     }
-    if (r->ckpt || end)
-        return; /* before a wrapped log's checkpoint: no figures of then to close an epoch with;
-                 * a phase's end: the step goes on to the next phase's start */
-    for (int i = 0; i < m->ndev; i++)
+    if (r->ckpt)
+        return; /* before a wrapped log's checkpoint: no figures of then to close an epoch with */
+    for (int i = 0; i < m->ndev && !end; i++) /* a phase's end: the step goes on to the next start */
         if (m->dev[i])
             model_dev_close_epoch(m->dev[i], EPOCH_MARKS, r->t);
     if ((m->stop_mark_id && (int64_t)mk->id == m->stop_mark_id) ||

@@ -47,6 +47,9 @@ START_TEST(test_growth_per_mark_counts_a_phase_once_not_at_its_end_too)
     unsigned long long per = strtoull(g + strlen("\"growing\":[{\"bytes_per_epoch\":"), NULL, 10);
     ck_assert_msg(per == strtoull(keep, NULL, 10), "grows by %llu per mark, want %s (one step):\n%.3000s", per, keep, out);
     free(out);
+    rc = gm(&out, "leaks", "--at", "step end", log, NULL, NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "at mark 2 \"step end\""), "--at a phase's end: rc %d\n%.3000s", rc, out);
+    free(out);
     unlink(log);
     rmdir(dir);
 }
