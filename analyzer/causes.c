@@ -231,57 +231,68 @@ const char *causes_limit_name(char *buf, size_t len, uint64_t cap, uint64_t tota
     return buf;
 }
 
+const char *causes_request_words(uint64_t requested, uint64_t rounded, char *buf, size_t len)
+{
+    char a[32], r[32];
+    if (requested && requested != rounded)
+        snprintf(buf, len, "the %s request (%s as the pool rounds it)", rep_bytes(requested, a), rep_bytes(rounded, r));
+    else
+        snprintf(buf, len, "the %s request", rep_bytes(rounded, r));
+    return buf;
+}
+
 static void explain(cause_t *c, const model_t *m)
 {
-    char x[8][32], lbl[256], lim[96];
+    char x[8][32], lbl[256], lim[96], req[96];
     uint64_t need = c->live + c->request;
+    causes_request_words(c->requested, c->request, req, sizeof req);
     switch (c->cause) {
     case OOM_LEAK:
         snprintf(c->why, sizeof c->why,
                  "%s of the %s live was allocated in earlier iterations and never freed, growing by %s per %s "
-                 "(most at %s); without it, live %s - %s + the %s request = %s fits in the %s the pool could "
+                 "(most at %s); without it, live %s - %s + %s = %s fits in the %s the pool could "
                  "reserve", rep_bytes(c->leaked, x[0]), rep_bytes(c->live, x[1]), rep_bytes(c->leak_per_epoch, x[2]),
                  epoch_word(c), site_label(m, c->leak_site, lbl, sizeof lbl), rep_bytes(c->live, x[3]),
-                 rep_bytes(c->leaked, x[4]), rep_bytes(c->request, x[5]), rep_bytes(need - c->leaked, x[6]),
+                 rep_bytes(c->leaked, x[4]), req, rep_bytes(need - c->leaked, x[6]),
                  rep_bytes(c->cap, x[7]));
         break;
     case OOM_FRAGMENTATION:
         snprintf(c->why, sizeof c->why,
-                 "live %s + the %s request = %s fit in the %s the pool could reserve, but no free block held it: "
+                 "live %s + %s = %s fit in the %s the pool could reserve, but no free block held it: "
                  "of the %s reserved after the cache was released, %s was free inside segments that hold live "
-                 "blocks, in %" PRIu64 " pieces, the largest %s", rep_bytes(c->live, x[0]), rep_bytes(c->request, x[1]),
+                 "blocks, in %" PRIu64 " pieces, the largest %s", rep_bytes(c->live, x[0]), req,
                  rep_bytes(need, x[2]), rep_bytes(c->cap, x[3]), rep_bytes(c->reserved, x[4]), rep_bytes(c->pool_free, x[5]),
                  c->free_blocks, rep_bytes(c->largest_free, x[6]));
         break;
     case OOM_OUTSIDE:
         snprintf(c->why, sizeof c->why,
                  "%s of the device's %s was held outside the pool (the CUDA context, libraries with their own "
-                 "allocator, other processes); live %s + the %s request = %s exceed the %s left to the pool, "
+                 "allocator, other processes); live %s + %s = %s exceed the %s left to the pool, "
                  "but fit in %s + %s", rep_bytes(c->outside, x[0]), rep_bytes(c->total, x[1]), rep_bytes(c->live, x[2]),
-                 rep_bytes(c->request, x[3]), rep_bytes(need, x[4]), rep_bytes(c->cap, x[5]), rep_bytes(c->cap, x[6]),
+                 req, rep_bytes(need, x[4]), rep_bytes(c->cap, x[5]), rep_bytes(c->cap, x[6]),
                  rep_bytes(c->outside, x[7]));
         break;
     case OOM_TRANSIENT:
         snprintf(c->why, sizeof c->why,
-                 "the current iteration holds %s of the %s live; what lives across iterations, %s, plus the %s "
-                 "request = %s fits in the %s the pool could reserve, and the iterations before it freed "
+                 "the current iteration holds %s of the %s live; what lives across iterations, %s, plus %s = "
+                 "%s fits in the %s the pool could reserve, and the iterations before it freed "
                  "their own memory: this iteration's peak is what overflows", rep_bytes(c->transient, x[0]),
-                 rep_bytes(c->live, x[1]), rep_bytes(c->persistent, x[2]), rep_bytes(c->request, x[3]),
+                 rep_bytes(c->live, x[1]), rep_bytes(c->persistent, x[2]), req,
                  rep_bytes(c->persistent + c->request, x[4]), rep_bytes(c->cap, x[5]));
         break;
     case OOM_CAPACITY:
         if (c->epoch_system >= 0 && c->epoch_index >= 2)
             snprintf(c->why, sizeof c->why,
-                     "what lives across iterations, %s, plus the %s request = %s exceed the %s the pool could "
+                     "what lives across iterations, %s, plus %s = %s exceed the %s the pool could "
                      "reserve%s: no iteration's own memory, kept memory, outside memory or fragmentation "
-                     "makes the difference", rep_bytes(c->persistent, x[0]), rep_bytes(c->request, x[1]),
+                     "makes the difference", rep_bytes(c->persistent, x[0]), req,
                      rep_bytes(c->persistent + c->request, x[2]), rep_bytes(c->cap, x[3]),
                      c->by_limit ? causes_limit_name(lim, sizeof lim, c->cap, c->total, c->torch_limit) : "");
         else
             snprintf(c->why, sizeof c->why,
-                     "live %s + the %s request = %s exceed the %s the pool could reserve%s, and nothing kept "
+                     "live %s + %s = %s exceed the %s the pool could reserve%s, and nothing kept "
                      "from earlier iterations or held outside the pool makes the difference",
-                     rep_bytes(c->live, x[0]), rep_bytes(c->request, x[1]), rep_bytes(need, x[2]), rep_bytes(c->cap, x[3]),
+                     rep_bytes(c->live, x[0]), req, rep_bytes(need, x[2]), rep_bytes(c->cap, x[3]),
                      c->by_limit ? causes_limit_name(lim, sizeof lim, c->cap, c->total, c->torch_limit) : "");
         break;
     }
@@ -294,8 +305,9 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
     /* Leak: kept from iteration 1 on, at growing sites (PyTorch's segments: from iteration 2 on,
      * past the warm-up, at any site). */
     uint64_t since = 0;
-    if (c->epoch_system == EPOCH_MARKS && m->nmarks)
-        since = m->nmarks >= 2 && c->torch_cache_kept && !o->ngrow ? m->marks[1].t : m->marks[0].t;
+    const model_mark_t *first = model_step_mark(m, 0), *second = model_step_mark(m, 1);
+    if (c->epoch_system == EPOCH_MARKS && first)
+        since = second && c->torch_cache_kept && !o->ngrow ? second->t : first->t;
     if (closed && grows(o, c->torch_cache_kept, &per)) {
         leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
         c->leak_per_epoch = per;
@@ -388,6 +400,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     c->torch_expandable = log->torch_expandable;
     c->fail_site = o->rec.site;
     c->request = pool_round((size_t)o->rec.request);
+    c->requested = o->rec.request;
     c->total = log->total;
     if (c->reproduced) {
         c->cap = f->cap;

@@ -22,6 +22,7 @@ typedef struct cause {
     uint64_t epoch_start;
     /* bytes, all as the pool counts them (blocks, rounded to 512) */
     uint64_t request;        /* the failed request, rounded */
+    uint64_t requested;      /* the bytes the program asked for (the text states both) */
     uint64_t cap;            /* what the pool could reserve then (the cap, or the driver's) */
     uint64_t total;          /* the device */
     uint64_t outside;        /* device memory outside the pool (0 under a cap) */
@@ -58,5 +59,9 @@ void causes_reset(void);
 /* For the tests: called as a log is decoded for its causes (with its name), holding that log's
  * lock and no other. NULL outside the tests. */
 extern void (*causes_load_hook)(const char *name);
+
+/* "the 4 B request (512 B as the pool rounds it)": the bytes asked for, as an OOM's first line
+ * gives them, and the rounded size the sums use only where it differs, labelled as such. */
+const char *causes_request_words(uint64_t requested, uint64_t rounded, char *buf, size_t len);
 
 #endif

@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include "output.h"
+#include "ranks.h"
 #include "symbolize.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 cli_global_t cli_global;
@@ -512,8 +514,8 @@ enum {
 static const cli_opt_t global_opts[] = {
     {"json", G_JSON, 0},
     {"help", G_HELP, 0},
-    {"color", G_COLOR, 1},
-    {"colour", G_COLOR, 1},
+    {"color", G_COLOR, CLI_ARG_OPTIONAL},
+    {"colour", G_COLOR, CLI_ARG_OPTIONAL},
     {"no-symbols", G_NO_SYMBOLS, 0},
     {"symbol-path", G_SYMBOL_PATH, 1},
     {NULL, 0, 0},
@@ -521,13 +523,14 @@ static const cli_opt_t global_opts[] = {
 
 int cli_set_color(const char *when)
 {
-    if (!strcmp(when, "always")) {
+    if (!when || !strcmp(when, "always")) { /* a bare --color, as git and ls take it */
         rep_color = 1;
     } else if (!strcmp(when, "never")) {
         rep_color = 0;
     } else if (!strcmp(when, "auto")) {
         const char *term = getenv("TERM");
-        rep_color = isatty(1) && !getenv("NO_COLOR") && term && strcmp(term, "dumb") != 0;
+        const char *no = getenv("NO_COLOR"); /* no-color.org: only a non-empty value turns it off */
+        rep_color = isatty(1) && !(no && *no) && term && strcmp(term, "dumb") != 0;
     } else {
         fprintf(stderr, "gmshim: --color=%s: use auto, always or never\n", when);
         return -1;
@@ -615,6 +618,41 @@ static int apply(cli_ctx_t *c, const cli_opt_t *o, size_t slot, const char *val,
     }
 }
 
+/* The expanded operand lists, kept to the end of the process (the commands hold c->args). */
+static char **expanded[4];
+static int nexpanded[4], expansions;
+
+static void cli_free_expanded(void)
+{
+    for (int i = 0; i < expansions; i++)
+        ranks_args_free(expanded[i], nexpanded[i]);
+    expansions = 0;
+}
+
+int cli_expand_dirs(int n, char **args, char ***out, int *nout)
+{
+    *out = args;
+    *nout = n;
+    int dirs = 0;
+    for (int i = 0; i < n && !dirs; i++) {
+        struct stat st;
+        dirs = stat(args[i], &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    if (!dirs)
+        return 0;
+    if (expansions == (int)(sizeof expanded / sizeof expanded[0])) {
+        fputs("gmshim: too many directories of logs\n", stderr);
+        return -1;
+    }
+    if (ranks_expand_args(n, args, &expanded[expansions], &nexpanded[expansions]))
+        return -1;
+    if (!expansions)
+        atexit(cli_free_expanded);
+    *out = expanded[expansions];
+    *nout = nexpanded[expansions++];
+    return 0;
+}
+
 int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, cli_opt_fn fn, void *st,
                    const char *usage, unsigned flags)
 {
@@ -644,6 +682,8 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
             if (o->arg) {
                 if (eq)
                     val = eq + 1;
+                else if (o->arg == CLI_ARG_OPTIONAL)
+                    val = NULL; /* the next word is an operand, never this option's value */
                 else if (i + 1 < argc)
                     val = argv[++i];
                 else
@@ -688,6 +728,9 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
         fprintf(stderr, "gmshim %s: no log given\n%s", c->command, usage);
         return CLI_FAIL;
     }
+    /* a directory stands for its *.gmlog files, for every command as for report */
+    if ((flags & CLI_ARGS_LOGS) && cli_expand_dirs(c->nargs, c->args, &c->args, &c->nargs))
+        return CLI_FAIL;
     if ((flags & CLI_ARGS_WRAP) && !c->json && c->out == stdout && !c->wrap) {
         c->wrap = rep_wrap_open(stdout, cli_text_width());
         if (c->wrap)

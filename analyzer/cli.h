@@ -68,6 +68,10 @@ const char *cli_log_name(const rd_log_t *lf, const model_t *m, char *buf, size_t
 
 /* Parses a size ("512M", "1.5G", plain bytes); -1 when malformed. */
 int cli_parse_size(const char *s, uint64_t *out);
+/* The operands with each directory replaced by its *.gmlog files, sorted by name (as report
+ * takes a job's directory); args itself when none is a directory. The list lives to the end
+ * of the process. -1 after saying why (a directory without logs, one that cannot be read). */
+int cli_expand_dirs(int n, char **args, char ***out, int *nout);
 /* Finishes output: flushes stdout and turns a write error into CLI_FAIL. */
 int cli_finish(cli_ctx_t *c, int status);
 
@@ -75,7 +79,9 @@ int cli_finish(cli_ctx_t *c, int status);
 int cli_parse_count(const char *command, const char *option, const char *text, unsigned *out);
 
 /* One option of a command: its long name, its short letter (or a key above 255 when it has
- * none), whether it takes a value. */
+ * none), whether it takes a value: 0 none, 1 one (`--name value` or `--name=value`),
+ * CLI_ARG_OPTIONAL one only as `--name=value` (bare, the handler gets NULL). */
+#define CLI_ARG_OPTIONAL 2
 typedef struct cli_opt {
     const char *name;
     int key;

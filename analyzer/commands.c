@@ -47,7 +47,8 @@ const cmd_t cmd_table[] = {
      .main = cmd_timeline},
     {.name = "dump",
      .summary = "every record as text or JSON lines, with the header and metadata",
-     .usage = cmd_dump_usage, .args = CLI_ARGS_LOGS, .raw = rep_dump}, /* one record a line: never wrapped */
+     .usage = cmd_dump_usage, .args = CLI_ARGS_LOGS, .progress = 1,
+     .raw = rep_dump}, /* one record a line: never wrapped */
     {.name = "export",
      .summary = "a log for Perfetto (trace JSON) or PyTorch's memory_viz (snapshot pickle)",
      .main = cmd_export},

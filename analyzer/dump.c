@@ -208,6 +208,8 @@ static void definition_fields(out_t *o, const rd_rec_t *r)
             f_str(o, "label", label, x->len);
         else
             f_bool(o, "malformed", 1);
+        if (r->flags & GMLOG_MARK_END)
+            f_bool(o, "phase_end", 1);
         break;
     }
     case GMLOG_MODULE: {
@@ -510,6 +512,26 @@ static void header(cli_ctx_t *c, const rd_log_t *lf, out_t *o)
     }
 }
 
+static double dump_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* How far the dump is, on a terminal's stderr (c->progress), at most four times a second, for
+ * a log large enough to take a while (a second or more: some 16 MiB). */
+static void dump_progress(const cli_ctx_t *c, const rd_log_t *lf, double *last, int *shown)
+{
+    double now = dump_now();
+    if (now - *last < 0.25)
+        return;
+    fprintf(c->err, "\rgmshim: dump %s: %3.0f%%", lf->name, 100.0 * rd_progress(lf));
+    fflush(c->err);
+    *last = now;
+    *shown = 1;
+}
+
 int rep_dump(cli_ctx_t *c, rd_log_t *lf)
 {
     out_t o = {c->out, c->json ? &c->j : NULL};
@@ -518,8 +540,11 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
     lf->raw = 1; /* every record as it is: checkpoints' records marked, a wrapped log's old ones too */
     rd_rewind(lf);
     uint64_t records = 0;
+    int progress = c->progress && lf->size >= (16u << 20), bar = 0;
+    double last = dump_now();
     while (rd_next(lf, &r)) {
-        records++;
+        if ((++records & 0xffff) == 0 && progress)
+            dump_progress(c, lf, &last, &bar);
         const char *name = rd_type_name(r.type);
         char unk[32];
         if (!name) {
@@ -553,6 +578,8 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
             fputc('\n', o.f);
         }
     }
+    if (bar)
+        fprintf(c->err, "\r\033[K");
     if (!records && !lf->partial && !c->json)
         fprintf(o.f, "%s\n", RD_NO_RECORDS);
     size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;

@@ -4,13 +4,15 @@
  * This file is the command: its subcommands, options and help; the writers are in
  * export_perfetto.c and export_memviz.c. */
 #include "export.h"
+#include "sites.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
     "usage: gmshim export perfetto [--resolution TIME] -o FILE LOG...\n"
-    "       gmshim export memory-viz [--from MARK] [--to MARK] [--device N] [--min-size SIZE] -o FILE LOG\n"
+    "       gmshim export memory-viz [--from MARK] [--to MARK] [--device N] [--min-size SIZE]\n"
+    "                                [--python-frames first|only] -o FILE LOG\n"
     "\n"
     "Writes logs in the formats of the viewers people already use ('-' as FILE: stdout).\n"
     "\n"
@@ -32,6 +34,9 @@ static const char usage[] =
     "  -d, --device N   only device N\n"
     "  -m, --min-size SIZE  leave out blocks smaller than SIZE (512K, 1M...): fewer events for the\n"
     "                   viewer, which slows past some 600 000; their bytes show as free space\n"
+    "  -P, --python-frames first|only  each stack opens with its Python frames (first), or has\n"
+    "                   only those (only; a site without any keeps its native frames); default:\n"
+    "                   as PyTorch orders them, native frames innermost first, then Python's\n"
     "\n"
     "  -o, --output FILE  where to write (needed)\n"
     "  -h, --help       this text\n";
@@ -69,7 +74,7 @@ static int export_opt(cli_ctx_t *c, void *st, int key, const char *val)
     (void)c;
     ex_args_t *a = st;
     static const char *const names[] = {['r'] = "--resolution", ['f'] = "--from", ['t'] = "--to",
-                                        ['d'] = "--device", ['m'] = "--min-size"};
+                                        ['d'] = "--device", ['m'] = "--min-size", ['P'] = "--python-frames"};
     if (key == 'r')
         a->perfetto_opt = names[key];
     else if (key != 'o')
@@ -84,6 +89,9 @@ static int export_opt(cli_ctx_t *c, void *st, int key, const char *val)
         }
         return 0;
     case 'f': a->o.from = val; return 0;
+    case 'P':
+        a->o.python_frames = site_parse_python_frames("gmshim export", val);
+        return a->o.python_frames < 0 ? CLI_FAIL : 0;
     case 't': a->o.to = val; return 0;
     case 'd': {
         long d = strtol(val, &end, 10);
@@ -108,7 +116,7 @@ int cmd_export(int argc, char **argv)
 {
     static const cli_opt_t opts[] = {{"output", 'o', 1}, {"resolution", 'r', 1}, {"from", 'f', 1},
                                      {"to", 't', 1},     {"device", 'd', 1},     {"min-size", 'm', 1},
-                                     {NULL, 0, 0}};
+                                     {"python-frames", 'P', 1}, {NULL, 0, 0}};
     ex_args_t a = {.o = {NULL, UINT64_MAX, NULL, NULL, -1, 0}};
     cli_ctx_t c;
     cli_init(&c, stdout, stderr, "export");
@@ -137,6 +145,8 @@ int cmd_export(int argc, char **argv)
     }
     int nlogs = c.nargs - 1;
     char **logs = c.args + 1;
+    if (nlogs >= 1 && cli_expand_dirs(nlogs, logs, &logs, &nlogs))
+        return CLI_FAIL;
     if (nlogs < 1) {
         fprintf(stderr, "gmshim export %s: no log given\n%s", fmt, usage);
         return CLI_FAIL;

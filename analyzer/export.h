@@ -133,6 +133,7 @@ typedef struct export_opts {
     const char *from, *to;        /* memory-viz: marks */
     int device;                   /* memory-viz: -1 = all */
     uint64_t min_size;            /* memory-viz: smaller blocks are left out */
+    int python_frames;            /* memory-viz: SITE_PY_* (sites.h) */
 } export_opts_t;
 
 int export_perfetto(int nlogs, char **logs, const export_opts_t *o);

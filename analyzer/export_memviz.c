@@ -6,6 +6,7 @@
  * and each segment's blocks tile it exactly. */
 #include "export.h"
 #include "vec.h"
+#include "outfile.h"
 #include "output.h"
 #include "sites.h"
 
@@ -228,7 +229,8 @@ static void frame_dict(mv_t *v, const site_frame_t *fr)
 }
 
 /* A site's frames, innermost first: the native ones (the allocation is made in native code),
- * then the Python ones that called it. Written once; later a memo fetch. */
+ * then the Python ones that called it; with --python-frames, the Python ones first or alone.
+ * Written once; later a memo fetch. */
 static void frames(mv_t *v, uint32_t site)
 {
     pk_t *p = &v->pk;
@@ -242,10 +244,13 @@ static void frames(mv_t *v, uint32_t site)
     site_frame_t *fr = malloc(SITE_MAX_FRAMES * sizeof *fr);
     size_t n = fr && s ? site_frames(v->m, site, fr, SITE_MAX_FRAMES) : 0;
     size_t npy = s && s->npy < n ? s->npy : n;
+    int order = v->o->python_frames;
     pk_list_memo(p, memo);
-    for (size_t i = npy; i < n; i++)
+    for (size_t i = 0; order != SITE_PY_RECORDED && i < npy; i++)
         frame_dict(v, &fr[i]);
-    for (size_t i = 0; i < npy; i++)
+    for (size_t i = npy; i < n && !(order == SITE_PY_ONLY && npy); i++)
+        frame_dict(v, &fr[i]);
+    for (size_t i = 0; order == SITE_PY_RECORDED && i < npy; i++)
         frame_dict(v, &fr[i]);
     pk_list_end(p);
     free(fr);
@@ -721,6 +726,7 @@ typedef struct mv_run {
     const export_opts_t *o;
     FILE *f;
     int rc;
+    outfile_t out;
 } mv_run_t;
 
 static int mark_known(const model_t *m, const char *want)
@@ -746,9 +752,8 @@ static void memviz_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     }
     if (r->o->device >= 0 && (r->o->device >= m->ndev || !m->dev[r->o->device]))
         fprintf(stderr, "gmshim export: %s: no device %d in this log: the snapshot is empty\n", lf->name, r->o->device);
-    r->f = strcmp(r->o->out, "-") ? fopen(r->o->out, "wb") : stdout;
+    r->f = outfile_open(&r->out, r->o->out, "wb", "gmshim export");
     if (!r->f) {
-        fprintf(stderr, "gmshim export: cannot write %s: %s\n", r->o->out, strerror(errno));
         r->rc = CLI_FAIL;
         return;
     }
@@ -777,20 +782,17 @@ int export_memviz(const char *log, const export_opts_t *o)
     FILE *devnull = fopen("/dev/null", "w");
     if (!devnull)
         return CLI_FAIL;
-    mv_run_t r = {o, NULL, CLI_OK};
+    mv_run_t r = {o, NULL, CLI_OK, {0}};
     cli_ctx_t c;
     cli_init(&c, devnull, stderr, "export");
     c.progress = isatty(2);
     char *logs[] = {(char *)log};
     int rc = cli_run_logs(&c, 1, logs, MODEL_SITES, memviz_one, &r);
     fclose(devnull);
-    if (r.f) {
-        int bad = ferror(r.f) != 0;
-        bad |= r.f != stdout ? fclose(r.f) != 0 : fflush(r.f) != 0;
-        if (bad) {
-            fprintf(stderr, "gmshim export: error writing %s\n", o->out);
-            return CLI_FAIL;
-        }
+    if (r.f && (r.rc == CLI_FAIL || rc == CLI_FAIL)) {
+        outfile_discard(&r.out); /* a failed export leaves no file behind */
+    } else if (r.f && outfile_commit(&r.out, "gmshim export")) {
+        return CLI_FAIL;
     }
     return r.rc != CLI_OK ? r.rc : rc;
 }

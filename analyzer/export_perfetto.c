@@ -4,6 +4,7 @@
  * OOMs, cache releases and marks as instants, the epochs between marks as slices. Counters are
  * downsampled to maxima over a stated bucket, never cut short. */
 #include "export.h"
+#include "outfile.h"
 #include "output.h"
 
 #include <errno.h>
@@ -365,16 +366,14 @@ static void perfetto_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 
 int export_perfetto(int nlogs, char **logs, const export_opts_t *o)
 {
-    FILE *f = strcmp(o->out, "-") ? fopen(o->out, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "gmshim export: cannot write %s: %s\n", o->out, strerror(errno));
+    outfile_t out;
+    FILE *f = outfile_open(&out, o->out, "w", "gmshim export");
+    if (!f)
         return CLI_FAIL;
-    }
     FILE *devnull = fopen("/dev/null", "w");
     pf_run_t *r = calloc(1, sizeof *r);
     if (!devnull || !r) {
-        if (f != stdout)
-            fclose(f);
+        outfile_discard(&out);
         if (devnull)
             fclose(devnull);
         free(r);
@@ -394,11 +393,9 @@ int export_perfetto(int nlogs, char **logs, const export_opts_t *o)
     json_line_end(&r->j);
     fclose(devnull);
     free(r);
-    int bad = ferror(f) != 0;
-    bad |= f != stdout ? fclose(f) != 0 : fflush(f) != 0;
-    if (bad) {
-        fprintf(stderr, "gmshim export: error writing %s\n", o->out);
-        return CLI_FAIL;
+    if (!c.c_logs) { /* no log could be read: no file */
+        outfile_discard(&out);
+        return rc;
     }
-    return rc;
+    return outfile_commit(&out, "gmshim export") ? CLI_FAIL : rc;
 }

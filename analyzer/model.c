@@ -144,6 +144,20 @@ int model_frag_at_peak(const model_t *m, int dev, model_frag_t *out)
     return 0;
 }
 
+const model_mark_t *model_step_mark(const model_t *m, long k)
+{
+    if (k < 0) {
+        for (size_t i = m->nmarks; i-- > 0;)
+            if (!m->marks[i].end && ++k == 0)
+                return &m->marks[i];
+        return NULL;
+    }
+    for (size_t i = 0; i < m->nmarks; i++)
+        if (!m->marks[i].end && k-- == 0)
+            return &m->marks[i];
+    return NULL;
+}
+
 int model_rank(const model_t *m)
 {
     const char *v = rd_meta_keyed(m->lf, GMLOG_META_RANK, "RANK");
@@ -174,6 +188,7 @@ void model_free(model_t *m)
         free(m->sites[i].py);
     }
     free(m->sites);
+    free(m->site_twins);
     map_free(&m->sitemap);
     for (size_t i = 0; i < m->nstrings; i++)
         free(m->strings[i]);

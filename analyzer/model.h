@@ -106,6 +106,7 @@ typedef struct model_mark {
     uint32_t id;
     uint64_t t;
     char *label;
+    int end;                       /* a phase's end (GMLOG_MARK_END): no epoch boundary */
 } model_mark_t;
 
 typedef struct model_bucket {
@@ -277,6 +278,8 @@ typedef struct model {
     uint64_t sst_cache[256][2];    /* a direct-mapped cache in front of sstmap: key, index */
     model_sitedef_t *sites;
     size_t nsites, capsites;
+    uint8_t *site_twins;           /* sites.c's cache: 1 where another site has the same label */
+    size_t site_twins_n;
     model_map_t sitemap;           /* site id -> index + 1 */
     char **strings;
     size_t nstrings, capstrings;
@@ -287,6 +290,7 @@ typedef struct model {
     model_mark_t *marks;
     size_t nmarks, capmarks;
     uint64_t marks_total;
+    uint64_t marks_bounds;         /* of them, the epoch boundaries (all but phases' ends) */
     model_oom_t *ooms;
     size_t nooms, capooms;
     uint64_t ooms_total;
@@ -361,6 +365,9 @@ const char *model_string(const model_t *m, uint32_t id);
 const model_module_t *model_module(const model_t *m, uint32_t id);
 
 /* The rank of the log: RANK from the metadata, else -1. */
+/* The k-th mark kept that is an epoch boundary (not a phase's end), from 0; k < 0 counts from
+ * the last (-1: the last). NULL when there is none. */
+const model_mark_t *model_step_mark(const model_t *m, long k);
 int model_rank(const model_t *m);
 /* Live bytes of device `dev` at this moment, largest sites first (at most max). */
 unsigned model_top_sites(const model_t *m, int dev, model_top_t *out, unsigned max);

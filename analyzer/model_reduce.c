@@ -39,9 +39,10 @@ model_dev_t *model_get_dev(model_t *m, unsigned id)
         d->peak_requested = d->peak_allocated = d->peak_reserved = d->peak_segments = RANGE_BIAS;
     }
     /* Epochs of marks are global: a device seen late starts at the current count. */
-    d->epoch[EPOCH_MARKS] = (uint32_t)(m->marks_total > UINT32_MAX ? UINT32_MAX : m->marks_total);
-    if (m->nmarks)
-        d->epoch_start[EPOCH_MARKS] = m->marks[m->nmarks - 1].t;
+    d->epoch[EPOCH_MARKS] = (uint32_t)(m->marks_bounds > UINT32_MAX ? UINT32_MAX : m->marks_bounds);
+    const model_mark_t *last = model_step_mark(m, -1);
+    if (last)
+        d->epoch_start[EPOCH_MARKS] = last->t;
     return d;
 }
 
@@ -219,17 +220,19 @@ static void on_mark(model_t *m, const rd_rec_t *r)
         label = "";
         len = 0;
     }
+    int end = (r->flags & GMLOG_MARK_END) != 0;
     m->marks_total++;
+    m->marks_bounds += !end;
     if (m->nmarks < MAX_MARKS_KEPT) {
         model_mark_t *n = vec_grow(m->marks, &m->capmarks, m->nmarks + 1, sizeof *n, 16);
         if (!n)
             model_die_oom();
         m->marks = n;
-        m->marks[m->nmarks++] = (model_mark_t){mk->id, r->t, model_dup_text(label, len)};
+        m->marks[m->nmarks++] = (model_mark_t){mk->id, r->t, model_dup_text(label, len), end};
     }
     if (r->ckpt)
         return; /* before a wrapped log's checkpoint: no figures of then to close an epoch with */
-    for (int i = 0; i < m->ndev; i++)
+    for (int i = 0; i < m->ndev && !end; i++) /* a phase's end: the step goes on to the next start */
         if (m->dev[i])
             model_dev_close_epoch(m->dev[i], EPOCH_MARKS, r->t);
     if ((m->stop_mark_id && (int64_t)mk->id == m->stop_mark_id) ||

@@ -215,8 +215,9 @@ static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
     if (o->epoch_system >= 0) {
         o->epoch_index = d->epoch[o->epoch_system];
         o->epoch_start = d->epoch_start[o->epoch_system];
-        if (o->epoch_system == EPOCH_MARKS && m->nmarks && m->marks[m->nmarks - 1].label)
-            o->epoch_label = strdup(m->marks[m->nmarks - 1].label);
+        const model_mark_t *last = model_step_mark(m, -1);
+        if (o->epoch_system == EPOCH_MARKS && last && last->label)
+            o->epoch_label = strdup(last->label);
         int lsys = model_epoch_system(m, d->id, 3);
         o->lowwater = model_dev_series(m, d, lsys >= 0 ? lsys : o->epoch_system);
     }

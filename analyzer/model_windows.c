@@ -176,6 +176,7 @@ static void stitch(model_t *m, model_t *w)
         m->end_t = w->end_t;
     }
     m->marks_total += w->marks_total;
+    m->marks_bounds += w->marks_bounds;
     m->ooms_total += w->ooms_total;
     m->retries_total += w->retries_total;
     m->warns_total += w->warns_total;

@@ -29,10 +29,11 @@ static uint64_t sub0(uint64_t a, uint64_t b)
 static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
 {
     (void)m;
-    char a[32], b[32], c[32], d[32], e[32], lim[96];
+    char a[32], b[32], c[32], d[32], e[32], lim[96], req[96];
     const gmlog_oom_t *r = &o->rec;
     memset(v, 0, sizeof *v);
     v->request = r->request ? (r->request + 511) / 512 * 512 : 512;
+    causes_request_words(r->request, v->request, req, sizeof req);
     v->under_limit = (o->rec.h.flags & GMLOG_OOM_LIMIT) != 0;
     v->torch_limit = v->under_limit && o->limit_torch;
     /* The driver's free figure was taken before the OOM's cache release, the pool's figures
@@ -57,18 +58,18 @@ static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdic
         v->cause = OOM_FRAGMENTATION;
         snprintf(v->why, sizeof v->why,
                  "the pool had %s free (reserved %s - allocated %s) but its largest free block was %s, "
-                 "smaller than the %s asked for: the free memory is split into %u pieces",
+                 "smaller than %s: the free memory is split into %u pieces",
                  rep_bytes(v->pool_free, a), rep_bytes(r->reserved, b), rep_bytes(r->allocated, c),
-                 rep_bytes(r->largest_free, d), rep_bytes(v->request, e), r->free_blocks);
+                 rep_bytes(r->largest_free, d), req, r->free_blocks);
         return;
     }
     if (!v->under_limit && total && v->outside >= total / 10 && v->outside + driver_free_now >= v->request) {
         v->cause = OOM_OUTSIDE;
         snprintf(v->why, sizeof v->why,
                  "%s of the device's %s is held outside gmshim's pool (the CUDA context, libraries with "
-                 "their own allocator, other processes%s); without it the %s request would have fit",
+                 "their own allocator, other processes%s); without it %s would have fit",
                  rep_bytes(v->outside, a), rep_bytes(total, b),
-                 o->unpooled_live ? ", this program's unpooled allocations" : "", rep_bytes(v->request, c));
+                 o->unpooled_live ? ", this program's unpooled allocations" : "", req);
         return;
     }
     model_series_t lw = o->lowwater;
@@ -90,17 +91,17 @@ static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdic
         v->cause = OOM_CAPACITY;
         if (o->persistent + v->request > v->available)
             snprintf(v->why, sizeof v->why,
-                     "%s live %s plus the %s request exceed the %s the device gives this process%s",
+                     "%s live %s plus %s exceed the %s the device gives this process%s",
                      rep_bytes(o->persistent, a),
                      o->epoch_system < 0 ? "(no marks or iterations seen: all of it counts as persistent)"
                                          : "across iterations (allocated before the current one)",
-                     rep_bytes(v->request, b), rep_bytes(v->available, c),
+                     req, rep_bytes(v->available, c),
                      v->under_limit ? causes_limit_name(lim, sizeof lim, v->available, total, v->torch_limit) : "");
         else
             snprintf(v->why, sizeof v->why,
-                     "%s live plus the %s request (a %s segment from the driver) did not fit in the %s the "
+                     "%s live plus %s (a %s segment from the driver) did not fit in the %s the "
                      "device gives this process%s; %s",
-                     rep_bytes(o->persistent + o->transient, a), rep_bytes(v->request, b),
+                     rep_bytes(o->persistent + o->transient, a), req,
                      rep_bytes(r->segment, e), rep_bytes(v->available, c),
                      v->under_limit ? causes_limit_name(lim, sizeof lim, v->available, total, v->torch_limit) : "",
                      o->epoch_system < 0 ? "with no marks or iterations in the log, all of it counts as persistent"

@@ -5,12 +5,24 @@
 #include "output.h"
 #include "symbolize.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *base_name(const char *path)
 {
     const char *s = path ? strrchr(path, '/') : NULL;
     return s ? s + 1 : path ? path : "?";
+}
+
+int site_parse_python_frames(const char *who, const char *text)
+{
+    if (!strcmp(text, "first"))
+        return SITE_PY_FIRST;
+    if (!strcmp(text, "only"))
+        return SITE_PY_ONLY;
+    fprintf(stderr, "%s: --python-frames %s: use first or only\n", who, text);
+    return -1;
 }
 
 size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t max)
@@ -67,10 +79,13 @@ static int boring_module(const char *path)
            !strncmp(b, "liblsan", 7) || !strncmp(b, "libclang_rt", 11);
 }
 
-const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len)
+/* The label before it is told apart from others: the first frame worth naming. Frames are
+ * resolved only up to it (a Python site's first frame needs no symbols). */
+static const char *site_base_label(const model_t *m, uint32_t site_id, char *buf, size_t len)
 {
     site_frame_t fr[SITE_MAX_FRAMES];
-    size_t n = site_frames(m, site_id, fr, SITE_MAX_FRAMES);
+    const model_sitedef_t *def = model_site(m, site_id);
+    size_t n = site_frames(m, site_id, fr, def && def->npy ? 1 : SITE_MAX_FRAMES);
     const site_frame_t *pick = NULL;
     for (size_t i = 0; i < n && !pick; i++)
         if (fr[i].python || !fr[i].module || !boring_module(fr[i].module))
@@ -90,6 +105,69 @@ const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len
         snprintf(buf, len, "%s (%s)", pick->function, base_name(pick->module));
     else
         snprintf(buf, len, "%s", pick->function);
+    return buf;
+}
+
+typedef struct site_named {
+    char *label;
+    size_t index;
+} site_named_t;
+
+static int site_named_cmp(const void *a, const void *b)
+{
+    const site_named_t *x = a, *y = b;
+    int c = strcmp(x->label, y->label);
+    return c ? c : x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Marks, once per model (and again when sites were added), each site whose label another site
+ * shares. The mark is a cache in the model, behind a lock: reports label sites from threads. */
+static pthread_mutex_t site_twins_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int site_has_twin(const model_t *m, uint32_t site_id)
+{
+    const model_sitedef_t *def = model_site(m, site_id);
+    if (!def)
+        return 0;
+    size_t at = (size_t)(def - m->sites);
+    model_t *cache = (model_t *)m;
+    pthread_mutex_lock(&site_twins_lock);
+    if (cache->site_twins_n != m->nsites) {
+        free(cache->site_twins);
+        cache->site_twins = calloc(m->nsites ? m->nsites : 1, 1);
+        site_named_t *v = calloc(m->nsites ? m->nsites : 1, sizeof *v);
+        cache->site_twins_n = cache->site_twins && v ? m->nsites : 0;
+        for (size_t i = 0; i < cache->site_twins_n; i++) {
+            char lbl[512];
+            v[i] = (site_named_t){strdup(site_base_label(m, m->sites[i].id, lbl, sizeof lbl)), i};
+            if (!v[i].label)
+                v[i].label = strdup("");
+        }
+        int ok = 1;
+        for (size_t i = 0; i < cache->site_twins_n; i++)
+            ok &= v[i].label != NULL;
+        if (ok && cache->site_twins_n > 1) {
+            qsort(v, cache->site_twins_n, sizeof *v, site_named_cmp);
+            for (size_t i = 1; i < cache->site_twins_n; i++)
+                if (!strcmp(v[i].label, v[i - 1].label))
+                    cache->site_twins[v[i].index] = cache->site_twins[v[i - 1].index] = 1;
+        }
+        for (size_t i = 0; v && i < cache->site_twins_n; i++)
+            free(v[i].label);
+        free(v);
+    }
+    int twin = at < cache->site_twins_n && cache->site_twins[at];
+    pthread_mutex_unlock(&site_twins_lock);
+    return twin;
+}
+
+const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len)
+{
+    site_base_label(m, site_id, buf, len);
+    if (site_has_twin(m, site_id)) { /* the id JSON gives as "site": one line, one stack */
+        size_t n = strlen(buf);
+        snprintf(buf + n, len > n ? len - n : 0, " [site %u]", site_id);
+    }
     return buf;
 }
 

@@ -25,10 +25,18 @@ typedef struct site_frame {
     char buf[48];             /* storage for a made-up function name */
 } site_frame_t;
 
+/* Where an exported stack (memory_viz, the HTML page's flame graph) puts a site's Python frames:
+ * as recorded (memory_viz: native frames innermost first, then the Python ones), first, or
+ * alone (a site without Python frames keeps its native ones). --python-frames first|only. */
+enum { SITE_PY_RECORDED = 0, SITE_PY_FIRST, SITE_PY_ONLY };
+/* "first" or "only": SITE_PY_*; -1 after saying why (who: "gmshim export"). */
+int site_parse_python_frames(const char *who, const char *text);
+
 /* The frames of a site; returns how many (at most max). */
 size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t max);
 /* A short name for a site: its first Python frame, else the first native frame outside the
- * CUDA runtime and gmshim. */
+ * CUDA runtime and gmshim; " [site N]" (the log's site id, JSON's "site") follows when another
+ * site of the log has the same name, so that no two stacks read alike. */
 const char *site_label(const model_t *m, uint32_t site_id, char *buf, size_t len);
 /* The stack, one frame a line, at most `depth` lines (0: all). With `fold`, at a site that has
  * a Python frame, each run of frames inside PyTorch and CUDA libraries (libtorch*, libc10*,

@@ -6,6 +6,7 @@
  * and every string from the log is escaped. This file collects the data and writes the SVG;
  * timeline_html.c writes the page. */
 #include "timeline.h"
+#include "outfile.h"
 #include "output.h"
 #include "sites.h"
 
@@ -489,6 +490,7 @@ typedef struct tl_state {
     int npanels, nlogs;
     int html;
     int failed;
+    int python_frames;            /* SITE_PY_* */
 } tl_state_t;
 
 static void timeline_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
@@ -501,6 +503,7 @@ static void timeline_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
         fputs("gmshim timeline: out of memory\n", stderr);
         st->failed = 1;
     } else {
+        t->python_frames = st->python_frames;
         if (st->html)
             tl_html_log(st->data, t, st->nlogs == 0);
         st->npanels += svg_panels(st->panels, t, st->npanels * H, st->npanels);
@@ -629,7 +632,7 @@ static void timeline_json_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
 }
 
 static const char usage[] =
-    "usage: gmshim timeline (--svg FILE | --html FILE | --json) LOG...\n"
+    "usage: gmshim timeline (--svg FILE | --html FILE | --json) [--python-frames first|only] LOG...\n"
     "\n"
     "Draws allocated and reserved bytes over time, one chart per device of each log, with the\n"
     "memory outside the pool, the device total (or GMSHIM_DEVICE_LIMIT), the marks (dashed lines;\n"
@@ -644,17 +647,24 @@ static const char usage[] =
     "  -s, --svg FILE   write an SVG image\n"
     "  -H, --html FILE  write an HTML page\n"
     "  -j, --json       the series as JSON on stdout\n"
+    "  -P, --python-frames first|only  the flame graph's stacks: Python frames first (as by\n"
+    "                   default), or only those (a site without any keeps its native frames)\n"
     "  -h, --help       this text\n";
 
 typedef struct tl_opts {
     const char *file;
     int html;                     /* -1: no file output */
+    int python_frames;            /* SITE_PY_* */
 } tl_opts_t;
 
 static int timeline_opt(cli_ctx_t *c, void *st, int key, const char *val)
 {
     (void)c;
     tl_opts_t *o = st;
+    if (key == 'P') {
+        o->python_frames = site_parse_python_frames("gmshim timeline", val);
+        return o->python_frames < 0 ? CLI_FAIL : 0;
+    }
     if (o->file && (key == 's' || key == 'H')) {
         fprintf(stderr, "gmshim timeline: --%s %s and --%s %s: one output at a time (run it twice for both)\n",
                 o->html ? "html" : "svg", o->file, key == 'H' ? "html" : "svg", val);
@@ -667,27 +677,23 @@ static int timeline_opt(cli_ctx_t *c, void *st, int key, const char *val)
 
 static int write_file(const char *file, const tl_state_t *st, char *const *paths, int npaths)
 {
-    FILE *f = strcmp(file, "-") ? fopen(file, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "gmshim timeline: cannot write %s: %s\n", file, strerror(errno));
+    outfile_t out;
+    FILE *f = outfile_open(&out, file, "w", "gmshim timeline");
+    if (!f)
         return CLI_FAIL;
-    }
     document(f, st, paths, npaths);
-    int bad = ferror(f) != 0;
-    bad |= f != stdout ? fclose(f) != 0 : fflush(f) != 0;
-    if (bad) {
-        fprintf(stderr, "gmshim timeline: error writing %s\n", file);
+    int to_stdout = f == stdout;
+    if (outfile_commit(&out, "gmshim timeline"))
         return CLI_FAIL;
-    }
-    if (f != stdout)
+    if (!to_stdout)
         fprintf(stderr, "gmshim: wrote %s (%d chart%s)\n", file, st->npanels, st->npanels == 1 ? "" : "s");
     return CLI_OK;
 }
 
 int cmd_timeline(int argc, char **argv)
 {
-    static const cli_opt_t opts[] = {{"svg", 's', 1}, {"html", 'H', 1}, {NULL, 0, 0}};
-    tl_opts_t o = {NULL, -1};
+    static const cli_opt_t opts[] = {{"svg", 's', 1}, {"html", 'H', 1}, {"python-frames", 'P', 1}, {NULL, 0, 0}};
+    tl_opts_t o = {NULL, -1, SITE_PY_RECORDED};
     cli_ctx_t c0;
     cli_init(&c0, stdout, stderr, "timeline");
     c0.json = cli_global.json;
@@ -717,6 +723,7 @@ int cmd_timeline(int argc, char **argv)
             fclose(devnull);
         return CLI_FAIL;
     }
+    st.python_frames = o.python_frames;
     cli_ctx_t c;
     cli_init(&c, devnull, stderr, "timeline");
     c.progress = isatty(2);

@@ -43,6 +43,7 @@ typedef struct tl_log {
     size_t nslots;                /* sites + 1 (slot 0: unknown) */
     uint64_t tmax;
     tl_dev_t *dev[256];
+    int python_frames;            /* the flame graph's stacks: SITE_PY_* (sites.h) */
 } tl_log_t;
 
 /* Replays the log for its timeline; 0, or -1 when out of memory. tl_log_free() either way. */

@@ -53,16 +53,17 @@ static int fl_child(fl_tree_t *t, int parent, const char *name)
     return t->n[id].name ? id : -1;
 }
 
-/* A site's path, outermost first: its Python frames, then its native frames, where a run of
- * native frames in one library under a Python frame is one node. */
-static size_t site_path(const model_t *m, uint32_t site, char (*out)[160], size_t max)
+/* A site's path, outermost first: its Python frames, then its native frames (none with
+ * --python-frames only, where it has Python frames), a run of native frames in one library
+ * under a Python frame being one node. */
+static size_t site_path(const model_t *m, uint32_t site, int python_only, char (*out)[160], size_t max)
 {
     site_frame_t *fr = malloc(SITE_MAX_FRAMES * sizeof *fr);
     const model_sitedef_t *s = model_site(m, site);
     size_t n = fr && s ? site_frames(m, site, fr, SITE_MAX_FRAMES) : 0, k = 0, npy = s && s->npy < n ? s->npy : n;
     for (size_t i = npy; i-- > 0 && k < max;)
         snprintf(out[k++], 160, "%s (%s:%u)", fr[i].function, base_name(fr[i].file), fr[i].line);
-    for (size_t i = n; i-- > npy && k < max;) {
+    for (size_t i = n; i-- > npy && k < max && !(python_only && npy);) {
         size_t j = i;
         if (npy && fr[i].module)
             while (j > npy && fr[j - 1].module && !strcmp(fr[j - 1].module, fr[i].module))
@@ -109,7 +110,7 @@ static void flame(json_t *j, const tl_log_t *t, const tl_snap_t *s)
     tr.n[0] = (fl_node_t){strdup("all live bytes"), 0, -1, -1};
     for (size_t i = 0; i < s->n && !tr.failed; i++) {
         uint32_t site = s->slot[i] ? t->m->sites[s->slot[i] - 1].id : 0;
-        size_t k = site_path(t->m, site, path, FL_DEPTH);
+        size_t k = site_path(t->m, site, t->python_frames == SITE_PY_ONLY, path, FL_DEPTH);
         int at = 0;
         tr.n[0].v += s->bytes[i];
         for (size_t d = 0; d < k && at >= 0; d++)

@@ -113,6 +113,22 @@ static int pick_device(const model_t *m, int asked)
     return best < 0 ? 0 : best;
 }
 
+static int whatif_has_device(const model_t *m, int d)
+{
+    return d >= 0 && d < m->ndev && m->dev[d];
+}
+
+static void whatif_list_devices(const model_t *m, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int d = 0; d < m->ndev && n < len; d++)
+        if (m->dev[d])
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? ", " : "", d);
+    if (!n)
+        snprintf(buf, len, "none");
+}
+
 static void failure_text(FILE *f, const model_t *m, const rp_result_t *r, char *buf, size_t len)
 {
     char a[32], t[32], lbl[256];
@@ -278,6 +294,16 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
     }
     model_t m;
     model_build(&m, &lf, MODEL_SITES);
+    if (w->device >= 0 && !whatif_has_device(&m, w->device)) {
+        /* replaying a device the program never used would "fit" trivially: a mistake, said */
+        char present[512];
+        whatif_list_devices(&m, present, sizeof present);
+        fprintf(c->err, "gmshim whatif: %s: device %d has no events in this log (devices with events: %s)\n",
+                path, w->device, present);
+        model_free(&m);
+        rd_close(&lf);
+        return CLI_FAIL;
+    }
     int dev = pick_device(&m, w->device);
     rp_log_t log;
     int rc = CLI_FAIL;

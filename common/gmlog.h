@@ -271,7 +271,9 @@ typedef struct gmlog_stats {
     uint64_t hits, misses;
 } gmlog_stats_t;
 
-/* GMLOG_MARK: a user mark; label follows, NUL-padded to 8 bytes. */
+/* GMLOG_MARK: a user mark; label follows, NUL-padded to 8 bytes. h.flags GMLOG_MARK_END: the end
+ * of a phase (gmshim_phase_end), which closes no iteration: growth per mark counts the steps. */
+#define GMLOG_MARK_END 1u
 typedef struct gmlog_mark {
     gmlog_rec_t h;
     uint32_t id;                 /* 1, 2, 3... in call order */

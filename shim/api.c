@@ -12,7 +12,13 @@
 GM_EXPORT int gmshim_mark(const char *label)
 {
     gm_init();
-    return evlog_mark(label ? label : "");
+    return evlog_mark(label ? label : "", 0);
+}
+
+GM_EXPORT int gmshim_phase_end(const char *label)
+{
+    gm_init();
+    return evlog_mark(label ? label : "", GMLOG_MARK_END);
 }
 
 GM_EXPORT unsigned long long gmshim_empty_cache(void)

@@ -682,13 +682,13 @@ void evlog_warning(int kind, int dev, uint64_t ptr, uint32_t site, uint32_t aux)
     evlog_append(&r, sizeof r, gm_now_ns());
 }
 
-int evlog_mark(const char *label)
+int evlog_mark(const char *label, unsigned flags)
 {
     if (!evlog_enabled())
         return -1;
     gmlog_mark_t r;
     size_t n = label ? strnlen(label, 2000) : 0; /* a record is at most 2040 bytes */
-    evlog_hdr(&r.h, GMLOG_MARK, sizeof r, GMLOG_NO_DEVICE, 0);
+    evlog_hdr(&r.h, GMLOG_MARK, sizeof r, GMLOG_NO_DEVICE, flags);
     r.id = __atomic_add_fetch(&gm_log.next_mark, 1, __ATOMIC_RELAXED);
     r.len = (uint32_t)n;
     evlog_append2(&r, sizeof r, label, n, gm_now_ns());

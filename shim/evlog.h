@@ -58,7 +58,7 @@ void evlog_cached_free_at(uint64_t t, int dev, uint64_t *last, unsigned flags, u
 void evlog_segment(int type, int dev, uint64_t base, uint64_t size, uint32_t graph, unsigned flags, uint64_t now,
                    uint64_t t0);
 void evlog_warning(int kind, int dev, uint64_t ptr, uint32_t site, uint32_t aux);
-int evlog_mark(const char *label);
+int evlog_mark(const char *label, unsigned flags);
 
 static inline uint32_t evlog_dur(uint64_t now, uint64_t t0)
 {

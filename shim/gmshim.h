@@ -63,6 +63,11 @@ typedef struct gmshim_stats {
  * log is being written. */
 int gmshim_mark(const char *label);
 
+/* Writes the mark that ends a phase begun with gmshim_mark (Python's `gmshim.phase()` writes
+ * "NAME end" with it): shown as a mark, but no iteration boundary, so that growth "per mark"
+ * stays growth per step. Returns as gmshim_mark. */
+int gmshim_phase_end(const char *label);
+
 /* Returns every whole free segment of every device to the driver, after waiting for pending
  * frees to complete (nothing is released while a graph capture is under way). Returns the number
  * of bytes released. */

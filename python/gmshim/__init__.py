@@ -50,13 +50,15 @@ def _lookup():
                     + [(n, Stat) for n in stats_] + [(n, ctypes.c_ulonglong) for n in counts])
 
     mark_fn.argtypes, mark_fn.restype = [ctypes.c_char_p], ctypes.c_int
+    end_fn = getattr(proc, "gmshim_phase_end", None) or mark_fn  # an older libgmshim: a plain mark
+    end_fn.argtypes, end_fn.restype = [ctypes.c_char_p], ctypes.c_int
     empty = proc.gmshim_empty_cache
     empty.argtypes, empty.restype = [], ctypes.c_ulonglong
     get = proc.gmshim_get_stats
     get.argtypes, get.restype = [ctypes.c_int, ctypes.POINTER(Stats)], ctypes.c_int
     limit = proc.gmshim_set_limit
     limit.argtypes, limit.restype = [ctypes.c_int, ctypes.c_ulonglong], ctypes.c_int
-    _api = {"mark": mark_fn, "empty_cache": empty, "get_stats": get, "set_limit": limit,
+    _api = {"mark": mark_fn, "phase_end": end_fn, "empty_cache": empty, "get_stats": get, "set_limit": limit,
             "Stats": Stats, "stats_fields": stats_, "count_fields": counts, "ctypes": ctypes}
     return _api
 
@@ -70,26 +72,31 @@ def active():
     return bool(_get())
 
 
-def mark(label):
-    """Writes a mark (a phase or iteration boundary) into gmshim's log. Returns True when it was
-    written, False without gmshim or without a log."""
+def _write_mark(kind, label):
     api = _get()
     if not api:
         return False
     if not isinstance(label, bytes):
         label = str(label).encode("utf-8", "replace")
-    return api["mark"](label) == 0
+    return api[kind](label) == 0
+
+
+def mark(label):
+    """Writes a mark (a phase or iteration boundary) into gmshim's log. Returns True when it was
+    written, False without gmshim or without a log."""
+    return _write_mark("mark", label)
 
 
 @_contextlib.contextmanager
 def phase(name):
     """``with gmshim.phase("eval"):`` marks "eval" at the start and "eval end" at the end (also
-    when the block raises), so that reports can tell the phase apart."""
+    when the block raises), so that reports can tell the phase apart. The end mark is recorded
+    as a phase's end, not as a boundary: growth "per mark" stays growth per step."""
     mark(name)
     try:
         yield
     finally:
-        mark("%s end" % (name,))
+        _write_mark("phase_end", "%s end" % (name,))
 
 
 def empty_cache():

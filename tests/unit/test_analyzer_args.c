@@ -5,10 +5,13 @@
 #include "suites.h"
 #include "testlog.h"
 
+#include <errno.h>
+#include <pty.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define DEMO "tests/fixtures/demo.gmlog"
@@ -598,6 +601,83 @@ START_TEST(test_every_gmshim_command_line_of_the_readme_exits_0)
 }
 END_TEST
 
+/* ---- colour: NO_COLOR as no-color.org says, --color with or without a value ------------------ */
+
+/* build/gmshim on a terminal (TERM=xterm), NO_COLOR set to no_color (unset when NULL); what the
+ * terminal showed in buf; the exit status. */
+static int gm_tty(const char *no_color, const char *const *args, char *buf, size_t len)
+{
+    const char *argv[16] = {build_path("gmshim")};
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = args[i];
+    int fd;
+    pid_t pid = forkpty(&fd, NULL, NULL, NULL);
+    ck_assert_msg(pid >= 0, "forkpty: %s", strerror(errno));
+    if (pid == 0) {
+        setenv("TERM", "xterm", 1);
+        if (no_color)
+            setenv("NO_COLOR", no_color, 1);
+        else
+            unsetenv("NO_COLOR");
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    size_t n = 0;
+    for (;;) {
+        ssize_t k = read(fd, buf + n, len - 1 - n);
+        if (k <= 0)
+            break; /* EIO once the child has gone */
+        n += (size_t)k;
+    }
+    buf[n] = 0;
+    close(fd);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+START_TEST(test_an_empty_no_color_leaves_colour_on)
+{
+    static char tty[1 << 16];
+    const char *const args[] = {"summary", DEMO, NULL};
+    int rc = gm_tty(NULL, args, tty, sizeof tty);
+    ck_assert_msg(rc == 0 && strstr(tty, "\033["), "a terminal without NO_COLOR: rc %d, no colour:\n%.2000s", rc, tty);
+    rc = gm_tty("", args, tty, sizeof tty);
+    ck_assert_msg(rc == 0 && strstr(tty, "\033["), "NO_COLOR= (empty): rc %d, no colour:\n%.2000s", rc, tty);
+    rc = gm_tty("1", args, tty, sizeof tty);
+    ck_assert_msg(rc == 0 && !strstr(tty, "\033["), "NO_COLOR=1: rc %d, colour:\n%.2000s", rc, tty);
+}
+END_TEST
+
+START_TEST(test_a_bare_color_takes_no_value_and_means_always)
+{
+    char *out;
+    int rc = gm(&out, "--color", "summary", DEMO);
+    ck_assert_msg(rc == 0 && strstr(out, "\033[") && strstr(out, "device 0"),
+                  "gmshim --color summary LOG: rc %d\n%.2000s", rc, out);
+    free(out);
+    rc = gm(&out, "summary", "--color", DEMO);
+    ck_assert_msg(rc == 0 && strstr(out, "\033[") && strstr(out, "device 0"),
+                  "gmshim summary --color LOG (the log is no value): rc %d\n%.2000s", rc, out);
+    free(out);
+    rc = gm(&out, "summary", "--color=never", DEMO);
+    ck_assert_msg(rc == 0 && !strstr(out, "\033["), "--color=never: rc %d\n%.2000s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_the_global_help_lists_every_exit_status)
+{
+    char *out;
+    int rc = gm(&out, "--help");
+    const char *st = out ? strstr(out, "Exit status:") : NULL;
+    ck_assert_msg(rc == 0 && st, "gmshim --help: rc %d\n%s", rc, out);
+    ck_assert_msg(strstr(st, "0 success") && strstr(st, "1 error") && strstr(st, "2 a report") &&
+                  strstr(st, "3 'gmshim whatif'"), "an exit status missing:\n%s", st);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_args_suite(void)
 {
     Suite *s = suite_create("analyzer_args");
@@ -618,5 +698,10 @@ Suite *analyzer_args_suite(void)
     tcase_add_test(tc, test_every_form_of_help_works);
     tcase_add_test(tc, test_every_gmshim_command_line_of_the_readme_exits_0);
     suite_add_tcase(s, tc);
+    TCase *col = tcase_create("colour");
+    tcase_add_test(col, test_an_empty_no_color_leaves_colour_on);
+    tcase_add_test(col, test_a_bare_color_takes_no_value_and_means_always);
+    tcase_add_test(col, test_the_global_help_lists_every_exit_status);
+    suite_add_tcase(s, col);
     return s;
 }

@@ -535,6 +535,138 @@ START_TEST(test_export_usage_errors_say_what_is_wrong)
 }
 END_TEST
 
+/* ---- what the exports and the timeline take and leave: a directory of logs, no file on failure -- */
+
+/* A whole file as a string (NULL when it cannot be read), its length in *len. */
+static char *file_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    *len = 0;
+    if (!f)
+        return NULL;
+    char *b = malloc(1 << 20);
+    ck_assert(b != NULL);
+    *len = fread(b, 1, (1 << 20) - 1, f);
+    b[*len] = 0;
+    fclose(f);
+    return b;
+}
+
+START_TEST(test_timeline_and_export_read_a_directory_as_report_does)
+{
+    const char *dir = temp_dir();
+    char log[512], out[600], cmd[2048];
+    snprintf(log, sizeof log, "%s/rank0.gmlog", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s", fixture("demo"), log);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    char *txt;
+    int rc = gm(&txt, "report", dir);
+    ck_assert_msg(rc == 0, "report DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    rc = gm(&txt, "timeline", "--json", dir);
+    ck_assert_msg(rc == 0 && strstr(txt, "\"points\"") && strstr(txt, "rank0.gmlog"), "timeline --json DIR: rc %d\n%.2000s",
+                  rc, txt);
+    free(txt);
+    snprintf(out, sizeof out, "%s/t.svg", dir);
+    rc = gm(&txt, "timeline", "--svg", out, dir);
+    ck_assert_msg(rc == 0 && access(out, F_OK) == 0, "timeline --svg FILE DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    snprintf(out, sizeof out, "%s/p.json", dir);
+    rc = gm(&txt, "export", "perfetto", "-o", out, dir);
+    ck_assert_msg(rc == 0, "export perfetto DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    size_t len;
+    char *json = file_text(out, &len);
+    ck_assert_msg(json && strstr(json, "\"traceEvents\"") && strstr(json, "device 0 reserved"), "the trace of DIR:\n%.2000s", json);
+    free(json);
+    snprintf(out, sizeof out, "%s/m.pickle", dir);
+    rc = gm(&txt, "export", "memory-viz", "-o", out, dir);
+    ck_assert_msg(rc == 0 && access(out, F_OK) == 0, "export memory-viz DIR: rc %d\n%.2000s", rc, txt);
+    free(txt);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
+START_TEST(test_a_failed_export_or_timeline_leaves_no_file_and_keeps_an_old_one)
+{
+    const char *dir = temp_dir();
+    char out[600], old[600], cmd[1024];
+    const char *bad = "/nonexistent/none.gmlog";
+    static const char *const forms[][3] = {{"export", "perfetto", "-o"}, {"export", "memory-viz", "-o"},
+                                           {"timeline", "--svg", NULL},  {"timeline", "--html", NULL}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(out, sizeof out, "%s/out%zu", dir, i);
+        char *txt;
+        int rc = forms[i][2] ? gm(&txt, forms[i][0], forms[i][1], forms[i][2], out, bad)
+                             : gm(&txt, forms[i][0], forms[i][1], out, bad);
+        ck_assert_msg(rc == 1 && access(out, F_OK) != 0, "%s %s of a missing log: rc %d, the file %s:\n%.2000s",
+                      forms[i][0], forms[i][1], rc, access(out, F_OK) ? "absent" : "left behind", txt);
+        free(txt);
+        snprintf(old, sizeof old, "%s/old%zu", dir, i);
+        FILE *f = fopen(old, "w");
+        ck_assert_msg(f && fputs("old\n", f) >= 0 && fclose(f) == 0, "cannot write %s", old);
+        rc = forms[i][2] ? gm(&txt, forms[i][0], forms[i][1], forms[i][2], old, bad)
+                         : gm(&txt, forms[i][0], forms[i][1], old, bad);
+        size_t len;
+        char *kept = file_text(old, &len);
+        ck_assert_msg(rc == 1 && kept && len == 4 && !memcmp(kept, "old\n", 4), "%s %s over an old file: rc %d, %zu bytes left",
+                      forms[i][0], forms[i][1], rc, len);
+        free(kept);
+        free(txt);
+    }
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
+    char *ls;
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    run_program(argv, NULL, 0, &ls);
+    ck_assert_msg(!strstr(ls, "out") && !strstr(ls, ".old") && strstr(ls, "old3"), "no temporary file may stay behind:\n%s", ls);
+    free(ls);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
+/* --python-frames first / only: the script's lines lead the stack (or are all of it) in the
+ * snapshot and in the HTML page's flame graph, instead of 16 frames of libtorch. */
+START_TEST(test_python_frames_first_or_only_in_the_snapshot_and_the_page)
+{
+    const char *dir = temp_dir();
+    const char *snap = tmpfile_in(dir, "s.pickle");
+    static const char *const order[] = {"first", "only"};
+    for (int k = 0; k < 2; k++) {
+        char *out;
+        int rc = gm(&out, "export", "memory-viz", "--python-frames", order[k], "-o", snap, fixture("h200_torch_leak_oom"));
+        ck_assert_msg(rc == 0, "export --python-frames %s exited %d:\n%s", order[k], rc, out);
+        free(out);
+        rc = py(&out, "-c",
+                "import pickle,sys\n"
+                "s=pickle.load(open(sys.argv[1],'rb'))\n"
+                "a=[e for e in s['device_traces'][0] if e['action']=='alloc'][-1]['frames']\n"
+                "py=[i for i,f in enumerate(a) if f['filename'].endswith('.py')]\n"
+                "assert py and py==list(range(len(py))), a\n"
+                "assert (len(py)==len(a)) == (sys.argv[2]=='only'), a\n"
+                "print(a[0])\n",
+                snap, order[k]);
+        ck_assert_msg(rc == 0 && strstr(out, "torch_leak_oom.py"), "--python-frames %s: frames:\n%.3000s", order[k], out);
+        free(out);
+    }
+    const char *page = tmpfile_in(dir, "t.html");
+    char *out;
+    int rc = gm(&out, "timeline", "--python-frames", "only", "--html", page, fixture("h200_torch_leak_oom"));
+    ck_assert_msg(rc == 0, "timeline --python-frames only: rc %d\n%s", rc, out);
+    free(out);
+    size_t len;
+    char *html = file_text(page, &len);
+    ck_assert_msg(html && strstr(html, "torch_leak_oom.py") && !strstr(html, "frames\"") && !strstr(html, ".so: ") &&
+                      !strstr(html, "(libtorch"),
+                  "the page's flame graph still has native frames");
+    free(html);
+    rc = gm(&out, "export", "memory-viz", "--python-frames", "sometimes", "-o", snap, fixture("demo"));
+    ck_assert_msg(rc == 1 && strstr(out, "--python-frames"), "a bad --python-frames: rc %d\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_export_suite(void)
 {
     Suite *s = suite_create("analyzer_export");
@@ -557,5 +689,11 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
     suite_add_tcase(s, tc);
+    TCase *fl = tcase_create("files");
+    tcase_set_timeout(fl, 120);
+    tcase_add_test(fl, test_timeline_and_export_read_a_directory_as_report_does);
+    tcase_add_test(fl, test_a_failed_export_or_timeline_leaves_no_file_and_keeps_an_old_one);
+    tcase_add_test(fl, test_python_frames_first_or_only_in_the_snapshot_and_the_page);
+    suite_add_tcase(s, fl);
     return s;
 }

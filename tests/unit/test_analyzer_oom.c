@@ -4,6 +4,8 @@
  * came from, and the snapshot rules used where no replay is possible. `gmshim whatif`'s answers
  * and exit codes are tested in test_analyzer_whatif.c. */
 #include "causes.h"
+#include "output.h"
+#include "pool.h"
 #include "commands.h"
 #include "suites.h"
 #include "testlog.h"
@@ -453,6 +455,47 @@ START_TEST(test_a_retry_is_not_a_failure_and_what_follows_is_capacity)
 }
 END_TEST
 
+/* Each OOM's explanation names the bytes the program asked for, as the OOM's first line does,
+ * and the pool's rounded size only as such: never "4 B asked for" above "the 512 B request". */
+START_TEST(test_an_ooms_request_is_stated_once_with_its_rounding_labelled)
+{
+    glob_t g;
+    ck_assert_msg(glob("tests/fixtures/*.gmlog", 0, NULL, &g) == 0 && g.gl_pathc >= 11,
+                  "the fixtures are not where the tests run");
+    int rounded_seen = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        char *out = NULL;
+        gm(&out, "--json", "oom", g.gl_pathv[i]);
+        for (const char *p = out; (p = strstr(p, "\"requested\":"));) {
+            unsigned long long asked = strtoull(p + 12, NULL, 10);
+            const char *why = strstr(p, "\"why\":\"");
+            p += 12;
+            if (!why)
+                break;
+            char a[32], r[32], want[128], bad[128];
+            rep_bytes(asked, a);
+            rep_bytes(pool_round((size_t)asked), r);
+            if (pool_round((size_t)asked) != asked) {
+                rounded_seen++;
+                snprintf(want, sizeof want, "the %s request (%s as the pool rounds it)", a, r);
+            } else {
+                snprintf(want, sizeof want, "the %s request", a);
+            }
+            snprintf(bad, sizeof bad, "the %s request =", r);
+            const char *end = strchr(why + 7, '"');
+            size_t len = end ? (size_t)(end - why) : strlen(why);
+            char text[4096];
+            snprintf(text, sizeof text, "%.*s", (int)len, why);
+            ck_assert_msg(strstr(text, want) && (!strcmp(a, r) || !strstr(text, bad)),
+                          "%s: %llu bytes asked for, the cause says:\n%s\nwant \"%s\"", g.gl_pathv[i], asked, text, want);
+        }
+        free(out);
+    }
+    globfree(&g);
+    ck_assert_msg(rounded_seen > 0, "no fixture's OOM asks for a size the pool rounds: the test tests nothing");
+}
+END_TEST
+
 Suite *analyzer_oom_suite(void)
 {
     Suite *s = suite_create("analyzer_oom");
@@ -481,6 +524,7 @@ Suite *analyzer_oom_suite(void)
     tcase_add_test(rules, test_rules_count_the_cache_released_before_the_driver_was_asked);
     tcase_add_test(rules, test_rules_call_steady_growth_a_leak_only_when_it_is_large);
     tcase_add_test(rules, test_rules_use_the_limit_when_it_refused);
+    tcase_add_test(rules, test_an_ooms_request_is_stated_once_with_its_rounding_labelled);
     suite_add_tcase(s, rules);
     return s;
 }

@@ -118,6 +118,19 @@ END_TEST
 
 /* On a terminal whatif says on stderr how far it is and how fast it replays; into a pipe it says
  * neither (the report alone). */
+START_TEST(test_whatif_refuses_a_device_without_events_naming_those_present)
+{
+    char *out = NULL;
+    int rc = gm(&out, "whatif", "--device", "5", FIXTURE);
+    ck_assert_msg(rc == 1 && strstr(out, "device 5") && strstr(out, "devices with events: 0") &&
+                  !strstr(out, "recommendation"), "--device 5 on a one-device log: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", "--device", "0", FIXTURE);
+    ck_assert_msg(rc != 1 && strstr(out, "device 0: "), "--device 0, the log's own: rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_whatif_shows_its_progress_on_a_terminal_only)
 {
     free(gm_oom_report("oom_split", NULL, 1));
@@ -168,6 +181,7 @@ Suite *analyzer_whatif_suite(void)
     tcase_add_test(tc, test_whatif_sizes_split_limits_by_the_pools_requests_not_exact_segments);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
     tcase_add_test(tc, test_whatif_shows_its_progress_on_a_terminal_only);
+    tcase_add_test(tc, test_whatif_refuses_a_device_without_events_naming_those_present);
     suite_add_tcase(s, tc);
     return s;
 }
