@@ -590,40 +590,10 @@ int rd_open_path(rd_log_t *lf, const char *path)
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         return finish_open(lf);
     }
-    /* A pipe or device: read it all. */
-    size_t cap = 1 << 20, len = 0;
-    uint8_t *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            close(fd);
-            return rd_fail(lf, len, "out of memory reading the input");
-        }
-        if (len == cap) {
-            uint8_t *n = cap < ((size_t)1 << 40) ? realloc(buf, cap * 2) : NULL;
-            if (!n)
-                free(buf);
-            buf = n;
-            cap *= 2;
-            continue;
-        }
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return rd_fail(lf, len, "read error: %s", strerror(e));
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-    }
+    /* A pipe or device: its first bytes decide whether the rest is read (reader_header.c). */
+    int rc = rd_read_stream(lf, fd);
     close(fd);
-    lf->owned = buf;
-    lf->data = buf;
-    lf->size = len;
-    return finish_open(lf);
+    return rc ? rc : finish_open(lf);
 }
 
 void rd_close(rd_log_t *lf)
