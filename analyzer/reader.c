@@ -151,6 +151,8 @@ static int index_chunks(rd_log_t *lf)
     /* A writer of this field cuts the file to its chunks at a clean close: fewer slots mean
      * chunks cut off after the close (a copy cut at a chunk boundary reads as whole otherwise). */
     uint64_t at_close = (h->flags & GMLOG_F_CLOSED) ? h->chunks_at_close : 0;
+    /* At exit the count is exact; at a signal or a stopped writer a floor: others went on. */
+    int exact = (h->close_reason & 0xff) == GMLOG_CLOSE_EXIT;
     if (at_close > lf->nslots) {
         lf->truncated = 1;
         uint64_t missing = at_close - lf->nslots;
@@ -177,7 +179,7 @@ static int index_chunks(rd_log_t *lf)
             rd_diag(lf, off, 1, "chunk %zu: bad magic 0x%08x; its records are skipped", i, magic);
             continue;
         }
-        if (at_close && i >= at_close)
+        if (at_close && exact && i >= at_close)
             rd_diag(lf, off, 1, "chunk %zu lies past the %llu chunks the log was closed with (bytes added after "
                     "the close?)", i, (unsigned long long)at_close);
         rd_chunk_t *ch = &lf->chunks[lf->nchunks++];

@@ -78,12 +78,79 @@ START_TEST(test_a_pipe_that_is_no_log_is_refused_before_it_is_read_whole)
 }
 END_TEST
 
+/* ---- a log closed by a fatal signal ----------------------------------------------------------- */
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    *len = got;
+    return buf;
+}
+
+/* Records chunk by chunk in a file that SIGTERM ended (the handler closes the header, no END
+ * record, the file not trimmed): a copy cut at a chunk boundary before the last chunk written
+ * lost records and must read as cut; one cut after it lost only unused chunks. */
+START_TEST(test_a_log_closed_by_a_signal_and_cut_at_a_chunk_boundary_reads_as_cut)
+{
+    char log[600], env_log[700];
+    snprintf(log, sizeof log, "%s/term.gmlog", temp_dir());
+    unlink(log);
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[] = {env_log, "FAKECUDA_MEM=1G", NULL};
+    int fd = -1;
+    pid_t pid = spawn_preloaded("tests/integration/alloc_until_killed", env, &fd);
+    ck_assert_msg(pid > 0, "cannot start the program: %s", strerror(errno));
+    char buf[256] = "";
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert_msg(n > 0 && strstr(buf, "ready"), "the program never said it was ready: '%s'", n > 0 ? buf : "");
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "not ended by SIGTERM (status 0x%x)", status);
+    size_t len;
+    uint8_t *data = slurp(log, &len);
+    unlink(log);
+    rd_log_t lf;
+    ck_assert_msg(data && rd_open_mem(&lf, data, len, "whole") == 0, "the log does not open");
+    uint32_t hs = lf.hdr.header_size;
+    size_t used = 0; /* chunks up to the last one written */
+    for (size_t i = 0; i < lf.nchunks; i++)
+        if ((lf.chunks[i].off - hs) / GMLOG_CHUNK_SIZE + 1 > used)
+            used = (size_t)((lf.chunks[i].off - hs) / GMLOG_CHUNK_SIZE + 1);
+    ck_assert_msg((lf.hdr.flags & GMLOG_F_CLOSED) && (lf.hdr.close_reason & 0xff) == GMLOG_CLOSE_SIGNAL &&
+                  !lf.partial && used >= 3, "the whole log: flags %u, reason 0x%x, partial %d, %zu chunks written",
+                  lf.hdr.flags, lf.hdr.close_reason, lf.partial, used);
+    rd_close(&lf);
+    for (size_t k = 1; k <= used; k++) {
+        ck_assert_int_eq(rd_open_mem(&lf, data, hs + k * GMLOG_CHUNK_SIZE, "cut"), 0);
+        rd_rec_t r;
+        while (rd_next(&lf, &r))
+            ;
+        int cut = lf.partial && lf.truncated;
+        ck_assert_msg(k < used ? cut : !lf.partial, "cut after %zu of the %zu chunks written: partial %d, truncated "
+                      "%d (%s)", k, used, lf.partial, lf.truncated, lf.ndiags ? lf.diags[0].msg : "no message");
+        rd_close(&lf);
+    }
+    free(data);
+}
+END_TEST
+
 Suite *analyzer_reader_edges_suite(void)
 {
     Suite *s = suite_create("analyzer_reader_edges");
     TCase *tc = tcase_create("edges");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_a_pipe_that_is_no_log_is_refused_before_it_is_read_whole);
+    tcase_add_test(tc, test_a_log_closed_by_a_signal_and_cut_at_a_chunk_boundary_reads_as_cut);
     suite_add_tcase(s, tc);
     return s;
 }
