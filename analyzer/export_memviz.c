@@ -215,8 +215,9 @@ static void frame_dict(mv_t *v, const site_frame_t *fr)
     pk_t *p = &v->pk;
     pk_item(p);
     pk_dict(p);
+    char name[SITE_NAME_MAX * 4];
     pk_key(p, K_NAME);
-    pk_str(p, fr->function);
+    pk_str(p, site_frame_name(fr, name, sizeof name));
     pk_key(p, K_FILENAME);
     pk_str(p, fr->file ? fr->file : fr->module ? fr->module : "??");
     pk_key(p, K_LINE);
