@@ -486,6 +486,39 @@ START_TEST(test_names_from_another_build_are_marked_unsure_in_the_page_and_the_p
 }
 END_TEST
 
+/* Under GMSHIM_SEGMENTS=vmm each 2 MiB page is a segment and the demo's blocks cover many: the
+ * snapshot's segments hold every byte the trace leaves live, each page a block covers. */
+START_TEST(test_memviz_of_a_vmm_log_draws_blocks_across_every_page_they_cover)
+{
+    const char *dir = temp_dir();
+    const char *log = tmpfile_in(dir, "vmm.gmlog"), *snap = tmpfile_in(dir, "vmm.pickle");
+    char env_log[700], prog[600];
+    unlink(log);
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/demo_train"));
+    const char *argv[] = {prog, NULL};
+    const char *env[] = {env_log, "GMSHIM_SEGMENTS=vmm", "FAKECUDA_MEM=1G", NULL};
+    char *out;
+    ck_assert_msg(run_program(argv, env, 1, &out) == 0, "demo_train under vmm:\n%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "export", "memory-viz", "--to", "6", "-o", snap, log) == 0, "memory-viz:\n%s", out);
+    free(out);
+    ck_assert_msg(py(&out, "tests/export/check_memviz.py", snap) == 0, "the pickle:\n%s", out);
+    free(out);
+    int rc = py(&out, "-c",
+                "import pickle,sys\ns=pickle.load(open(sys.argv[1],'rb'))\nlive={}\n"
+                "for e in s['device_traces'][0]:\n"
+                "    if e['action']=='alloc': live[e['addr']]=e['size']\n"
+                "    elif e['action']=='free_completed': live.pop(e['addr'],None)\n"
+                "held=sum(b['size'] for g in s['segments'] if g['device']==0 for b in g['blocks'] if b['state']!='inactive')\n"
+                "print('live',sum(live.values()),'held',held)\nsys.exit(0 if live and sum(live.values())==held else 1)\n",
+                snap);
+    ck_assert_msg(rc == 0, "the segments do not hold what the trace leaves live: %s", out);
+    free(out);
+    unlink(log);
+}
+END_TEST
+
 START_TEST(test_export_usage_errors_say_what_is_wrong)
 {
     static const struct {
@@ -540,6 +573,7 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_perfetto_of_tensors_counts_tensors_and_pending_bytes);
     tcase_add_test(tc, test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments);
     tcase_add_test(tc, test_names_from_another_build_are_marked_unsure_in_the_page_and_the_pickle);
+    tcase_add_test(tc, test_memviz_of_a_vmm_log_draws_blocks_across_every_page_they_cover);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
     suite_add_tcase(s, tc);
     return s;
