@@ -226,6 +226,15 @@ static int index_chunks(rd_log_t *lf)
 }
 
 
+/* Whether the chunk header read now is not the one indexed at the open: a live bounded log's
+ * writer gave the slot to another chunk meanwhile (its old records were older than a checkpoint). */
+static int chunk_moved(const rd_log_t *lf, const rd_chunk_t *c, const uint8_t *hdr)
+{
+    int s = lf->swapped;
+    return ld32(hdr, s) != GMLOG_CHUNK_MAGIC || ld32(hdr + 4, s) != c->tid || ld64(hdr + 16, s) != c->base_ns ||
+           ld32(hdr + 24, s) != c->thread_chunk;
+}
+
 /* Loads the stream's current chunk (a file's into the stream's buffer). */
 static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
 {
@@ -261,6 +270,12 @@ static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
         }
         s->buf = *own ? *own : (const uint8_t *)"";
         avail = (uint32_t)got;
+        if (avail >= CHUNK_HDR && !(lf->hdr.flags & GMLOG_F_CLOSED) && chunk_moved(lf, c, s->buf)) {
+            lf->changed = 1;
+            if (lf->clone)
+                lf->partial = 1; /* a parallel window gives way to the replay in order, which says it */
+            avail = CHUNK_HDR;   /* its records are another chunk's now */
+        }
     }
     s->p = s->buf + (avail >= CHUNK_HDR ? CHUNK_HDR : avail);
     s->end = s->buf + avail;
@@ -463,6 +478,7 @@ int rd_clone(const rd_log_t *src, rd_log_t *dst)
         dst->data = src->data;
     }
     dst->size = src->size;
+    dst->clone = 1;
     int rc = finish_open(dst);
     dst->quiet = 1;
     return rc;

@@ -113,6 +113,9 @@ typedef struct rd_log {
     int no_header;             /* empty, or its header never written: the writer ended at its start */
     int end_record;            /* a thread's last chunk holds an END record (finish_open looks) */
     int quiet;                 /* diagnostics are not recorded (a repeated pass) */
+    int clone;                 /* a second reader of the same log (rd_clone) */
+    int changed;               /* the file changed while read: its writer is still at work (a
+                                  chunk given to another thread since the open is not read) */
     int read_through;          /* an iteration reached the end: the next pass is quiet */
     rd_meta_t *meta;
     size_t nmeta;

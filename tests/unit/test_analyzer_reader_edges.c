@@ -1,6 +1,7 @@
 /* Unit tests of the reader (analyzer/reader*.c) at the edges of its input: a pipe or device that
  * is no log (refused from its first bytes, never read whole), a log closed by a fatal signal and
  * cut at a chunk boundary, and a bounded log read while its writer is still writing it. */
+#include "cli.h"
 #include "reader.h"
 #include "suites.h"
 #include "testlog.h"
@@ -144,6 +145,65 @@ START_TEST(test_a_log_closed_by_a_signal_and_cut_at_a_chunk_boundary_reads_as_cu
 }
 END_TEST
 
+/* ---- a log read while its writer goes on ------------------------------------------------------- */
+
+#define MOVED_SIZE (777 * 512) /* the size only the chunk written after the open allocates */
+
+/* Thread 1's second chunk is given to thread 3 after the reader opened the log, as a bounded
+ * log's writer reuses the space of records older than its newest checkpoint: the reader must not
+ * read thread 3's records as thread 1's, and says the log changed while read (live, not damaged). */
+START_TEST(test_a_chunk_rewritten_after_the_open_is_not_read_as_its_old_self)
+{
+    char log[600];
+    snprintf(log, sizeof log, "%s/live.gmlog", temp_dir());
+    tlog_t b = {0};
+    tlog_begin(&b, 0);
+    gmlog_file_header_t *h = (gmlog_file_header_t *)b.buf;
+    h->flags = 0, h->end_ns = 0, h->close_reason = 0, h->chunks_at_close = 0; /* still being written */
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 0, "GPU", 8 * 1024 * TLOG_MiB);
+    tlog_segment(&b, 10, GMLOG_SEGMENT_ALLOC, TLOG_SEG, 64 * TLOG_MiB);
+    tlog_alloc(&b, 20, TLOG_A, TLOG_MiB, 0, 0);
+    tlog_end_chunk(&b);
+    tlog_chunk(&b, 2, 1, 0, 0);
+    tlog_alloc(&b, 30, TLOG_D, TLOG_MiB, 0, 0);
+    tlog_end_chunk(&b);
+    tlog_chunk(&b, 1, 2, 1, 40);
+    tlog_free(&b, 50, TLOG_A);
+    tlog_end_chunk(&b);
+    ck_assert_msg(tlog_write(&b, log) == 0, "cannot write %s", log);
+    size_t chunk2 = b.len - GMLOG_CHUNK_SIZE;
+    tlog_free_buf(&b);
+    rd_log_t lf;
+    ck_assert_msg(rd_open_path(&lf, log) == 0, "the log does not open: %s", lf.diags[0].msg);
+    /* the writer moves on: chunk 2 becomes thread 3's first */
+    tlog_t n = {0};
+    tlog_begin(&n, 0);
+    size_t hs = n.len;
+    tlog_chunk(&n, 3, 5, 0, 60);
+    tlog_alloc(&n, 70, TLOG_SEG + 0x400000, MOVED_SIZE, 0, 0);
+    tlog_end_chunk(&n);
+    FILE *f = fopen(log, "r+b");
+    ck_assert_msg(f && fseek(f, (long)chunk2, SEEK_SET) == 0 && fwrite(n.buf + hs, 1, GMLOG_CHUNK_SIZE, f) ==
+                  GMLOG_CHUNK_SIZE, "cannot rewrite chunk 2");
+    fclose(f);
+    tlog_free_buf(&n);
+    rd_rec_t r;
+    unsigned moved = 0;
+    while (rd_next(&lf, &r)) {
+        gmlog_alloc_t a;
+        memcpy(&a, r.p, r.len < sizeof a ? r.len : sizeof a);
+        moved += r.type == GMLOG_ALLOC && (a.size & GMLOG_SIZE_MASK) == MOVED_SIZE;
+    }
+    char state[256];
+    cli_close_state(&lf, NULL, state, sizeof state);
+    ck_assert_msg(!moved && !lf.partial && strstr(state, "changed while"), "%u records of the chunk written after "
+                  "the open were read as thread 1's; partial %d (%s); close state '%s'", moved, lf.partial,
+                  lf.ndiags ? lf.diags[0].msg : "", state);
+    rd_close(&lf);
+}
+END_TEST
+
 Suite *analyzer_reader_edges_suite(void)
 {
     Suite *s = suite_create("analyzer_reader_edges");
@@ -151,6 +211,7 @@ Suite *analyzer_reader_edges_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_a_pipe_that_is_no_log_is_refused_before_it_is_read_whole);
     tcase_add_test(tc, test_a_log_closed_by_a_signal_and_cut_at_a_chunk_boundary_reads_as_cut);
+    tcase_add_test(tc, test_a_chunk_rewritten_after_the_open_is_not_read_as_its_old_self);
     suite_add_tcase(s, tc);
     return s;
 }
