@@ -226,15 +226,6 @@ static int index_chunks(rd_log_t *lf)
 }
 
 
-/* Whether the chunk header read now is not the one indexed at the open: a live bounded log's
- * writer gave the slot to another chunk meanwhile (its old records were older than a checkpoint). */
-static int chunk_moved(const rd_log_t *lf, const rd_chunk_t *c, const uint8_t *hdr)
-{
-    int s = lf->swapped;
-    return ld32(hdr, s) != GMLOG_CHUNK_MAGIC || ld32(hdr + 4, s) != c->tid || ld64(hdr + 16, s) != c->base_ns ||
-           ld32(hdr + 24, s) != c->thread_chunk;
-}
-
 /* Loads the stream's current chunk (a file's into the stream's buffer). */
 static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
 {
@@ -270,7 +261,7 @@ static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
         }
         s->buf = *own ? *own : (const uint8_t *)"";
         avail = (uint32_t)got;
-        if (avail >= CHUNK_HDR && !(lf->hdr.flags & GMLOG_F_CLOSED) && chunk_moved(lf, c, s->buf)) {
+        if (avail >= CHUNK_HDR && !(lf->hdr.flags & GMLOG_F_CLOSED) && rd_chunk_moved(lf, c, s->buf)) {
             lf->changed = 1;
             if (lf->clone)
                 lf->partial = 1; /* a parallel window gives way to the replay in order, which says it */
@@ -439,6 +430,11 @@ static uint64_t last_time(rd_log_t *lf, const rd_stream_t *st, uint8_t *buf)
 
 static inline void advance(rd_log_t *lf, rd_stream_t *s, uint32_t len);
 static int finish_open(rd_log_t *lf);
+static void forget(rd_log_t *lf);
+
+#define LIVE_TRIES 3 /* opens of a log that changes while indexed */
+
+void (*rd_index_hook)(const rd_log_t *lf);
 
 /* The last chunk of s whose time base is at or before t (0 when none is). */
 static uint32_t chunk_at(const rd_log_t *lf, const rd_stream_t *s, uint64_t t)
@@ -529,8 +525,12 @@ static int finish_open(rd_log_t *lf)
     if (rd_parse_header(lf))
         return -1;
     rd_parse_meta(lf);
+    lf->header_diags = lf->ndiags;
+    lf->header_partial = lf->partial;
     if (index_chunks(lf) || rd_ckpt_scan(lf))
         return -1;
+    if (rd_index_hook && lf->fd >= 0)
+        rd_index_hook(lf);
     /* Quiet first look at the starts and ends for the time range (diagnostics come later). */
     int partial = lf->partial;
     lf->quiet = 1;
@@ -606,7 +606,26 @@ int rd_open_path(rd_log_t *lf, const char *path)
         lf->fd = fd;
         lf->size = (size_t)st.st_size;
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        return finish_open(lf);
+        /* A log still being written may change while it is indexed: chunks claimed meanwhile
+         * would read as missing. Opened again until it holds still; if it never does, what the
+         * open found missing is the writer moving on, not damage (reader_live.c). */
+        for (int tries = 1;; tries++) {
+            int rc = finish_open(lf);
+            if (rc || lf->no_header || (lf->hdr.flags & GMLOG_F_CLOSED) || rd_open_unchanged(lf))
+                return rc;
+            if (tries == LIVE_TRIES) {
+                lf->ndiags = lf->header_diags;
+                lf->partial = lf->header_partial;
+                lf->truncated = 0;
+                lf->changed = 1;
+                return 0;
+            }
+            forget(lf);
+            memset(lf, 0, sizeof *lf);
+            lf->name = path;
+            lf->fd = fd;
+            lf->size = fstat(fd, &st) == 0 ? (size_t)st.st_size : 0;
+        }
     }
     /* A pipe or device: its first bytes decide whether the rest is read (reader_header.c). */
     int rc = rd_read_stream(lf, fd);
@@ -619,6 +638,12 @@ void rd_close(rd_log_t *lf)
     if (lf->fd >= 0)
         close(lf->fd);
     lf->fd = -1;
+    forget(lf);
+}
+
+/* Everything the open built, freed; the file stays open. */
+static void forget(rd_log_t *lf)
+{
     free(lf->owned);
     free(lf->header);
     for (size_t i = 0; i < lf->nmeta; i++)

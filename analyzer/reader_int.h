@@ -41,6 +41,11 @@ int rd_read_stream(rd_log_t *lf, int fd);
 int rd_parse_header(rd_log_t *lf);
 void rd_parse_meta(rd_log_t *lf);
 
+/* reader_live.c: whether a chunk read now is not the one the open indexed (the writer gave its slot
+ * to another); whether the file is still what the open indexed (size and every chunk header) */
+int rd_chunk_moved(const rd_log_t *lf, const rd_chunk_t *c, const uint8_t *hdr);
+int rd_open_unchanged(const rd_log_t *lf);
+
 /* reader_ckpt.c: checkpoint spans, and a wrapped log's prologue (its newest complete checkpoint's
  * definitions, history and cuts) */
 int rd_ckpt_skip(rd_log_t *lf, rd_stream_t *s, const uint8_t *p, uint32_t len);

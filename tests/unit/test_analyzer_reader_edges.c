@@ -204,6 +204,68 @@ START_TEST(test_a_chunk_rewritten_after_the_open_is_not_read_as_its_old_self)
 }
 END_TEST
 
+/* The writer claiming chunks while the open indexes them: thread 1's second chunk is claimed
+ * (its header stored) just after the open read its slot as unused, and its third after that
+ * (the open saw it: a gap). */
+static const char *claimed_log;
+static int claims_left;
+
+static void claim_after_index(const rd_log_t *lf)
+{
+    if (!claims_left || claims_left-- != 1)
+        return;
+    tlog_t n = {0};
+    tlog_begin(&n, 0);
+    size_t hs = n.len;
+    tlog_chunk(&n, 1, 1, 1, 40);
+    tlog_free(&n, 50, TLOG_A);
+    tlog_end_chunk(&n);
+    FILE *f = fopen(claimed_log, "r+b");
+    ck_assert_msg(f && fseek(f, (long)(hs + GMLOG_CHUNK_SIZE), SEEK_SET) == 0 &&
+                  fwrite(n.buf + hs, 1, GMLOG_CHUNK_SIZE, f) == GMLOG_CHUNK_SIZE, "cannot claim chunk 1");
+    fclose(f);
+    tlog_free_buf(&n);
+    (void)lf;
+}
+
+/* A live log's chunk claimed while the open indexed it is the writer moving on, not a chunk
+ * missing: the open reads the log again and finds it whole. */
+START_TEST(test_a_chunk_claimed_during_the_open_is_not_damage)
+{
+    char log[600];
+    snprintf(log, sizeof log, "%s/claiming.gmlog", temp_dir());
+    tlog_t b = {0};
+    tlog_begin(&b, 0);
+    gmlog_file_header_t *h = (gmlog_file_header_t *)b.buf;
+    h->flags = 0, h->end_ns = 0, h->close_reason = 0, h->chunks_at_close = 0; /* still being written */
+    tlog_chunk(&b, 1, 0, 0, 0);
+    tlog_device(&b, 0, "GPU", 8 * 1024 * TLOG_MiB);
+    tlog_alloc(&b, 20, TLOG_A, TLOG_MiB, 0, 0);
+    tlog_end_chunk(&b);
+    tlog_zeros(&b); /* chunk 1: claimed by thread 1 during the open */
+    tlog_chunk(&b, 1, 2, 2, 60);
+    tlog_alloc(&b, 70, TLOG_D, TLOG_MiB, 0, 0);
+    tlog_end_chunk(&b);
+    ck_assert_msg(tlog_write(&b, log) == 0, "cannot write %s", log);
+    tlog_free_buf(&b);
+    claimed_log = log;
+    claims_left = 1;
+    rd_index_hook = claim_after_index;
+    rd_log_t lf;
+    int rc = rd_open_path(&lf, log);
+    rd_index_hook = NULL;
+    ck_assert_msg(rc == 0, "the log does not open: %s", lf.diags[0].msg);
+    unsigned frees = 0;
+    rd_rec_t r;
+    while (rd_next(&lf, &r))
+        frees += r.type == GMLOG_FREE;
+    ck_assert_msg(!lf.partial && frees == 1, "a chunk claimed during the open: partial %d (%s), %u frees read",
+                  lf.partial, lf.ndiags ? lf.diags[0].msg : "", frees);
+    rd_close(&lf);
+    unlink(log);
+}
+END_TEST
+
 Suite *analyzer_reader_edges_suite(void)
 {
     Suite *s = suite_create("analyzer_reader_edges");
@@ -212,6 +274,7 @@ Suite *analyzer_reader_edges_suite(void)
     tcase_add_test(tc, test_a_pipe_that_is_no_log_is_refused_before_it_is_read_whole);
     tcase_add_test(tc, test_a_log_closed_by_a_signal_and_cut_at_a_chunk_boundary_reads_as_cut);
     tcase_add_test(tc, test_a_chunk_rewritten_after_the_open_is_not_read_as_its_old_self);
+    tcase_add_test(tc, test_a_chunk_claimed_during_the_open_is_not_damage);
     suite_add_tcase(s, tc);
     return s;
 }
