@@ -39,8 +39,12 @@ const char *cli_close_state(const rd_log_t *lf, const model_t *m, char *buf, siz
         return buf;
     }
     if (!(h->flags & GMLOG_F_CLOSED)) {
-        snprintf(buf, len, "not closed: the process was killed or is still running%s",
-                 m && m->end_seen ? " (an end record was written)" : "");
+        if (lf->changed)
+            snprintf(buf, len, "not closed: still being written (the log changed while it was read: its newest "
+                     "records may be missing)");
+        else
+            snprintf(buf, len, "not closed: the process was killed or is still running%s",
+                     m && m->end_seen ? " (an end record was written)" : "");
         return buf;
     }
     unsigned reason = h->close_reason & 0xff, sig = (h->close_reason >> 8) & 0xff;

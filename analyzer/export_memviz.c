@@ -219,8 +219,9 @@ static void frame_dict(mv_t *v, const site_frame_t *fr)
     pk_t *p = &v->pk;
     pk_item(p);
     pk_dict(p);
+    char name[SITE_NAME_MAX * 4];
     pk_key(p, K_NAME);
-    pk_str(p, fr->function);
+    pk_str(p, site_frame_name(fr, name, sizeof name));
     pk_key(p, K_FILENAME);
     pk_str(p, fr->file ? fr->file : fr->module ? fr->module : "??");
     pk_key(p, K_LINE);
@@ -481,19 +482,33 @@ typedef struct mv_seg {
     const xr_block_t **blk;       /* its live blocks, by address, inside it */
     size_t n;
     int expandable;
+    const xr_block_t *carried;    /* a block from the segment before that goes on into this one
+                                   * (across the 2 MiB pages of GMSHIM_SEGMENTS=vmm), or NULL */
 } mv_seg_t;
+
+/* The part of block b inside [at, end): its bytes, and of them the requested ones. */
+static uint64_t block_part(const xr_block_t *b, uint64_t at, uint64_t end, uint64_t *req)
+{
+    uint64_t from = b->ptr > at ? b->ptr : at, bend = b->ptr + b->size, to = bend < end ? bend : end;
+    uint64_t size = to > from ? to - from : 0, before = from - b->ptr;
+    *req = b->req > before ? (b->req - before < size ? b->req - before : size) : 0;
+    return size;
+}
 
 static void segment_dict(mv_t *v, const mv_seg_t *s)
 {
     pk_t *p = &v->pk;
     uint64_t end = s->base + s->size, used = 0, pending = 0, req = 0, at = s->base;
-    for (size_t i = 0; i < s->n; i++) {
-        uint64_t bend = s->blk[i]->ptr + s->blk[i]->size, bytes = (bend < end ? bend : end) - s->blk[i]->ptr;
-        if (s->blk[i]->pending) {
+    for (size_t i = 0; i <= s->n; i++) {
+        const xr_block_t *b = i < s->n ? s->blk[i] : s->carried;
+        if (!b)
+            continue;
+        uint64_t r, bytes = block_part(b, s->base, end, &r);
+        if (b->pending) {
             pending += bytes; /* active, no longer allocated: PyTorch's pending free */
         } else {
             used += bytes;
-            req += s->blk[i]->req;
+            req += r;
         }
     }
     pk_item(p);
@@ -524,15 +539,19 @@ static void segment_dict(mv_t *v, const mv_seg_t *s)
     frames(v, s->site);
     pk_key(p, K_BLOCKS);
     pk_list(p);
+    if (s->carried) { /* the rest of a block that began in a page before */
+        uint64_t r, size = block_part(s->carried, at, end, &r);
+        block_dict(v, at, size, r, s->carried->pending ? V_ACTIVE_PENDING_FREE : V_ACTIVE_ALLOCATED, s->carried->site);
+        at += size;
+    }
     for (size_t i = 0; i < s->n; i++) { /* blocks tile the segment: gaps are inactive blocks */
         const xr_block_t *b = s->blk[i];
         if (b->ptr < at)
             continue; /* overlaps the one before: the log is inconsistent, keep the tiling */
         if (b->ptr > at)
             block_dict(v, at, b->ptr - at, 0, V_INACTIVE, 0);
-        uint64_t size = b->ptr + b->size <= end ? b->size : end - b->ptr;
-        block_dict(v, b->ptr, size, b->req < size ? b->req : size, b->pending ? V_ACTIVE_PENDING_FREE : V_ACTIVE_ALLOCATED,
-                   b->site);
+        uint64_t r, size = block_part(b, at, end, &r);
+        block_dict(v, b->ptr, size, r, b->pending ? V_ACTIVE_PENDING_FREE : V_ACTIVE_ALLOCATED, b->site);
         at = b->ptr + size;
     }
     if (at < end)
@@ -564,21 +583,28 @@ static int device_segments(mv_t *v, const xr_t *x, int dev)
     qsort(seg, ns, sizeof *seg, by_base);
     qsort(blk, nb, sizeof *blk, by_ptr);
     size_t j = 0;
+    const xr_block_t *carried = NULL; /* the last block of the segment before, if it went on past it */
     for (size_t i = 0; i <= ns; i++) {
         uint64_t base = i < ns ? seg[i]->base : UINT64_MAX;
         for (; j < nb && blk[j]->ptr < base; j++) { /* before this segment: outside, or stray */
             const xr_block_t *b = blk[j];
-            mv_seg_t one = {dev, b->ptr, b->size, b->stream, 0, b->site, &blk[j], 1, 0};
+            mv_seg_t one = {dev, b->ptr, b->size, b->stream, 0, b->site, &blk[j], 1, 0, NULL};
             segment_dict(v, &one);
         }
         if (i == ns)
             break;
+        if (carried && carried->ptr + carried->size <= base)
+            carried = NULL;
         size_t k = j;
         while (k < nb && blk[k]->ptr < base + seg[i]->size && blk[k]->kind == GMLOG_KIND_POOL && !blk[k]->stray)
             k++;
         mv_seg_t s = {dev, base, seg[i]->size, seg[i]->stream, seg[i]->graph, seg[i]->site, &blk[j], k - j,
-                      seg[i]->expandable};
+                      seg[i]->expandable, carried};
         segment_dict(v, &s);
+        if (k > j)
+            carried = blk[k - 1];
+        if (carried && carried->ptr + carried->size <= base + seg[i]->size)
+            carried = NULL;
         j = k;
     }
     free(seg);

@@ -68,7 +68,9 @@ static void collect(const model_t *m, const model_dev_t *d, span_t **segsp, size
     *segsp = segs, *nsp = ns, *blksp = blks, *nbp = nb;
 }
 
-/* One segment's free pieces between the blocks from *bi on; *bi moves past its blocks. */
+/* One segment's free pieces between the blocks from *bi on; *bi moves past its blocks but one
+ * that goes on past the segment's end (a block across the 2 MiB pages of GMSHIM_SEGMENTS=vmm,
+ * each page a segment): the next segment starts with it. */
 static void segment_gaps(const span_t *seg, const span_t *blks, size_t nb, size_t *bi, model_segfrag_t *g)
 {
     uint64_t at = seg->start, end = seg->start + seg->size;
@@ -89,6 +91,8 @@ static void segment_gaps(const span_t *seg, const span_t *blks, size_t nb, size_
         if (bend > at)
             at = bend < end ? bend : end;
         g->blocks++;
+        if (bend > end)
+            break; /* it covers the next segment too */
         (*bi)++;
     }
     if (end > at) {
@@ -97,6 +101,18 @@ static void segment_gaps(const span_t *seg, const span_t *blks, size_t nb, size_
         g->free_blocks++;
         if (gap > g->largest_free)
             g->largest_free = gap;
+    }
+}
+
+/* Moves *bi past the blocks that end before the segment at `start` (counted in *stray when they
+ * lie in no segment: not the one a previous segment ended inside). */
+static void skip_before(const span_t *blks, size_t nb, size_t *bi, uint64_t start, uint64_t prev_end,
+                        uint64_t *stray)
+{
+    while (*bi < nb && blks[*bi].start < start && blks[*bi].start + blks[*bi].size <= start) {
+        if (stray && blks[*bi].start >= prev_end)
+            (*stray)++;
+        (*bi)++;
     }
 }
 
@@ -116,10 +132,8 @@ void model_frag_now(const model_t *m, int dev, model_frag_t *out)
     size_t ns, nb, bi = 0;
     collect(m, d, &segs, &ns, &blks, &nb, &out->internal, &out->pending);
     for (size_t si = 0; si < ns; si++) {
-        while (bi < nb && blks[bi].start < segs[si].start) {
-            out->stray_blocks++;
-            bi++;
-        }
+        skip_before(blks, nb, &bi, segs[si].start, si ? segs[si - 1].start + segs[si - 1].size : 0,
+                    &out->stray_blocks);
         model_segfrag_t g;
         segment_gaps(&segs[si], blks, nb, &bi, &g);
         if (!g.blocks) { /* wholly free: cached, not fragmented */
@@ -132,6 +146,8 @@ void model_frag_now(const model_t *m, int dev, model_frag_t *out)
         if (g.largest_free > out->largest_free)
             out->largest_free = g.largest_free;
     }
+    if (ns && bi < nb && blks[bi].start < segs[ns - 1].start + segs[ns - 1].size)
+        bi++; /* it went on past the last segment: counted in it */
     out->stray_blocks += nb - bi;
     free(segs);
     free(blks);
@@ -157,8 +173,7 @@ unsigned model_frag_segments(const model_t *m, int dev, model_segfrag_t *out, un
     if (!all)
         model_die_oom();
     for (size_t si = 0; si < ns; si++) {
-        while (bi < nb && blks[bi].start < segs[si].start)
-            bi++;
+        skip_before(blks, nb, &bi, segs[si].start, 0, NULL);
         segment_gaps(&segs[si], blks, nb, &bi, &all[si]);
     }
     qsort(all, ns, sizeof *all, by_free_desc);

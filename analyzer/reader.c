@@ -152,6 +152,8 @@ static int index_chunks(rd_log_t *lf)
     /* A writer of this field cuts the file to its chunks at a clean close: fewer slots mean
      * chunks cut off after the close (a copy cut at a chunk boundary reads as whole otherwise). */
     uint64_t at_close = (h->flags & GMLOG_F_CLOSED) ? h->chunks_at_close : 0;
+    /* At exit the count is exact; at a signal or a stopped writer a floor: others went on. */
+    int exact = (h->close_reason & 0xff) == GMLOG_CLOSE_EXIT;
     if (at_close > lf->nslots) {
         lf->truncated = 1;
         uint64_t missing = at_close - lf->nslots;
@@ -178,7 +180,7 @@ static int index_chunks(rd_log_t *lf)
             rd_diag(lf, off, 1, "chunk %zu: bad magic 0x%08x; its records are skipped", i, magic);
             continue;
         }
-        if (at_close && i >= at_close)
+        if (at_close && exact && i >= at_close)
             rd_diag(lf, off, 1, "chunk %zu lies past the %llu chunks the log was closed with (bytes added after "
                     "the close?)", i, (unsigned long long)at_close);
         rd_chunk_t *ch = &lf->chunks[lf->nchunks++];
@@ -260,6 +262,12 @@ static void enter_chunk(rd_log_t *lf, rd_stream_t *s)
         }
         s->buf = *own ? *own : (const uint8_t *)"";
         avail = (uint32_t)got;
+        if (avail >= CHUNK_HDR && !(lf->hdr.flags & GMLOG_F_CLOSED) && rd_chunk_moved(lf, c, s->buf)) {
+            lf->changed = 1;
+            if (lf->clone)
+                lf->partial = 1; /* a parallel window gives way to the replay in order, which says it */
+            avail = CHUNK_HDR;   /* its records are another chunk's now */
+        }
     }
     s->p = s->buf + (avail >= CHUNK_HDR ? CHUNK_HDR : avail);
     s->end = s->buf + avail;
@@ -423,6 +431,11 @@ static uint64_t last_time(rd_log_t *lf, const rd_stream_t *st, uint8_t *buf)
 
 static inline void advance(rd_log_t *lf, rd_stream_t *s, uint32_t len);
 static int finish_open(rd_log_t *lf);
+static void forget(rd_log_t *lf);
+
+#define LIVE_TRIES 3 /* opens of a log that changes while indexed */
+
+void (*rd_index_hook)(const rd_log_t *lf);
 
 /* The last chunk of s whose time base is at or before t (0 when none is). */
 static uint32_t chunk_at(const rd_log_t *lf, const rd_stream_t *s, uint64_t t)
@@ -462,6 +475,7 @@ int rd_clone(const rd_log_t *src, rd_log_t *dst)
         dst->data = src->data;
     }
     dst->size = src->size;
+    dst->clone = 1;
     int rc = finish_open(dst);
     dst->quiet = 1;
     return rc;
@@ -512,8 +526,12 @@ static int finish_open(rd_log_t *lf)
     if (rd_parse_header(lf))
         return -1;
     rd_parse_meta(lf);
+    lf->header_diags = lf->ndiags;
+    lf->header_partial = lf->partial;
     if (index_chunks(lf) || rd_ckpt_scan(lf))
         return -1;
+    if (rd_index_hook && lf->fd >= 0)
+        rd_index_hook(lf);
     /* Quiet first look at the starts and ends for the time range (diagnostics come later). */
     int partial = lf->partial;
     lf->quiet = 1;
@@ -589,39 +607,31 @@ int rd_open_path(rd_log_t *lf, const char *path)
         lf->fd = fd;
         lf->size = (size_t)st.st_size;
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        return finish_open(lf);
-    }
-    /* A pipe or device: read it all. */
-    size_t cap = 0, len = 0;
-    uint8_t *buf = NULL;
-    for (;;) {
-        if (len == cap) {
-            uint8_t *n = len < ((size_t)1 << 40) ? vec_grow(buf, &cap, len + 1, 1, (size_t)1 << 20) : NULL;
-            if (!n) {
-                free(buf);
-                close(fd);
-                return rd_fail(lf, len, "out of memory reading the input");
+        /* A log still being written may change while it is indexed: chunks claimed meanwhile
+         * would read as missing. Opened again until it holds still; if it never does, what the
+         * open found missing is the writer moving on, not damage (reader_live.c). */
+        for (int tries = 1;; tries++) {
+            int rc = finish_open(lf);
+            if (rc || lf->no_header || (lf->hdr.flags & GMLOG_F_CLOSED) || rd_open_unchanged(lf))
+                return rc;
+            if (tries == LIVE_TRIES) {
+                lf->ndiags = lf->header_diags;
+                lf->partial = lf->header_partial;
+                lf->truncated = 0;
+                lf->changed = 1;
+                return 0;
             }
-            buf = n;
+            forget(lf);
+            memset(lf, 0, sizeof *lf);
+            lf->name = path;
+            lf->fd = fd;
+            lf->size = fstat(fd, &st) == 0 ? (size_t)st.st_size : 0;
         }
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return rd_fail(lf, len, "read error: %s", strerror(e));
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
     }
+    /* A pipe or device: its first bytes decide whether the rest is read (reader_header.c). */
+    int rc = rd_read_stream(lf, fd);
     close(fd);
-    lf->owned = buf;
-    lf->data = buf;
-    lf->size = len;
-    return finish_open(lf);
+    return rc ? rc : finish_open(lf);
 }
 
 void rd_close(rd_log_t *lf)
@@ -629,6 +639,12 @@ void rd_close(rd_log_t *lf)
     if (lf->fd >= 0)
         close(lf->fd);
     lf->fd = -1;
+    forget(lf);
+}
+
+/* Everything the open built, freed; the file stays open. */
+static void forget(rd_log_t *lf)
+{
     free(lf->owned);
     free(lf->header);
     for (size_t i = 0; i < lf->nmeta; i++)

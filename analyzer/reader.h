@@ -113,6 +113,11 @@ typedef struct rd_log {
     int no_header;             /* empty, or its header never written: the writer ended at its start */
     int end_record;            /* a thread's last chunk holds an END record (finish_open looks) */
     int quiet;                 /* diagnostics are not recorded (a repeated pass) */
+    int clone;                 /* a second reader of the same log (rd_clone) */
+    int changed;               /* the file changed while read: its writer is still at work (a
+                                  chunk given to another thread since the open is not read) */
+    size_t header_diags;       /* diagnostics of the header and metadata, before the chunks' */
+    int header_partial;
     int read_through;          /* an iteration reached the end: the next pass is quiet */
     rd_meta_t *meta;
     size_t nmeta;
@@ -154,6 +159,10 @@ typedef struct rd_log {
     int pro_on;                /* ...while this is set */
     uint8_t swapbuf[256 * 8] __attribute__((aligned(8))); /* records handed out are 8-byte aligned */
 } rd_log_t;
+
+/* Tests only: called once a file's chunks are indexed, before the open looks whether the file
+ * held still meanwhile (a writer claiming chunks under the reader); NULL otherwise. */
+extern void (*rd_index_hook)(const rd_log_t *lf);
 
 /* Opens a file and checks its header and chunks. Returns 0 when records can be read
  * (lf->partial may still be set), -1 when not (lf->diags[0] says why). rd_close() either way.

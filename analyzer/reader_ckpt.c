@@ -304,6 +304,9 @@ int rd_ckpt_skip(rd_log_t *lf, rd_stream_t *s, const uint8_t *p, uint32_t len)
                             "it may have been read as events", s->tid, (unsigned long long)seq);
                 s->in_span = 0;
             }
+        } else if (!lf->raw) { /* a damaged record (a raw pass says it in rd_next, as of any type) */
+            rd_diag(lf, off, 1, "a %s record of %u bytes is shorter than its layout (%u bytes); skipped",
+                    rd_type_name(p[0]), len, rd_min_len(p[0]));
         }
         return !lf->raw;
     }

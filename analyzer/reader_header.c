@@ -4,9 +4,11 @@
 #include "reader_int.h"
 #include "vec.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_META 4096
 #define MAX_HEADER (64u << 20)
@@ -33,6 +35,67 @@ int rd_unwritten_header(const rd_log_t *lf)
                 return 0;
     }
     return 1;
+}
+
+/* A pipe or a device has no size to check first: its first 8 bytes decide. The magic: a log, read
+ * whole. Zeros: perhaps a header never written, read while they stay zeros, up to a header's
+ * largest size. Anything else (or /dev/zero past that size) is refused without reading on. */
+int rd_read_stream(rd_log_t *lf, int fd)
+{
+    size_t cap = 1 << 20, len = 0;
+    uint8_t *buf = malloc(cap);
+    int zeros = -1; /* unknown until 8 bytes are in; then 1 (all zero so far) or 0 (the magic) */
+    for (;;) {
+        if (!buf)
+            return rd_fail(lf, len, "out of memory reading the input");
+        if (len == cap) {
+            uint8_t *n = cap < ((size_t)1 << 40) ? vec_grow(buf, &cap, len + 1, 1, 1 << 20) : NULL;
+            if (!n)
+                free(buf);
+            buf = n;
+            continue;
+        }
+        size_t want = cap - len;
+        if (zeros == 1 && want > MAX_HEADER + 1 - len)
+            want = MAX_HEADER + 1 - len; /* one byte past a header's largest size is enough */
+        ssize_t r = read(fd, buf + len, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            return rd_fail(lf, len, "read error: %s", strerror(e));
+        }
+        if (r == 0)
+            break;
+        size_t from = len;
+        len += (size_t)r;
+        if (zeros < 0 && len >= 8) {
+            static const uint8_t none[8];
+            zeros = !memcmp(buf, none, 8) ? 1 : !memcmp(buf, GMLOG_MAGIC, 8) ? 0 : -2;
+            if (zeros == -2) {
+                free(buf);
+                return rd_fail(lf, 0, "not a gmshim log (the input does not start with \"%s\"); the rest was not "
+                               "read", GMLOG_MAGIC);
+            }
+        }
+        if (zeros == 1) {
+            for (size_t i = from; i < len; i++)
+                if (buf[i]) {
+                    free(buf);
+                    return rd_fail(lf, i, "not a gmshim log (zeros, then other bytes: no header); the rest was "
+                                   "not read");
+                }
+            if (len > MAX_HEADER) {
+                free(buf);
+                return rd_fail(lf, len, "not a gmshim log (more zeros than a header has); the rest was not read");
+            }
+        }
+    }
+    lf->owned = buf;
+    lf->data = buf;
+    lf->size = len;
+    return 0;
 }
 
 int rd_parse_header(rd_log_t *lf)

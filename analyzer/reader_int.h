@@ -35,8 +35,16 @@ void rd_swap_record(uint8_t *buf, unsigned len);
 /* reader_header.c: whether the file is a header never written (the process ended first); the
  * header (0, or -1 after rd_fail); the metadata entries (damaged ones are diagnosed) */
 int rd_unwritten_header(const rd_log_t *lf);
+/* a pipe's or device's bytes into lf->owned, refused from its first bytes when they are no log's
+ * (0, or -1 after rd_fail) */
+int rd_read_stream(rd_log_t *lf, int fd);
 int rd_parse_header(rd_log_t *lf);
 void rd_parse_meta(rd_log_t *lf);
+
+/* reader_live.c: whether a chunk read now is not the one the open indexed (the writer gave its slot
+ * to another); whether the file is still what the open indexed (size and every chunk header) */
+int rd_chunk_moved(const rd_log_t *lf, const rd_chunk_t *c, const uint8_t *hdr);
+int rd_open_unchanged(const rd_log_t *lf);
 
 /* reader_ckpt.c: checkpoint spans, and a wrapped log's prologue (its newest complete checkpoint's
  * definitions, history and cuts) */

@@ -285,7 +285,7 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
     rp_fail_t *f = &res->last;
     memset(f, 0, sizeof *f);
     f->ev = r->at;
-    f->record = r->at < r->log->nev ? r->log->rec[r->at] : 0;
+    f->record = r->at < r->log->nev ? r->ev_rec : 0;
     f->t = r->now;
     f->request = req;
     f->rounded = rounded;
@@ -372,7 +372,7 @@ static gm_block_t *exact_alloc(replay_t *r, size_t size, uint32_t site, int oom)
         note_failure(r, size, size, size, site, by_limit, oom);
         return NULL;
     }
-    uintptr_t base = oom < 0 ? (uintptr_t)r->log->ptr[r->at] : 0;
+    uintptr_t base = oom < 0 ? (uintptr_t)r->ev_ptr : 0;
     int taken = !base || base % GM_ROUND;
     for (const gm_segment_t *s = pool_segments(&r->heap); s && !taken; s = s->next)
         taken = s->base < base + size && base < s->base + s->size; /* the range overlaps one */
@@ -476,10 +476,12 @@ static void adopt_segment(replay_t *r)
     if (!r->seg_base || !r->seg_size)
         return; /* the decoder keeps only sizes and addresses the pool could have had */
     int small = r->seg_size == GM_SMALL_SEGMENT;
+    rp_cursor_t ahead = r->cur; /* past the event being run */
     for (size_t i = r->at + 1; i < log->nev && i < r->at + 16; i++) {
-        unsigned t = rp_ev_type(&log->ev[i]);
-        if (t == RP_ALLOC) {
-            small = pool_is_small(pool_round((size_t)log->ev[i].x));
+        rp_ev_t e;
+        rp_unpack(log->packed, &ahead, &e);
+        if (rp_ev_type(&e) == RP_ALLOC) {
+            small = pool_is_small(pool_round((size_t)e.x));
             break;
         }
     }
@@ -517,8 +519,8 @@ static void on_alloc(replay_t *r, const rp_ev_t *e)
     gm_block_t *b = do_alloc(r, (size_t)e->x, e->site, -1, &grew);
     if (grew && r->cfg.guided)
         r->res.divergences++;
-    if (b && r->cfg.guided && !grew && r->res.divergences < RP_FOLLOW_MAX && b->ptr != r->log->ptr[r->at])
-        b = follow(r, b, r->log->ptr[r->at], (size_t)e->x, e->site);
+    if (b && r->cfg.guided && !grew && r->res.divergences < RP_FOLLOW_MAX && b->ptr != e->ptr)
+        b = follow(r, b, e->ptr, (size_t)e->x, e->site);
     if (!b) {
         r->res.new_failures++;
         return;
@@ -657,7 +659,10 @@ void replay_run(replay_t *r, size_t until)
         until = log->nev;
     unsigned drv_after_alloc = 0; /* recovered driver OOMs whose figure holds up to the next allocation */
     while (r->at < until) {
-        const rp_ev_t *e = &log->ev[r->at];
+        rp_ev_t ev;
+        rp_unpack(log->packed, &r->cur, &ev);
+        const rp_ev_t *e = &ev;
+        r->ev_ptr = ev.ptr, r->ev_rec = ev.rec;
         r->now = rp_ev_t_ns(e);
         if (!r->cfg.guided)
             while (r->next_proof < log->nproofs && log->proof_ev[r->next_proof] <= r->at)

@@ -14,37 +14,7 @@
 
 #define RP_RECORDED UINT64_MAX      /* a setting as the log recorded it */
 
-enum rp_type {
-    RP_ALLOC = 1,      /* x: bytes requested, id: block id */
-    RP_FREE,           /* id: reusable at once */
-    RP_FREE_DEFERRED,  /* id: waits for the next fence */
-    RP_SEG_ALLOC,      /* x: base, id: size / 512 */
-    RP_SEG_FREE,       /* x: base */
-    RP_FENCE,          /* id: seq recorded, x: bytes then pending */
-    RP_DONE,           /* x: a fence the recording proves completed here */
-    RP_EMPTY,          /* x: GMLOG_EMPTY_* reason */
-    RP_OOM,            /* id: index in rp_log.ooms */
-    RP_LIMIT,          /* x: the cap now in force (0: none) */
-    RP_MARK,           /* id: the mark's id */
-    RP_RESET,          /* cudaDeviceReset: every block and segment is gone */
-    RP_EXACT_ALLOC,    /* a caching allocator's exact segment (GMLOG_A_EXACT): x: bytes, id: block id */
-    RP_EXACT_FREE,     /* id: its free, the segment back to the driver at once */
-    RP_FREE_CACHED,    /* id: freed into its thread's cache (GMLOG_F_CACHED), held out of the pool;
-                          x: 1 when it waits for the next fence */
-    RP_ALLOC_CACHED,   /* id: the held block handed out again (GMLOG_A_CACHED); x: bytes requested */
-    RP_RETURN,         /* id: a held block back to the pool (GMLOG_F_RETURNED) */
-};
-
-/* 24 bytes: time (56 bits) and type (8 bits) share a word. */
-typedef struct rp_ev {
-    uint64_t tt;
-    uint64_t x;
-    uint32_t id;
-    uint32_t site;
-} rp_ev_t;
-#define RP_T_MASK ((1ull << 56) - 1)
-static inline uint64_t rp_ev_t_ns(const rp_ev_t *e) { return e->tt & RP_T_MASK; }
-static inline unsigned rp_ev_type(const rp_ev_t *e) { return (unsigned)(e->tt >> 56); }
+#include "replay_events.h"
 
 /* A failed allocation as the log recorded it. */
 typedef struct rp_oom {
@@ -99,10 +69,10 @@ typedef struct rp_result {
 /* A device's events and what the log says of its settings. */
 typedef struct rp_log {
     int dev;
-    rp_ev_t *ev;
-    size_t nev, capev, capptr, caprec;
-    uint64_t *ptr;           /* recorded pointer of each RP_ALLOC (guided replays) */
-    uint64_t *rec;           /* the record each event came from (its number in the log's order) */
+    uint8_t *packed;         /* the events, packed (replay_events.h): read in order by cursors */
+    size_t npacked, cappacked;
+    size_t nev;
+    rp_cursor_t tail;        /* the packing's state: after the last event */
     uint64_t cur_seq;        /* decoding: the record being read */
     uint32_t nids;           /* block ids in use at most */
     rp_oom_t *ooms;
@@ -138,6 +108,8 @@ typedef struct rp_log {
  * settings (log->recorded). 0, or -1 when out of memory. */
 int rp_load(rp_log_t *log, rd_log_t *lf, int dev);
 void rp_log_free(rp_log_t *log);
+/* Appends an event to the log's packed events (the loader's, or a test's by hand): 0, or -1. */
+int rp_append(rp_log_t *log, const rp_ev_t *e);
 
 /* A configuration: every setting as recorded. */
 void rp_cfg_recorded(rp_cfg_t *cfg);
@@ -168,6 +140,8 @@ typedef struct replay {
     uint64_t synth_base;
     uint64_t whole_bytes;    /* cache-limit bookkeeping: set when it must be recounted */
     size_t at;               /* next event */
+    rp_cursor_t cur;         /* where it is in the packed events */
+    uint64_t ev_ptr, ev_rec; /* the event being run: its recorded pointer and record */
     uint64_t now;
     int stop_on_fail;        /* stop right after the first failure */
     rp_result_t res;

@@ -93,29 +93,24 @@ typedef struct loader {
     int hook_oom_seen;
 } loader_t;
 
-static rp_ev_t *push(rp_log_t *log, unsigned type, uint64_t t, uint64_t x, uint32_t id, uint32_t site)
+int rp_append(rp_log_t *log, const rp_ev_t *e)
 {
-    /* three arrays side by side, each grown (and sized) on its own */
-    rp_ev_t *n = vec_grow(log->ev, &log->capev, log->nev + 1, sizeof *n, 4096);
-    if (n)
-        log->ev = n;
-    uint64_t *p = vec_grow(log->ptr, &log->capptr, log->nev + 1, sizeof *p, 4096);
-    if (p)
-        log->ptr = p;
-    uint64_t *q = vec_grow(log->rec, &log->caprec, log->nev + 1, sizeof *q, 4096);
-    if (q)
-        log->rec = q;
-    if (!n || !p || !q)
-        return NULL;
-    rp_ev_t *e = &log->ev[log->nev];
-    log->ptr[log->nev] = 0;
-    log->rec[log->nev] = log->cur_seq;
+    uint8_t *n = vec_grow(log->packed, &log->cappacked, log->tail.off + RP_PACKED_MAX, 1, 65536);
+    if (!n)
+        return -1;
+    log->packed = n;
+    rp_pack(log->packed, &log->tail, e);
+    log->npacked = log->tail.off;
     log->nev++;
-    e->tt = (t & RP_T_MASK) | (uint64_t)type << 56;
-    e->x = x;
-    e->id = id;
-    e->site = site;
-    return e;
+    return 0;
+}
+
+/* An event of the record being read; 1, or 0 when out of memory. `ptr`: an allocation's
+ * recorded pointer (guided replays follow it), else 0. */
+static int push(rp_log_t *log, unsigned type, uint64_t t, uint64_t x, uint32_t id, uint32_t site, uint64_t ptr)
+{
+    rp_ev_t e = {(t & RP_T_MASK) | (uint64_t)type << 56, x, id, site, ptr, log->cur_seq};
+    return rp_append(log, &e) == 0;
 }
 
 static int new_id(loader_t *L, uint32_t *id)
@@ -148,7 +143,7 @@ static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
         return 0; /* not a pool block this decoder saw: nothing to replay */
     uint32_t id = L->map.val[i];
     idmap_erase(&L->map, i);
-    if (!push(L->log, deferred ? RP_FREE_DEFERRED : RP_FREE, t, 0, id, 0))
+    if (!push(L->log, deferred ? RP_FREE_DEFERRED : RP_FREE, t, 0, id, 0, 0))
         return -1;
     return release_id(L, id);
 }
@@ -169,7 +164,7 @@ static int on_free_cached(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
     L->held.key[h] = ptr;
     L->held.val[h] = id;
     L->held.count++;
-    return push(L->log, RP_FREE_CACHED, t, deferred != 0, id, 0) ? 0 : -1;
+    return push(L->log, RP_FREE_CACHED, t, deferred != 0, id, 0, 0) ? 0 : -1;
 }
 
 /* A held block back to its arena (`id` of the held slot i). */
@@ -177,7 +172,7 @@ static int on_return_slot(loader_t *L, uint64_t t, size_t i)
 {
     uint32_t id = L->held.val[i];
     idmap_erase(&L->held, i);
-    if (!push(L->log, RP_RETURN, t, 0, id, 0))
+    if (!push(L->log, RP_RETURN, t, 0, id, 0, 0))
         return -1;
     return release_id(L, id);
 }
@@ -234,9 +229,8 @@ static int on_exact_alloc(loader_t *L, const rd_rec_t *r)
     L->exact.val[i] = id;
     L->exact_units.val[u] = (uint32_t)(size / GM_ROUND);
     reserve(L, size);
-    if (!push(L->log, RP_EXACT_ALLOC, r->t, size, id, a->site))
+    if (!push(L->log, RP_EXACT_ALLOC, r->t, size, id, a->site, a->ptr))
         return -1;
-    L->log->ptr[L->log->nev - 1] = a->ptr;
     return 0;
 }
 
@@ -255,7 +249,7 @@ static int on_exact_free(loader_t *L, uint64_t t, uint64_t ptr)
         unreserve(L, (uint64_t)L->exact_units.val[u] * GM_ROUND);
         idmap_erase(&L->exact_units, u);
     }
-    if (!push(L->log, RP_EXACT_FREE, t, 0, id, 0))
+    if (!push(L->log, RP_EXACT_FREE, t, 0, id, 0, 0))
         return -1;
     return release_id(L, id);
 }
@@ -302,11 +296,10 @@ static int on_pool_alloc(loader_t *L, const rd_rec_t *r)
     L->map.key[i] = a->ptr;
     L->map.val[i] = id;
     L->map.count++;
-    rp_ev_t *e = push(L->log, held && (r->flags & GMLOG_A_CACHED) ? RP_ALLOC_CACHED : RP_ALLOC, r->t,
-                      a->size & GMLOG_SIZE_MASK, id, a->site);
-    if (!e)
+    int ok = push(L->log, held && (r->flags & GMLOG_A_CACHED) ? RP_ALLOC_CACHED : RP_ALLOC, r->t,
+                      a->size & GMLOG_SIZE_MASK, id, a->site, a->ptr);
+    if (!ok)
         return -1;
-    L->log->ptr[L->log->nev - 1] = a->ptr;
     return 0;
 }
 
@@ -340,7 +333,7 @@ static int on_oom(loader_t *L, const rd_rec_t *r)
         d[log->ndrv++] = cap < o->rec.reserved || cap > GMLOG_SIZE_MASK ? GMLOG_SIZE_MASK : cap;
     }
     return push(log, RP_OOM, r->t, o->by_limit || (r->flags & GMLOG_OOM_CAPTURE) ? 0 : 1, (uint32_t)log->nooms++,
-                o->rec.site)
+                o->rec.site, 0)
                ? 0
                : -1;
 }
@@ -352,13 +345,13 @@ static int on_segment_alloc(loader_t *L, uint64_t t, uint64_t base, uint64_t siz
         return 0; /* not a segment the pool could have had: nothing to follow */
     reserve(L, size);
     uint64_t units = size / GM_ROUND;
-    return push(log, RP_SEG_ALLOC, t, base, units > UINT32_MAX ? 0 : (uint32_t)units, 0) ? 0 : -1;
+    return push(log, RP_SEG_ALLOC, t, base, units > UINT32_MAX ? 0 : (uint32_t)units, 0, 0) ? 0 : -1;
 }
 
 static int on_segment_free(loader_t *L, uint64_t t, uint64_t base, uint64_t size)
 {
     unreserve(L, size);
-    return push(L->log, RP_SEG_FREE, t, base, 0, 0) ? 0 : -1;
+    return push(L->log, RP_SEG_FREE, t, base, 0, 0, 0) ? 0 : -1;
 }
 
 /* "128 MiB", "0 B", "on", "1.5 s" as options_format writes them. */
@@ -546,7 +539,7 @@ static int decode(loader_t *L, rd_log_t *lf)
         }
         if (r.type == GMLOG_MARK && r.ckpt == RD_EVENT) {
             const gmlog_mark_t *mk = (const gmlog_mark_t *)r.p;
-            if (!push(log, RP_MARK, r.t, 0, mk->id, 0))
+            if (!push(log, RP_MARK, r.t, 0, mk->id, 0, 0))
                 return -1;
             continue;
         }
@@ -578,7 +571,7 @@ static int decode(loader_t *L, rd_log_t *lf)
             L->torch_capped = (r.flags & GMLOG_LIMIT_TORCH) && b;
             if (L->torch_capped && !log->torch_limit)
                 log->torch_limit = b;
-            rc = push(log, RP_LIMIT, r.t, b, 0, 0) ? 0 : -1;
+            rc = push(log, RP_LIMIT, r.t, b, 0, 0, 0) ? 0 : -1;
             break;
         }
         case GMLOG_ALLOC:
@@ -611,13 +604,13 @@ static int decode(loader_t *L, rd_log_t *lf)
         case GMLOG_FENCE:
             log->nfences++;
             rc = push(log, RP_FENCE, r.t, ((const gmlog_fence_t *)r.p)->pending_bytes,
-                      (uint32_t)((const gmlog_fence_t *)r.p)->seq, 0) ? 0 : -1;
+                      (uint32_t)((const gmlog_fence_t *)r.p)->seq, 0, 0) ? 0 : -1;
             break;
         case GMLOG_FENCE_WAIT:
-            rc = push(log, RP_DONE, r.t, ((const gmlog_fence_wait_t *)r.p)->seq, 0, 0) ? 0 : -1;
+            rc = push(log, RP_DONE, r.t, ((const gmlog_fence_wait_t *)r.p)->seq, 0, 0, 0) ? 0 : -1;
             break;
         case GMLOG_EMPTY_CACHE:
-            rc = push(log, RP_EMPTY, r.t, r.flags, 0, 0) ? 0 : -1;
+            rc = push(log, RP_EMPTY, r.t, r.flags, 0, 0, 0) ? 0 : -1;
             break;
         case GMLOG_OOM:
             rc = on_oom(L, &r);
@@ -629,7 +622,7 @@ static int decode(loader_t *L, rd_log_t *lf)
                 memset(L->exact.key, 0, L->exact.cap * sizeof *L->exact.key), L->exact.count = 0;
             if (L->exact_units.cap)
                 memset(L->exact_units.key, 0, L->exact_units.cap * sizeof *L->exact_units.key), L->exact_units.count = 0;
-            rc = push(log, RP_RESET, r.t, 0, 0, 0) ? 0 : -1;
+            rc = push(log, RP_RESET, r.t, 0, 0, 0, 0) ? 0 : -1;
             break;
         default:
             break;
@@ -661,6 +654,9 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     lf->returns = 1; /* the caches' returns: where their blocks went back to the pool */
     int rc = decode(&L, lf);
     lf->returns = returns;
+    uint8_t *fit = log->npacked ? realloc(log->packed, log->npacked) : NULL; /* no room kept for growth */
+    if (fit)
+        log->packed = fit, log->cappacked = log->npacked;
     free(L.held.key);
     free(L.held.val);
     free(L.segbase.key);
@@ -693,9 +689,7 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
 
 void rp_log_free(rp_log_t *log)
 {
-    free(log->ev);
-    free(log->ptr);
-    free(log->rec);
+    free(log->packed);
     free(log->ooms);
     free(log->proof_ev);
     free(log->proof_seq);

@@ -69,6 +69,14 @@ size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t
     return n;
 }
 
+const char *site_frame_name(const site_frame_t *f, char *buf, size_t len)
+{
+    if (!f->build_id_differs || f->function == f->buf)
+        return f->function;
+    snprintf(buf, len, "%s " SITE_UNSURE, f->function);
+    return buf;
+}
+
 static int boring_module(const char *path)
 {
     const char *b = base_name(path);
@@ -99,12 +107,14 @@ static const char *site_base_label(const model_t *m, uint32_t site_id, char *buf
             snprintf(buf, len, "unknown site (no stack recorded)");
         return buf;
     }
+    char name[SITE_NAME_MAX + sizeof SITE_UNSURE + 8];
+    const char *fn = site_frame_name(pick, name, sizeof name);
     if (pick->file)
-        snprintf(buf, len, "%s (%s:%u)", pick->function, base_name(pick->file), pick->line);
+        snprintf(buf, len, "%s (%s:%u)", fn, base_name(pick->file), pick->line);
     else if (pick->module && pick->function != pick->buf)
-        snprintf(buf, len, "%s (%s)", pick->function, base_name(pick->module));
+        snprintf(buf, len, "%s (%s)", fn, base_name(pick->module));
     else
-        snprintf(buf, len, "%s", pick->function);
+        snprintf(buf, len, "%s", fn);
     return buf;
 }
 

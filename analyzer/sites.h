@@ -11,7 +11,11 @@
 
 #define SITE_MAX_FRAMES 160
 
-#define SITE_NAME_MAX 160 /* characters of a function name the text reports show */
+#define SITE_NAME_MAX 160
+
+/* What follows a native name read from a file whose build id is not the one that ran, where a
+ * name is shown without the text reports' own note (labels, the page, the exports). */
+#define SITE_UNSURE "[build id differs]" /* characters of a function name the text reports show */
 
 typedef struct site_frame {
     int python;               /* 1: a Python frame */
@@ -32,6 +36,9 @@ enum { SITE_PY_RECORDED = 0, SITE_PY_FIRST, SITE_PY_ONLY };
 /* "first" or "only": SITE_PY_*; -1 after saying why (who: "gmshim export"). */
 int site_parse_python_frames(const char *who, const char *text);
 
+/* A frame's function as shown beside others: with SITE_UNSURE after it when the file it was read
+ * from is another build (returns f->function, or buf holding the marked name). */
+const char *site_frame_name(const site_frame_t *f, char *buf, size_t len);
 /* The frames of a site; returns how many (at most max). */
 size_t site_frames(const model_t *m, uint32_t site_id, site_frame_t *out, size_t max);
 /* A short name for a site: its first Python frame, else the first native frame outside the

@@ -61,6 +61,7 @@ static size_t site_path(const model_t *m, uint32_t site, int python_only, char (
     site_frame_t *fr = malloc(SITE_MAX_FRAMES * sizeof *fr);
     const model_sitedef_t *s = model_site(m, site);
     size_t n = fr && s ? site_frames(m, site, fr, SITE_MAX_FRAMES) : 0, k = 0, npy = s && s->npy < n ? s->npy : n;
+    char name[160];
     for (size_t i = npy; i-- > 0 && k < max;)
         snprintf(out[k++], 160, "%s (%s:%u)", fr[i].function, base_name(fr[i].file), fr[i].line);
     for (size_t i = n; i-- > npy && k < max && !(python_only && npy);) {
@@ -71,7 +72,7 @@ static size_t site_path(const model_t *m, uint32_t site, int python_only, char (
         if (j < i)
             snprintf(out[k++], 160, "%s: %zu frames", base_name(fr[i].module), i - j + 1);
         else
-            snprintf(out[k++], 160, "%s%s%s%s", fr[i].function, fr[i].module ? " (" : "",
+            snprintf(out[k++], 160, "%s%s%s%s", site_frame_name(&fr[i], name, sizeof name), fr[i].module ? " (" : "",
                      fr[i].module ? base_name(fr[i].module) : "", fr[i].module ? ")" : "");
         i = j;
     }

@@ -1,5 +1,6 @@
 /* The pass over a log that finds PyTorch's tensor events (torch_events.h). */
 #include "torch_events.h"
+#include "vec.h"
 
 #include <stdlib.h>
 
@@ -53,13 +54,10 @@ static size_t range_find(const torch_ranges_t *x, unsigned dev, uint64_t addr)
 
 static int range_insert(torch_ranges_t *x, size_t at, unsigned dev, uint64_t base, uint64_t size)
 {
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 8;
-        torch_range_t *r = realloc(x->r, cap * sizeof *r);
-        if (!r)
-            return -1;
-        x->r = r, x->cap = cap;
-    }
+    torch_range_t *r = vec_grow(x->r, &x->cap, x->n + 1, sizeof *r, 8);
+    if (!r)
+        return -1;
+    x->r = r;
     memmove(&x->r[at + 1], &x->r[at], (x->n - at) * sizeof *x->r);
     x->r[at] = (torch_range_t){base, size, (uint8_t)dev};
     x->n++;

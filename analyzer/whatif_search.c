@@ -111,9 +111,13 @@ static void run_all(const rp_log_t *log, const wi_opts_t *o, wi_run_t *runs, siz
 static uint64_t largest_request(const rp_log_t *log)
 {
     uint64_t big = 0;
-    for (size_t i = 0; i < log->nev; i++)
-        if (rp_ev_type(&log->ev[i]) == RP_ALLOC && log->ev[i].x > big)
-            big = log->ev[i].x;
+    rp_cursor_t c = {0};
+    for (size_t i = 0; i < log->nev; i++) {
+        rp_ev_t e;
+        rp_unpack(log->packed, &c, &e);
+        if (rp_ev_type(&e) == RP_ALLOC && e.x > big)
+            big = e.x;
+    }
     for (size_t i = 0; i < log->nooms; i++)
         if (!log->ooms[i].exact && log->ooms[i].rec.request > big)
             big = log->ooms[i].rec.request;

@@ -30,8 +30,10 @@ typedef struct gmlog_file_header {
     uint64_t end_ns;             /* time of the clean close (0 while open) */
     uint32_t close_reason;       /* GMLOG_CLOSE_*; for a signal: GMLOG_CLOSE_SIGNAL | sig << 8 */
     uint32_t meta_size;          /* bytes of TLV metadata after this struct */
-    uint64_t chunks_at_close;    /* chunks in the file at the clean close (0: not written, as by
-                                  * writers before it existed); a file holding fewer was cut */
+    uint64_t chunks_at_close;    /* chunks in the file at the clean close at exit; at a close by a
+                                  * signal or a stopped writer, the chunks claimed then (more may
+                                  * follow); 0: not written, as by writers before it existed; a
+                                  * file holding fewer was cut */
     uint64_t reserved[3];
 } gmlog_file_header_t;           /* 96 bytes */
 

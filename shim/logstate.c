@@ -40,6 +40,11 @@ void evlog_mark_closed(uint32_t reason)
     uint64_t now = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
     h->end_ns = now - gm_log.start_mono;
     h->close_reason = reason;
+    /* Not trimmed at a signal or a stopped writer: the chunks claimed so far, a floor that tells
+     * a copy cut at a chunk boundary (threads still running may claim more). */
+    if (!h->chunks_at_close)
+        h->chunks_at_close = gm_log.wrapped ? (uint64_t)gm_log.nslots * EXTENT_CHUNKS
+                                            : __atomic_load_n(&gm_log.next_chunk, __ATOMIC_RELAXED);
     /* One atomic or: a thread setting GMLOG_F_WRAPPED meanwhile keeps its bit. */
     __atomic_or_fetch(&h->flags, GMLOG_F_CLOSED, __ATOMIC_RELEASE);
 }

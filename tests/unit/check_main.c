@@ -50,6 +50,7 @@ int main(void)
     srunner_add_suite(sr, evlog_suite());
     srunner_add_suite(sr, cut_suite());
     srunner_add_suite(sr, analyzer_reader_suite());
+    srunner_add_suite(sr, analyzer_reader_edges_suite());
     srunner_add_suite(sr, analyzer_model_suite());
     srunner_add_suite(sr, analyzer_symbolize_suite());
     srunner_add_suite(sr, analyzer_json_suite());

@@ -47,6 +47,7 @@ Suite *cupti_suite(void);
 Suite *evlog_suite(void);
 Suite *cut_suite(void);
 Suite *analyzer_reader_suite(void);
+Suite *analyzer_reader_edges_suite(void);
 Suite *analyzer_model_suite(void);
 Suite *analyzer_symbolize_suite(void);
 Suite *analyzer_json_suite(void);

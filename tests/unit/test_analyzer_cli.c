@@ -402,6 +402,39 @@ START_TEST(test_a_damaged_record_at_the_end_is_named_by_every_command)
 }
 END_TEST
 
+/* An allocation whose type byte reads as a checkpoint's (too short for one): dump reported it
+ * while every report dropped it silently and exited 0. Each command says so and exits 2. */
+START_TEST(test_a_record_damaged_into_a_checkpoint_is_damage_to_every_command)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad-ckpt.gmlog", temp_dir());
+    char *dump = dump_json(FIXTURE);
+    const char *alloc = dump;
+    for (int i = 0; i < 30 && alloc; i++)
+        alloc = strstr(alloc + 1, "\"type\":\"alloc\"");
+    unsigned long off = 0;
+    ck_assert_msg(alloc && strstr(alloc, "\"offset\":") &&
+                  sscanf(strstr(alloc, "\"offset\":"), "\"offset\":%lu", &off) == 1, "no 30th alloc in the dump");
+    free(dump);
+    size_t flen;
+    uint8_t *fix = gm_slurp(FIXTURE, &flen);
+    ck_assert_msg(off < flen && fix[off] == GMLOG_ALLOC && fix[off + 1] * 8 < sizeof(gmlog_checkpoint_t),
+                  "byte %lu is no short alloc record", off);
+    fix[off] = GMLOG_CHECKPOINT;
+    gm_spew(path, fix, flen);
+    free(fix);
+    char want[128];
+    snprintf(want, sizeof want, "byte %lu: a checkpoint record of", off);
+    for (size_t i = 0; i < NREADING; i++) {
+        char *out;
+        int rc = gm_reading(i, path, &out);
+        ck_assert_msg(rc == 2 && strstr(out, want), "gmshim %s %s of a log with an alloc read as a checkpoint: exit "
+                      "%d\n%.3000s", reading[i][0], reading[i][1] ? reading[i][1] : "", rc, out);
+        free(out);
+    }
+}
+END_TEST
+
 /* `gmshim --json dump LOG`, which must succeed. */
 static char *dump_json(const char *log)
 {
@@ -727,6 +760,7 @@ Suite *analyzer_cli_suite(void)
     tcase_add_test(tc, test_logs_cut_at_a_chunk_boundary_exit_2_saying_what_is_missing);
     tcase_add_test(tc, test_logs_of_a_process_killed_at_its_start_read_as_empty_runs);
     tcase_add_test(tc, test_a_damaged_record_at_the_end_is_named_by_every_command);
+    tcase_add_test(tc, test_a_record_damaged_into_a_checkpoint_is_damage_to_every_command);
     tcase_add_test(tc, test_the_log_keeps_every_fence_and_few_stats_snapshots);
     tcase_add_test(tc, test_the_fences_reasons_and_times_add_up);
     tcase_add_test(tc, test_a_log_without_room_ahead_keeps_writing_in_the_extent_it_has);

@@ -5,7 +5,9 @@
  * errors; strings a log may hold that no viewer must choke on. The timeline page in a browser
  * is tested in test_analyzer_timeline.c. */
 #include "gmlog.h"
+#include "sites.h"
 #include "suites.h"
+#include "test_analyzer_cli.h"
 #include "testlog.h"
 
 #include <inttypes.h>
@@ -30,6 +32,7 @@ static int runv(char **out, const char *prog, const char *const *args)
         argv[i + 1] = args[i];
     return run_program(argv, NULL, 0, out);
 }
+#undef gm /* test_analyzer_cli.h's: this file runs gmshim through runv */
 #define gm(out, ...) runv(out, build_path("gmshim"), (const char *const[]){__VA_ARGS__, NULL})
 #define py(out, ...) runv(out, "/usr/bin/env", (const char *const[]){"python3", __VA_ARGS__, NULL})
 
@@ -500,6 +503,81 @@ START_TEST(test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments)
 }
 END_TEST
 
+/* The demo's log with its program's build id changed: the program on disk is another build, so
+ * the names read from it may be wrong. The page's flame graph and the pickle's frames say so of
+ * each such name, as the text reports do. */
+START_TEST(test_names_from_another_build_are_marked_unsure_in_the_page_and_the_pickle)
+{
+    const char *dir = temp_dir();
+    const char *log = tmpfile_in(dir, "rebuilt.gmlog"), *snap = tmpfile_in(dir, "r.pickle");
+    const char *page = tmpfile_in(dir, "r.html");
+    size_t len;
+    uint8_t *d = gm_slurp(fixture("demo"), &len);
+    int changed = 0;
+    for (size_t p = 0; p + sizeof(gmlog_module_t) <= len && !changed; p += 8) {
+        gmlog_module_t m;
+        memcpy(&m, d + p, sizeof m);
+        size_t tail = sizeof m + m.build_id_len + m.path_len;
+        if (m.h.type != GMLOG_MODULE || m.h.len8 * 8u < tail || p + tail > len || !m.build_id_len)
+            continue;
+        const char *path = (const char *)d + p + sizeof m + m.build_id_len;
+        if (m.path_len >= 11 && !memcmp(path + m.path_len - 11, "/demo_train", 11))
+            d[p + sizeof m] ^= 0xff, changed = 1;
+    }
+    ck_assert_msg(changed, "no module record of the demo program in the fixture");
+    gm_spew(log, d, len);
+    free(d);
+    char *out;
+    ck_assert_msg(gm(&out, "--symbol-path", FIXTURES, "export", "memory-viz", "-o", snap, log) == 0, "memory-viz:\n%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "--symbol-path", FIXTURES, "timeline", "--html", page, log) == 0, "timeline:\n%s", out);
+    free(out);
+    const char *marked = "keep_loss_history " SITE_UNSURE;
+    uint8_t *pk = gm_slurp(snap, &len);
+    ck_assert_msg(memmem(pk, len, marked, strlen(marked)) && !memmem(pk, len, "keep_loss_history\x94", 18) &&
+                  !memmem(pk, len, "keep_loss_history\x8c", 18), "the pickle names the other build's function "
+                  "without '%s'", marked);
+    free(pk);
+    char *html = (char *)gm_slurp(page, &len);
+    ck_assert_msg(strstr(html, marked) && !strstr(html, "keep_loss_history (demo_train"),
+                  "the page names the other build's function without '%s'", marked);
+    free(html);
+}
+END_TEST
+
+/* Under GMSHIM_SEGMENTS=vmm each 2 MiB page is a segment and the demo's blocks cover many: the
+ * snapshot's segments hold every byte the trace leaves live, each page a block covers. */
+START_TEST(test_memviz_of_a_vmm_log_draws_blocks_across_every_page_they_cover)
+{
+    const char *dir = temp_dir();
+    const char *log = tmpfile_in(dir, "vmm.gmlog"), *snap = tmpfile_in(dir, "vmm.pickle");
+    char env_log[700], prog[600];
+    unlink(log);
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/demo_train"));
+    const char *argv[] = {prog, NULL};
+    const char *env[] = {env_log, "GMSHIM_SEGMENTS=vmm", "FAKECUDA_MEM=1G", NULL};
+    char *out;
+    ck_assert_msg(run_program(argv, env, 1, &out) == 0, "demo_train under vmm:\n%s", out);
+    free(out);
+    ck_assert_msg(gm(&out, "export", "memory-viz", "--to", "6", "-o", snap, log) == 0, "memory-viz:\n%s", out);
+    free(out);
+    ck_assert_msg(py(&out, "tests/export/check_memviz.py", snap) == 0, "the pickle:\n%s", out);
+    free(out);
+    int rc = py(&out, "-c",
+                "import pickle,sys\ns=pickle.load(open(sys.argv[1],'rb'))\nlive={}\n"
+                "for e in s['device_traces'][0]:\n"
+                "    if e['action']=='alloc': live[e['addr']]=e['size']\n"
+                "    elif e['action']=='free_completed': live.pop(e['addr'],None)\n"
+                "held=sum(b['size'] for g in s['segments'] if g['device']==0 for b in g['blocks'] if b['state']!='inactive')\n"
+                "print('live',sum(live.values()),'held',held)\nsys.exit(0 if live and sum(live.values())==held else 1)\n",
+                snap);
+    ck_assert_msg(rc == 0, "the segments do not hold what the trace leaves live: %s", out);
+    free(out);
+    unlink(log);
+}
+END_TEST
+
 START_TEST(test_export_usage_errors_say_what_is_wrong)
 {
     static const struct {
@@ -687,6 +765,8 @@ Suite *analyzer_export_suite(void)
     tcase_add_test(tc, test_memviz_of_expandable_segments_is_one_expandable_segment);
     tcase_add_test(tc, test_perfetto_of_tensors_counts_tensors_and_pending_bytes);
     tcase_add_test(tc, test_memviz_of_a_tensor_log_draws_tensors_inside_pytorchs_segments);
+    tcase_add_test(tc, test_names_from_another_build_are_marked_unsure_in_the_page_and_the_pickle);
+    tcase_add_test(tc, test_memviz_of_a_vmm_log_draws_blocks_across_every_page_they_cover);
     tcase_add_test(tc, test_export_usage_errors_say_what_is_wrong);
     suite_add_tcase(s, tc);
     TCase *fl = tcase_create("files");

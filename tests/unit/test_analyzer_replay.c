@@ -197,11 +197,9 @@ END_TEST
  * replay's capacity on twice (100 MiB, then 900 MiB), and the recording replays without failing. */
 START_TEST(test_recovered_ooms_before_exact_segments_move_the_drivers_capacity_on)
 {
-    static rp_ev_t ev[8];
-    static uint64_t ptr[8], rec[8];
     rp_log_t L;
     memset(&L, 0, sizeof L);
-    L.ev = ev, L.ptr = ptr, L.rec = rec, L.pending_wait = 1;
+    L.pending_wait = 1;
     L.total = L.base_cap = 1000 * MiB;
     uint64_t caps[2] = {100 * MiB, 900 * MiB};
     L.drv_cap = caps, L.ndrv = 2;
@@ -212,8 +210,11 @@ START_TEST(test_recovered_ooms_before_exact_segments_move_the_drivers_capacity_o
     L.ooms = ooms, L.nooms = 2;
     size_t n = 0;
 #define EV(T, X, ID)                                                                              \
-    (ev[n].tt = (uint64_t)(n + 1) | (uint64_t)(T) << 56, ev[n].x = (X), ev[n].id = (ID),           \
-     ptr[n] = 0x7f0000000000ull + n * 256 * MiB, n++)
+    do {                                                                                          \
+        ck_assert_int_eq(rp_append(&L, &(rp_ev_t){(uint64_t)(n + 1) | (uint64_t)(T) << 56, (X), (ID), 0, \
+                                                  0x7f0000000000ull + n * 256 * MiB, 0}), 0);      \
+        n++;                                                                                      \
+    } while (0)
     EV(RP_EXACT_ALLOC, 60 * MiB, 0);
     EV(RP_OOM, 1, 0);
     EV(RP_EXACT_ALLOC, 20 * MiB, 1);
@@ -221,10 +222,12 @@ START_TEST(test_recovered_ooms_before_exact_segments_move_the_drivers_capacity_o
     EV(RP_EXACT_ALLOC, 60 * MiB, 2);
     EV(RP_EXACT_ALLOC, 200 * MiB, 3);
 #undef EV
-    L.nev = n, L.nids = 4;
+    L.nids = 4;
+    ck_assert_uint_eq(L.nev, n);
     rp_cfg_t cfg;
     rp_cfg_recorded(&cfg);
     rp_result_t res = replay_once(&L, &cfg);
+    free(L.packed);
     ck_assert_msg(res.failures == 0 && res.new_failures == 0, "%llu failures, %llu new",
                   (unsigned long long)res.failures, (unsigned long long)res.new_failures);
     ck_assert_uint_eq(res.peak_reserved, 340 * MiB);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -170,6 +171,53 @@ START_TEST(test_whatif_shows_its_progress_on_a_terminal_only)
 }
 END_TEST
 
+/* The peak resident memory, in bytes, of build/gmshim run with these arguments (its output
+ * discarded); the test fails when it does not exit 0 (or whatif's 3: nothing tried fits). */
+static uint64_t gmshim_peak_rss(const char *const *args)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1), dup2(null, 2);
+        const char *argv[16] = {build_path("gmshim")};
+        for (int i = 0; args[i] && i < 14; i++)
+            argv[i + 1] = args[i];
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    struct rusage ru;
+    ck_assert_msg(pid > 0 && wait4(pid, &status, 0, &ru) == pid, "cannot run gmshim");
+    ck_assert_msg(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3),
+                  "gmshim %s exited with status 0x%x", args[0], status);
+    return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+/* whatif holds a device's events for its many replays: packed, a few bytes each, not the 40 of
+ * their decoded form (3.9 GB at 100 M events where the other commands stay under 75 MB). Beyond
+ * what `summary` of the same log needs, it may take at most 16 bytes an event. */
+START_TEST(test_whatif_holds_a_few_bytes_an_event)
+{
+    char log[600], gen[600];
+    snprintf(log, sizeof log, "%s/big.gmlog", temp_dir());
+    snprintf(gen, sizeof gen, "%s", build_path("fuzz/genlog"));
+    unlink(log);
+    const uint64_t events = 1000000;
+    char nev[32];
+    snprintf(nev, sizeof nev, "%llu", (unsigned long long)events);
+    const char *argv[] = {gen, log, nev, "4", "steps", NULL};
+    char *out = NULL;
+    ck_assert_msg(run_program(argv, NULL, 0, &out) == 0, "genlog:\n%s", out);
+    free(out);
+    uint64_t summary = gmshim_peak_rss((const char *const[]){"summary", log, NULL});
+    uint64_t whatif = gmshim_peak_rss((const char *const[]){"whatif", "--threads", "1", log, NULL});
+    ck_assert_msg(whatif < summary + 16 * events, "whatif on %llu events: %llu MiB at its peak, summary %llu MiB "
+                  "(%.1f bytes an event beyond it)", (unsigned long long)events, (unsigned long long)(whatif >> 20),
+                  (unsigned long long)(summary >> 20), (double)(whatif > summary ? whatif - summary : 0) / (double)events);
+    unlink(log);
+}
+END_TEST
+
 Suite *analyzer_whatif_suite(void)
 {
     Suite *s = suite_create("analyzer_whatif");
@@ -182,6 +230,7 @@ Suite *analyzer_whatif_suite(void)
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
     tcase_add_test(tc, test_whatif_shows_its_progress_on_a_terminal_only);
     tcase_add_test(tc, test_whatif_refuses_a_device_without_events_naming_those_present);
+    tcase_add_test(tc, test_whatif_holds_a_few_bytes_an_event);
     suite_add_tcase(s, tc);
     return s;
 }
