@@ -49,7 +49,7 @@ int rd_read_stream(rd_log_t *lf, int fd)
         if (!buf)
             return rd_fail(lf, len, "out of memory reading the input");
         if (len == cap) {
-            uint8_t *n = cap < ((size_t)1 << 40) ? vec_grow(buf, &cap, len + 1, 1, 1 << 20) : NULL;
+            uint8_t *n = cap < ((size_t)1 << 40) ? vec_grow_raw(buf, &cap, len + 1, 1, 1 << 20) : NULL;
             if (!n)
                 free(buf);
             buf = n;

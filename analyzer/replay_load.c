@@ -95,7 +95,7 @@ typedef struct loader {
 
 int rp_append(rp_log_t *log, const rp_ev_t *e)
 {
-    uint8_t *n = vec_grow(log->packed, &log->cappacked, log->tail.off + RP_PACKED_MAX, 1, 65536);
+    uint8_t *n = vec_grow_raw(log->packed, &log->cappacked, log->tail.off + RP_PACKED_MAX, 1, 65536);
     if (!n)
         return -1;
     log->packed = n;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void *vec_grow(void *arr, size_t *cap, size_t need, size_t elem, size_t min)
+void *vec_grow_raw(void *arr, size_t *cap, size_t need, size_t elem, size_t min)
 {
     if (need <= *cap)
         return arr;
@@ -20,7 +20,15 @@ void *vec_grow(void *arr, size_t *cap, size_t need, size_t elem, size_t min)
     void *n = realloc(arr, ncap * elem);
     if (!n)
         return NULL;
-    memset((char *)n + *cap * elem, 0, (ncap - *cap) * elem);
     *cap = ncap;
+    return n;
+}
+
+void *vec_grow(void *arr, size_t *cap, size_t need, size_t elem, size_t min)
+{
+    size_t old = *cap;
+    char *n = vec_grow_raw(arr, cap, need, elem, min);
+    if (n && *cap > old)
+        memset(n + old * elem, 0, (*cap - old) * elem);
     return n;
 }

@@ -11,5 +11,8 @@
  * updated. NULL when out of memory or when the size would overflow: ARR and *CAP then stay as
  * they were (the caller still owns ARR). */
 void *vec_grow(void *arr, size_t *cap, size_t need, size_t elem, size_t min);
+/* The same, the new part left as realloc gives it: for a buffer written before it is read (bytes
+ * packed or read in), where zeroing would make every page of a doubled capacity resident. */
+void *vec_grow_raw(void *arr, size_t *cap, size_t need, size_t elem, size_t min);
 
 #endif
