@@ -216,6 +216,12 @@ static size_t diff_sites(const diff_dev_t *a, const diff_dev_t *b, diff_row_t **
 
 /* ---- pairing logs ------------------------------------------------------------------------------- */
 
+static int diff_by_rank(const void *x, const void *y)
+{
+    const diff_pair_t *a = x, *b = y;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
 /* By rank when every log of both runs has one, else in the order given (a directory's by name). */
 static int diff_pairs(const diff_side_t *a, int na, const diff_side_t *b, int nb, diff_pair_t *out)
 {
@@ -244,6 +250,7 @@ static int diff_pairs(const diff_side_t *a, int na, const diff_side_t *b, int nb
         if (!used[k])
             out[n++] = (diff_pair_t){NULL, &b[k], b[k].rank};
     free(used);
+    qsort(out, (size_t)n, sizeof *out, diff_by_rank);
     return n;
 }
 
@@ -629,8 +636,8 @@ int cmd_diff(int argc, char **argv)
     diff_side_t *a = NULL, *b = NULL;
     int na = 0, nb = 0;
     rc = diff_read_run(c.args[0], &a, &na);
-    if (rc == DIFF_SAME)
-        rc = diff_read_run(c.args[1], &b, &nb);
+    if (diff_read_run(c.args[1], &b, &nb) != DIFF_SAME) /* both read: every problem said at once */
+        rc = DIFF_BAD;
     if (rc == DIFF_SAME) {
         diff_pair_t *p = calloc((size_t)(na + nb), sizeof *p);
         if (!p)

@@ -1,14 +1,17 @@
-/* Analyzer workload for `gmshim diff`: weights, then 12 marked steps whose activations are
- * allocated at three lines and freed. With the argument `leak`, one more line keeps 8 MiB every
- * step: two runs of this one binary differ by that line alone. Run with FAKECUDA_MEM=1G. */
+/* Analyzer workload for `gmshim diff`: `diff_leak [steady|leak] [DEVICES]`. Weights, then 12
+ * marked steps whose activations are allocated at three lines and freed, on each of DEVICES
+ * devices (default 1). With `leak`, one more line keeps 8 MiB every step on the last device: two
+ * runs of this one binary differ by that line alone. Run with FAKECUDA_MEM=1G (and
+ * FAKECUDA_DEVICES=DEVICES). */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int (*mark_fn)(const char *);
 
-static void *kept[64];
+static void *kept[64], *weights[8];
 static int nkept;
 
 static __attribute__((noinline)) int forward(void *act[3])
@@ -25,26 +28,32 @@ static __attribute__((noinline)) int keep_history(void)
 int main(int argc, char **argv)
 {
     int leak = argc > 1 && !strcmp(argv[1], "leak");
-    mark_fn mark = (mark_fn)dlsym(RTLD_DEFAULT, "gmshim_mark");
-    void *weights;
-    if (cudaMalloc(&weights, 64u << 20) != cudaSuccess)
+    int devices = argc > 2 ? atoi(argv[2]) : 1;
+    if (devices < 1 || devices > 8)
         return 1;
+    mark_fn mark = (mark_fn)dlsym(RTLD_DEFAULT, "gmshim_mark");
+    for (int d = 0; d < devices; d++)
+        if (cudaSetDevice(d) != cudaSuccess || cudaMalloc(&weights[d], 64u << 20) != cudaSuccess)
+            return 1;
     for (int step = 1; step <= 12; step++) {
         char label[32];
         snprintf(label, sizeof label, "step %d", step);
         if (mark)
             mark(label);
-        void *act[3] = {0};
-        if (!forward(act))
-            return 1;
-        if (leak && !keep_history())
-            return 1;
-        for (int i = 2; i >= 0; i--)
-            cudaFree(act[i]);
+        for (int d = 0; d < devices; d++) {
+            void *act[3] = {0};
+            if (cudaSetDevice(d) != cudaSuccess || !forward(act))
+                return 1;
+            if (leak && d == devices - 1 && !keep_history())
+                return 1;
+            for (int i = 2; i >= 0; i--)
+                cudaFree(act[i]);
+        }
     }
     for (int i = 0; i < nkept; i++)
         cudaFree(kept[i]);
-    cudaFree(weights);
-    printf("diff_leak: 12 steps%s\n", leak ? ", 8 MiB kept each" : "");
+    for (int d = 0; d < devices; d++)
+        cudaSetDevice(d), cudaFree(weights[d]);
+    printf("diff_leak: 12 steps on %d device%s%s\n", devices, devices == 1 ? "" : "s", leak ? ", 8 MiB kept each" : "");
     return 0;
 }
