@@ -296,11 +296,13 @@ static const char *diff_steps_text(const diff_dev_t *d, char buf[48])
 static const char *diff_per(const diff_dev_t *a, const diff_dev_t *b)
 {
     int ea = a ? a->epochs : -1, eb = b ? b->epochs : -1;
+    if (ea < 0 && eb < 0)
+        return "no growth: neither run has steps";
     if (ea == eb || eb < 0)
-        return ea == EPOCH_TROUGHS ? "per step (low-water trough)" : "per mark";
+        return ea == EPOCH_TROUGHS ? "growth per step (low-water trough)" : "growth per mark";
     if (ea < 0)
-        return eb == EPOCH_TROUGHS ? "per step (low-water trough)" : "per mark";
-    return "per step (A and B count steps differently: marks in one, troughs in the other)";
+        return eb == EPOCH_TROUGHS ? "growth per step (low-water trough)" : "growth per mark";
+    return "growth per step: marks in one run, low-water troughs in the other";
 }
 
 static void diff_sites_text(cli_ctx_t *c, const diff_dev_t *a, const diff_dev_t *b, int *changed)
@@ -315,7 +317,7 @@ static void diff_sites_text(cli_ctx_t *c, const diff_dev_t *a, const diff_dev_t 
         return;
     }
     *changed = 1;
-    fprintf(f, "  call sites, largest change first (bytes live at the peak of reserved; growth %s):\n",
+    fprintf(f, "  call sites, largest change first (bytes live at the peak of reserved; %s):\n",
             diff_per(a, b));
     fprintf(f, "  %10s %10s %10s %10s %10s  %s\n", "peak A", "peak B", "change", "growth A", "growth B", "site");
     size_t shown = c->top && n > c->top ? c->top : n;
