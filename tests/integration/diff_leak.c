@@ -1,6 +1,7 @@
-/* Analyzer workload for `gmshim diff`: `diff_leak [steady|leak] [DEVICES]`. Weights, then 12
- * marked steps whose activations are allocated at three lines and freed, on each of DEVICES
- * devices (default 1). With `leak`, one more line keeps 8 MiB every step on the last device: two
+/* Analyzer workload for `gmshim diff`: `diff_leak [steady|leak] [DEVICES] [marks|troughs]`.
+ * Weights, then 12 steps whose activations are allocated at three lines and freed, on each of
+ * DEVICES devices (default 1); each step is marked, unless `troughs` (then only its low-water
+ * trough tells it). With `leak`, one more line keeps 8 MiB every step on the last device: two
  * runs of this one binary differ by that line alone. Run with FAKECUDA_MEM=1G (and
  * FAKECUDA_DEVICES=DEVICES). */
 #include <cuda_runtime_api.h>
@@ -31,7 +32,8 @@ int main(int argc, char **argv)
     int devices = argc > 2 ? atoi(argv[2]) : 1;
     if (devices < 1 || devices > 8)
         return 1;
-    mark_fn mark = (mark_fn)dlsym(RTLD_DEFAULT, "gmshim_mark");
+    int marks = !(argc > 3 && !strcmp(argv[3], "troughs"));
+    mark_fn mark = marks ? (mark_fn)dlsym(RTLD_DEFAULT, "gmshim_mark") : NULL;
     for (int d = 0; d < devices; d++)
         if (cudaSetDevice(d) != cudaSuccess || cudaMalloc(&weights[d], 64u << 20) != cudaSuccess)
             return 1;

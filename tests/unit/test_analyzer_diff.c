@@ -14,9 +14,10 @@
 
 #define SOURCE "tests/integration/diff_leak.c"
 
-/* Records diff_leak MODE (steady or leak) on `devices` devices into dir/name; returns the log's
- * path (static storage, one of four). */
-static const char *record(const char *dir, const char *name, const char *mode, int devices, const char *env1)
+/* Records diff_leak MODE (steady or leak) on `devices` devices, steps marked or not (`steps`:
+ * marks or troughs), into dir/name; returns the log's path (static storage, one of four). */
+static const char *record_steps(const char *dir, const char *name, const char *mode, int devices, const char *steps,
+                                const char *env1)
 {
     static char logs[4][512];
     static int next;
@@ -25,13 +26,18 @@ static const char *record(const char *dir, const char *name, const char *mode, i
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
     snprintf(devenv, sizeof devenv, "FAKECUDA_DEVICES=%d", devices);
     snprintf(ndev, sizeof ndev, "%d", devices);
-    const char *argv[] = {build_path("tests/integration/diff_leak"), mode, ndev, NULL};
+    const char *argv[] = {build_path("tests/integration/diff_leak"), mode, ndev, steps, NULL};
     const char *env[] = {logenv, devenv, "FAKECUDA_MEM=1G", env1, NULL};
     char *out = NULL;
     int rc = run_program(argv, env, 1, &out);
     ck_assert_msg(rc == 0, "diff_leak %s exited %d:\n%s", mode, rc, out);
     free(out);
     return log;
+}
+
+static const char *record(const char *dir, const char *name, const char *mode, int devices, const char *env1)
+{
+    return record_steps(dir, name, mode, devices, "marks", env1);
 }
 
 /* "keep_history (diff_leak.c:N)", N the line of the source that the comment names. */
@@ -249,6 +255,37 @@ START_TEST(test_each_device_is_compared_on_its_own)
 }
 END_TEST
 
+/* Without marks, growth is per low-water trough, and it is `leaks`' own figure for the site. */
+START_TEST(test_without_marks_growth_is_per_trough_as_leaks_gives_it)
+{
+    const char *dir = temp_dir();
+    const char *a = record_steps(dir, "a.gmlog", "steady", 1, "troughs", NULL);
+    const char *b = record_steps(dir, "b.gmlog", "leak", 1, "troughs", NULL);
+    char *diff, *leaks, *py, both[8192 * 4];
+    int rc = gm(&diff, "--json", "diff", a, b);
+    ck_assert_msg(rc == 0, "diff --json exited %d:\n%s", rc, diff);
+    rc = gm(&leaks, "--json", "leaks", b);
+    ck_assert_msg(rc == 0, "leaks --json exited %d:\n%s", rc, leaks);
+    ck_assert_msg(strlen(diff) + strlen(leaks) + 2 < sizeof both, "outputs too long");
+    snprintf(both, sizeof both, "%s\n%s", diff, leaks);
+    rc = py_json(both,
+                 "import json,sys\n"
+                 "d,l=[json.loads(x) for x in open(sys.argv[1]) if x.strip()]\n"
+                 "dev=d['pairs'][0]['devices'][0]\n"
+                 "assert dev['steps']['b']['per']=='trough' and dev['steps']['b']['count']>=3, dev['steps']\n"
+                 "g=l['logs'][0]['leaks'][0]\n"
+                 "assert g['epochs']=='troughs' and len(g['growing'])==1, g\n"
+                 "s=dev['sites'][0]\n"
+                 "assert s['growth_per_step']['b']==g['growing'][0]['bytes_per_epoch']>0, (s, g['growing'])\n"
+                 "print('same', s['site'])\n",
+                 &py);
+    ck_assert_msg(rc == 0 && strstr(py, leak_key()), "diff's growth is not leaks' (python %d):\n%s\n%s", rc, py, both);
+    free(py);
+    free(leaks);
+    free(diff);
+}
+END_TEST
+
 /* Job directories: logs paired by RANK, not by name (A's are named in the other order). */
 START_TEST(test_job_directories_pair_logs_by_rank)
 {
@@ -359,6 +396,7 @@ Suite *analyzer_diff_suite(void)
     tcase_add_test(tc, test_damaged_or_unreadable_log_is_bad_input_exit_2);
     tcase_add_test(tc, test_each_device_is_compared_on_its_own);
     tcase_add_test(tc, test_job_directories_pair_logs_by_rank);
+    tcase_add_test(tc, test_without_marks_growth_is_per_trough_as_leaks_gives_it);
     tcase_add_test(tc, test_sites_match_by_python_line_and_come_largest_change_first);
     suite_add_tcase(s, tc);
     return s;
