@@ -204,9 +204,21 @@ START_TEST(test_one_log_is_bad_input_exit_2)
     int rc = gm(&out, "diff", a);
     ck_assert_msg(rc == 2 && strstr(out, "two runs to compare"), "one log: exit %d:\n%s", rc, out);
     free(out);
-    rc = gm(&out, "diff", "--fail-above", "pink:3%", a, a);
-    ck_assert_msg(rc == 2 && strstr(out, "'pink:3%' is not"), "a bad --fail-above: exit %d:\n%s", rc, out);
-    free(out);
+}
+END_TEST
+
+/* A --fail-above that names no figure, or no amount, is bad input too: never a pass. */
+START_TEST(test_a_bad_fail_above_is_bad_input_exit_2)
+{
+    const char *dir = temp_dir();
+    const char *a = record(dir, "a.gmlog", "steady", 1, NULL);
+    const char *bad[] = {"pink:3%", "allocated:", "reserved:x%", "ooms:1G", "-5%"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out;
+        int rc = gm(&out, "diff", "--fail-above", bad[i], a, a);
+        ck_assert_msg(rc == 2 && strstr(out, "is not [FIGURE:]AMOUNT"), "--fail-above %s: exit %d:\n%s", bad[i], rc, out);
+        free(out);
+    }
 }
 END_TEST
 
@@ -393,6 +405,7 @@ Suite *analyzer_diff_suite(void)
     tcase_add_test(tc, test_fail_above_exits_1_only_when_b_rises_by_more);
     tcase_add_test(tc, test_two_runs_without_the_leak_show_no_change_and_exit_0);
     tcase_add_test(tc, test_one_log_is_bad_input_exit_2);
+    tcase_add_test(tc, test_a_bad_fail_above_is_bad_input_exit_2);
     tcase_add_test(tc, test_damaged_or_unreadable_log_is_bad_input_exit_2);
     tcase_add_test(tc, test_each_device_is_compared_on_its_own);
     tcase_add_test(tc, test_job_directories_pair_logs_by_rank);
