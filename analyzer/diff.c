@@ -14,7 +14,7 @@
 #include <string.h>
 
 enum { DIFF_SAME = 0, DIFF_ABOVE = 1, DIFF_BAD = 2 };
-enum { DIFF_OPT_FAIL = 'f' };
+enum { DIFF_OPT_FAIL = 0x300 }; /* --fail-above: a key without a letter */
 
 /* The figures compared, in the order printed; `gate` names them in --fail-above. */
 enum { FIG_ALLOCATED, FIG_RESERVED, FIG_FLOOR, FIG_LOW_WATER, FIG_FRAG, FIG_OOMS, FIG_N };
