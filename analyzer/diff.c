@@ -38,7 +38,8 @@ typedef struct diff_check {
     int is_pct;
     double pct;
     uint64_t bytes;
-    char text[48];
+    char text[48];            /* the term as given */
+    const char *amount;       /* its amount, in text */
 } diff_check_t;
 
 typedef struct diff_opts {
@@ -63,6 +64,8 @@ typedef struct diff_pair {
 static int diff_parse_term(const char *term, diff_check_t *k)
 {
     memset(k, 0, sizeof *k);
+    if (strlen(term) >= sizeof k->text)
+        return -1;
     snprintf(k->text, sizeof k->text, "%s", term);
     const char *colon = strchr(term, ':'), *amount = term;
     k->fig = FIG_ALLOCATED;
@@ -75,6 +78,7 @@ static int diff_parse_term(const char *term, diff_check_t *k)
             return -1;
         amount = colon + 1;
     }
+    k->amount = k->text + (amount - term);
     size_t len = strlen(amount);
     if (len > 1 && amount[len - 1] == '%') {
         char *end;
@@ -266,21 +270,35 @@ static int diff_dev_ids(const diff_pair_t *p, int *ids)
 
 /* ---- the gate ------------------------------------------------------------------------------------ */
 
-/* Whether any --fail-above term is exceeded by any device of any pair. */
-static int diff_gate(const diff_opts_t *o, const diff_pair_t *p, int np)
+/* How many (device, term) pairs exceed a --fail-above term; each said on f when f is not NULL. */
+static int diff_gate(FILE *f, const diff_opts_t *o, const diff_pair_t *p, int np)
 {
-    int ids[MODEL_MAX_DEVICES];
+    int ids[MODEL_MAX_DEVICES], hits = 0;
     for (int i = 0; i < np; i++) {
         int nd = diff_dev_ids(&p[i], ids);
         for (int d = 0; d < nd; d++) {
             const diff_dev_t *a = p[i].a ? diff_side_dev(p[i].a, ids[d]) : NULL;
             const diff_dev_t *b = p[i].b ? diff_side_dev(p[i].b, ids[d]) : NULL;
-            for (int k = 0; k < o->nchecks; k++)
-                if (diff_exceeds(&o->check[k], diff_fig(a, o->check[k].fig), diff_fig(b, o->check[k].fig)))
-                    return 1;
+            for (int k = 0; k < o->nchecks; k++) {
+                const diff_check_t *q = &o->check[k];
+                uint64_t va = diff_fig(a, q->fig), vb = diff_fig(b, q->fig);
+                if (!diff_exceeds(q, va, vb))
+                    continue;
+                hits++;
+                if (!f)
+                    continue;
+                char z[40], pc[24], where[32] = "";
+                if (p[i].rank >= 0)
+                    snprintf(where, sizeof where, "rank %d ", p[i].rank);
+                fprintf(f, "%sfail%s: %sdevice %d: %s rose by %s%s, more than %s\n", rep_red(), rep_reset(), where,
+                        ids[d], diff_figs[q->fig].text, diff_change(va, vb, diff_figs[q->fig].bytes, z),
+                        diff_pct(va, vb, pc), q->amount);
+            }
         }
     }
-    return 0;
+    if (f && !hits)
+        fprintf(f, "%spass%s: no figure rose by more than --fail-above allows\n", rep_green(), rep_reset());
+    return hits;
 }
 
 /* ---- text ---------------------------------------------------------------------------------------- */
@@ -378,34 +396,6 @@ static void diff_pair_text(cli_ctx_t *c, const diff_pair_t *p, int several, int 
     for (int d = 0; d < nd; d++)
         diff_dev_text(c, p->a ? diff_side_dev(p->a, ids[d]) : NULL, p->b ? diff_side_dev(p->b, ids[d]) : NULL,
                       ids[d], changed);
-}
-
-static void diff_gate_text(cli_ctx_t *c, const diff_opts_t *o, const diff_pair_t *p, int np)
-{
-    FILE *f = c->out;
-    int ids[MODEL_MAX_DEVICES], hit = 0;
-    for (int i = 0; i < np; i++) {
-        int nd = diff_dev_ids(&p[i], ids);
-        for (int d = 0; d < nd; d++) {
-            const diff_dev_t *a = p[i].a ? diff_side_dev(p[i].a, ids[d]) : NULL;
-            const diff_dev_t *b = p[i].b ? diff_side_dev(p[i].b, ids[d]) : NULL;
-            for (int k = 0; k < o->nchecks; k++) {
-                const diff_check_t *q = &o->check[k];
-                uint64_t va = diff_fig(a, q->fig), vb = diff_fig(b, q->fig);
-                if (!diff_exceeds(q, va, vb))
-                    continue;
-                char z[40], pc[24], where[32] = "";
-                if (p[i].rank >= 0)
-                    snprintf(where, sizeof where, "rank %d ", p[i].rank);
-                fprintf(f, "%sfail%s: %sdevice %d: %s rose by %s%s, more than %s\n", rep_red(), rep_reset(), where,
-                        ids[d], diff_figs[q->fig].text, diff_change(va, vb, diff_figs[q->fig].bytes, z),
-                        diff_pct(va, vb, pc), q->text);
-                hit = 1;
-            }
-        }
-    }
-    if (!hit)
-        fprintf(f, "%spass%s: no figure rose by more than --fail-above allows\n", rep_green(), rep_reset());
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------------- */
@@ -588,7 +578,7 @@ static void diff_free_run(diff_side_t *s, int n)
 /* The report and the status: DIFF_SAME, or DIFF_ABOVE when a gate term is exceeded. */
 static int diff_report(cli_ctx_t *c, const diff_opts_t *o, const diff_pair_t *p, int np)
 {
-    int changed = 0, above = o->nchecks && diff_gate(o, p, np);
+    int changed = 0, above = diff_gate(NULL, o, p, np) > 0;
     if (c->json) {
         json_t *j = &c->j;
         json_obj(j, NULL);
@@ -615,7 +605,7 @@ static int diff_report(cli_ctx_t *c, const diff_opts_t *o, const diff_pair_t *p,
         if (!changed)
             fprintf(c->out, "no change between A and B\n");
         if (o->nchecks)
-            diff_gate_text(c, o, p, np);
+            diff_gate(c->out, o, p, np);
     }
     return above ? DIFF_ABOVE : DIFF_SAME;
 }

@@ -152,7 +152,7 @@ int diff_side_read(diff_side_t *s, const char *path, FILE *err)
     s->rank = -1;
     rd_log_t *lf = diff_side_alloc(sizeof *lf);
     if (rd_open_path(lf, path) != 0) {
-        fprintf(err, "gmshim diff: %s: byte %" PRIu64 ": %s\n", path, lf->diags[0].offset, lf->diags[0].msg);
+        fprintf(err, "gmshim: %s: byte %" PRIu64 ": %s\n", path, lf->diags[0].offset, lf->diags[0].msg);
         rd_close(lf);
         free(lf);
         return -1;
@@ -172,7 +172,7 @@ int diff_side_read(diff_side_t *s, const char *path, FILE *err)
     s->partial = lf->partial;
     size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
     for (size_t i = 0; i < shown; i++)
-        fprintf(err, "gmshim diff: %s: byte %" PRIu64 ": %s\n", path, lf->diags[i].offset, lf->diags[i].msg);
+        fprintf(err, "gmshim: %s: byte %" PRIu64 ": %s\n", path, lf->diags[i].offset, lf->diags[i].msg);
     model_free(m);
     free(m);
     rd_close(lf);
