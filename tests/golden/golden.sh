@@ -86,7 +86,7 @@ c help-help "$g" help help
 c version "$g" --version
 c no-such-command "$g" nosuch
 c help-nosuch "$g" help nosuch
-for cmd in report summary leaks frag oom whatif timeline dump export run; do
+for cmd in report summary leaks frag oom whatif diff timeline dump export run; do
     c "help-$cmd" "$g" help "$cmd"
     c "$cmd-help" "$g" "$cmd" --help
 done
@@ -145,6 +145,15 @@ for log in cupti tiny; do
     c "dump-$log-json" "$g" dump --json "$f"
 done
 c timeline-demo-html "$g" $SYM timeline --html - $DEMO
+# two runs compared: a change and the gate, the same run (no change), a job's directory, mistakes
+c diff-demo-torch "$g" $SYM diff --fail-above 10% $DEMO $TORCH
+c diff-demo-torch-json "$g" $SYM --json diff --top 3 --fail-above reserved:200G,ooms:0 $DEMO $TORCH
+c diff-steps-random "$g" diff steps.gmlog random.gmlog
+c diff-steps-same-json "$g" --json diff steps.gmlog steps.gmlog
+c diff-directory "$g" $SYM diff --top 2 fixtures/ fixtures/
+c diff-one-log "$g" diff $DEMO
+c diff-bad-fail-above "$g" diff --fail-above pink:3% $DEMO $DEMO
+c diff-missing-log "$g" diff $DEMO no-such.gmlog
 # what-if replays of the fixtures
 c whatif-demo "$g" $SYM whatif $DEMO
 c whatif-torch-json "$g" --json whatif $TORCH
