@@ -733,7 +733,7 @@ int cli_parse_args(cli_ctx_t *c, int argc, char **argv, const cli_opt_t *opts, c
         return CLI_FAIL;
     }
     /* a directory stands for its *.gmlog files, for every command as for report */
-    if ((flags & CLI_ARGS_LOGS) && cli_expand_dirs(c->nargs, c->args, &c->args, &c->nargs))
+    if ((flags & CLI_ARGS_LOGS) && !(flags & CLI_ARGS_RUNS) && cli_expand_dirs(c->nargs, c->args, &c->args, &c->nargs))
         return CLI_FAIL;
     if ((flags & CLI_ARGS_WRAP) && !c->json && c->out == stdout && !c->wrap) {
         c->wrap = rep_wrap_open(stdout, cli_text_width());

@@ -94,6 +94,7 @@ typedef int (*cli_opt_fn)(cli_ctx_t *c, void *st, int key, const char *val);
 #define CLI_ARGS_LOGS 1u        /* the operands are logs: at least one is needed */
 #define CLI_ARGS_STOP 2u        /* the first operand ends the options (run: the command follows) */
 #define CLI_ARGS_WRAP 4u        /* a text report on stdout: wrap it at cli_text_width() */
+#define CLI_ARGS_RUNS 8u        /* each operand is one run, a log or a directory: kept as given */
 /* The one option parser of every command (and of main's global options): GNU style, options
  * and operands in any order, `--name=value`, `--name value`, `-xVALUE`, `-x value`, unambiguous
  * prefixes of long names, `--` ends the options. Besides `opts`, every command takes the global

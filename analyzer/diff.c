@@ -617,7 +617,7 @@ int cmd_diff(int argc, char **argv)
     cli_init(&c, stdout, stderr, "diff");
     c.json = cli_global.json;
     diff_opts_t o = {0};
-    int rc = cli_parse_args(&c, argc, argv, opts, diff_opt, &o, diff_usage, CLI_ARGS_LOGS | CLI_ARGS_WRAP);
+    int rc = cli_parse_args(&c, argc, argv, opts, diff_opt, &o, diff_usage, CLI_ARGS_LOGS | CLI_ARGS_WRAP | CLI_ARGS_RUNS);
     if (rc >= 0)
         return rc == CLI_OK ? CLI_OK : DIFF_BAD;
     if (c.nargs != 2) {
