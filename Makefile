@@ -57,6 +57,7 @@ all: $(LIB) $(CLI) fake $(INTEG_BIN) $(BENCH_BIN)
 include tests/fake/fake.mk
 -include tests/fuzz/fuzz.mk
 -include tests/fake_cupti/fake_cupti.mk
+include tests/failtest/failtest.mk
 
 $(BUILD) $(BUILD)/common $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:
 	$(Q)mkdir -p $@
@@ -206,7 +207,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-setup
 	$(Q)$(MAKE) --no-print-directory test-run
 
-test-run: all $(RUNNER) $(FUZZ_BIN) corrupt-smoke
+test-run: all $(RUNNER) $(FAILTEST_LIB) $(FUZZ_BIN) corrupt-smoke
 	$(Q)[ -z "$(FUZZ_BIN)" ] || { mkdir -p $(BUILD)/fuzz/scratch && $(FUZZ_BIN) -max_total_time=5 $(BUILD)/fuzz/scratch tests/fuzz/corpus > $(BUILD)/fuzz/run.log 2>&1 || { tail -40 $(BUILD)/fuzz/run.log; exit 1; }; }
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" \
 	    GMSHIM_FUZZ_BIN="$(abspath $(FUZZ_BIN))" $(RUNNER)
