@@ -12,11 +12,13 @@
 static void *kept[THREADS][KEEP];
 static unsigned long failures;
 
-static void count_failure(cudaError_t e)
+/* The first failure is named on stderr. */
+static void count_failure_at(cudaError_t e, int line)
 {
-    if (e != cudaSuccess)
-        __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+    if (e != cudaSuccess && __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED) == 0)
+        fprintf(stderr, "thread_churn.c:%d: CUDA error %d\n", line, (int)e);
 }
+#define count_failure(e) count_failure_at((e), __LINE__)
 
 static void *worker(void *arg)
 {
