@@ -49,6 +49,24 @@ START_TEST(test_program_without_cuda_gets_no_file_and_no_thread)
 }
 END_TEST
 
+/* A fork while another thread initialises gmshim: the child's mark, cudaMalloc and cudaFree
+ * return and it exits, whatever moment the fork hit (tests/integration/fork_init: each child
+ * has 5 s; a hang is counted and killed). FORK_TRIALS sets the count (CI: 40; `make
+ * fork-trials`: 1 000). */
+START_TEST(test_a_fork_during_init_leaves_a_child_that_exits)
+{
+    const char *n_env = getenv("FORK_TRIALS");
+    char n[32];
+    snprintf(n, sizeof n, "%d", n_env ? atoi(n_env) : 40);
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/fork_init", env, n, &out);
+    printf("%s", strstr(out, "fork_init:") ? strstr(out, "fork_init:") : out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 static char *torch_env(const char *const *env, int preload)
 {
     const char *argv[] = {build_path("tests/integration/torch_env"), NULL};
@@ -88,5 +106,9 @@ Suite *init_suite(void)
     tcase_add_test(tc, test_program_without_cuda_gets_no_file_and_no_thread);
     tcase_add_test(tc, test_torch_takeover_sets_the_variable_only_when_unset);
     suite_add_tcase(s, tc);
+    TCase *forks = tcase_create("forks");
+    tcase_set_timeout(forks, 7200);
+    tcase_add_test(forks, test_a_fork_during_init_leaves_a_child_that_exits);
+    suite_add_tcase(s, forks);
     return s;
 }
