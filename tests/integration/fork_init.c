@@ -5,12 +5,7 @@
  * hang: killed and counted. Prints the counts; exits 0 only with no hang and no failure. */
 #include "itest.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 static int (*mark)(const char *);
 
@@ -23,34 +18,8 @@ static void *first_call(void *arg)
     return NULL;
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* pid's exit status (128 + a signal), or -1 when it still ran after ms (then killed). A race
- * whose child hung exits HUNG. */
+/* A race whose child hung exits HUNG. */
 #define HUNG 2
-static int wait_for(pid_t pid, unsigned ms)
-{
-    uint64_t end = now_us() + (uint64_t)ms * 1000u;
-    for (;;) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (r < 0 && errno != EINTR)
-            return 1;
-        if (now_us() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(1000);
-    }
-}
 
 /* In a fresh process: a thread starts gmshim, this one forks after delay_us. */
 static int race(unsigned delay_us)
@@ -58,7 +27,7 @@ static int race(unsigned delay_us)
     pthread_t t;
     if (pthread_create(&t, NULL, first_call, NULL) != 0)
         return 1;
-    for (uint64_t end = now_us() + delay_us; now_us() < end;)
+    for (uint64_t end = itest_now_us() + delay_us; itest_now_us() < end;)
         ;
     pid_t c = fork();
     if (c == 0) {
@@ -69,7 +38,7 @@ static int race(unsigned delay_us)
             cudaFree(p);
         _exit(0);
     }
-    int r = c < 0 ? 1 : wait_for(c, 5000);
+    int r = c < 0 ? 1 : itest_wait_for(c, 5000);
     pthread_join(t, NULL);
     return r < 0 ? HUNG : r;
 }
@@ -77,7 +46,7 @@ static int race(unsigned delay_us)
 int main(int argc, char **argv)
 {
     int forks = argc > 1 ? atoi(argv[1]) : 40;
-    unsigned span_us = argc > 2 ? (unsigned)atoi(argv[2]) : 3000, seed = (unsigned)now_us();
+    unsigned span_us = argc > 2 ? (unsigned)atoi(argv[2]) : 3000, seed = (unsigned)itest_now_us();
     mark = (int (*)(const char *))dlsym(RTLD_DEFAULT, "gmshim_mark");
     int hung = 0, failed = 0;
     for (int i = 0; i < forks; i++) {
@@ -87,7 +56,7 @@ int main(int argc, char **argv)
         CHECK(w >= 0, "fork");
         if (w == 0)
             _exit(race(delay));
-        int r = wait_for(w, 20000);
+        int r = itest_wait_for(w, 20000);
         hung += r == HUNG || r < 0;
         failed += r != 0 && r != HUNG && r >= 0;
     }

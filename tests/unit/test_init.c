@@ -67,6 +67,25 @@ START_TEST(test_a_fork_during_init_leaves_a_child_that_exits)
 }
 END_TEST
 
+/* Forks while threads allocate, free, mark, empty the cache and read the stats (arena, cache and
+ * log locks held at any moment, the log switching extents): each child's mark, stats, empty cache,
+ * cudaMalloc and cudaFree return and it exits, silently (tests/integration/fork_busy, 5 s a
+ * child). */
+START_TEST(test_a_fork_while_gmshim_is_busy_leaves_a_child_that_exits_silently)
+{
+    const char *n_env = getenv("FORK_TRIALS");
+    char n[32];
+    snprintf(n, sizeof n, "%d", n_env ? atoi(n_env) : 60);
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/fork_busy", env, n, &out);
+    const char *line = strstr(out, "fork_busy:");
+    printf("%s", line ? line : out);
+    ck_assert_msg(rc == 0 && line == out, "exit %d, expected only the program's line:\n%.2000s", rc, out);
+    free(out);
+}
+END_TEST
+
 static char *torch_env(const char *const *env, int preload)
 {
     const char *argv[] = {build_path("tests/integration/torch_env"), NULL};
@@ -109,6 +128,7 @@ Suite *init_suite(void)
     TCase *forks = tcase_create("forks");
     tcase_set_timeout(forks, 7200);
     tcase_add_test(forks, test_a_fork_during_init_leaves_a_child_that_exits);
+    tcase_add_test(forks, test_a_fork_while_gmshim_is_busy_leaves_a_child_that_exits_silently);
     suite_add_tcase(s, forks);
     return s;
 }
