@@ -245,7 +245,8 @@ test-tsan: deps
 demo: all
 	$(Q)sh scripts/demo
 
-# The long trials of docs/limits.md, on demand: 1 000 kill -9 trials; an hour of a bounded log.
+# The long trials of docs/limits.md, on demand: 1 000 kill -9 trials; an hour of a bounded log
+# (`make fail-trials`, the malloc failer's, is in tests/failtest/failtest.mk).
 .PHONY: kill-trials soak
 KILL_TRIALS ?= 1000
 SOAK_SECONDS ?= 3600
@@ -253,6 +254,13 @@ kill-trials: all $(RUNNER)
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) KILL_TRIALS=$(KILL_TRIALS) CK_RUN_SUITE=evlog CK_RUN_CASE=kill $(RUNNER)
 soak: all
 	$(Q)BUILD=$(BUILD) bash tests/stress/soak.sh $(SOAK_SECONDS)
+
+# 1 000 forks while another thread starts gmshim, and 1 000 while threads keep it busy (docs/limits.md).
+.PHONY: fork-trials
+FORK_TRIALS ?= 1000
+fork-trials: all $(RUNNER)
+	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" FORK_TRIALS=$(FORK_TRIALS) \
+	    CK_RUN_SUITE=init CK_RUN_CASE=forks $(RUNNER)
 
 # `make wheel`: a Python wheel (the gmshim module, the CLI and libgmshim.so inside it), written by
 # a standard-library script: nothing is downloaded. `pip install .` runs this target too.
