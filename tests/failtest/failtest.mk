@@ -35,6 +35,6 @@ $(FAILTEST_LIB): $(FAILTEST_OBJ)
 FAIL_TRIALS ?= 1000
 fail-trials: all $(RUNNER) $(FAILTEST_LIB)
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" FAIL_TRIALS=$(FAIL_TRIALS) \
-	    CK_RUN_SUITE=failtest CK_RUN_CASE=long $(RUNNER)
+	    CK_RUN_SUITE=failtest CK_RUN_CASE=trials $(RUNNER)
 
 -include $(wildcard $(FAILTEST_DIR)/*/*.d $(FAILTEST_DIR)/tests/*/*.d)
