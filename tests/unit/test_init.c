@@ -55,6 +55,14 @@ END_TEST
  * fork-trials`: 1 000). */
 START_TEST(test_a_fork_during_init_leaves_a_child_that_exits)
 {
+    /* GCC 12's AddressSanitizer does not hold its allocator's locks across fork: a child forked
+     * while another thread refills a size class (gmshim's start allocates) waits forever in its
+     * first calloc, inside libasan (docs/limits.md). Plain and ThreadSanitizer builds run it. */
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    if (san && strstr(san, "libasan")) {
+        printf("fork_init: not run under AddressSanitizer (its allocator is not fork-safe)\n");
+        return;
+    }
     const char *n_env = getenv("FORK_TRIALS");
     char n[32];
     snprintf(n, sizeof n, "%d", n_env ? atoi(n_env) : 40);
