@@ -57,6 +57,7 @@ all: $(LIB) $(CLI) fake $(INTEG_BIN) $(BENCH_BIN)
 include tests/fake/fake.mk
 -include tests/fuzz/fuzz.mk
 -include tests/fake_cupti/fake_cupti.mk
+include tests/failtest/failtest.mk
 
 $(BUILD) $(BUILD)/common $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:
 	$(Q)mkdir -p $@
@@ -206,7 +207,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-setup
 	$(Q)$(MAKE) --no-print-directory test-run
 
-test-run: all $(RUNNER) $(CONFINE) $(FUZZ_BIN) corrupt-smoke
+test-run: all $(RUNNER) $(CONFINE) $(FAILTEST_LIB) $(FUZZ_BIN) corrupt-smoke
 	$(Q)[ -z "$(FUZZ_BIN)" ] || { mkdir -p $(BUILD)/fuzz/scratch && $(FUZZ_BIN) -max_total_time=5 $(BUILD)/fuzz/scratch tests/fuzz/corpus > $(BUILD)/fuzz/run.log 2>&1 || { tail -40 $(BUILD)/fuzz/run.log; exit 1; }; }
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" \
 	    GMSHIM_FUZZ_BIN="$(abspath $(FUZZ_BIN))" $(RUNNER)
@@ -249,7 +250,8 @@ test-tsan: deps
 demo: all
 	$(Q)sh scripts/demo
 
-# The long trials of docs/limits.md, on demand: 1 000 kill -9 trials; an hour of a bounded log.
+# The long trials of docs/limits.md, on demand: 1 000 kill -9 trials; an hour of a bounded log
+# (`make fail-trials`, the malloc failer's, is in tests/failtest/failtest.mk).
 .PHONY: kill-trials soak
 KILL_TRIALS ?= 1000
 SOAK_SECONDS ?= 3600
@@ -257,6 +259,13 @@ kill-trials: all $(RUNNER)
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) KILL_TRIALS=$(KILL_TRIALS) CK_RUN_SUITE=evlog CK_RUN_CASE=kill $(RUNNER)
 soak: all
 	$(Q)BUILD=$(BUILD) bash tests/stress/soak.sh $(SOAK_SECONDS)
+
+# 1 000 forks while another thread starts gmshim, and 1 000 while threads keep it busy (docs/limits.md).
+.PHONY: fork-trials
+FORK_TRIALS ?= 1000
+fork-trials: all $(RUNNER)
+	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" FORK_TRIALS=$(FORK_TRIALS) \
+	    CK_RUN_SUITE=init CK_RUN_CASE=forks $(RUNNER)
 
 # `make wheel`: a Python wheel (the gmshim module, the CLI and libgmshim.so inside it), written by
 # a standard-library script: nothing is downloaded. `pip install .` runs this target too.

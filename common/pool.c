@@ -391,6 +391,8 @@ static gm_segment_t *add_segment(gm_heap_t *heap, uintptr_t base, size_t size, i
     if (seg && vmm && !(seg->page = calloc(size / GM_VMM_PAGE, sizeof *seg->page)))
         b = (block_recycle(heap, b), NULL);
     if (!seg || !b) {
+        if (seg)
+            free(seg->page);
         free(seg);
         if (b)
             block_recycle(heap, b);

@@ -21,6 +21,12 @@
 /* Above this a request cannot be rounded safely; the real runtime answers it. */
 #define GM_MAX_REQUEST (1ull << 47)
 
+/* gm_state changes under other threads (a fallback): read as the atomic it is. */
+static inline int alloc_state(void)
+{
+    return __atomic_load_n(&gm_state, __ATOMIC_RELAXED);
+}
+
 static __thread int hint_device __attribute__((tls_model("initial-exec")));
 
 /* Leaves `err` as the runtime's last error, as the real call that failed would have. */
@@ -40,7 +46,7 @@ static void set_last_error(cudaError_t err)
 
 cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
 {
-    if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || gm_state == GM_CHILD))
+    if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || alloc_state() == GM_CHILD))
         return REAL_CALL(cudaMalloc, out, size);
     int dev = 0;
     if (unlikely(device_current(&dev) != 0))
@@ -53,11 +59,11 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     hint_device = dev;
     torchload_note_malloc(caller); /* PyTorch's allocator: follow it from inside (torchload.h) */
     uint32_t site = stacks_site_from(caller);
-    if (gm_state != GM_POOLED)
+    if (alloc_state() != GM_POOLED)
         return device_alloc_pass(d, size, site, gm_now_ns(), out);
     cudaError_t err = torchload_caching_caller(caller) ? device_alloc_exact(d, size, site, out)
                                                       : device_alloc(d, size, site, out);
-    if (unlikely(err != cudaSuccess && gm_state == GM_PASSTHROUGH))
+    if (unlikely(err != cudaSuccess && alloc_state() == GM_PASSTHROUGH))
         return device_alloc_pass(d, size, site, gm_now_ns(), out); /* gmshim gave up: the driver */
     if (err == cudaErrorMemoryAllocation && REAL_CALL(cudaPeekAtLastError) != err)
         set_last_error(err);
@@ -66,7 +72,7 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
 
 cudaError_t alloc_free(void *ptr)
 {
-    if (unlikely(!ptr || gm_state == GM_CHILD))
+    if (unlikely(!ptr || alloc_state() == GM_CHILD))
         return REAL_CALL(cudaFree, ptr);
     cudaError_t err = cudaSuccess;
     gm_device_t *hint = device_peek(hint_device);
@@ -104,7 +110,7 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
     if (err != cudaSuccess)
         return err;
     int dev;
-    if (gm_state != GM_CHILD && device_current(&dev) == 0) {
+    if (alloc_state() != GM_CHILD && device_current(&dev) == 0) {
         gm_device_t *d = device_get(dev); /* a cap applies before the first allocation too */
         if (d) {
             /* What the pool caches is free to the program: it gets it without the driver. */
@@ -132,7 +138,7 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 cudaError_t alloc_device_reset(void)
 {
     int dev;
-    if (gm_state != GM_CHILD && device_current(&dev) == 0) {
+    if (alloc_state() != GM_CHILD && device_current(&dev) == 0) {
         gm_device_t *d = device_peek(dev);
         if (d) {
             capture_device_reset(d);
@@ -147,7 +153,7 @@ cudaError_t alloc_device_reset(void)
 void alloc_stream_created(cudaStream_t s, unsigned flags)
 {
     int dev;
-    if (gm_state == GM_CHILD || device_current(&dev) != 0)
+    if (alloc_state() == GM_CHILD || device_current(&dev) != 0)
         return;
     capture_stream_created(s, dev);
     gm_device_t *d = device_get(dev);
@@ -157,13 +163,13 @@ void alloc_stream_created(cudaStream_t s, unsigned flags)
 
 void alloc_device_set(int dev)
 {
-    if (gm_state != GM_CHILD)
+    if (alloc_state() != GM_CHILD)
         device_note_used(dev);
 }
 
 void alloc_stream_destroying(cudaStream_t s)
 {
-    if (gm_state == GM_CHILD || !s || s == cudaStreamLegacy || s == cudaStreamPerThread)
+    if (alloc_state() == GM_CHILD || !s || s == cudaStreamLegacy || s == cudaStreamPerThread)
         return;
     gm_device_t *d = device_peek(capture_stream_device(s));
     capture_stream_destroyed(s);
@@ -173,7 +179,7 @@ void alloc_stream_destroying(cudaStream_t s)
 
 void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t0)
 {
-    if (gm_state == GM_CHILD || !ptr)
+    if (alloc_state() == GM_CHILD || !ptr)
         return;
     int dev = 0;
     device_current(&dev);
@@ -184,7 +190,7 @@ void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t
 
 void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)
 {
-    if (gm_state == GM_CHILD || !ptr)
+    if (alloc_state() == GM_CHILD || !ptr)
         return;
     int dev = hint_device;
     device_current(&dev);
@@ -193,7 +199,7 @@ void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)
 
 void alloc_ipc_export(void *ptr)
 {
-    if (gm_state == GM_CHILD)
+    if (alloc_state() == GM_CHILD)
         return;
     int n = device_created_count();
     for (int i = 0; i < n; i++) {

@@ -1,5 +1,6 @@
 /* The gmshim_* functions an application may call (shim/gmshim.h). Each works before the first
- * CUDA call too (it initializes the shim) and never fails the program. */
+ * CUDA call too (it initializes the shim) and never fails the program. In a fork child the
+ * parent's pools are not its own (their locks may have been copied held): no pool is touched. */
 #include "device.h"
 #include "devctx.h"
 #include "evlog.h"
@@ -8,6 +9,11 @@
 #include "slowpath.h"
 
 #include <string.h>
+
+static int api_in_child(void)
+{
+    return __atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD;
+}
 
 GM_EXPORT int gmshim_mark(const char *label)
 {
@@ -24,6 +30,8 @@ GM_EXPORT int gmshim_phase_end(const char *label)
 GM_EXPORT unsigned long long gmshim_empty_cache(void)
 {
     gm_init();
+    if (api_in_child())
+        return 0;
     unsigned long long bytes = 0;
     int depth = gm_depth;
     gm_depth = 1; /* the pool's own CUDA calls must pass through */
@@ -44,7 +52,7 @@ GM_EXPORT int gmshim_get_stats(int device, gmshim_stats_t *out)
     unsigned int size = out->size;
     gmshim_stats_t st;
     memset(&st, 0, sizeof st);
-    gm_device_t *d = device_peek(device);
+    gm_device_t *d = api_in_child() ? NULL : device_peek(device);
     if (d)
         device_get_stats(d, &st);
     st.size = size;
@@ -58,6 +66,8 @@ GM_EXPORT int gmshim_set_limit(int device, unsigned long long bytes)
     if (device < 0 || device >= GM_MAX_DEVICES)
         return -1;
     gm_init();
+    if (api_in_child())
+        return -1;
     int depth = gm_depth;
     gm_depth = 1;
     int rc = device_set_limit(device, (size_t)bytes);

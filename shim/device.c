@@ -197,6 +197,10 @@ static void track_locked(gm_device_t *d, gm_block_t *b, int kind, unsigned flags
         b->exact = (flags & GMLOG_A_EXACT) != 0;
         b->site = site;
         HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
+    }
+    if (b && !b->hh.tbl) {
+        free(b); /* the table could not take it: untracked, its free goes to the driver as is */
+    } else if (b) {
         if (kind == GMLOG_KIND_PASS) {
             gm_stat_add(&a->bytes.requested, size);
             gm_stat_add(&a->bytes.allocated, size);

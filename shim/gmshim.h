@@ -77,7 +77,8 @@ unsigned long long gmshim_empty_cache(void);
  * or GMSHIM_STATS_V1_SIZE (built against version 1). Returns 0, or -1 for a bad device or size. */
 int gmshim_get_stats(int device, gmshim_stats_t *out);
 
-/* Caps what gmshim reserves on `device` (0 removes the cap). Returns 0, or -1 for a bad device. */
+/* Caps what gmshim reserves on `device` (0 removes the cap). Returns 0, or -1 for a bad device
+ * or in a fork child (whose pools are the parent's). */
 int gmshim_set_limit(int device, unsigned long long bytes);
 
 /* The library's version (GMSHIM_API_VERSION it was built with). */

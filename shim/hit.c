@@ -7,6 +7,7 @@
 #include "device.h"
 #include "devctx.h"
 #include "evlog.h"
+#include "fallback.h"
 #include "fencepol.h"
 #include "real.h"
 #include "segments.h"
@@ -83,6 +84,16 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
     return a;
 }
 
+/* Under a's lock: the live-block table could not take b (out of host memory). A block the
+ * table does not know could neither be freed nor join a thread's cache: it goes back to its heap
+ * and the call to the driver, gmshim to pass-through. */
+static GM_COLD gm_block_t *live_insert_failed(gm_block_t *b)
+{
+    pool_free_block(b->seg->heap, b, gm_now_ns());
+    gm_fall_back("out of host memory for the table of live blocks");
+    return NULL;
+}
+
 cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
 {
     size_t rounded = pool_round(size);
@@ -124,11 +135,15 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
             b = device_alloc_generic(a, tc, rounded, size, site, &flags, &err);
         }
     }
+    if (likely(b != NULL) && !b->tc_owner) {
+        HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
+        if (unlikely(!b->hh.tbl))
+            b = live_insert_failed(b), err = cudaErrorMemoryAllocation;
+    }
     if (likely(b != NULL)) {
         /* Freed by this thread, it goes to its cache (one the slow path took from the cache is
          * in it, and live, already). */
         if (!b->tc_owner) {
-            HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
             b->site = site;
             if (tc && b->size == rounded && b->seg->heap == &a->general)
                 tcache_adopt(tc, b);

@@ -21,6 +21,7 @@
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int torch_took_over;
+static int init_begun; /* init_impl's first step: from then on a fork's child is a GM_CHILD */
 
 /* GMSHIM_TORCH=own: PyTorch reads PYTORCH_NO_CUDA_MEMORY_CACHING when it loads, long before the
  * first CUDA call, so this one setting is made at load time. It only sets an environment
@@ -55,10 +56,24 @@ static void fork_child(void)
     evlog_fork_release();
     device_fork_release();
     capture_fork_release();
-    /* The child's CUDA is unusable and the parent's log and blocks are not its own. */
+    /* Forked before gmshim started: to gmshim the child is a fresh process, which starts it at
+     * its own first CUDA call (nothing of a start was under way in any thread). */
+    if (!__atomic_load_n(&init_begun, __ATOMIC_ACQUIRE))
+        return;
+    /* The child's CUDA is unusable and the parent's log and blocks are not its own. Forked
+     * while another thread was starting gmshim, it never starts it again: that start may hold
+     * the loader's locks, copied held into this child (gm_init returns at once here). */
     evlog_abandon();
     trim_forget();
     __atomic_store_n(&gm_state, GM_CHILD, __ATOMIC_RELEASE);
+}
+
+/* At load, not in init_impl: a fork that comes while another thread runs init_impl must find
+ * them (a fork handler registered during init would miss such a fork's child). They take only
+ * gmshim's own locks, statically initialised, and do nothing more before gmshim starts. */
+__attribute__((constructor)) static void fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static void at_exit(void)
@@ -80,11 +95,11 @@ static uint64_t checkpoint_cut(uint64_t start_mono)
 
 static void init_impl(void)
 {
+    __atomic_store_n(&init_begun, 1, __ATOMIC_RELEASE);
     options_load_all();
     clock_init(!strcmp(options_get_str(GM_OPT_CLOCK), "auto"));
     if (real_resolve() == 0)
         diag_verbose("no CUDA runtime found yet; calls will be resolved when it is loaded");
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
     evlog_set_cut(checkpoint_cut);
     evlog_open();
     stacks_init();
@@ -108,5 +123,8 @@ static void init_impl(void)
 
 void gm_init(void)
 {
+    /* glibc's pthread_once runs init_impl again in the child of a fork that came during it. */
+    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)
+        return;
     pthread_once(&init_once, init_impl);
 }

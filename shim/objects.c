@@ -49,7 +49,8 @@ static int by_lo(const void *a, const void *b)
 
 void objects_sort(void *entries, size_t n, size_t stride)
 {
-    qsort(entries, n, stride, by_lo);
+    if (n) /* none (a table that could not be allocated is NULL) */
+        qsort(entries, n, stride, by_lo);
 }
 
 void *objects_find(const void *entries, size_t n, size_t stride, uintptr_t pc)

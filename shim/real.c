@@ -4,6 +4,7 @@
 #include "real.h"
 #include "common.h"
 #include "diag.h"
+#include "state.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -44,7 +45,10 @@ static void *local_cudart(void)
     if (handle)
         return handle;
     void *h = NULL;
-    dl_iterate_phdr(find_cudart_cb, &h);
+    /* Not in a fork child: the loader's lock that dl_iterate_phdr takes may have been copied
+     * held (another thread was in it at the fork). */
+    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != GM_CHILD)
+        dl_iterate_phdr(find_cudart_cb, &h);
     if (!h)
         h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
     if (!h)

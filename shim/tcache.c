@@ -6,6 +6,7 @@
 #include "tcache.h"
 #include "evlog.h"
 #include "fencepol.h"
+#include "state.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -232,6 +233,9 @@ gm_tcache_t *tcache_make(gm_device_t *d)
 
 void tcache_thread_exit(void)
 {
+    /* A fork child's caches are copies of the parent's, their locks perhaps copied held. */
+    if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)
+        return;
     for (int i = 0; i < GM_MAX_DEVICES; i++) {
         gm_tcache_t *tc = gm_tcache_mine[i];
         if (!tc)

@@ -8,6 +8,11 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +56,33 @@ static inline struct fakecuda_stats fake_stats(int dev)
     struct fakecuda_stats s;
     fakecuda_get_stats(dev, &s);
     return s;
+}
+
+static inline uint64_t itest_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* pid's exit status (128 + a signal), or -1 when it still ran after ms: then it is killed. */
+static inline int itest_wait_for(pid_t pid, unsigned ms)
+{
+    uint64_t end = itest_now_us() + (uint64_t)ms * 1000u;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r < 0 && errno != EINTR)
+            return 1;
+        if (itest_now_us() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        usleep(1000);
+    }
 }
 
 #endif

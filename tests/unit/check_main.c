@@ -30,6 +30,7 @@ int main(void)
     srunner_add_suite(sr, inject_suite());
     srunner_add_suite(sr, state_suite());
     srunner_add_suite(sr, fallback_suite());
+    srunner_add_suite(sr, failtest_suite());
     srunner_add_suite(sr, real_suite());
     srunner_add_suite(sr, hooks_suite());
     srunner_add_suite(sr, diag_suite());

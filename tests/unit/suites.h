@@ -27,6 +27,7 @@ Suite *init_suite(void);
 Suite *inject_suite(void);
 Suite *state_suite(void);
 Suite *fallback_suite(void);
+Suite *failtest_suite(void);
 Suite *real_suite(void);
 Suite *hooks_suite(void);
 Suite *diag_suite(void);

@@ -49,6 +49,53 @@ START_TEST(test_program_without_cuda_gets_no_file_and_no_thread)
 }
 END_TEST
 
+/* A fork while another thread initialises gmshim: the child's mark, cudaMalloc and cudaFree
+ * return and it exits, whatever moment the fork hit (tests/integration/fork_init: each child
+ * has 5 s; a hang is counted and killed). FORK_TRIALS sets the count (CI: 40; `make
+ * fork-trials`: 1 000). */
+START_TEST(test_a_fork_during_init_leaves_a_child_that_exits)
+{
+    /* GCC 12's AddressSanitizer does not hold its allocator's locks across fork: a child forked
+     * while another thread refills a size class (gmshim's start allocates) waits forever in its
+     * first calloc, inside libasan (docs/limits.md). Plain and ThreadSanitizer builds run it. */
+    const char *san = getenv("GMSHIM_TEST_PRELOAD");
+    if (san && strstr(san, "libasan")) {
+        printf("fork_init: not run under AddressSanitizer (its allocator is not fork-safe)\n");
+        return;
+    }
+    const char *n_env = getenv("FORK_TRIALS");
+    char n[32];
+    snprintf(n, sizeof n, "%d", n_env ? atoi(n_env) : 40);
+    /* ThreadSanitizer refuses threads in a child of a threaded process by default; a child that
+     * forked before gmshim began to start starts it, and its threads, as a fresh process would. */
+    const char *env[] = {"FAKECUDA_MEM=1G", "TSAN_OPTIONS=die_after_fork=0", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/fork_init", env, n, &out);
+    printf("%s", strstr(out, "fork_init:") ? strstr(out, "fork_init:") : out);
+    ck_assert_msg(rc == 0, "exit %d:\n%.2000s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* Forks while threads allocate, free, mark, empty the cache and read the stats (arena, cache and
+ * log locks held at any moment, the log switching extents): each child's mark, stats, empty cache,
+ * cudaMalloc and cudaFree return and it exits, silently (tests/integration/fork_busy, 5 s a
+ * child). */
+START_TEST(test_a_fork_while_gmshim_is_busy_leaves_a_child_that_exits_silently)
+{
+    const char *n_env = getenv("FORK_TRIALS");
+    char n[32];
+    snprintf(n, sizeof n, "%d", n_env ? atoi(n_env) : 60);
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/fork_busy", env, n, &out);
+    const char *line = strstr(out, "fork_busy:");
+    printf("%s", line ? line : out);
+    ck_assert_msg(rc == 0 && line == out, "exit %d, expected only the program's line:\n%.2000s", rc, out);
+    free(out);
+}
+END_TEST
+
 static char *torch_env(const char *const *env, int preload)
 {
     const char *argv[] = {build_path("tests/integration/torch_env"), NULL};
@@ -88,5 +135,10 @@ Suite *init_suite(void)
     tcase_add_test(tc, test_program_without_cuda_gets_no_file_and_no_thread);
     tcase_add_test(tc, test_torch_takeover_sets_the_variable_only_when_unset);
     suite_add_tcase(s, tc);
+    TCase *forks = tcase_create("forks");
+    tcase_set_timeout(forks, 7200);
+    tcase_add_test(forks, test_a_fork_during_init_leaves_a_child_that_exits);
+    tcase_add_test(forks, test_a_fork_while_gmshim_is_busy_leaves_a_child_that_exits_silently);
+    suite_add_tcase(s, forks);
     return s;
 }
