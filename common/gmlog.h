@@ -64,6 +64,9 @@ enum gmlog_meta_tag {
     GMLOG_META_VERSION = 6,      /* gmshim version string */
     GMLOG_META_MODE = 7,         /* "preload" or "injection" */
     GMLOG_META_ENV = 8,          /* other relevant environment, e.g. PYTORCH_NO_CUDA_MEMORY_CACHING=1 */
+    GMLOG_META_JOB = 9,          /* what identifies the job's run, if set: "TORCHELASTIC_RUN_ID=..."
+                                  * (and its RESTART_COUNT), MASTER_ADDR, MASTER_PORT, SLURM_JOB_ID,
+                                  * SLURM_STEP_ID; absent from logs of writers before it existed */
 };
 
 /* ---- chunks --------------------------------------------------------------------------------

@@ -345,6 +345,22 @@ void tlog_torch_keep(tlog_t *b)
     memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
 }
 
+void tlog_meta(tlog_t *b, uint16_t tag, const char *text)
+{
+    uint32_t meta_size;
+    memcpy(&meta_size, b->buf + offsetof(gmlog_file_header_t, meta_size), sizeof meta_size);
+    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    size_t at = sizeof(gmlog_file_header_t) + (meta_size ? meta_size - sizeof(gmlog_meta_t) : 0);
+    ck_assert_msg(at + 2 * sizeof(gmlog_meta_t) + padded <= 4096, "metadata past the header's page");
+    gmlog_meta_t e = {tag, 0, (uint32_t)len}, end = {GMLOG_META_END, 0, 0};
+    memcpy(b->buf + at, &e, sizeof e);
+    memset(b->buf + at + sizeof e, 0, padded);
+    memcpy(b->buf + at + sizeof e, text, len);
+    memcpy(b->buf + at + sizeof e + padded, &end, sizeof end);
+    meta_size = (uint32_t)(at + sizeof e + padded + sizeof end - sizeof(gmlog_file_header_t));
+    memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
+}
+
 void tlog_tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site)
 {
     gmlog_tensor_t r = {{(uint8_t)type, 0, 0, 0, 0}, addr, size, stream, site, 0};
