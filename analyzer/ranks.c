@@ -69,6 +69,7 @@ static void summarise(ranks_log_t *r, rd_log_t *lf, model_t *m)
     r->reason = r->closed ? h->close_reason & 0xff : GMLOG_CLOSE_OPEN;
     r->sig = r->closed ? (h->close_reason >> 8) & 0xff : 0;
     r->end_t = r->closed && h->end_ns ? h->end_ns : m->last_t;
+    r->alive_t = h->alive_ns;
     for (unsigned i = 0; i < lf->nmeta && r->nids < RANKS_IDS; i++)
         if (lf->meta[i].tag == GMLOG_META_JOB)
             snprintf(r->ids[r->nids++], sizeof r->ids[0], "%s", lf->meta[i].value);

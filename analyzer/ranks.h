@@ -37,6 +37,7 @@ typedef struct ranks_log {
     uint32_t pid;
     uint64_t start_ns;         /* wall clock at the log's start (Unix epoch, ns) */
     uint64_t end_t;            /* the close, else the last record: ns since the start */
+    uint64_t alive_t;          /* the header's alive_ns: ns since the start, 0: not written */
     uint64_t mtime_ns;         /* the file's last write (wall clock), 0: unknown */
     int closed;
     unsigned reason, sig;      /* GMLOG_CLOSE_*, the signal */

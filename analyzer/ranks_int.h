@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 /* Where the latest moment a log's process is known alive comes from. */
-enum { RANKS_ALIVE_CLOSE, RANKS_ALIVE_RECORD, RANKS_ALIVE_MTIME };
+enum { RANKS_ALIVE_CLOSE, RANKS_ALIVE_RECORD, RANKS_ALIVE_BEAT, RANKS_ALIVE_MTIME };
 
 typedef struct job {
     const ranks_log_t *r;

@@ -21,7 +21,10 @@ uint64_t ranks_job_alive_ns(const ranks_log_t *x, int *src)
 {
     uint64_t t = x->start_ns + x->end_t;
     int s = x->closed ? RANKS_ALIVE_CLOSE : RANKS_ALIVE_RECORD;
-    /* The file written after the last record: the process (or its writer) was alive then. */
+    /* The header's heartbeat, or the file written after the last record: the process (or its
+     * writer) was alive then. */
+    if (!x->closed && x->alive_t && x->start_ns + x->alive_t > t)
+        t = x->start_ns + x->alive_t, s = RANKS_ALIVE_BEAT;
     if (!x->closed && x->mtime_ns > t)
         t = x->mtime_ns, s = RANKS_ALIVE_MTIME;
     if (src)
@@ -46,12 +49,18 @@ uint64_t ranks_job_ref_ns(const job_t *j)
 
 const char *ranks_job_alive_words(int src)
 {
-    return src == RANKS_ALIVE_MTIME ? "the file's last write" : src == RANKS_ALIVE_RECORD ? "its last record" : "its close";
+    return src == RANKS_ALIVE_MTIME    ? "the file's last write"
+           : src == RANKS_ALIVE_BEAT   ? "its log's heartbeat"
+           : src == RANKS_ALIVE_RECORD ? "its last record"
+                                       : "its close";
 }
 
 const char *ranks_job_alive_kind(int src)
 {
-    return src == RANKS_ALIVE_MTIME ? "file_mtime" : src == RANKS_ALIVE_RECORD ? "last_record" : "close";
+    return src == RANKS_ALIVE_MTIME    ? "file_mtime"
+           : src == RANKS_ALIVE_BEAT   ? "heartbeat"
+           : src == RANKS_ALIVE_RECORD ? "last_record"
+                                       : "close";
 }
 
 const char *ranks_job_sig_name(unsigned sig, char *buf, size_t len)

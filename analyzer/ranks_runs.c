@@ -40,11 +40,13 @@ static int id_compare(const ranks_log_t *a, const ranks_log_t *b)
     return (ra && id_get(b, "TORCHELASTIC_RUN_ID")) || (sa && id_get(b, "SLURM_JOB_ID")) ? 1 : 0;
 }
 
-/* The latest moment a log is known alive from its own records (its close, else its last record):
+/* The latest moment a log is known alive from its own contents (its close, else its last record or
+ * its header's heartbeat):
  * the file's time is left out here, since a copy without its times would join every run. */
 static uint64_t lived_until(const ranks_log_t *x)
 {
-    return x->start_ns + x->end_t;
+    uint64_t t = x->start_ns + x->end_t;
+    return !x->closed && x->alive_t && x->start_ns + x->alive_t > t ? x->start_ns + x->alive_t : t;
 }
 
 static const ranks_log_t *g_r;

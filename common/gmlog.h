@@ -32,8 +32,14 @@ typedef struct gmlog_file_header {
     uint32_t meta_size;          /* bytes of TLV metadata after this struct */
     uint64_t chunks_at_close;    /* chunks in the file at the clean close (0: not written, as by
                                   * writers before it existed); a file holding fewer was cut */
-    uint64_t reserved[3];
+    uint64_t alive_ns;           /* while open, the log's helper thread stores here, every
+                                  * GMLOG_ALIVE_PERIOD_NS, the time it ran: the process was alive
+                                  * then, so a log never closed ended after it (0: not written, as
+                                  * by writers before it existed or a log without records) */
+    uint64_t reserved[2];
 } gmlog_file_header_t;           /* 96 bytes */
+
+#define GMLOG_ALIVE_PERIOD_NS 1000000000ull
 
 #define GMLOG_F_CLOSED 1u        /* close_reason and end_ns are valid */
 #define GMLOG_F_WRAPPED 2u       /* the log reached GMSHIM_LOG_LIMIT and reused the space of

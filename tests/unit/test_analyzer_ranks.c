@@ -271,15 +271,35 @@ static void set_mtimes(const char *dir, const char *pattern, const struct timesp
     globfree(&g);
 }
 
+/* Stores v at the header offset `at` of every log of the directory matching pattern. */
+static void set_header_u64(const char *dir, const char *pattern, off_t at, uint64_t v)
+{
+    char pat[700];
+    snprintf(pat, sizeof pat, "%s/%s", dir, pattern);
+    glob_t g;
+    ck_assert_msg(glob(pat, 0, NULL, &g) == 0, "no log matches %s", pat);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        int fd = open(g.gl_pathv[i], O_RDWR);
+        ck_assert_msg(fd >= 0 && pwrite(fd, &v, sizeof v, at) == sizeof v, "cannot write %s", g.gl_pathv[i]);
+        close(fd);
+    }
+    globfree(&g);
+}
+
 /* Ranks 0 and 2 hang in a collective with their weights allocated; then rank 1 runs out of memory
- * and exits; then 0 and 2 are killed (SIGKILL: their logs are never closed). Their files' times
- * are set to the Unix epoch's first second: they tell nothing. */
-static const char *hung_job(void)
+ * and exits; then 0 and 2 are killed (SIGKILL: their logs are never closed), at once, or 1.5 s
+ * later with `heartbeat` (their headers' alive_ns then past the OOM); without it their alive_ns
+ * is cleared, as writers before it leave it. Their files' times are set to the Unix epoch's first
+ * second: they tell nothing. */
+static const char *hung_job(int heartbeat)
 {
     const char *dir = temp_dir();
     pid_t h0 = start_hung(dir, "0"), h2 = start_hung(dir, "2");
     const proc_t oom[] = {{"oom", NULL, {"RANK=1", "WORLD_SIZE=3", NULL}}};
     run_job(dir, oom, 1);
+    struct timespec nap = {1, 500000000};
+    while (heartbeat && nanosleep(&nap, &nap) != 0)
+        ;
     pid_t h[] = {h0, h2};
     for (int i = 0; i < 2; i++) {
         int st;
@@ -287,6 +307,8 @@ static const char *hung_job(void)
         while (waitpid(h[i], &st, 0) < 0 && errno == EINTR)
             ;
     }
+    if (!heartbeat)
+        set_header_u64(dir, "gm-rank[02]-*.gmlog", offsetof(gmlog_file_header_t, alive_ns), 0);
     struct timespec early[2] = {{1, 0}, {1, 0}};
     set_mtimes(dir, "gm-rank[02]-*.gmlog", early);
     return dir;
@@ -294,7 +316,7 @@ static const char *hung_job(void)
 
 START_TEST(test_hung_ranks_killed_later_are_not_first_and_make_the_order_uncertain)
 {
-    const char *dir = hung_job();
+    const char *dir = hung_job(0);
     char *out = report(dir, 0);
     const char *v = verdict_of(out);
     ck_assert_msg(strstr(v, "first failure  rank 1 on host ") && strstr(v, "out of memory, cause capacity"),
@@ -312,7 +334,7 @@ END_TEST
 
 START_TEST(test_hung_ranks_whose_logs_were_written_after_the_oom_are_ordered_after_it)
 {
-    const char *dir = hung_job();
+    const char *dir = hung_job(0);
     set_mtimes(dir, "gm-rank[02]-*.gmlog", NULL); /* now: after rank 1's OOM */
     char *out = report(dir, 0);
     const char *v = verdict_of(out);
@@ -323,6 +345,22 @@ START_TEST(test_hung_ranks_whose_logs_were_written_after_the_oom_are_ordered_aft
     out = report(dir, 1);
     ck_assert_msg(strstr(out, "\"uncertain\":false") && strstr(out, "\"alive_until_source\":\"file_mtime\""),
                   "JSON: certain, ranks 0 and 2 alive until their files' writes:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_hung_ranks_alive_after_the_oom_by_their_heartbeat_are_ordered_after_it)
+{
+    const char *dir = hung_job(1);
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "first failure  rank 1 on host ") && !strstr(v, "uncertain") &&
+                  strstr(v, "the others     ranks 0, 2: not closed") && strstr(v, " later (its log's heartbeat)"),
+                  "ranks 0 and 2, alive after the OOM by their logs' heartbeats, do not follow it:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    ck_assert_msg(strstr(out, "\"uncertain\":false") && strstr(out, "\"alive_until_source\":\"heartbeat\""),
+                  "JSON: certain, ranks 0 and 2 alive until their heartbeats:\n%s", out);
     free(out);
 }
 END_TEST
@@ -500,6 +538,7 @@ Suite *analyzer_ranks_suite(void)
     tcase_add_test(tc, test_many_logs_read_in_parallel_report_as_one_thread_does);
     tcase_add_test(tc, test_hung_ranks_killed_later_are_not_first_and_make_the_order_uncertain);
     tcase_add_test(tc, test_hung_ranks_whose_logs_were_written_after_the_oom_are_ordered_after_it);
+    tcase_add_test(tc, test_hung_ranks_alive_after_the_oom_by_their_heartbeat_are_ordered_after_it);
     tcase_add_test(tc, test_each_ranks_oom_in_a_job_is_listed_as_an_oom);
     tcase_add_test(tc, test_two_unrelated_runs_in_one_directory_are_reported_apart);
     tcase_add_test(tc, test_runs_at_once_are_told_apart_by_their_torchrun_variables);

@@ -205,7 +205,7 @@ void tlog_swap(tlog_t *b)
     uint8_t *h = b->buf;
     for (unsigned o = 8; o < 24; o += 4)
         sw32(h + o);
-    sw64(h + 24), sw64(h + 32), sw32(h + 40), sw32(h + 44), sw64(h + 48), sw32(h + 56), sw32(h + 60), sw64(h + 64);
+    sw64(h + 24), sw64(h + 32), sw32(h + 40), sw32(h + 44), sw64(h + 48), sw32(h + 56), sw32(h + 60), sw64(h + 64), sw64(h + 72);
     for (size_t c = 4096; c + GMLOG_CHUNK_SIZE <= b->len; c += GMLOG_CHUNK_SIZE) {
         uint8_t *ch = b->buf + c;
         uint32_t magic;
