@@ -7,13 +7,11 @@
 #include "output.h"
 #include "sites.h"
 
-#include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define RANKS_MAX_THREADS 8

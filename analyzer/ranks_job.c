@@ -146,31 +146,29 @@ static int by_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* "rank 0", "ranks 0, 2" (then "and N more") into buf, from the logs in order whose flag is set. */
+/* "rank 0", "ranks 0, 2", "pid 7, rank 1" (then "and N more") into buf: the logs in rank order
+ * whose flag is set. */
 static void names_of(const job_t *j, const char *flag, char *buf, size_t len)
 {
-    size_t at = 0;
-    int k = 0, total = 0;
+    int total = 0, ranked = 1, k = 0;
     for (int o = 0; o < j->readable; o++)
-        total += flag[j->order[o]];
+        if (flag[j->order[o]])
+            total++, ranked &= j->r[j->order[o]].rank >= 0;
+    size_t at = (size_t)snprintf(buf, len, "%s", ranked ? (total == 1 ? "rank " : "ranks ") : "");
     for (int o = 0; o < j->readable && at < len; o++) {
-        int i = j->order[o];
-        if (!flag[i])
+        const ranks_log_t *x = &j->r[j->order[o]];
+        if (!flag[j->order[o]])
             continue;
         char w[32];
-        ranks_job_who(&j->r[i], w, sizeof w);
         if (k == 8) {
-            at += (size_t)snprintf(buf + at, len - at, " and %d more", total - 8);
-            break;
+            snprintf(buf + at, len - at, " and %d more", total - 8);
+            return;
         }
-        /* "ranks 0, 2": the word once, for ranked logs */
-        const char *name = w;
-        if (k && j->r[i].rank >= 0)
-            name = w + 5;
-        else if (!k && total > 1 && j->r[i].rank >= 0)
-            at += (size_t)snprintf(buf + at, len - at, "ranks "), name = w + 5;
-        at += (size_t)snprintf(buf + at, len - at, "%s%s", k ? ", " : "", name);
-        k++;
+        if (ranked)
+            snprintf(w, sizeof w, "%d", x->rank);
+        else
+            ranks_job_who(x, w, sizeof w);
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", k++ ? ", " : "", w);
     }
 }
 
