@@ -216,7 +216,8 @@ static void job_first(job_t *j)
         if (r[i].opened && r[i].fail == RANKS_FAIL_KILLED) {
             int s;
             uint64_t a = ranks_job_alive_ns(&r[i], &s);
-            if (a < tf) {
+            /* on another host, alive a little after it may still be before it */
+            if (a < tf + (strcmp(r[i].host, f->host) ? RANKS_SKEW_NS : 0)) {
                 flag[i] = 1, before++;
                 if (a < earliest)
                     earliest = a, src = s;

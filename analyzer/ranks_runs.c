@@ -77,8 +77,11 @@ int ranks_runs_group(const ranks_log_t *r, int n, int *run_of)
     qsort(order, (size_t)no, sizeof *order, by_start);
     for (int o = 0; o < no; o++) {
         const ranks_log_t *x = &r[order[o]];
-        int join = -1;
+        int join = -1, strong = id_get(x, "TORCHELASTIC_RUN_ID") || id_get(x, "SLURM_JOB_ID");
         for (int g = nruns - 1; g >= 0 && join < 0; g--) {
+            int near = x->start_ns <= until[g] + RANKS_RUN_GAP_NS;
+            if (!near && !strong)
+                continue; /* only an identity in common could join them: x has none */
             int same = 0, conflict = 0;
             for (int p = 0; p < o && !conflict; p++) {
                 if (run_of[order[p]] != g)
@@ -87,7 +90,7 @@ int ranks_runs_group(const ranks_log_t *r, int n, int *run_of)
                 conflict = c < 0;
                 same |= c > 0;
             }
-            if (!conflict && (same || x->start_ns <= until[g] + RANKS_RUN_GAP_NS))
+            if (!conflict && (same || near))
                 join = g;
         }
         if (join < 0)

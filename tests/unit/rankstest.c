@@ -28,7 +28,7 @@ void ranks_test_write(const char *dir, const spec_t *s, uint32_t pid)
     h->close_reason = s->end == END_OPEN ? GMLOG_CLOSE_OPEN
                       : s->end == END_SIGNAL ? GMLOG_CLOSE_SIGNAL | s->sig << 8 : GMLOG_CLOSE_EXIT;
     h->end_ns = s->end == END_OPEN ? 0 : s->end_ms * MS;
-    tlog_meta(&b, GMLOG_META_HOST, "node0");
+    tlog_meta(&b, GMLOG_META_HOST, s->host ? s->host : "node0");
     char kv[64];
     if (s->rank >= 0) {
         snprintf(kv, sizeof kv, "RANK=%d", s->rank);

@@ -20,6 +20,7 @@ typedef struct spec {
     int64_t oom_ms;            /* -1: none */
     uint64_t mtime_ms;         /* the file's last write, ms after T0; 0: its last record's time */
     const char *meta[4];       /* more header entries: rank variables or the job's (GMLOG_META_JOB) */
+    const char *host;          /* NULL: node0 */
 } spec_t;
 
 /* Writes one rank's log under dir (gm-rank<r>-<pid>.gmlog) with the times of spec. */

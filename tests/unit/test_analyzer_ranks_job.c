@@ -11,9 +11,9 @@
 /* Rank 0 hangs in a collective and is killed long after its last record; rank 1 runs out of
  * memory at 0.5 s; rank 2 aborts at 4 s (the watchdog). */
 static const spec_t hung[] = {
-    {0, END_OPEN, 0, 0, 0, 100, -1, 0, {"WORLD_SIZE=3"}},
-    {1, END_EXIT, 0, 10, 600, 520, 500, 0, {"WORLD_SIZE=3"}},
-    {2, END_SIGNAL, 6, 20, 4000, 100, -1, 0, {"WORLD_SIZE=3"}},
+    {0, END_OPEN, 0, 0, 0, 100, -1, 0, {"WORLD_SIZE=3"}, NULL},
+    {1, END_EXIT, 0, 10, 600, 520, 500, 0, {"WORLD_SIZE=3"}, NULL},
+    {2, END_SIGNAL, 6, 20, 4000, 100, -1, 0, {"WORLD_SIZE=3"}, NULL},
 };
 
 START_TEST(test_a_log_never_closed_is_not_first_ahead_of_a_later_oom)
@@ -60,9 +60,9 @@ END_TEST
 START_TEST(test_every_ranks_oom_is_listed_as_an_oom)
 {
     const spec_t s[] = {
-        {0, END_EXIT, 0, 0, 500, 310, 300, 0, {NULL}},
-        {1, END_EXIT, 0, 0, 500, 210, 200, 0, {NULL}},
-        {2, END_EXIT, 0, 0, 500, 410, 400, 0, {NULL}},
+        {0, END_EXIT, 0, 0, 500, 310, 300, 0, {NULL}, NULL},
+        {1, END_EXIT, 0, 0, 500, 210, 200, 0, {NULL}, NULL},
+        {2, END_EXIT, 0, 0, 500, 410, 400, 0, {NULL}, NULL},
     };
     const char *dir = ranks_test_job(s, 3);
     char *v = ranks_test_report(dir, 0);
@@ -81,8 +81,8 @@ END_TEST
 START_TEST(test_ranks_ended_at_unknown_times_give_no_first_failure)
 {
     const spec_t s[] = {
-        {0, END_OPEN, 0, 0, 0, 100, -1, 0, {NULL}},
-        {1, END_OPEN, 0, 0, 0, 200, -1, 0, {NULL}},
+        {0, END_OPEN, 0, 0, 0, 100, -1, 0, {NULL}, NULL},
+        {1, END_OPEN, 0, 0, 0, 200, -1, 0, {NULL}, NULL},
     };
     const char *dir = ranks_test_job(s, 2);
     char *v = ranks_test_report(dir, 0);
@@ -99,13 +99,28 @@ END_TEST
 START_TEST(test_the_only_rank_not_closed_is_the_failure_at_an_unknown_time)
 {
     const spec_t s[] = {
-        {0, END_OPEN, 0, 0, 0, 100, -1, 0, {NULL}},
-        {1, END_EXIT, 0, 0, 900, 800, -1, 0, {NULL}},
+        {0, END_OPEN, 0, 0, 0, 100, -1, 0, {NULL}, NULL},
+        {1, END_EXIT, 0, 0, 900, 800, -1, 0, {NULL}, NULL},
     };
     const char *dir = ranks_test_job(s, 2);
     char *v = ranks_test_report(dir, 0);
     ck_assert_msg(strstr(v, "first failure  rank 0") && strstr(v, "at or after") && !strstr(v, "uncertain"),
                   "the one rank killed is not the failure, ended at or after its last sign of life:\n%s", v);
+    free(v);
+}
+END_TEST
+
+START_TEST(test_a_log_never_closed_on_another_host_alive_just_after_the_oom_is_uncertain)
+{
+    /* rank 0's file was written 50 ms after rank 1's OOM, by another host's clock */
+    const spec_t s[] = {
+        {0, END_OPEN, 0, 0, 0, 100, -1, 560, {NULL}, "node1"},
+        {1, END_EXIT, 0, 10, 600, 520, 500, 0, {NULL}, "node0"},
+    };
+    const char *dir = ranks_test_job(s, 2);
+    char *v = ranks_test_report(dir, 0);
+    ck_assert_msg(strstr(v, "first failure  rank 1 on host node0") && strstr(v, "  uncertain    rank 0's log was not closed"),
+                  "rank 0, alive on another host within the clock skew after the OOM, is not a maybe-first:\n%s", v);
     free(v);
 }
 END_TEST
@@ -120,6 +135,7 @@ Suite *analyzer_ranks_job_suite(void)
     tcase_add_test(tc, test_every_ranks_oom_is_listed_as_an_oom);
     tcase_add_test(tc, test_ranks_ended_at_unknown_times_give_no_first_failure);
     tcase_add_test(tc, test_the_only_rank_not_closed_is_the_failure_at_an_unknown_time);
+    tcase_add_test(tc, test_a_log_never_closed_on_another_host_alive_just_after_the_oom_is_uncertain);
     suite_add_tcase(s, tc);
     return s;
 }

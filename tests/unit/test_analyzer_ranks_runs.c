@@ -26,11 +26,11 @@ START_TEST(test_runs_days_apart_are_reported_as_separate_runs)
 {
     const spec_t s[] = {
         /* run A: rank 0 runs out of memory, rank 1 aborts 5 s later */
-        {0, END_EXIT, 0, 0, 300, 210, 200, 0, {"WORLD_SIZE=2"}},
-        {1, END_SIGNAL, 6, 0, 5200, 100, -1, 0, {"WORLD_SIZE=2"}},
+        {0, END_EXIT, 0, 0, 300, 210, 200, 0, {"WORLD_SIZE=2"}, NULL},
+        {1, END_SIGNAL, 6, 0, 5200, 100, -1, 0, {"WORLD_SIZE=2"}, NULL},
         /* run B, two days later: rank 1 is killed by SIGSEGV, rank 0 exits */
-        {0, END_EXIT, 0, 2 * DAY_MS, 1000, 900, -1, 0, {"WORLD_SIZE=2"}},
-        {1, END_SIGNAL, 11, 2 * DAY_MS, 800, 700, -1, 0, {"WORLD_SIZE=2"}},
+        {0, END_EXIT, 0, 2 * DAY_MS, 1000, 900, -1, 0, {"WORLD_SIZE=2"}, NULL},
+        {1, END_SIGNAL, 11, 2 * DAY_MS, 800, 700, -1, 0, {"WORLD_SIZE=2"}, NULL},
     };
     const char *dir = ranks_test_job(s, 4);
     char *v = ranks_test_report(dir, 0);
@@ -53,9 +53,9 @@ END_TEST
 START_TEST(test_runs_of_other_torchrun_run_ids_at_once_are_separate)
 {
     const spec_t s[] = {
-        {0, END_EXIT, 0, 0, 900, 800, -1, 0, {"TORCHELASTIC_RUN_ID=aaa", "WORLD_SIZE=2"}},
-        {1, END_EXIT, 0, 5, 900, 210, 200, 0, {"TORCHELASTIC_RUN_ID=aaa", "WORLD_SIZE=2"}},
-        {0, END_EXIT, 0, 10, 900, 800, -1, 0, {"TORCHELASTIC_RUN_ID=bbb", "WORLD_SIZE=1"}},
+        {0, END_EXIT, 0, 0, 900, 800, -1, 0, {"TORCHELASTIC_RUN_ID=aaa", "WORLD_SIZE=2"}, NULL},
+        {1, END_EXIT, 0, 5, 900, 210, 200, 0, {"TORCHELASTIC_RUN_ID=aaa", "WORLD_SIZE=2"}, NULL},
+        {0, END_EXIT, 0, 10, 900, 800, -1, 0, {"TORCHELASTIC_RUN_ID=bbb", "WORLD_SIZE=1"}, NULL},
     };
     const char *dir = ranks_test_job(s, 3);
     char *v = ranks_test_report(dir, 0);
@@ -68,8 +68,8 @@ END_TEST
 START_TEST(test_ranks_of_one_torchrun_run_id_started_minutes_apart_are_one_run)
 {
     const spec_t s[] = {
-        {0, END_EXIT, 0, 0, 2000, 1000, -1, 0, {"TORCHELASTIC_RUN_ID=xyz", "WORLD_SIZE=2"}},
-        {1, END_EXIT, 0, 600000, 900, 210, 200, 0, {"TORCHELASTIC_RUN_ID=xyz", "WORLD_SIZE=2"}},
+        {0, END_EXIT, 0, 0, 2000, 1000, -1, 0, {"TORCHELASTIC_RUN_ID=xyz", "WORLD_SIZE=2"}, NULL},
+        {1, END_EXIT, 0, 600000, 900, 210, 200, 0, {"TORCHELASTIC_RUN_ID=xyz", "WORLD_SIZE=2"}, NULL},
     };
     const char *dir = ranks_test_job(s, 2);
     char *v = ranks_test_report(dir, 0);
@@ -82,8 +82,8 @@ END_TEST
 START_TEST(test_slurm_steps_are_separate_runs)
 {
     const spec_t s[] = {
-        {0, END_EXIT, 0, 0, 900, 800, -1, 0, {"SLURM_JOB_ID=77", "SLURM_STEP_ID=0", "SLURM_PROCID=0"}},
-        {-1, END_EXIT, 0, 100, 900, 210, 200, 0, {"SLURM_JOB_ID=77", "SLURM_STEP_ID=1", "SLURM_PROCID=0"}},
+        {0, END_EXIT, 0, 0, 900, 800, -1, 0, {"SLURM_JOB_ID=77", "SLURM_STEP_ID=0", "SLURM_PROCID=0"}, NULL},
+        {-1, END_EXIT, 0, 100, 900, 210, 200, 0, {"SLURM_JOB_ID=77", "SLURM_STEP_ID=1", "SLURM_PROCID=0"}, NULL},
     };
     const char *dir = ranks_test_job(s, 2);
     char *v = ranks_test_report(dir, 0);
@@ -97,8 +97,8 @@ START_TEST(test_a_rank_seen_twice_at_once_means_two_runs)
 {
     /* two jobs on one host at the same time, no identifying variables: rank 0 twice */
     const spec_t s[] = {
-        {0, END_EXIT, 0, 0, 900, 800, -1, 0, {NULL}},
-        {0, END_EXIT, 0, 50, 900, 210, 200, 0, {NULL}},
+        {0, END_EXIT, 0, 0, 900, 800, -1, 0, {NULL}, NULL},
+        {0, END_EXIT, 0, 50, 900, 210, 200, 0, {NULL}, NULL},
     };
     const char *dir = ranks_test_job(s, 2);
     char *v = ranks_test_report(dir, 0);
