@@ -210,7 +210,7 @@ static void job_first(job_t *j)
         return;
     }
     const ranks_log_t *f = &r[j->first];
-    uint64_t tf = ranks_job_fail_ns(f), earliest = tf;
+    uint64_t tf = ranks_job_fail_ns(f), earliest = UINT64_MAX;
     int before = 0, src = RANKS_ALIVE_RECORD;
     for (int i = 0; i < n; i++)
         if (r[i].opened && r[i].fail == RANKS_FAIL_KILLED) {
@@ -226,11 +226,14 @@ static void job_first(job_t *j)
     if (before) {
         names_of(j, flag, names, sizeof names);
         j->uncertain = 1;
+        int after = earliest >= tf; /* another host's, within the skew */
         snprintf(j->reason, sizeof j->reason,
-                 "%s%s not closed and %s last sign of life (%s) came %s s before this failure: when %s "
-                 "ended is unknown, and %s may have failed first",
+                 "%s%s not closed and %s last sign of life (%s) came %s s %s this failure%s: when %s ended is "
+                 "unknown, and %s may have failed first",
                  names, before == 1 ? "'s log was" : ": their logs were", before == 1 ? "its" : "the earliest",
-                 ranks_job_alive_words(src), ranks_job_gap_text((int64_t)(tf - earliest), b, sizeof b),
+                 ranks_job_alive_words(src),
+                 ranks_job_gap_text(after ? (int64_t)(earliest - tf) : (int64_t)(tf - earliest), b, sizeof b),
+                 after ? "after" : "before", after ? ", within the clock skew assumed between hosts" : "",
                  before == 1 ? "it" : "each", before == 1 ? "it" : "any");
     }
     free(flag);

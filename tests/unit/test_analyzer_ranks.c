@@ -1,6 +1,7 @@
 /* Unit tests of the cross-rank verdict (analyzer/ranks.c): jobs of several processes of
  * tests/integration/rank_job on the fake runtime, run at once, each with its own log (one OOMs,
- * the others abort later, one keeps more), then `gmshim report` on their directory. */
+ * the others abort later, one keeps more; or hang until killed; or two runs in one directory),
+ * then `gmshim report` on their directory. */
 #include "ranks.h"
 #include "suites.h"
 
