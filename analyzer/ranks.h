@@ -12,6 +12,10 @@
  * closer than this are ordered with a warning. Logs of one host share its clock. */
 #define RANKS_SKEW_NS 100000000ull
 #define RANKS_TOP 3
+/* Logs without an identity in common are of one run only if their lives (start to the last moment
+ * known alive) come within this of each other: ranks of a run live at once. */
+#define RANKS_RUN_GAP_NS 60000000000ull
+#define RANKS_IDS 8
 
 enum {
     RANKS_FAIL_NONE = 0,
@@ -33,6 +37,8 @@ typedef struct ranks_log {
     uint32_t pid;
     uint64_t start_ns;         /* wall clock at the log's start (Unix epoch, ns) */
     uint64_t end_t;            /* the close, else the last record: ns since the start */
+    uint64_t alive_t;          /* the header's alive_ns: ns since the start, 0: not written */
+    uint64_t mtime_ns;         /* the file's last write (wall clock), 0: unknown */
     int closed;
     unsigned reason, sig;      /* GMLOG_CLOSE_*, the signal */
     int fail;                  /* RANKS_FAIL_*: the log's first failure */
@@ -44,6 +50,8 @@ typedef struct ranks_log {
     int peak_dev;
     ranks_site_t top[RANKS_TOP];
     unsigned ntop;
+    char ids[RANKS_IDS][128];  /* what identifies the run: "TORCHELASTIC_RUN_ID=x" (GMLOG_META_JOB) */
+    unsigned nids;
 } ranks_log_t;
 
 /* Whether report opens with the verdict: several logs, or a log that carries a rank. */
@@ -51,7 +59,8 @@ int ranks_wanted(int n, char *const *paths);
 /* Summarises n logs, in parallel (GMSHIM_ANALYZER_THREADS, default up to 8 threads), each
  * thread holding one log's model at a time. out[n]. */
 void ranks_collect(int n, char *const *paths, ranks_log_t *out);
-/* The verdict, as text or into the open JSON object ("ranks": {...}). */
+/* The verdict, as text or into the open JSON object ("ranks": {...}): the logs told apart into
+ * runs (ranks_runs.c), each run's verdict of its own (ranks_job.c). */
 void ranks_report(cli_ctx_t *c, const ranks_log_t *r, int n);
 /* Operands with each directory replaced by the *.gmlog files in it (sorted). *out is malloc'd
  * (with the names it holds: ranks_args_free); -1 after a message when a directory cannot be read

@@ -137,6 +137,7 @@ int rd_parse_header(rd_log_t *lf)
     h->close_reason = ld32(d + 56, s);
     h->meta_size = ld32(d + 60, s);
     h->chunks_at_close = ld64(d + 64, s);
+    h->alive_ns = ld64(d + 72, s);
     if (h->version > GMLOG_VERSION)
         return rd_fail(lf, 8, "log format version %u is newer than this gmshim reads (%u); upgrade gmshim",
                     h->version, GMLOG_VERSION);

@@ -34,8 +34,14 @@ typedef struct gmlog_file_header {
                                   * signal or a stopped writer, the chunks claimed then (more may
                                   * follow); 0: not written, as by writers before it existed; a
                                   * file holding fewer was cut */
-    uint64_t reserved[3];
+    uint64_t alive_ns;           /* while open, the log's helper thread stores here, every
+                                  * GMLOG_ALIVE_PERIOD_NS, the time it ran: the process was alive
+                                  * then, so a log never closed ended after it (0: not written, as
+                                  * by writers before it existed or a log without records) */
+    uint64_t reserved[2];
 } gmlog_file_header_t;           /* 96 bytes */
+
+#define GMLOG_ALIVE_PERIOD_NS 1000000000ull
 
 #define GMLOG_F_CLOSED 1u        /* close_reason and end_ns are valid */
 #define GMLOG_F_WRAPPED 2u       /* the log reached GMSHIM_LOG_LIMIT and reused the space of
@@ -66,6 +72,9 @@ enum gmlog_meta_tag {
     GMLOG_META_VERSION = 6,      /* gmshim version string */
     GMLOG_META_MODE = 7,         /* "preload" or "injection" */
     GMLOG_META_ENV = 8,          /* other relevant environment, e.g. PYTORCH_NO_CUDA_MEMORY_CACHING=1 */
+    GMLOG_META_JOB = 9,          /* what identifies the job's run, if set: "TORCHELASTIC_RUN_ID=..."
+                                  * (and its RESTART_COUNT), MASTER_ADDR, MASTER_PORT, SLURM_JOB_ID,
+                                  * SLURM_STEP_ID; absent from logs of writers before it existed */
 };
 
 /* ---- chunks --------------------------------------------------------------------------------

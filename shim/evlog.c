@@ -197,6 +197,18 @@ static size_t build_meta(uint8_t *buf, size_t cap)
             at = meta_put(buf, at, cap, GMLOG_META_RANK, s, (size_t)l);
         }
     }
+    /* What tells this run from another in the same directory (gmshim report's runs). */
+    static const char *const job[] = {"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR",
+                                      "MASTER_PORT", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+    for (size_t i = 0; i < GM_ARRAY_LEN(job); i++) {
+        const char *v = getenv(job[i]);
+        if (v) {
+            int l = snprintf(s, sizeof s, "%s=%s", job[i], v);
+            if (l >= (int)sizeof s)
+                l = (int)sizeof s - 1;
+            at = meta_put(buf, at, cap, GMLOG_META_JOB, s, (size_t)l);
+        }
+    }
     static const char *const envs[] = {"PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF",
                                        "CUDA_VISIBLE_DEVICES"};
     for (size_t i = 0; i < GM_ARRAY_LEN(envs); i++) {

@@ -49,6 +49,17 @@ void evlog_mark_closed(uint32_t reason)
     __atomic_or_fetch(&h->flags, GMLOG_F_CLOSED, __ATOMIC_RELEASE);
 }
 
+void evlog_mark_alive(void)
+{
+    gmlog_file_header_t *h = gm_log.hdr;
+    if (!h || (__atomic_load_n(&h->flags, __ATOMIC_ACQUIRE) & GMLOG_F_CLOSED))
+        return;
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    uint64_t now = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
+    __atomic_store_n(&h->alive_ns, now - gm_log.start_mono, __ATOMIC_RELAXED);
+}
+
 void evlog_stop_writing(const char *why, int err)
 {
     /* EFBIG is never the kernel's here (evlog_reserve stops short of SIGXFSZ): say which limit. */
@@ -64,7 +75,9 @@ void evlog_stop_writing(const char *why, int err)
 
 /* One thread does the log's slow work off the writers' path: it faults in the pages of the
  * extent mapped ahead (a writer that outruns it faults its own), and writes a bounded log's
- * checkpoints. Started the first time either is asked for. */
+ * checkpoints. Started the first time either is asked for. Idle, it wakes every
+ * GMLOG_ALIVE_PERIOD_NS to say in the header that the process is alive: a log killed without its
+ * close (SIGKILL) then tells how long its process lived, a hung one included. */
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -82,8 +95,13 @@ static void *helper_main(void *arg)
     gm_depth = 1; /* nothing it calls may enter the hooks */
     for (;;) {
         pthread_mutex_lock(&C.lock);
-        while (!C.wanted && !C.populate && !C.stop)
-            pthread_cond_wait(&C.wake, &C.lock);
+        while (!C.wanted && !C.populate && !C.stop) {
+            evlog_mark_alive();
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += (time_t)(GMLOG_ALIVE_PERIOD_NS / 1000000000u);
+            pthread_cond_timedwait(&C.wake, &C.lock, &until);
+        }
         int stop = C.stop, wanted = C.wanted;
         size_t populate = C.populate;
         unsigned gen = C.populate_gen;

@@ -93,6 +93,8 @@ extern pthread_key_t evlog_exit_key;
 int evlog_reserve(int fd, off_t off, off_t len);
 /* Header fields of a clean end; async-signal-safe. */
 void evlog_mark_closed(uint32_t reason);
+/* The header's alive_ns: now (the process is alive), while the log is open. */
+void evlog_mark_alive(void);
 /* The log stops (disk full, out of memory) with its one warning. gm_log.lock held. */
 void evlog_stop_writing(const char *why, int err);
 

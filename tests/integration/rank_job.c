@@ -1,10 +1,12 @@
 /* One rank of a pretend distributed job, for the cross-rank verdict (tests/unit/
  * test_analyzer_ranks.c): `rank_job oom` fails an allocation larger than the device and exits 1
  * as a framework would; `rank_job abort MS [LEAK_MIB]` keeps LEAK_MIB more, then after MS
- * milliseconds aborts as the NCCL watchdog does. Run with FAKECUDA_MEM=1G. */
+ * milliseconds aborts as the NCCL watchdog does; `rank_job hang` prints "ready" once its weights are
+ * allocated, then waits in a pretend collective until it is killed. Run with FAKECUDA_MEM=1G. */
 #include "itest.h"
 
 #include <signal.h>
+#include <unistd.h>
 #include <time.h>
 
 static __attribute__((noinline)) void *load_weights(void)
@@ -30,9 +32,15 @@ static __attribute__((noinline)) cudaError_t forward_pass(void **out)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc >= 2, "usage: rank_job oom | abort MS [LEAK_MIB]");
+    CHECK(argc >= 2, "usage: rank_job oom | abort MS [LEAK_MIB] | hang");
     void *w = load_weights();
     (void)w;
+    if (!strcmp(argv[1], "hang")) {
+        printf("ready\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
     if (!strcmp(argv[1], "oom")) {
         void *act = NULL;
         cudaError_t e = forward_pass(&act);

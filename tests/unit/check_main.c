@@ -59,6 +59,8 @@ int main(void)
     srunner_add_suite(sr, analyzer_cli_suite());
     srunner_add_suite(sr, analyzer_args_suite());
     srunner_add_suite(sr, analyzer_ranks_suite());
+    srunner_add_suite(sr, analyzer_ranks_job_suite());
+    srunner_add_suite(sr, analyzer_ranks_runs_suite());
     srunner_add_suite(sr, analyzer_export_suite());
     srunner_add_suite(sr, analyzer_golden_suite());
     srunner_add_suite(sr, analyzer_table_suite());

@@ -56,6 +56,8 @@ Suite *analyzer_oom_suite(void);
 Suite *analyzer_cli_suite(void);
 Suite *analyzer_args_suite(void);
 Suite *analyzer_ranks_suite(void);
+Suite *analyzer_ranks_job_suite(void);
+Suite *analyzer_ranks_runs_suite(void);
 Suite *analyzer_export_suite(void);
 Suite *analyzer_golden_suite(void);
 Suite *analyzer_table_suite(void);

@@ -1,14 +1,23 @@
 /* Unit tests of the cross-rank verdict (analyzer/ranks.c): jobs of several processes of
  * tests/integration/rank_job on the fake runtime, run at once, each with its own log (one OOMs,
- * the others abort later, one keeps more), then `gmshim report` on their directory. */
+ * the others abort later, one keeps more; or hang until killed; or two runs in one directory),
+ * then `gmshim report` on their directory. */
 #include "ranks.h"
 #include "suites.h"
 
+#include "gmlog.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct proc {
@@ -218,6 +227,241 @@ START_TEST(test_many_logs_read_in_parallel_report_as_one_thread_does)
 }
 END_TEST
 
+/* Starts `rank_job hang` as RANK=rank of 3 under the preload; returns its pid once its weights are
+ * in its log. */
+static pid_t start_hung(const char *dir, const char *rank)
+{
+    int pfd[2];
+    ck_assert(pipe(pfd) == 0);
+    pid_t pid = fork();
+    ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        char log[600], pre[8192];
+        const char *san = getenv("GMSHIM_TEST_PRELOAD");
+        snprintf(log, sizeof log, "%s/gm-rank%%r-%%p.gmlog", dir);
+        snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "", build_path("libgmshim.so"));
+        setenv("GMSHIM_LOG", log, 1);
+        setenv("LD_PRELOAD", pre, 1);
+        setenv("FAKECUDA_MEM", "1G", 1);
+        setenv("RANK", rank, 1);
+        setenv("WORLD_SIZE", "3", 1);
+        const char *prog = build_path("tests/integration/rank_job");
+        execl(prog, prog, "hang", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char buf[16] = {0};
+    ssize_t got = read(pfd[0], buf, sizeof buf - 1);
+    close(pfd[0]);
+    ck_assert_msg(got > 0 && !strncmp(buf, "ready", 5), "rank_job hang (rank %s) did not start: '%s'", rank, buf);
+    return pid;
+}
+
+/* Sets the time of every log of the directory matching pattern (NULL times: now). */
+static void set_mtimes(const char *dir, const char *pattern, const struct timespec *ts)
+{
+    char pat[700];
+    snprintf(pat, sizeof pat, "%s/%s", dir, pattern);
+    glob_t g;
+    ck_assert_msg(glob(pat, 0, NULL, &g) == 0, "no log matches %s", pat);
+    for (size_t i = 0; i < g.gl_pathc; i++)
+        ck_assert_msg(utimensat(AT_FDCWD, g.gl_pathv[i], ts, 0) == 0, "utimensat %s: %s", g.gl_pathv[i], strerror(errno));
+    globfree(&g);
+}
+
+/* Stores v at the header offset `at` of every log of the directory matching pattern. */
+static void set_header_u64(const char *dir, const char *pattern, off_t at, uint64_t v)
+{
+    char pat[700];
+    snprintf(pat, sizeof pat, "%s/%s", dir, pattern);
+    glob_t g;
+    ck_assert_msg(glob(pat, 0, NULL, &g) == 0, "no log matches %s", pat);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        int fd = open(g.gl_pathv[i], O_RDWR);
+        ck_assert_msg(fd >= 0 && pwrite(fd, &v, sizeof v, at) == sizeof v, "cannot write %s", g.gl_pathv[i]);
+        close(fd);
+    }
+    globfree(&g);
+}
+
+/* Ranks 0 and 2 hang in a collective with their weights allocated; then rank 1 runs out of memory
+ * and exits; then 0 and 2 are killed (SIGKILL: their logs are never closed), at once, or 1.5 s
+ * later with `heartbeat` (their headers' alive_ns then past the OOM); without it their alive_ns
+ * is cleared, as writers before it leave it. Their files' times are set to the Unix epoch's first
+ * second: they tell nothing. */
+static const char *hung_job(int heartbeat)
+{
+    const char *dir = temp_dir();
+    pid_t h0 = start_hung(dir, "0"), h2 = start_hung(dir, "2");
+    const proc_t oom[] = {{"oom", NULL, {"RANK=1", "WORLD_SIZE=3", NULL}}};
+    run_job(dir, oom, 1);
+    struct timespec nap = {1, 500000000};
+    while (heartbeat && nanosleep(&nap, &nap) != 0)
+        ;
+    pid_t h[] = {h0, h2};
+    for (int i = 0; i < 2; i++) {
+        int st;
+        kill(h[i], SIGKILL);
+        while (waitpid(h[i], &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (!heartbeat)
+        set_header_u64(dir, "gm-rank[02]-*.gmlog", offsetof(gmlog_file_header_t, alive_ns), 0);
+    struct timespec early[2] = {{1, 0}, {1, 0}};
+    set_mtimes(dir, "gm-rank[02]-*.gmlog", early);
+    return dir;
+}
+
+START_TEST(test_hung_ranks_killed_later_are_not_first_and_make_the_order_uncertain)
+{
+    const char *dir = hung_job(0);
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "first failure  rank 1 on host ") && strstr(v, "out of memory, cause capacity"),
+                  "rank 1's OOM is not the first failure:\n%s", v);
+    const char *u = strstr(v, "  uncertain    ranks 0, 2: their logs were not closed");
+    ck_assert_msg(u != NULL, "the order is not uncertain because of ranks 0 and 2's unclosed logs:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    const char *ff = strstr(out, "\"first_failure\":{\"rank\":1,");
+    ck_assert_msg(ff && strstr(ff, "\"kind\":\"oom\"") && strstr(ff, "\"uncertain\":true,\"uncertain_reason\":\"ranks 0, 2"),
+                  "JSON: rank 1's OOM first, uncertain because of ranks 0, 2:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_hung_ranks_whose_logs_were_written_after_the_oom_are_ordered_after_it)
+{
+    const char *dir = hung_job(0);
+    set_mtimes(dir, "gm-rank[02]-*.gmlog", NULL); /* now: after rank 1's OOM */
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "first failure  rank 1 on host ") && !strstr(v, "uncertain") &&
+                  strstr(v, "the others     ranks 0, 2: not closed") && strstr(v, " later (the file's last write)"),
+                  "ranks 0 and 2, alive after the OOM by their files' times, do not follow it for certain:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    ck_assert_msg(strstr(out, "\"uncertain\":false") && strstr(out, "\"alive_until_source\":\"file_mtime\""),
+                  "JSON: certain, ranks 0 and 2 alive until their files' writes:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_hung_ranks_alive_after_the_oom_by_their_heartbeat_are_ordered_after_it)
+{
+    const char *dir = hung_job(1);
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "first failure  rank 1 on host ") && !strstr(v, "uncertain") &&
+                  strstr(v, "the others     ranks 0, 2: not closed") && strstr(v, " later (its log's heartbeat)"),
+                  "ranks 0 and 2, alive after the OOM by their logs' heartbeats, do not follow it:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    ck_assert_msg(strstr(out, "\"uncertain\":false") && strstr(out, "\"alive_until_source\":\"heartbeat\""),
+                  "JSON: certain, ranks 0 and 2 alive until their heartbeats:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_each_ranks_oom_in_a_job_is_listed_as_an_oom)
+{
+    const char *dir = temp_dir();
+    const proc_t p[] = {
+        {"oom", NULL, {"RANK=0", "WORLD_SIZE=3", NULL}},
+        {"oom", NULL, {"RANK=1", "WORLD_SIZE=3", NULL}},
+        {"oom", NULL, {"RANK=2", "WORLD_SIZE=3", NULL}},
+    };
+    run_job(dir, p, 3);
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "out of memory, cause capacity") && strstr(v, "the others     ranks ") &&
+                  strstr(v, ": out of memory (cause capacity) ") && strstr(v, ", then exit"),
+                  "the other ranks' OOMs are not listed as OOMs:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    int ooms = 0;
+    for (const char *at = strstr(out, "\"ranks\":["); at && (at = strstr(at, "\"failure\":\"oom\"")); at++)
+        ooms++;
+    ck_assert_msg(ooms == 3, "JSON: %d ranks with \"failure\":\"oom\", not 3:\n%s", ooms, out);
+    free(out);
+}
+END_TEST
+
+/* Moves a log's start back by `ns`, as if its run had been that long ago. */
+static void shift_start(const char *path, uint64_t ns)
+{
+    int fd = open(path, O_RDWR);
+    ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+    uint64_t start;
+    off_t at = offsetof(gmlog_file_header_t, start_realtime_ns);
+    ck_assert(pread(fd, &start, sizeof start, at) == sizeof start);
+    start -= ns;
+    ck_assert(pwrite(fd, &start, sizeof start, at) == sizeof start);
+    close(fd);
+}
+
+static int count_of(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *at = s; (at = strstr(at, what)); at++)
+        n++;
+    return n;
+}
+
+START_TEST(test_two_unrelated_runs_in_one_directory_are_reported_apart)
+{
+    const char *dir = temp_dir();
+    const proc_t p[] = {
+        {"oom", NULL, {"RANK=0", "WORLD_SIZE=2", NULL}},
+        {"300", NULL, {"RANK=1", "WORLD_SIZE=2", NULL}},
+    };
+    run_job(dir, p, 2);
+    char pat[700];
+    snprintf(pat, sizeof pat, "%s/gm-rank*.gmlog", dir);
+    glob_t g;
+    ck_assert(glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 2);
+    for (size_t i = 0; i < g.gl_pathc; i++)
+        shift_start(g.gl_pathv[i], 2ull * 24 * 3600 * 1000000000ull); /* two days ago */
+    globfree(&g);
+    run_job(dir, p, 2);
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "== Run 1 of 2: 2 logs, 1 host ==") && strstr(v, "== Run 2 of 2: 2 logs, 1 host ==") &&
+                  count_of(v, "first failure  rank 0 on host ") == 2 && count_of(v, "rank 1: SIGABRT") == 2,
+                  "two runs two days apart are not two runs, each with its rank 0's OOM first:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    ck_assert_msg(strstr(out, "\"run_count\":2") && count_of(out, "\"first_failure\":{\"rank\":0,") == 2,
+                  "JSON: not two runs with their own first failure:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_runs_at_once_are_told_apart_by_their_torchrun_variables)
+{
+    const char *dir = temp_dir();
+    const proc_t p[] = {
+        {"oom", NULL, {"RANK=0", "WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=run-a", "MASTER_PORT=29500"}},
+        {"300", NULL, {"RANK=1", "WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=run-b", "MASTER_PORT=29501"}},
+    };
+    run_job(dir, p, 2);
+    char *out = report(dir, 0);
+    const char *v = verdict_of(out);
+    ck_assert_msg(strstr(v, "== Run 1 of 2") && strstr(v, "== Run 2 of 2") &&
+                  strstr(v, "run            TORCHELASTIC_RUN_ID=run-a, MASTER_PORT=29500\n") &&
+                  strstr(v, "run            TORCHELASTIC_RUN_ID=run-b, MASTER_PORT=29501\n"),
+                  "two torchrun runs at once are not told apart by their run ids:\n%s", v);
+    free(out);
+    out = report(dir, 1);
+    ck_assert_msg(strstr(out, "\"run\":\"TORCHELASTIC_RUN_ID=run-a, MASTER_PORT=29500\""),
+                  "JSON: the run's variables are not named:\n%s", out);
+    free(out);
+}
+END_TEST
+
 static void two_hosts(ranks_log_t *r, uint64_t gap_ns)
 {
     memset(r, 0, 2 * sizeof *r);
@@ -293,6 +537,12 @@ Suite *analyzer_ranks_suite(void)
     tcase_add_test(tc, test_a_rank_of_world_size_without_a_log_is_named);
     tcase_add_test(tc, test_slurm_job_orders_by_procid_and_names_the_first_failure);
     tcase_add_test(tc, test_many_logs_read_in_parallel_report_as_one_thread_does);
+    tcase_add_test(tc, test_hung_ranks_killed_later_are_not_first_and_make_the_order_uncertain);
+    tcase_add_test(tc, test_hung_ranks_whose_logs_were_written_after_the_oom_are_ordered_after_it);
+    tcase_add_test(tc, test_hung_ranks_alive_after_the_oom_by_their_heartbeat_are_ordered_after_it);
+    tcase_add_test(tc, test_each_ranks_oom_in_a_job_is_listed_as_an_oom);
+    tcase_add_test(tc, test_two_unrelated_runs_in_one_directory_are_reported_apart);
+    tcase_add_test(tc, test_runs_at_once_are_told_apart_by_their_torchrun_variables);
     suite_add_tcase(s, tc);
     TCase *clocks = tcase_create("clocks");
     tcase_add_test(clocks, test_hosts_closer_than_the_assumed_skew_are_uncertain);

@@ -1,7 +1,8 @@
 /* The log writer's shared state (shim/logstate.c): space reserved past the file size limit is
  * refused with EFBIG instead of a SIGXFSZ that would end the program; a request for a
  * checkpoint with no writer installed starts no thread; a request to fault an extent in is
- * served by the helper thread, not the caller. */
+ * served by the helper thread, not the caller; the idle helper thread marks the process alive
+ * in the header once a period. */
 #include "../../shim/logstate.h"
 #include "suites.h"
 
@@ -96,6 +97,37 @@ START_TEST(test_a_populate_request_runs_on_the_helper_thread_with_its_extent)
 }
 END_TEST
 
+static void populate_nothing(size_t extent, unsigned gen)
+{
+    (void)extent, (void)gen;
+}
+
+static uint64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+START_TEST(test_the_idle_helper_thread_marks_the_process_alive_in_the_header)
+{
+    static gmlog_file_header_t hdr;
+    gm_log.hdr = &hdr;
+    gm_log.start_mono = mono_now();
+    gm_log.enabled = 1;
+    ck_assert_int_eq(logstate_request_populate(populate_nothing, 0, 0), 0);
+    struct timespec nap = {2, 500000000};
+    while (nanosleep(&nap, &nap) != 0)
+        ;
+    uint64_t alive = __atomic_load_n(&hdr.alive_ns, __ATOMIC_RELAXED), now = mono_now() - gm_log.start_mono;
+    checkpoint_stop();
+    gm_log.hdr = NULL;
+    ck_assert_msg(alive >= GMLOG_ALIVE_PERIOD_NS && alive <= now,
+                  "2.5 s after the helper started, the header says alive at %llu ns (now %llu)",
+                  (unsigned long long)alive, (unsigned long long)now);
+}
+END_TEST
+
 Suite *logstate_suite(void)
 {
     Suite *s = suite_create("logstate");
@@ -103,6 +135,7 @@ Suite *logstate_suite(void)
     tcase_add_test(tc, test_space_past_the_file_size_limit_is_refused_not_signalled);
     tcase_add_test(tc, test_a_checkpoint_request_without_a_writer_starts_no_thread);
     tcase_add_test(tc, test_a_populate_request_runs_on_the_helper_thread_with_its_extent);
+    tcase_add_test(tc, test_the_idle_helper_thread_marks_the_process_alive_in_the_header);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -205,7 +205,7 @@ void tlog_swap(tlog_t *b)
     uint8_t *h = b->buf;
     for (unsigned o = 8; o < 24; o += 4)
         sw32(h + o);
-    sw64(h + 24), sw64(h + 32), sw32(h + 40), sw32(h + 44), sw64(h + 48), sw32(h + 56), sw32(h + 60), sw64(h + 64);
+    sw64(h + 24), sw64(h + 32), sw32(h + 40), sw32(h + 44), sw64(h + 48), sw32(h + 56), sw32(h + 60), sw64(h + 64), sw64(h + 72);
     for (size_t c = 4096; c + GMLOG_CHUNK_SIZE <= b->len; c += GMLOG_CHUNK_SIZE) {
         uint8_t *ch = b->buf + c;
         uint32_t magic;
@@ -342,6 +342,22 @@ void tlog_torch_keep(tlog_t *b)
     memcpy(b->buf + at, &e, sizeof e);
     memcpy(b->buf + at + sizeof e, opt, sizeof opt - 1);
     uint32_t meta_size = (uint32_t)(sizeof e + padded + sizeof e); /* and a tag 0 that ends the list */
+    memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
+}
+
+void tlog_meta(tlog_t *b, uint16_t tag, const char *text)
+{
+    uint32_t meta_size;
+    memcpy(&meta_size, b->buf + offsetof(gmlog_file_header_t, meta_size), sizeof meta_size);
+    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    size_t at = sizeof(gmlog_file_header_t) + (meta_size ? meta_size - sizeof(gmlog_meta_t) : 0);
+    ck_assert_msg(at + 2 * sizeof(gmlog_meta_t) + padded <= 4096, "metadata past the header's page");
+    gmlog_meta_t e = {tag, 0, (uint32_t)len}, end = {GMLOG_META_END, 0, 0};
+    memcpy(b->buf + at, &e, sizeof e);
+    memset(b->buf + at + sizeof e, 0, padded);
+    memcpy(b->buf + at + sizeof e, text, len);
+    memcpy(b->buf + at + sizeof e + padded, &end, sizeof end);
+    meta_size = (uint32_t)(at + sizeof e + padded + sizeof end - sizeof(gmlog_file_header_t));
     memcpy(b->buf + offsetof(gmlog_file_header_t, meta_size), &meta_size, sizeof meta_size);
 }
 

@@ -44,6 +44,9 @@ void tlog_at(tlog_t *b, uint64_t t, uint64_t at_ns);
 void tlog_torch_keep(tlog_t *b);
 void tlog_tensor(tlog_t *b, uint64_t t, unsigned type, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site);
 
+/* Appends a metadata entry to the header (tag GMLOG_META_*, e.g. GMLOG_META_RANK, "RANK=3"). */
+void tlog_meta(tlog_t *b, uint16_t tag, const char *text);
+
 /* Turns the log into what a writer of the other byte order writes (the record types above). */
 void tlog_swap(tlog_t *b);
 /* Writes the bytes to path; 0, or -1. */
