@@ -50,6 +50,7 @@ BENCH_BIN    := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libgmshim.so
 CLI      := $(BUILD)/gmshim
 RUNNER   := $(BUILD)/tests/check_gmshim
+CONFINE  := $(BUILD)/tests/confine.so
 
 .PHONY: all test test-run test-asan test-tsan deps install uninstall clean demo bench fuzz
 all: $(LIB) $(CLI) fake $(INTEG_BIN) $(BENCH_BIN)
@@ -215,7 +216,6 @@ test-run: all $(RUNNER) $(CONFINE) $(FAILTEST_LIB) $(FUZZ_BIN) corrupt-smoke
 # `make golden-update`: rewrites tests/golden/ (the CLI's output that the golden suite compares
 # byte for byte) after a change that alters the output on purpose; review the diff. The runs are
 # confined to the clone and the build (tests/golden/confine.c), as on a machine with nothing else.
-CONFINE := $(BUILD)/tests/confine.so
 $(CONFINE): tests/golden/confine.c | $(BUILD)/tests/integration
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(GM_CPPFLAGS) -std=c11 -O2 $(GM_WARN) -shared -fPIC $< -o $@ -ldl
