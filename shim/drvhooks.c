@@ -315,7 +315,9 @@ __attribute__((visibility("hidden"), used)) GM_UNCHECKED void *gm_dlsym_filter(v
     if (unlikely(!gm_real_dlsym))
         __atomic_store_n(&gm_real_dlsym, find_real_dlsym(), __ATOMIC_RELEASE);
     int w = watched_index(name);
-    if (w < 0 || handle == RTLD_NEXT || !gm_real_dlsym)
+    /* The mapping calls only as cuGetProcAddress hands them out (PyTorch's path): gmshim's own
+     * pool finds the driver's by dlsym and must get them, not its wrappers. */
+    if (w < 0 || watched[w].kind >= K_RESERVE || handle == RTLD_NEXT || !gm_real_dlsym)
         return NULL;
     void *fn = gm_real_dlsym(handle, name);
     return fn ? wrap(watched[w].kind, fn) : NULL;
