@@ -24,7 +24,8 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86:detect_leaks=1"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1:halt_on_error=1:exitcode=87"
 rm -rf "$scratch"
 mkdir -p "$scratch/failed" || exit 1
-# The commands, one a line; the log goes last. dump first: its exit status is the reference.
+# The commands, one a line; the log goes last (@SRC: the undamaged log, for diff's A). dump first:
+# its exit status is the reference. diff's exit 1 is its gate, not an error: only with the gate.
 cat > "$scratch/cmds" <<'CMDS'
 dump
 --json dump
@@ -46,6 +47,8 @@ timeline --svg -
 timeline --html -
 export perfetto -o -
 export memory-viz -o -
+diff @SRC
+--json diff --fail-above 0 @SRC
 CMDS
 
 # One job: copies j, j + jobs, j + 2 jobs... of every log. Prints its counts: copies runs failures.
@@ -65,8 +68,9 @@ job() {
             ref=
             while IFS= read -r cmd; do
                 runs=$((runs + 1))
+                words=$(printf '%s\n' "$cmd" | sed "s|@SRC|$src|")
                 # shellcheck disable=SC2086 # the command's words split on purpose
-                timeout -k 10 "$run_timeout" "$gmshim" --no-symbols $cmd "$log" > /dev/null 2> "$err"
+                timeout -k 10 "$run_timeout" "$gmshim" --no-symbols $words "$log" > /dev/null 2> "$err"
                 rc=$?
                 [ -n "$ref" ] || ref=$rc
                 why=
@@ -78,9 +82,12 @@ job() {
                     why="a sanitizer report"
                 elif [ "$rc" -gt 2 ] && ! { [ "$rc" -eq 3 ] && [ "$ref" -eq 0 ] && [ "${cmd#*whatif}" != "$cmd" ]; }; then
                     why="exit $rc"
+                elif [ "$rc" -eq 1 ] && [ "${cmd#*diff}" != "$cmd" ] && { [ "$ref" -ne 0 ] || [ "${cmd#*fail-above}" = "$cmd" ]; }; then
+                    why="diff's gate exit 1 with no gate asked for, or on a copy dump does not read"
                 elif [ "$ref" -eq 2 ] && [ "$rc" -ne 2 ]; then
                     why="exit $rc where dump calls the log damaged (exit 2)"
-                elif [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && ! grep -q "^gmshim: $log: byte [0-9]*: ." "$err"; then
+                elif [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && ! { [ "$rc" -eq 1 ] && [ "${cmd#*diff}" != "$cmd" ]; } &&
+                        ! grep -q "^gmshim: $log: byte [0-9]*: ." "$err"; then
                     why="exit $rc without a 'gmshim: $log: byte N: ...' line"
                 fi
                 if [ -n "$why" ]; then
