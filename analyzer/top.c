@@ -179,8 +179,11 @@ static void top_sites_text(cli_ctx_t *c, const model_t *m, const top_site_t *v, 
             continue;
         if (!shown++)
             fprintf(c->out, "    %s%s%s\n", rep_bold(), growing ? "growing" : "holding most", growing ? per : "");
+        char plus[40];
         if (growing)
-            fprintf(c->out, "      %s+%10s%s  %s\n", rep_red(), rep_bytes(v[i].growth, b), rep_reset(),
+            snprintf(plus, sizeof plus, "+%s", rep_bytes(v[i].growth, b));
+        if (growing)
+            fprintf(c->out, "      %s%11s%s  %s\n", rep_red(), plus, rep_reset(),
                     site_label(m, v[i].site, label, sizeof label));
         else
             fprintf(c->out, "      %11s  %s\n", rep_bytes(v[i].bytes, b), site_label(m, v[i].site, label, sizeof label));
