@@ -1,6 +1,6 @@
 /* `gmshim top`: follows running logs (one, or every rank's of a job directory) and shows, per
  * device, what is allocated and reserved now, the peak so far, the sites holding most and those
- * growing, and steps per second. It only opens the logs read-only and never writes to them; every
+ * growing, and steps per second; keys on a terminal. It only opens the logs read-only and never writes to them; every
  * figure is the model's (growth as `leaks` reports it), never computed a second way. */
 #include "commands.h"
 #include "output.h"
@@ -292,6 +292,20 @@ static int top_sample(cli_ctx_t *c, unsigned sample, top_view_t *w)
     return rc;
 }
 
+/* The keys and what they show now, after the head line on a terminal. */
+static const char *top_keys_line(const top_view_t *w)
+{
+    static char buf[160];
+    char dev[16] = "all", rank[16] = "all";
+    if (w->dev >= 0)
+        snprintf(dev, sizeof dev, "%d", w->dev);
+    if (w->rank >= 0)
+        snprintf(rank, sizeof rank, "%d", w->rank + 1);
+    snprintf(buf, sizeof buf, "  (q quit, s sort: %s, d device: %s, r log: %s)",
+             w->sort == TOP_SORT_GROWTH ? "growth" : "bytes", dev, rank);
+    return buf;
+}
+
 /* ---- the command ------------------------------------------------------------------------------ */
 
 static const char top_usage[] =
@@ -305,7 +319,8 @@ static const char top_usage[] =
     "again from the start.\n"
     "\n"
     "On a terminal the view is redrawn in place; otherwise (a pipe, a file) each sample is printed\n"
-    "after the last, separated by a blank line (one JSON object a line with --json).\n"
+    "after the last, separated by a blank line (one JSON object a line with --json). Keys on a\n"
+    "terminal: q quit, s sort by bytes or by growth, d next device, r next log (rank).\n"
     "\n"
     "      --once      one sample, then exit\n"
     "      --interval S  seconds between samples (default 2; fractions allowed)\n"
@@ -347,8 +362,11 @@ static int top_opt(cli_ctx_t *c, void *st, int key, const char *val)
     }
 }
 
-/* Sleeps `secs`; 1 when a signal asked to stop. */
+/* ---- the terminal ------------------------------------------------------------------------------ */
+
 static volatile sig_atomic_t top_stop;
+static struct termios top_saved;
+static int top_raw;                   /* stdin is in raw mode: restore it on the way out */
 
 static void top_on_signal(int sig)
 {
@@ -356,11 +374,71 @@ static void top_on_signal(int sig)
     top_stop = 1;
 }
 
-static void top_wait(double secs)
+static void top_restore(void)
 {
-    struct timespec ts = {(time_t)secs, (long)((secs - floor(secs)) * 1e9)};
-    while (!top_stop && nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    if (top_raw) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &top_saved);
+        top_raw = 0;
+    }
+}
+
+/* Keys are read one at a time without echo; signals still come (ISIG stays on). */
+static void top_raw_on(void)
+{
+    struct termios t;
+    if (tcgetattr(STDIN_FILENO, &top_saved) != 0)
+        return;
+    t = top_saved;
+    t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    t.c_cc[VMIN] = 0;
+    t.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t) == 0) {
+        top_raw = 1;
+        atexit(top_restore);
+    }
+}
+
+/* Acts on one key; 1 when the view changed (redraw now). */
+static int top_key(int key, top_view_t *w)
+{
+    switch (key) {
+    case 'q':
+        top_stop = 1;
+        return 0;
+    case 's':
+        w->sort = w->sort == TOP_SORT_BYTES ? TOP_SORT_GROWTH : TOP_SORT_BYTES;
+        return 1;
+    case 'd': /* all, then each device, then all again */
+        w->dev = w->dev + 1 >= w->ndevs_seen ? -1 : w->dev + 1;
+        return 1;
+    case 'r':
+        w->rank = w->rank + 1 >= w->nlogs_seen ? -1 : w->rank + 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static double top_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits `secs`, or until a key changes the view or a signal or `q` asks to stop. */
+static void top_wait(double secs, top_view_t *w)
+{
+    double end = top_now() + secs;
+    for (double left = secs; !top_stop && left > 0; left = end - top_now()) {
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int n = poll(top_raw ? &p : NULL, top_raw ? 1 : 0, (int)ceil(left * 1000));
+        if (n <= 0)
+            continue; /* the time is up, or a signal (top_stop says which) */
+        char key;
+        if (read(STDIN_FILENO, &key, 1) == 1 && top_key(key, w))
+            return;
+    }
 }
 
 int cmd_top(int argc, char **argv)
@@ -388,6 +466,8 @@ int cmd_top(int argc, char **argv)
     if (count != 1) {
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
+        if (term && isatty(STDIN_FILENO))
+            top_raw_on();
     }
     top_view_t w = {.sort = TOP_SORT_BYTES, .dev = -1, .rank = -1};
     for (unsigned s = 1; !top_stop; s++) {
@@ -396,11 +476,13 @@ int cmd_top(int argc, char **argv)
         else if (s > 1 && !c.json)
             fputc('\n', c.out);
         if (!c.json && count != 1)
-            fprintf(c.out, "%sgmshim top%s  sample %u, every %g s\n", rep_bold(), rep_reset(), s, o.interval);
+            fprintf(c.out, "%sgmshim top%s  sample %u, every %g s%s\n", rep_bold(), rep_reset(), s, o.interval,
+                    top_raw ? top_keys_line(&w) : "");
         rc = top_sample(&c, s, &w);
         if (ferror(c.out) || (count && s >= count))
             break;
-        top_wait(o.interval);
+        top_wait(o.interval, &w);
     }
+    top_restore();
     return cli_finish(&c, rc);
 }

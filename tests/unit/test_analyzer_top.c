@@ -1,6 +1,7 @@
 /* gmshim top (analyzer/top.c): --once --json over a log still being written by a program under
  * the preload (then killed), over a finished log (the same figures as summary and leaks), over a
- * wrapped log; the repeated samples of --count when stdout is not a terminal; bad input. */
+ * wrapped log; the repeated samples of --count when stdout is not a terminal; the keys on a pty;
+ * bad input. */
 #include "suites.h"
 #include "testlog.h"
 #include "test_analyzer_cli.h"
@@ -255,6 +256,67 @@ START_TEST(test_an_unreadable_log_exits_1)
 }
 END_TEST
 
+/* On a terminal (a pty from Python): `s` redraws with the other sort at once, `q` or SIGTERM ends
+ * it with exit 0 and the terminal's echo and line mode back. */
+static const char pty_script[] =
+    "import os, pty, sys, termios, time, signal, select\n"
+    "gm, log, how = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+    "m, s = pty.openpty()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.setsid()\n"
+    "    os.dup2(s, 0); os.dup2(s, 1); os.dup2(s, 2)\n"
+    "    os.execv(gm, [gm, \"top\", \"--interval\", \"30\", log])\n"
+    "def read_until(text, secs):\n"
+    "    buf = b\"\"; end = time.time() + secs\n"
+    "    while text not in buf and time.time() < end:\n"
+    "        r, _, _ = select.select([m], [], [], 0.1)\n"
+    "        if r:\n"
+    "            buf += os.read(m, 65536)\n"
+    "    assert text in buf, (text, buf[-2000:])\n"
+    "    return buf\n"
+    "read_until(b\"sort: bytes\", 10)\n"
+    "assert not termios.tcgetattr(s)[3] & termios.ECHO, \"no raw mode while running\"\n"
+    "os.write(m, b\"s\")\n"
+    "read_until(b\"sort: growth\", 5)\n"
+    "if how == \"q\":\n"
+    "    os.write(m, b\"q\")\n"
+    "else:\n"
+    "    os.kill(pid, signal.SIGTERM)\n"
+    "end = time.time() + 5\n"
+    "while time.time() < end:\n"
+    "    p, st = os.waitpid(pid, os.WNOHANG)\n"
+    "    if p: break\n"
+    "    try:\n"
+    "        if select.select([m], [], [], 0.05)[0]: os.read(m, 65536)\n"
+    "    except OSError: pass\n"
+    "assert p == pid, \"top did not end on \" + how\n"
+    "assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, st\n"
+    "lf = termios.tcgetattr(s)[3]\n"
+    "assert lf & termios.ECHO and lf & termios.ICANON, \"the terminal was left in raw mode\"\n"
+    "print(\"ok\")\n";
+
+static void run_on_pty(const char *how)
+{
+    char *out;
+    const char *argv[] = {"/usr/bin/env", "python3", "-c", pty_script, build_path("gmshim"), FIXTURE, how, NULL};
+    int rc = run_program(argv, NULL, 0, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "ok"), "top on a pty, ended by %s: exit %d\n%s", how, rc, out);
+    free(out);
+}
+
+START_TEST(test_keys_on_a_terminal_sort_and_q_quits_restoring_the_terminal)
+{
+    run_on_pty("q");
+}
+END_TEST
+
+START_TEST(test_sigterm_on_a_terminal_restores_it)
+{
+    run_on_pty("term");
+}
+END_TEST
+
 Suite *analyzer_top_suite(void)
 {
     Suite *s = suite_create("analyzer_top");
@@ -269,6 +331,8 @@ Suite *analyzer_top_suite(void)
     tcase_add_test(tc, test_once_with_another_count_is_a_usage_error);
     tcase_add_test(tc, test_a_bad_interval_is_a_usage_error);
     tcase_add_test(tc, test_an_unreadable_log_exits_1);
+    tcase_add_test(tc, test_keys_on_a_terminal_sort_and_q_quits_restoring_the_terminal);
+    tcase_add_test(tc, test_sigterm_on_a_terminal_restores_it);
     suite_add_tcase(s, tc);
     return s;
 }
