@@ -25,7 +25,7 @@ typedef struct top_opts {
     double interval;          /* seconds between samples */
     unsigned count;           /* samples, then exit (0: until quit) */
     int once;
-    int count_set, interval_set;
+    int count_set;
 } top_opts_t;
 
 /* What the keys pick on a terminal. */
@@ -346,7 +346,6 @@ static int top_opt(cli_ctx_t *c, void *st, int key, const char *val)
             fprintf(stderr, "gmshim top: --interval: '%s' is not a number of seconds above 0\n", val);
             return CLI_FAIL;
         }
-        o->interval_set = 1;
         return 0;
     case TOP_OPT_COUNT:
         if (cli_parse_count("top", "--count", val, &o->count))
@@ -471,7 +470,7 @@ int cmd_top(int argc, char **argv)
     }
     top_view_t w = {.sort = TOP_SORT_BYTES, .dev = -1, .rank = -1};
     for (unsigned s = 1; !top_stop; s++) {
-        if (term)
+        if (term && count != 1) /* --once prints in place, as any report */
             fputs("\033[H\033[2J", c.out);
         else if (s > 1 && !c.json)
             fputc('\n', c.out);
