@@ -158,6 +158,7 @@ static void top_log_json(cli_ctx_t *c, const char *path, rd_log_t *lf, const mod
     json_u64(j, "pid", lf->hdr.pid);
     json_bool(j, "closed", !!(lf->hdr.flags & GMLOG_F_CLOSED));
     json_bool(j, "partial", lf->partial);
+    json_bool(j, "wrapped", lf->wrapped);
     json_u64(j, "time_ns", m->last_t);
     json_arr(j, "devices");
     for (int i = 0; i < m->ndev; i++)

@@ -178,6 +178,60 @@ START_TEST(test_once_json_over_a_wrapped_log_keeps_the_whole_runs_peak)
 }
 END_TEST
 
+/* A job past GMSHIM_LOG_LIMIT, read while it still runs: sampled until its log has wrapped, which
+ * reads whole (not partial) and unclosed; once the job ends, top's peaks are summary's. */
+START_TEST(test_once_json_reads_a_running_log_past_its_size_limit)
+{
+    char log[512], logenv[600];
+    snprintf(log, sizeof log, "%s/bounded.gmlog", temp_dir());
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    const char *env[] = {logenv, "GMSHIM_LOG_LIMIT=64M", "SECONDS_TO_RUN=8", "THREADS=2", "LEAK_EVERY=200000",
+                         "FAKECUDA_MEM=1G", NULL};
+    int fd;
+    pid_t pid = spawn_preloaded("tests/integration/log_bounded", env, &fd);
+    ck_assert_msg(pid > 0, "cannot start log_bounded: %s", strerror(errno));
+    char *out = NULL;
+    int rc = -1, seen = 0;
+    for (int i = 0; i < 60 && !seen && waitpid(pid, NULL, WNOHANG) == 0; i++) {
+        usleep(100000);
+        free(out);
+        out = NULL;
+        rc = gm(&out, "--json", "top", "--once", log);
+        seen = rc == 0 && strstr(out, "\"closed\":false,\"partial\":false,\"wrapped\":true");
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char buf[256];
+    while (read(fd, buf, sizeof buf) > 0)
+        ;
+    close(fd);
+    ck_assert_msg(seen, "no sample of the running log read it wrapped, whole and unclosed: exit %d\n%s", rc, out);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "log_bounded ended with status 0x%x", status);
+    free(out);
+    char *sum, *py;
+    rc = gm(&out, "--json", "top", "--once", log);
+    ck_assert_msg(rc == 0, "top of the ended job's log exited %d:\n%s", rc, out);
+    rc = gm(&sum, "--json", "summary", log);
+    ck_assert_msg(rc == 0, "summary exited %d:\n%s", rc, sum);
+    char sp[512];
+    snprintf(sp, sizeof sp, "%s/summary.json", temp_dir());
+    gm_spew(sp, sum, strlen(sum));
+    int prc = top_py(out,
+                     "import json,sys\n"
+                     "l=json.load(open(sys.argv[1]))['logs'][0]\n"
+                     "assert l['wrapped'] is True and l['closed'] is True, l\n"
+                     "t=l['devices'][0]\n"
+                     "s=json.load(open(sys.argv[2]))['logs'][0]['devices'][0]\n"
+                     "assert t['peak_allocated']==s['peak_allocated'] and t['peak_reserved']==s['peak_reserved'], (t,s)\n",
+                     sp, NULL, &py);
+    ck_assert_msg(prc == 0, "top:\n%s\npython: %s", out, py);
+    free(out);
+    free(sum);
+    free(py);
+    unlink(log);
+}
+END_TEST
+
 START_TEST(test_count_prints_that_many_samples_in_sequence_off_a_terminal)
 {
     char *out;
@@ -325,6 +379,7 @@ Suite *analyzer_top_suite(void)
     tcase_add_test(tc, test_once_json_reads_a_log_still_being_written_and_after_a_kill);
     tcase_add_test(tc, test_once_json_of_a_finished_log_gives_summary_and_leaks_figures);
     tcase_add_test(tc, test_once_json_over_a_wrapped_log_keeps_the_whole_runs_peak);
+    tcase_add_test(tc, test_once_json_reads_a_running_log_past_its_size_limit);
     tcase_add_test(tc, test_count_prints_that_many_samples_in_sequence_off_a_terminal);
     tcase_add_test(tc, test_json_count_prints_one_object_a_line_per_sample);
     tcase_add_test(tc, test_a_directory_shows_every_log_in_it);
