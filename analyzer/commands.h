@@ -83,6 +83,7 @@ int cmd_timeline(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_whatif(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 /* Sections. */
 void rep_summary_text(cli_ctx_t *c, const model_t *m);

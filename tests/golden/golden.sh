@@ -86,10 +86,12 @@ c help-help "$g" help help
 c version "$g" --version
 c no-such-command "$g" nosuch
 c help-nosuch "$g" help nosuch
-for cmd in report summary leaks frag oom whatif diff timeline dump export run; do
+for cmd in report summary leaks frag oom whatif diff top timeline dump export run; do
     c "help-$cmd" "$g" help "$cmd"
     c "$cmd-help" "$g" "$cmd" --help
 done
+c top-once "$g" top --once $DEMO
+c top-once-json "$g" --json top --once steps.gmlog
 c leaks-no-log "$g" leaks
 c leaks-bad-top "$g" leaks --top x $DEMO
 c leaks-top-twice "$g" leaks --top 3 --top 5 $DEMO

@@ -78,6 +78,7 @@ int main(void)
     srunner_add_suite(sr, analyzer_timeline_suite());
     srunner_add_suite(sr, analyzer_whatif_suite());
     srunner_add_suite(sr, analyzer_diff_suite());
+    srunner_add_suite(sr, analyzer_top_suite());
     srunner_add_suite(sr, torchev_suite());
     srunner_add_suite(sr, torchload_suite());
     srunner_add_suite(sr, torch_configs_suite());

@@ -75,6 +75,7 @@ Suite *analyzer_replay_suite(void);
 Suite *analyzer_timeline_suite(void);
 Suite *analyzer_whatif_suite(void);
 Suite *analyzer_diff_suite(void);
+Suite *analyzer_top_suite(void);
 Suite *torchev_suite(void);
 Suite *torchload_suite(void);
 Suite *torch_configs_suite(void);
