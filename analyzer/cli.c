@@ -69,7 +69,7 @@ const char *cli_log_name(const rd_log_t *lf, const model_t *m, char *buf, size_t
     return buf;
 }
 
-static void print_diags(cli_ctx_t *c, const rd_log_t *lf)
+void cli_print_diags(cli_ctx_t *c, const rd_log_t *lf)
 {
     size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
     for (size_t i = 0; i < shown; i++)
@@ -228,7 +228,7 @@ static void report_log(cli_ctx_t *c, rd_log_t *lf, model_t *m, cli_log_fn fn, vo
         fprintf(c->out, "%spartial: parts of this log could not be read (see the messages on stderr)%s\n",
                 rep_yellow(), rep_reset());
     }
-    print_diags(c, lf);
+    cli_print_diags(c, lf);
     if (lf->partial && *status == CLI_OK)
         *status = CLI_PARTIAL;
     model_free(m);

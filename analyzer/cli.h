@@ -74,6 +74,8 @@ int cli_parse_size(const char *s, uint64_t *out);
 int cli_expand_dirs(int n, char **args, char ***out, int *nout);
 /* Finishes output: flushes stdout and turns a write error into CLI_FAIL. */
 int cli_finish(cli_ctx_t *c, int status);
+/* A log's problems on stderr, one `gmshim: PATH: byte N: ...` line each (at most RD_MAX_DIAGS). */
+void cli_print_diags(cli_ctx_t *c, const rd_log_t *lf);
 
 /* A count option (--top N, --depth N): 0, or -1 after saying what is wrong. */
 int cli_parse_count(const char *command, const char *option, const char *text, unsigned *out);

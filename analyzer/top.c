@@ -259,7 +259,7 @@ static int top_sample(cli_ctx_t *c, unsigned sample, top_view_t *w)
             continue;
         rd_log_t lf;
         if (rd_open_path(&lf, paths[i]) != 0) {
-            fprintf(c->err, "gmshim top: %s: byte %" PRIu64 ": %s\n", paths[i], lf.diags[0].offset, lf.diags[0].msg);
+            fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", paths[i], lf.diags[0].offset, lf.diags[0].msg);
             rd_close(&lf);
             rc = CLI_FAIL;
             continue;
@@ -275,6 +275,8 @@ static int top_sample(cli_ctx_t *c, unsigned sample, top_view_t *w)
             w->ndevs_seen = m->ndev;
         if (lf.partial && rc == CLI_OK)
             rc = CLI_PARTIAL;
+        if (lf.partial && sample <= 1)
+            cli_print_diags(c, &lf); /* once, not at every refresh */
         if (c->json)
             top_log_json(c, paths[i], &lf, m);
         else

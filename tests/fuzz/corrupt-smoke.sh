@@ -47,6 +47,8 @@ timeline --svg -
 timeline --html -
 export perfetto -o -
 export memory-viz -o -
+top --once
+--json top --once
 diff @SRC
 --json diff --fail-above 0 @SRC
 CMDS
