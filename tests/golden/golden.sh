@@ -90,7 +90,7 @@ for cmd in report summary leaks frag oom whatif diff top timeline dump export ru
     c "help-$cmd" "$g" help "$cmd"
     c "$cmd-help" "$g" "$cmd" --help
 done
-c top-once "$g" top --once $DEMO
+c top-once "$g" $SYM top --once $DEMO
 c top-once-json "$g" --json top --once steps.gmlog
 c leaks-no-log "$g" leaks
 c leaks-bad-top "$g" leaks --top x $DEMO

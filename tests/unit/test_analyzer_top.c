@@ -305,7 +305,9 @@ START_TEST(test_an_unreadable_log_exits_1)
     snprintf(path, sizeof path, "%s/missing.gmlog", temp_dir());
     char *out;
     int rc = gm(&out, "top", "--once", path);
-    ck_assert_msg(rc == 1 && strstr(out, "gmshim top: "), "exit %d:\n%s", rc, out);
+    char want[600];
+    snprintf(want, sizeof want, "gmshim: %s: byte 0: ", path);
+    ck_assert_msg(rc == 1 && strstr(out, want), "exit %d, no '%s' line:\n%s", rc, want, out);
     free(out);
 }
 END_TEST
