@@ -288,7 +288,8 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
 {
     rd_log_t lf;
     if (rd_open_path(&lf, path)) {
-        fprintf(c->err, "gmshim: %s: %s\n", path, lf.ndiags ? lf.diags[0].msg : "cannot be read");
+        fprintf(c->err, "gmshim: %s: byte %" PRIu64 ": %s\n", path, lf.ndiags ? lf.diags[0].offset : 0,
+                lf.ndiags ? lf.diags[0].msg : "cannot be read");
         rd_close(&lf);
         return CLI_FAIL;
     }

@@ -158,6 +158,7 @@ c diff-bad-fail-above "$g" diff --fail-above pink:3% $DEMO $DEMO
 c diff-missing-log "$g" diff $DEMO no-such.gmlog
 # what-if replays of the fixtures
 c whatif-demo "$g" $SYM whatif $DEMO
+c whatif-not-a-log "$g" whatif fixtures/torch_trace.txt
 c whatif-torch-json "$g" --json whatif $TORCH
 c whatif-torch-limit "$g" whatif --device-limit 100G $TORCH
 
