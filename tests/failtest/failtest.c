@@ -6,7 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The real functions: failtest.h is not included here, so these names are libc's. */
+/* The real functions: failtest.h is not included here (its macros would rename them), so these
+ * names are libc's; its prototypes, repeated. */
+void *failtest_malloc(size_t n);
+void *failtest_calloc(size_t m, size_t n);
+void *failtest_realloc(void *p, size_t n);
+int failtest_posix_memalign(void **out, size_t align, size_t n);
+char *failtest_strdup(const char *s);
+
 static uint64_t every = UINT64_MAX, calls;
 
 static int failtest_fails(void)
