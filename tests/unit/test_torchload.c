@@ -372,6 +372,50 @@ START_TEST(test_a_relative_preload_does_not_look_where_the_program_moved)
 }
 END_TEST
 
+/* Forks again and again while the bridge is being built (a stub compiler that takes a second):
+ * each child marks, allocates and frees, from the program and from the allocator library, and
+ * exits within 5 s (tests/integration/fork_build); the parent still attaches the bridge. */
+START_TEST(test_a_fork_during_a_bridge_build_leaves_a_child_that_exits)
+{
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    char cmd[3 * PATH_MAX], src[PATH_MAX], started[PATH_MAX], body[4 * PATH_MAX], file[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", build_path("tests/integration/standin/libc10_cuda.so"), c10);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(src, sizeof src, "%s/slow_bridge.c", scratch());
+    write_text(src, "__attribute__((visibility(\"default\"))) int gmshim_torch_bridge_attach(void *event)\n"
+                    "{ (void)event; return 0; }\n");
+    snprintf(started, sizeof started, "%s/build-started", scratch());
+    snprintf(body, sizeof body,
+             "touch '%s'; sleep 1\n"
+             "out=; while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n"
+             "exec cc -shared -fPIC -o \"$out\" '%s'", started, src);
+    stub_compiler("cxx-slow", body);
+    snprintf(file, sizeof file, "%s/toolkit/include/crt", scratch());
+    mkdir_p(file);
+    snprintf(file, sizeof file, "%s/toolkit/include/crt/host_config.h", scratch());
+    write_text(file, "");
+    snprintf(file, sizeof file, "%s/toolkit/include/cuda_runtime_api.h", scratch());
+    write_text(file, "");
+    char env_cxx[PATH_MAX + 8], env_cuda[PATH_MAX + 16], env_cache[PATH_MAX + 32], env_started[PATH_MAX + 32],
+        env_log[PATH_MAX + 32];
+    snprintf(env_cxx, sizeof env_cxx, "CXX=%s", getenv("CXX"));
+    snprintf(env_cuda, sizeof env_cuda, "CUDA_HOME=%s/toolkit", scratch());
+    snprintf(env_cache, sizeof env_cache, "XDG_CACHE_HOME=%s/cache", scratch());
+    snprintf(env_started, sizeof env_started, "FORK_BUILD_STARTED=%s", started);
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s/fork-build.gmlog", scratch());
+    const char *env[] = {env_cxx, env_cuda, env_cache, env_started, env_log, "GMSHIM_VERBOSE=1", "FAKECUDA_MEM=1G",
+                         NULL};
+    const char *argv[] = {build_path("tests/integration/fork_build"), c10, "20", NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "0 hung, 0 failed"), "exit %d:\n%.3000s", rc, out);
+    ck_assert_msg(strstr(out, "bridge built in") && strstr(out, "following PyTorch's caching allocator"),
+                  "the parent did not attach the bridge:\n%.3000s", out);
+    printf("%s", strstr(out, "fork_build:"));
+    free(out);
+}
+END_TEST
+
 START_TEST(test_a_failing_build_points_at_its_log)
 {
     const char *c10 = fake_torch(TORCH_2_11, 1, 1);
@@ -612,6 +656,7 @@ Suite *torchload_suite(void)
     tcase_add_test(ld, test_a_bridge_in_a_group_writable_directory_is_refused_with_a_warning);
     tcase_add_test(ld, test_a_bridge_owned_by_another_user_is_refused);
     tcase_add_test(ld, test_a_relative_preload_does_not_look_where_the_program_moved);
+    tcase_add_test(ld, test_a_fork_during_a_bridge_build_leaves_a_child_that_exits);
     tcase_add_test(ld, test_a_failing_build_points_at_its_log);
     tcase_add_test(ld, test_a_failed_build_is_not_tried_again_by_the_next_process);
     tcase_add_test(ld, test_cuda_headers_without_crt_are_passed_over);
