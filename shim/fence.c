@@ -67,6 +67,7 @@ static int ring_push(gm_fences_t *f)
 
 cudaError_t fences_issue(gm_fences_t *f, int ask_idle)
 {
+    f->failed = NULL;
     if (ring_push(f))
         return cudaErrorMemoryAllocation;
     gm_fence_t *fe = ring_at(f, f->count);
@@ -88,10 +89,13 @@ cudaError_t fences_issue(gm_fences_t *f, int ask_idle)
             continue;
         cudaEvent_t ev;
         err = event_get(f, &ev);
-        if (err != cudaSuccess)
+        if (err != cudaSuccess) {
+            f->failed = "cudaEventCreateWithFlags";
             break;
+        }
         err = REAL_CALL(cudaEventRecord, ev, s);
         if (err != cudaSuccess) {
+            f->failed = "cudaEventRecord";
             event_put(f, ev);
             break;
         }

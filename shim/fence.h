@@ -32,6 +32,8 @@ typedef struct gm_fences {
     int nretired, retired_cap;
     cudaEvent_t *spare;     /* recycled events */
     int nspare, spare_cap;
+    const char *failed;     /* what the last failed fences_issue could not do: the runtime call's
+                             * name, or NULL when host memory ran out */
     /* Read by every free and poll: a cache line of their own, away from the fields written
      * under the lock. */
     _Alignas(GM_CACHE_LINE) uint64_t issued; /* seq of the newest fence recorded (read atomically anywhere) */
@@ -45,7 +47,7 @@ typedef struct gm_fences {
  * order it pays not to ask: the fence's waits keep every stream busy, a query costs more than the
  * event it would save, and the events on the streams are never queried (`all` answers for them).
  * The caller holds the device's fence lock, has the device current, and is in relaxed capture
- * mode. */
+ * mode. On failure `failed` names what failed (NULL: no host memory, cudaErrorMemoryAllocation). */
 cudaError_t fences_issue(gm_fences_t *f, int ask_idle);
 /* The events the newest fence recorded. */
 int fences_newest_events(const gm_fences_t *f);

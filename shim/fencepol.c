@@ -82,6 +82,8 @@ static void log_fence(gm_arena_t *a, unsigned why, uint64_t seq, unsigned events
 /* Records a fence covering every free so far, on every arena, for reason `why` (enum
  * gmlog_fence_why). Caller holds the arena lock and is inside device_ctx_enter, with the fence
  * lock held, which this releases. */
+static int no_host_memory_warned;
+
 static int issue_locked(gm_arena_t *a, unsigned why)
 {
     gm_device_t *d = a->dev;
@@ -107,7 +109,11 @@ static int issue_locked(gm_arena_t *a, unsigned why)
     if (order_err != cudaSuccess) /* the fence stands: its blocks wait for it on the CPU */
         device_note_cuda_failure(d, "cudaStreamWaitEvent", order_err);
     if (err != cudaSuccess) {
-        device_note_cuda_failure(d, "cudaEventRecord", err);
+        if (d->fences.failed)
+            device_note_cuda_failure(d, d->fences.failed, err);
+        else /* the host's memory, not the runtime's: the next fence may find some */
+            diag_warn_once(&no_host_memory_warned, "no host memory for a fence on device %d; freed memory "
+                                                   "stays pending until a later fence is recorded", d->id);
         return -1;
     }
     a->n.fences++;
