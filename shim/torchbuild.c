@@ -392,7 +392,7 @@ static int compile_bridge(const torch_install_t *t, const char *src_dir, const c
     return -1;
 }
 
-int torchload_build(const torch_install_t *t, const char *dir, const char *name, long timeout_ms,
+int torchload_build(const torch_install_t *t, const char *dir, const char *name, int again, long timeout_ms,
                     char *why, size_t why_len)
 {
     char final[PATH_MAX], log[PATH_MAX], lock[PATH_MAX], tmp[PATH_MAX], path[PATH_MAX + 32];
@@ -424,6 +424,8 @@ int torchload_build(const torch_install_t *t, const char *dir, const char *name,
         return -1;
     }
     flock(lfd, LOCK_EX);
+    if (again && !torchbuild_is_file(final))
+        unlink(log); /* in the directory just checked, under its lock */
     int rc = 0;
     if (!torchbuild_is_file(final) && torchbuild_is_file(log)) {
         /* A build that failed is not tried again by every process of every job: its log stays

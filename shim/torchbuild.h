@@ -25,8 +25,10 @@ void torchload_bridge_name(const torch_install_t *t, char *out, size_t len);
 /* The per-user cache: $XDG_CACHE_HOME/gmshim/torch or $HOME/.cache/gmshim/torch. -1: neither. */
 int torchload_cache_dir(char *out, size_t len);
 /* Builds the bridge into dir/name with $CXX (else c++), the process waiting (at most
- * `timeout_ms`); the compiler's output goes to dir/name.log. 0, or -1 with the reason. */
-int torchload_build(const torch_install_t *t, const char *dir, const char *name, long timeout_ms,
+ * `timeout_ms`); the compiler's output goes to dir/name.log. A failed build's log stops later
+ * builds, unless `again` (asked for by name): then it is removed, once the directory is trusted.
+ * 0, or -1 with the reason. */
+int torchload_build(const torch_install_t *t, const char *dir, const char *name, int again, long timeout_ms,
                     char *why, size_t why_len);
 /* Whether path is a regular file. */
 int torchbuild_is_file(const char *path);

@@ -304,7 +304,7 @@ int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_
         diag_warn("building the PyTorch bridge for torch %s into %s (once per torch version; this "
                   "process waits for it)", t.version, dir);
         uint64_t t0 = gm_now_ns();
-        if (torchload_build(&t, dir, name, BUILD_TIMEOUT_MS, why, why_len) != 0)
+        if (torchload_build(&t, dir, name, 0, BUILD_TIMEOUT_MS, why, why_len) != 0)
             return -1;
         diag_warn("PyTorch bridge built in %.1f s", (double)(gm_now_ns() - t0) / 1e9);
     }
@@ -401,10 +401,8 @@ GM_EXPORT int gmshim_torch_bridge_build(const char *torch_dir, const char *out_d
         return -1;
     }
     torchload_bridge_name(&t, name, sizeof name);
-    char log[PATH_MAX + 136];
-    snprintf(log, sizeof log, "%s/%s.log", dir, name);
-    unlink(log); /* asked for by name: an earlier failure is tried again */
-    if (torchload_build(&t, dir, name, BUILD_TIMEOUT_MS, why, sizeof why) != 0) {
+    /* Asked for by name: an earlier failure is tried again. */
+    if (torchload_build(&t, dir, name, 1, BUILD_TIMEOUT_MS, why, sizeof why) != 0) {
         diag_warn("no PyTorch bridge: %s", why);
         return -1;
     }
@@ -423,7 +421,7 @@ GM_EXPORT int gmshim_torch_bridge_prepare(const char *torch_dir, int build, char
         return -1;
     int found = find_bridge(c10, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, NULL, 0, msg, len);
     if (found == 1 && build) {
-        if (torchload_build(&t, dir, name, BUILD_TIMEOUT_MS, msg, len) != 0)
+        if (torchload_build(&t, dir, name, 0, BUILD_TIMEOUT_MS, msg, len) != 0)
             return -1;
         found = 0;
     } else if (found == 1) {

@@ -175,7 +175,7 @@ START_TEST(test_a_built_bridge_is_reused_without_the_compiler)
     ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
     ck_assert_int_eq(torchload_cache_dir(dir, sizeof dir), 0);
     torchload_bridge_name(&t, name, sizeof name);
-    ck_assert_msg(torchload_build(&t, dir, name, 60000, why, sizeof why) == 0, "build: %s", why);
+    ck_assert_msg(torchload_build(&t, dir, name, 0, 60000, why, sizeof why) == 0, "build: %s", why);
     stub_compiler("cxx-never", "exit 1");
     ck_assert_msg(torchload_attach_for(c10, 1, why, sizeof why) == 0, "not attached: %s", why);
     ck_assert_msg(calls_of("cxx-never") == 0, "the compiler ran again");
@@ -283,7 +283,7 @@ static void build_into_cache(const char *c10, char *so, size_t len)
     ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
     ck_assert_int_eq(torchload_cache_dir(dir, sizeof dir), 0);
     torchload_bridge_name(&t, name, sizeof name);
-    ck_assert_msg(torchload_build(&t, dir, name, 60000, why, sizeof why) == 0, "build: %s", why);
+    ck_assert_msg(torchload_build(&t, dir, name, 0, 60000, why, sizeof why) == 0, "build: %s", why);
     snprintf(so, len, "%s/%s", dir, name);
 }
 
@@ -449,6 +449,33 @@ START_TEST(test_a_failed_build_is_not_tried_again_by_the_next_process)
     unlink(log);
     ck_assert_msg(torchload_attach_for(c10, 1, why, sizeof why) == 0 && calls_of("cxx-ok") == 1,
                   "after removing the log: %s", why);
+}
+END_TEST
+
+/* `make torch-bridge` asks for the build by name: an earlier failure's log is removed and the
+ * build tried again — in a directory that is trusted only; elsewhere nothing there is touched. */
+START_TEST(test_a_build_by_name_tries_again_only_in_a_trusted_directory)
+{
+    const char *c10 = fake_torch(TORCH_2_11, 1, 1);
+    char torch[PATH_MAX], out[PATH_MAX], log[PATH_MAX + 200], name[128], path[PATH_MAX + 200] = "", why[1024] = "";
+    snprintf(torch, sizeof torch, "%s/site-packages/torch", scratch());
+    torch_install_t t;
+    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
+    torchload_bridge_name(&t, name, sizeof name);
+    snprintf(out, sizeof out, "%s/bridges", scratch());
+    mkdir_p(out);
+    snprintf(log, sizeof log, "%s/%s.log", out, name);
+    write_text(log, "an earlier failure\n");
+    use_fake_bridge();
+    ck_assert_int_eq(chmod(out, 0775), 0);
+    ck_assert_msg(gmshim_torch_bridge_build(torch, out, path, sizeof path) == -1 && calls_of("cxx-ok") == 0,
+                  "built into a group-writable directory (compiler ran %d times)", calls_of("cxx-ok"));
+    struct stat st;
+    ck_assert_msg(stat(log, &st) == 0, "the log in the untrusted directory was removed");
+    ck_assert_int_eq(chmod(out, 0755), 0);
+    ck_assert_msg(gmshim_torch_bridge_build(torch, out, path, sizeof path) == 0 && calls_of("cxx-ok") == 1,
+                  "not built again by name (compiler ran %d times)", calls_of("cxx-ok"));
+    ck_assert_msg(stat(log, &st) != 0 && stat(path, &st) == 0, "log left or no bridge at %s", path);
 }
 END_TEST
 
@@ -659,6 +686,7 @@ Suite *torchload_suite(void)
     tcase_add_test(ld, test_a_fork_during_a_bridge_build_leaves_a_child_that_exits);
     tcase_add_test(ld, test_a_failing_build_points_at_its_log);
     tcase_add_test(ld, test_a_failed_build_is_not_tried_again_by_the_next_process);
+    tcase_add_test(ld, test_a_build_by_name_tries_again_only_in_a_trusted_directory);
     tcase_add_test(ld, test_cuda_headers_without_crt_are_passed_over);
     tcase_add_test(ld, test_a_bridge_without_the_entry_point_is_refused);
     tcase_add_test(ld, test_callers_outside_pytorch_settle_nothing);
