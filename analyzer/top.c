@@ -3,6 +3,7 @@
  * growing, and steps per second; keys on a terminal. It only opens the logs read-only and never writes to them; every
  * figure is the model's (growth as `leaks` reports it), never computed a second way. */
 #include "commands.h"
+#include "leakwarn.h"
 #include "output.h"
 #include "ranks.h"
 #include "sites.h"
@@ -96,6 +97,23 @@ static double top_rate(const model_t *m, const model_dev_t *d, int sys)
     return (double)d->epoch[sys] / ((double)m->last_t / 1e9);
 }
 
+/* The early warning (common/leakwarn.c's rule, the shim's GMSHIM_WARN line) on the device's
+ * step lows, at the site growing most; NULL when the steps say no leak. */
+static const char *top_warning(const model_t *m, const model_dev_t *d, int sys, char *buf, size_t len)
+{
+    leakwarn_verdict_t v;
+    uint64_t cap = d->limit && (!d->total || d->limit < d->total) ? d->limit : d->total;
+    if (sys < 0 || !leakwarn_check(&d->warn[sys], cap, &v))
+        return NULL;
+    top_site_t *s;
+    char label[512] = "";
+    size_t n = top_sites(m, d->id, sys, TOP_SORT_GROWTH, &s);
+    if (n && s[0].growth)
+        site_label(m, s[0].site, label, sizeof label);
+    free(s);
+    return leakwarn_format(buf, len, d->id, &v, label);
+}
+
 /* ---- JSON ------------------------------------------------------------------------------------- */
 
 static void top_sites_json(json_t *j, const char *key, const model_t *m, const top_site_t *v, size_t n,
@@ -140,6 +158,11 @@ static void top_dev_json(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
     json_u64(j, "count", sys >= 0 ? d->epoch[sys] : 0);
     json_dbl(j, "per_second", top_rate(m, d, sys));
     json_obj_end(j);
+    char warn[768];
+    if (top_warning(m, d, sys, warn, sizeof warn))
+        json_str(j, "warning", warn);
+    else
+        json_null(j, "warning");
     top_site_t *v;
     size_t n = top_sites(m, d->id, sys, TOP_SORT_BYTES, &v);
     top_sites_json(j, "holding", m, v, n, c->top, 0);
@@ -203,6 +226,9 @@ static void top_dev_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d, i
                 top_rate(m, d, sys));
     else
         fprintf(c->out, "    steps: none yet (no marks, no low-water troughs)\n");
+    char warn[768];
+    if (top_warning(m, d, sys, warn, sizeof warn))
+        fprintf(c->out, "    %s%s%s\n", rep_red(), warn, rep_reset());
     top_site_t *v;
     size_t n = top_sites(m, d->id, sys, TOP_SORT_BYTES, &v);
     const char *per = sys == EPOCH_MARKS ? " (per mark)" : " (per low-water trough)";
