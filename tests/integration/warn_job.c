@@ -3,7 +3,8 @@
  * sampler sees each climb); jobs that must never be warned about: constant steps ("steady"), a
  * cache that fills for some steps then stays ("warmup"), steps of random sizes with marks
  * ("noisy-marks") and without ("noisy-troughs"). Run with FAKECUDA_MEM=1G; linked with
- * -rdynamic so that the shim names leak_step. Prints "oom at step N" or "done N steps". */
+ * -rdynamic so that the shim names leak_step. Prints "step N" at each step's start, then "oom at
+ * step N" or "done N steps", unbuffered: in order with the shim's warning on one pipe. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
     int leak = !strncmp(mode, "leak", 4), noisy = !strncmp(mode, "noisy", 5), warmup = !strcmp(mode, "warmup");
     void *weights, *state = NULL;
     srand(42);
+    setvbuf(stdout, NULL, _IONBF, 0); /* in order with the shim's stderr on one pipe */
     if (!mark || cudaMalloc(&weights, 64 * MiB) != cudaSuccess)
         return 1;
     size_t grow = 8 * MiB;
@@ -64,6 +66,7 @@ int main(int argc, char **argv)
     for (int step = 1; step <= steps; step++) {
         char label[32];
         snprintf(label, sizeof label, "step %d", step);
+        printf("%s\n", label);
         if (marks)
             mark(label);
         size_t sizes[6] = {32 * MiB, 32 * MiB, 8 * MiB};
