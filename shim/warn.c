@@ -155,9 +155,10 @@ static void *warn_main(void *arg)
             next.tv_sec++;
         }
         pthread_mutex_lock(&W.lock);
-        while (!W.stop && !W.done && pthread_cond_timedwait(&W.wake, &W.lock, &next) == 0)
+        while (!__atomic_load_n(&W.stop, __ATOMIC_ACQUIRE) && !W.done &&
+               pthread_cond_timedwait(&W.wake, &W.lock, &next) == 0)
             ;
-        int stop = W.stop || W.done;
+        int stop = __atomic_load_n(&W.stop, __ATOMIC_ACQUIRE) || W.done;
         pthread_mutex_unlock(&W.lock);
         if (stop || gm_state != GM_POOLED)
             break;
@@ -180,9 +181,10 @@ void warn_start(void)
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old); /* the host's signals go to the host's threads */
-        W.started = pthread_create(&W.thread, NULL, warn_main, NULL) == 0;
+        int ok = pthread_create(&W.thread, NULL, warn_main, NULL) == 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (!W.started)
+        __atomic_store_n(&W.started, ok, __ATOMIC_RELEASE);
+        if (!ok)
             W.done = 1; /* no thread, no troughs: marks alone would say less than promised */
     }
     pthread_mutex_unlock(&W.lock);
@@ -197,14 +199,13 @@ void warn_mark(void)
 
 void warn_stop(void)
 {
-    pthread_mutex_lock(&W.lock);
-    int started = W.started;
-    W.stop = 1;
-    W.started = 0;
+    /* No lock: exit may come from a handler of a signal that interrupted this module holding it;
+     * the thread sees the flag within a period. */
+    if (!__atomic_exchange_n(&W.started, 0, __ATOMIC_ACQ_REL))
+        return;
+    __atomic_store_n(&W.stop, 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&W.wake);
-    pthread_mutex_unlock(&W.lock);
-    if (started)
-        pthread_join(W.thread, NULL);
+    pthread_join(W.thread, NULL);
 }
 
 void warn_forget(void)
