@@ -1,12 +1,14 @@
 /* GMSHIM_WARN (shim/warn.c), under the preload on the fake runtime: a job leaking 16 MiB a step,
  * with marks and without, is warned once, before its OOM, naming the leaking function and giving
  * a sane estimate; steady jobs (constant steps, a cache that fills then stays, random sizes with
- * and without marks) never are; nothing is said unless asked; no log, no crash. */
+ * and without marks) never are; nothing is said unless asked; no log, no crash; from Python, the
+ * line. */
 #include "suites.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define WARN_LINE "leak suspected on device 0: +16.0 MiB per step at "
 
@@ -98,6 +100,44 @@ START_TEST(test_without_a_log_the_warning_names_no_site)
 }
 END_TEST
 
+/* From Python, the site is the line: train_step at the marked line of pywarn.py. */
+START_TEST(test_a_python_leak_names_its_function_and_line)
+{
+    static const char *const pythons[] = {
+        "/root/.pyenv/versions/3.13.0/bin/python3.13", "/root/.pyenv/versions/3.12.1/bin/python3.12",
+        "/root/.pyenv/versions/3.11.7/bin/python3.11", "/usr/bin/python3.13", "/usr/bin/python3.12",
+        "/usr/bin/python3.11"};
+    const char *python = NULL;
+    for (size_t i = 0; i < sizeof pythons / sizeof *pythons && !python; i++)
+        if (access(pythons[i], X_OK) == 0)
+            python = pythons[i];
+    if (!python)
+        return; /* no CPython whose frames gmshim reads: nothing to check here */
+    static char src[8192];
+    FILE *f = fopen("tests/integration/pywarn.py", "r");
+    ck_assert_msg(f != NULL, "tests/integration/pywarn.py is missing (run from the repository root)");
+    src[fread(src, 1, sizeof src - 1, f)] = 0;
+    fclose(f);
+    const char *at = strstr(src, "# LEAK_LINE");
+    ck_assert_msg(at != NULL, "pywarn.py has no LEAK_LINE");
+    unsigned line = 1;
+    for (const char *p = src; p < at; p++)
+        line += *p == '\n';
+    char fake[4096], want[128];
+    snprintf(fake, sizeof fake, "FAKE_CUDART=%s", build_path("fake/libcudart.so.13"));
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_WARN=1", fake, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    const char *argv[] = {python, "tests/integration/pywarn.py", NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", python, rc, out);
+    snprintf(want, sizeof want, WARN_LINE "train_step (pywarn.py:%u); at this rate", line);
+    const char *w = strstr(out, want), *oom = strstr(out, "oom at step");
+    ck_assert_msg(w && oom && w < oom && count_of(out, "leak suspected") == 1, "not one '%s' before the OOM:\n%s",
+                  want, out);
+    free(out);
+}
+END_TEST
+
 Suite *warn_suite(void)
 {
     Suite *s = suite_create("warn");
@@ -108,6 +148,7 @@ Suite *warn_suite(void)
     tcase_add_test(tc, test_steady_jobs_are_never_warned);
     tcase_add_test(tc, test_nothing_is_said_unless_asked);
     tcase_add_test(tc, test_without_a_log_the_warning_names_no_site);
+    tcase_add_test(tc, test_a_python_leak_names_its_function_and_line);
     suite_add_tcase(s, tc);
     return s;
 }
