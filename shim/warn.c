@@ -31,6 +31,7 @@ typedef struct warn_dev {
     leakwarn_trough_t tr;
     gm_site_bytes_t *snap;        /* live bytes per site when the rise was half way there */
     size_t nsnap;
+    uint32_t snap_step;           /* steps[] count then: a snapshot older than a window is taken again */
 } warn_dev_t;
 
 static struct {
@@ -79,12 +80,17 @@ static void judge(gm_device_t *d, warn_dev_t *w, int sys)
         snap_drop(w);
         return;
     }
-    if (!w->snap)
-        w->nsnap = device_site_bytes(d, &w->snap);
     leakwarn_verdict_t v;
     size_t cap = device_limit(d) ? device_limit(d) : d->total;
-    if (!leakwarn_check(&w->steps[sys], cap, &v))
+    if (!leakwarn_check(&w->steps[sys], cap, &v)) {
+        if (w->snap && w->steps[sys].steps - w->snap_step > LEAKWARN_RISES)
+            snap_drop(w); /* growth since then would count a warm-up long past */
+        if (!w->snap) {
+            w->nsnap = device_site_bytes(d, &w->snap);
+            w->snap_step = w->steps[sys].steps;
+        }
         return;
+    }
     char site[256] = "", line[512];
     uint32_t id = grew_most(d, w);
     if (id)
