@@ -4,6 +4,7 @@
 #ifndef GM_MODEL_H
 #define GM_MODEL_H
 
+#include "leakwarn.h"
 #include "reader.h"
 #include "torch_events.h"
 
@@ -248,8 +249,8 @@ typedef struct model_dev {
     uint64_t epoch_start[2];
     uint64_t ep_min[2];
     model_series_t lowwater[2];
-    int tr_up;
-    uint64_t tr_lo, tr_lo_t, tr_hi;
+    leakwarn_t warn[2];                        /* the last steps' lows, for the early warning */
+    leakwarn_trough_t tr;                      /* the trough under way (common/leakwarn.h's rule) */
     model_bucket_t *tl;
 } model_dev_t;
 

@@ -44,8 +44,10 @@ model_series_t model_dev_series(const model_t *m, const model_dev_t *d, int sys)
 
 void model_dev_close_epoch(model_dev_t *d, int sys, uint64_t start)
 {
-    if (d->epoch[sys] > 0)
+    if (d->epoch[sys] > 0) {
         series_add(&d->lowwater[sys], d->ep_min[sys], 1);
+        leakwarn_step(&d->warn[sys], d->ep_min[sys], start);
+    }
     d->epoch[sys]++;
     d->epoch_start[sys] = start;
     d->ep_min[sys] = d->allocated;

@@ -168,25 +168,8 @@ static inline void dev_track(model_dev_t *d, uint64_t t)
         d->ep_min[0] = a;
     if (a < d->ep_min[1])
         d->ep_min[1] = a;
-    uint64_t thr = d->peak_allocated / 10;
-    if (thr < 4096)
-        thr = 4096;
-    if (d->tr_up) {
-        if (a > d->tr_hi) {
-            d->tr_hi = a;
-        } else if (a + thr <= d->tr_hi) {
-            d->tr_up = 0;
-            d->tr_lo = a;
-            d->tr_lo_t = t;
-        }
-    } else if (a < d->tr_lo) {
-        d->tr_lo = a;
-        d->tr_lo_t = t;
-    } else if (a >= d->tr_lo + thr) {
-        model_dev_close_epoch(d, EPOCH_TROUGHS, d->tr_lo_t);
-        d->tr_up = 1;
-        d->tr_hi = a;
-    }
+    if (leakwarn_trough_feed(&d->tr, a, d->peak_allocated, t))
+        model_dev_close_epoch(d, EPOCH_TROUGHS, d->tr.lo_t);
 }
 
 /* ---- model_defs.c: sites, strings, modules; the statistics of (device, site) ---- */

@@ -27,7 +27,7 @@ model_dev_t *model_get_dev(model_t *m, unsigned id)
         model_die_oom();
     d->id = (int)id;
     d->present = 1;
-    d->tr_up = 1; /* the first trough needs a fall first: a run that only grows has none */
+    leakwarn_trough_init(&d->tr);
     map_init(&d->segmap, 64);
     m->dev[id] = d;
     if ((int)id + 1 > m->ndev)
@@ -341,7 +341,7 @@ static void on_cut(model_t *m, const rd_rec_t *r)
         d->ooms = c->ooms;
     }
     d->ep_min[0] = d->ep_min[1] = d->allocated;
-    d->tr_hi = d->allocated;
+    d->tr.hi = d->allocated;
     if (m->flags & MODEL_TIMELINE)
         tl_note(m, d, r->t);
 }

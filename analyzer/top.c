@@ -3,9 +3,11 @@
  * growing, and steps per second; keys on a terminal. It only opens the logs read-only and never writes to them; every
  * figure is the model's (growth as `leaks` reports it), never computed a second way. */
 #include "commands.h"
+#include "leakwarn.h"
 #include "output.h"
 #include "ranks.h"
 #include "sites.h"
+#include "top_pid.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -96,6 +98,23 @@ static double top_rate(const model_t *m, const model_dev_t *d, int sys)
     return (double)d->epoch[sys] / ((double)m->last_t / 1e9);
 }
 
+/* The early warning (common/leakwarn.c's rule, the shim's GMSHIM_WARN line) on the device's
+ * step lows, at the site growing most; NULL when the steps say no leak. */
+static const char *top_warning(const model_t *m, const model_dev_t *d, int sys, char *buf, size_t len)
+{
+    leakwarn_verdict_t v;
+    uint64_t cap = d->limit && (!d->total || d->limit < d->total) ? d->limit : d->total;
+    if (sys < 0 || !leakwarn_check(&d->warn[sys], cap, &v))
+        return NULL;
+    top_site_t *s;
+    char label[512] = "";
+    size_t n = top_sites(m, d->id, sys, TOP_SORT_GROWTH, &s);
+    if (n && s[0].growth)
+        site_label(m, s[0].site, label, sizeof label);
+    free(s);
+    return leakwarn_format(buf, len, d->id, &v, label);
+}
+
 /* ---- JSON ------------------------------------------------------------------------------------- */
 
 static void top_sites_json(json_t *j, const char *key, const model_t *m, const top_site_t *v, size_t n,
@@ -140,6 +159,11 @@ static void top_dev_json(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
     json_u64(j, "count", sys >= 0 ? d->epoch[sys] : 0);
     json_dbl(j, "per_second", top_rate(m, d, sys));
     json_obj_end(j);
+    char warn[768];
+    if (top_warning(m, d, sys, warn, sizeof warn))
+        json_str(j, "warning", warn);
+    else
+        json_null(j, "warning");
     top_site_t *v;
     size_t n = top_sites(m, d->id, sys, TOP_SORT_BYTES, &v);
     top_sites_json(j, "holding", m, v, n, c->top, 0);
@@ -203,6 +227,9 @@ static void top_dev_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d, i
                 top_rate(m, d, sys));
     else
         fprintf(c->out, "    steps: none yet (no marks, no low-water troughs)\n");
+    char warn[768];
+    if (top_warning(m, d, sys, warn, sizeof warn))
+        fprintf(c->out, "    %s%s%s\n", rep_red(), warn, rep_reset());
     top_site_t *v;
     size_t n = top_sites(m, d->id, sys, TOP_SORT_BYTES, &v);
     const char *per = sys == EPOCH_MARKS ? " (per mark)" : " (per low-water trough)";
@@ -312,14 +339,16 @@ static const char *top_keys_line(const top_view_t *w)
 /* ---- the command ------------------------------------------------------------------------------ */
 
 static const char top_usage[] =
-    "usage: gmshim top [--once] [--interval S] [--count N] [--top N] [--json] LOG|DIR...\n"
+    "usage: gmshim top [--once] [--interval S] [--count N] [--top N] [--json] LOG|DIR|PID...\n"
     "\n"
-    "Follows logs while their jobs run (a log, or a job directory: every rank's *.gmlog in it) and\n"
-    "shows, every S seconds, per device: allocated and reserved now, the peaks so far, the steps\n"
-    "(marks, else low-water troughs) and steps per second of log time, the call sites holding the\n"
-    "most bytes and the sites growing from step to step (`gmshim leaks`' growth, per step). The\n"
-    "logs are only read, never written: the jobs go on undisturbed. Each sample reads the logs\n"
-    "again from the start.\n"
+    "Follows logs while their jobs run (a log, a job directory: every rank's *.gmlog in it, or a\n"
+    "running process by its PID: the log it has open) and shows, every S seconds, per device:\n"
+    "allocated and reserved now, the peaks so far, the steps (marks, else low-water troughs) and\n"
+    "steps per second of log time, the call sites holding the most bytes and the sites growing from\n"
+    "step to step (`gmshim leaks`' growth, per step). When the steps' low-water marks rise steadily\n"
+    "(GMSHIM_WARN's rule) a line says \"leak suspected\": the growth per step, the site growing\n"
+    "most, and when the device is full at that rate. The logs are only read, never written: the\n"
+    "jobs go on undisturbed. Each sample reads the logs again from the start.\n"
     "\n"
     "On a terminal the view is redrawn in place; otherwise (a pipe, a file) each sample is printed\n"
     "after the last, separated by a blank line (one JSON object a line with --json). Keys on a\n"
@@ -332,7 +361,8 @@ static const char top_usage[] =
     "  -j, --json      one JSON object per sample, one a line\n"
     "  -h, --help      this text\n"
     "\n"
-    "Exit status: 0, 1 when a log cannot be read or a bad option, 2 when a log is damaged (partial).\n";
+    "Exit status: 0, 1 when a log cannot be read or a bad option, 2 when a log is damaged (partial) or\n"
+    "a process named by its PID has no log open.\n";
 
 static int top_opt(cli_ctx_t *c, void *st, int key, const char *val)
 {
@@ -443,6 +473,8 @@ static void top_wait(double secs, top_view_t *w)
     }
 }
 
+static int top_follow(cli_ctx_t *c, const top_opts_t *op);
+
 int cmd_top(int argc, char **argv)
 {
     static const cli_opt_t opts[] = {
@@ -457,12 +489,36 @@ int cmd_top(int argc, char **argv)
     int rc = cli_parse_args(&c, argc, argv, opts, top_opt, &o, top_usage, CLI_ARGS_LOGS | CLI_ARGS_RUNS);
     if (rc >= 0)
         return rc;
+    char **found = calloc((size_t)c.nargs + 1, sizeof *found); /* PIDs' logs, freed at the end */
+    for (int i = 0; found && i < c.nargs; i++) {
+        int r = top_pid_resolve(c.args[i], &found[i]);
+        if (r < 0) {
+            for (int k = 0; k < i; k++)
+                free(found[k]);
+            free(found);
+            return cli_finish(&c, CLI_PARTIAL);
+        }
+        if (r > 0)
+            c.args[i] = found[i];
+    }
+    rc = top_follow(&c, &o);
+    for (int i = 0; found && i < c.nargs; i++)
+        free(found[i]);
+    free(found);
+    return rc;
+}
+
+/* Samples until --count, --once, q or a signal says stop. */
+static int top_follow(cli_ctx_t *c, const top_opts_t *op)
+{
+    top_opts_t o = *op;
+    int rc = CLI_OK;
     if (o.once && o.count_set && o.count != 1) {
         fprintf(stderr, "gmshim top: --once and --count %u ask for different numbers of samples\n", o.count);
-        return cli_finish(&c, CLI_FAIL);
+        return cli_finish(c, CLI_FAIL);
     }
     unsigned count = o.once ? 1 : o.count;
-    int term = !c.json && isatty(STDOUT_FILENO);
+    int term = !c->json && isatty(STDOUT_FILENO);
     struct sigaction sa = {.sa_handler = top_on_signal};
     sigemptyset(&sa.sa_mask);
     if (count != 1) {
@@ -474,17 +530,17 @@ int cmd_top(int argc, char **argv)
     top_view_t w = {.sort = TOP_SORT_BYTES, .dev = -1, .rank = -1};
     for (unsigned s = 1; !top_stop; s++) {
         if (term && count != 1) /* --once prints in place, as any report */
-            fputs("\033[H\033[2J", c.out);
-        else if (s > 1 && !c.json)
-            fputc('\n', c.out);
-        if (!c.json && count != 1)
-            fprintf(c.out, "%sgmshim top%s  sample %u, every %g s%s\n", rep_bold(), rep_reset(), s, o.interval,
+            fputs("\033[H\033[2J", c->out);
+        else if (s > 1 && !c->json)
+            fputc('\n', c->out);
+        if (!c->json && count != 1)
+            fprintf(c->out, "%sgmshim top%s  sample %u, every %g s%s\n", rep_bold(), rep_reset(), s, o.interval,
                     top_raw ? top_keys_line(&w) : "");
-        rc = top_sample(&c, s, &w);
-        if (ferror(c.out) || (count && s >= count))
+        rc = top_sample(c, s, &w);
+        if (ferror(c->out) || (count && s >= count))
             break;
         top_wait(o.interval, &w);
     }
     top_restore();
-    return cli_finish(&c, rc);
+    return cli_finish(c, rc);
 }

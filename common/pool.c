@@ -476,6 +476,7 @@ static void leave_live(gm_heap_t *heap, gm_block_t *b)
 {
     gm_stat_sub(&heap->stats->allocated, b->size);
     gm_stat_sub(&heap->stats->requested, b->requested);
+    pool_stats_note_low(heap->stats);
 }
 
 void pool_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns)

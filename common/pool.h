@@ -106,7 +106,17 @@ typedef struct gm_bins {
 /* Byte and event figures shared by every heap of a device. */
 typedef struct gm_pool_stats {
     gm_stat_t requested, allocated, reserved, cached, pending;
+    /* The least `allocated` since its reader (the shim's GMSHIM_WARN) last set it back to
+     * UINT64_MAX: a step's low-water mark, kept where the free already writes the figure. */
+    unsigned long long allocated_low;
 } gm_pool_stats_t;
+
+/* After `allocated` went down: its low-water mark follows (a compare on the line just written). */
+static inline void pool_stats_note_low(gm_pool_stats_t *s)
+{
+    if (s->allocated.current < s->allocated_low)
+        s->allocated_low = s->allocated.current;
+}
 
 struct gm_heap {
     gm_bins_t bins[2];        /* [0] large segments, [1] small segments */

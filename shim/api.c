@@ -7,6 +7,7 @@
 #include "gmshim.h"
 #include "init.h"
 #include "slowpath.h"
+#include "warn.h"
 
 #include <string.h>
 
@@ -18,7 +19,9 @@ static int api_in_child(void)
 GM_EXPORT int gmshim_mark(const char *label)
 {
     gm_init();
-    return evlog_mark(label ? label : "", 0);
+    int rc = evlog_mark(label ? label : "", 0);
+    warn_mark();
+    return rc;
 }
 
 GM_EXPORT int gmshim_phase_end(const char *label)

@@ -51,6 +51,7 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
     a->index = index;
     mutex_init_plain(&a->lock);
     pool_init(&a->general, &a->bytes, NULL);
+    a->bytes.allocated_low = UINT64_MAX; /* no reading yet: the figure itself */
     pool_set_max_split(&a->general, max_split_for(d));
     HASH_ADD(hh, a->live, ptr, sizeof a->sentinel.ptr, &a->sentinel);
     return a;
@@ -398,6 +399,66 @@ static void stat_sum(gmshim_stat_t *to, const gm_stat_t *from)
     to->current += from->current;
     to->peak += from->peak; /* with one arena exact; with several an upper bound */
     to->total += from->total;
+}
+
+void device_take_low(gm_device_t *d, uint64_t *low, uint64_t *now)
+{
+    uint64_t lo = 0, cur = 0;
+    int n = device_narenas(d);
+    for (int i = 0; i < n; i++) {
+        gm_arena_t *a = d->arenas[i];
+        pthread_mutex_lock(&a->lock);
+        uint64_t c = a->bytes.allocated.current, l = a->bytes.allocated_low;
+        lo += l < c ? l : c;
+        cur += c;
+        a->bytes.allocated_low = UINT64_MAX;
+        pthread_mutex_unlock(&a->lock);
+    }
+    *low = lo;
+    *now = cur;
+}
+
+static int site_bytes_cmp(const void *x, const void *y)
+{
+    const gm_site_bytes_t *a = x, *b = y;
+    return a->site < b->site ? -1 : a->site > b->site;
+}
+
+size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out)
+{
+    size_t want = 0, n = 0;
+    int narenas = device_narenas(d);
+    for (int i = 0; i < narenas; i++) {
+        pthread_mutex_lock(&d->arenas[i]->lock);
+        want += HASH_COUNT(d->arenas[i]->live);
+        pthread_mutex_unlock(&d->arenas[i]->lock);
+    }
+    want += want / 4 + 64; /* blocks made meanwhile; any beyond are left out */
+    gm_site_bytes_t *v = malloc(want * sizeof *v); /* never under an arena lock: the host waits less */
+    *out = v;
+    if (!v)
+        return 0;
+    for (int i = 0; i < narenas; i++) {
+        gm_arena_t *a = d->arenas[i];
+        gm_block_t *b, *tmp;
+        pthread_mutex_lock(&a->lock);
+        HASH_ITER(hh, a->live, b, tmp) {
+            if (n == want)
+                break;
+            if (b != &a->sentinel && b->tc != GM_TC_CACHED)
+                v[n++] = (gm_site_bytes_t){b->site, b->size};
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    qsort(v, n, sizeof *v, site_bytes_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && v[m - 1].site == v[i].site)
+            v[m - 1].bytes += v[i].bytes;
+        else
+            v[m++] = v[i];
+    }
+    return m;
 }
 
 void device_get_stats(gm_device_t *d, gmshim_stats_t *out)

@@ -39,6 +39,17 @@ void device_forget(gm_device_t *d);
  * held from now on), -1 if it lies in a growable range (CUDA refuses it; nothing held), else 0. */
 int device_ipc_export(gm_device_t *d, void *ptr, int *found);
 void device_get_stats(gm_device_t *d, gmshim_stats_t *out);
+/* GMSHIM_WARN's readings (warn.c), each arena's lock taken in turn, briefly. The least allocated
+ * bytes since the last reading (the sum of each arena's least: exact with one arena, a lower
+ * bound with more) and the bytes allocated now; each arena's low-water mark starts again. */
+void device_take_low(gm_device_t *d, uint64_t *low, uint64_t *now);
+/* The bytes of the blocks the program holds (a thread's cached blocks left out), per call site,
+ * sorted by site into *out (malloc'd, the caller frees it; NULL on failure): how many sites. */
+typedef struct gm_site_bytes {
+    uint32_t site;
+    uint64_t bytes;
+} gm_site_bytes_t;
+size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out);
 /* gmshim_set_limit: the cap on device `id` (0 = none); releases cache above it. */
 int device_set_limit(int id, size_t bytes);
 

@@ -13,6 +13,7 @@
 #include "torchev.h"
 #include "torchload.h"
 #include "trim.h"
+#include "warn.h"
 #include "clock.h"
 
 #include <pthread.h>
@@ -65,6 +66,7 @@ static void fork_child(void)
      * the loader's locks, copied held into this child (gm_init returns at once here). */
     evlog_abandon();
     trim_forget();
+    warn_forget();
     __atomic_store_n(&gm_state, GM_CHILD, __ATOMIC_RELEASE);
 }
 
@@ -81,6 +83,7 @@ static void at_exit(void)
     if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)
         return;
     trim_stop();
+    warn_stop();
     stacks_note_totals();
     evlog_close(GMLOG_CLOSE_EXIT);
 }
@@ -119,6 +122,7 @@ static void init_impl(void)
     __atomic_store_n(&gm_state, pooled ? GM_POOLED : GM_PASSTHROUGH, __ATOMIC_RELEASE);
     if (pooled)
         trim_start();
+        warn_start();
 }
 
 void gm_init(void)

@@ -113,6 +113,10 @@ static option_row_t table[GM_OPT__COUNT] = {
         .doc = "most bytes of freed blocks of up to 1 MiB each thread keeps per device for its own next "
         "requests of the same size, reused without a lock once their fence completed; the pool takes "
         "them back before it grows, empties its cache or trims; 0 = no thread caches", .max = SIZE_MAX_OPT},
+    [GM_OPT_WARN] = {.name = "GMSHIM_WARN", .kind = GM_KIND_BOOL, .default_text = "0",
+        .doc = "print once to stderr when a device's low-water mark rises step after step (marks, else "
+        "troughs of allocated bytes): the growth per step, the call site growing most, and when the "
+        "device is full at that rate", .max = 1},
 };
 
 int options_parse_bool(const char *s, long long *out)

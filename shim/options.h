@@ -29,6 +29,7 @@ typedef enum gm_option {
     GM_OPT_SEGMENTS,
     GM_OPT_CLOCK,
     GM_OPT_THREAD_CACHE,
+    GM_OPT_WARN,
     GM_OPT__COUNT
 } gm_option_t;
 

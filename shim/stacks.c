@@ -10,7 +10,9 @@
 #include "pyframes.h"
 #include "stackwalk.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,18 @@ typedef struct idmap {
     size_t cap, count;
 } idmap_t;
 
-static int native_depth, py_depth, enabled, use_tables;
+static int native_depth, py_depth, enabled, use_tables, keep_labels;
+
+/* GMSHIM_WARN names the site growing most (stacks_describe): what it needs of each site is kept
+ * when the site is first seen, since its code objects may be gone by then. */
+#define LABEL_PCS 4
+typedef struct site_label {
+    uintptr_t pc[LABEL_PCS];  /* the first native frames (gmshim's own left out) */
+    uint32_t line;            /* the innermost Python frame's line; 0: no Python frame */
+    char file[96], func[64];
+} site_label_t;
+static site_label_t *labels;  /* by site id, under `lock` */
+static size_t labels_cap;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static idmap_t sites, strings;
 static uint32_t next_site = 1, next_string = 1;
@@ -106,6 +119,7 @@ void stacks_init(void)
     py_depth = pd < 0 ? 0 : pd > MAX_PY ? MAX_PY : (int)pd;
     use_tables = strcmp(options_get_str(GM_OPT_UNWIND), "backtrace") != 0;
     enabled = evlog_enabled() && (native_depth > 0 || py_depth > 0);
+    keep_labels = enabled && options_get(GM_OPT_WARN);
     if (!enabled)
         return;
     if (pthread_key_create(&tcache_key, tcache_free) != 0) {
@@ -145,21 +159,47 @@ static uint32_t string_id(const char *s)
 
 /* Names of a code object, read now (the site key uses names, not addresses, since a freed
  * code object's address can be reused). Lock held. */
-static void code_names(uintptr_t code, uint32_t *file, uint32_t *func)
+static void code_names(uintptr_t code, uint32_t *file, uint32_t *func, site_label_t *label)
 {
     char fname[1024], qname[512];
     pyframes_describe(code, fname, sizeof fname, qname, sizeof qname);
     *file = string_id(fname);
     *func = string_id(qname);
+    if (label) {
+        const char *base = strrchr(fname, '/');
+        snprintf(label->file, sizeof label->file, "%.95s", base ? base + 1 : fname);
+        snprintf(label->func, sizeof label->func, "%.63s", qname);
+    }
+}
+
+/* What stacks_describe needs of a new site, when GMSHIM_WARN asks for it. Lock held. */
+static site_label_t *label_slot(uint32_t id)
+{
+    if (!keep_labels)
+        return NULL;
+    if (id >= labels_cap) {
+        size_t cap = labels_cap ? labels_cap * 2 : 256;
+        while (cap <= id)
+            cap *= 2;
+        site_label_t *v = realloc(labels, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        memset(v + labels_cap, 0, (cap - labels_cap) * sizeof *v);
+        labels = v;
+        labels_cap = cap;
+    }
+    return &labels[id];
 }
 
 static uint32_t intern(void *const *pcs, int n, const gm_pyframe_raw_t *py, int npy)
 {
     pthread_mutex_lock(&lock);
     gmlog_pyframe_t pyf[MAX_PY];
+    site_label_t label;
+    memset(&label, 0, sizeof label);
     uint64_t key = 0x51ed270b27d4d1c3ull;
     for (int i = 0; i < npy; i++) {
-        code_names(py[i].code, &pyf[i].file, &pyf[i].function);
+        code_names(py[i].code, &pyf[i].file, &pyf[i].function, keep_labels && !i ? &label : NULL);
         pyf[i].line = (uint32_t)pyframes_line(&py[i]);
         pyf[i].reserved = 0;
         key = mix(key, ((uint64_t)pyf[i].file << 32) | pyf[i].function);
@@ -181,6 +221,13 @@ static uint32_t intern(void *const *pcs, int n, const gm_pyframe_raw_t *py, int 
     uint32_t id = found ? *found : 0;
     if (!id) {
         id = next_site++;
+        site_label_t *slot = label_slot(id);
+        if (slot) {
+            label.line = npy ? pyf[0].line : 0;
+            for (int i = 0; i < n && i < LABEL_PCS; i++)
+                label.pc[i] = (uintptr_t)pcs[i];
+            *slot = label;
+        }
         if (idmap_put(&sites, key, id) == 0) {
             uint8_t tail[MAX_NATIVE * 8 + MAX_PY * sizeof(gmlog_pyframe_t)];
             memcpy(tail, frames, (size_t)n * 8);
@@ -313,6 +360,55 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
     if (memo && id)
         stackwalk_remember(id);
     return id;
+}
+
+/* Libraries between the program and the allocation (the framework, the CUDA stack): a native
+ * site is named by the first frame outside them. */
+static int framework_object(const char *path)
+{
+    static const char *const prefixes[] = {"libtorch", "libc10", "libcuda", "libcudart", "libcublas", "libcudnn",
+                                           "libnccl", "libgmshim"};
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(b, prefixes[i], strlen(prefixes[i])))
+            return 1;
+    return 0;
+}
+
+const char *stacks_describe(uint32_t site, char *buf, size_t len)
+{
+    site_label_t l;
+    int have = 0;
+    pthread_mutex_lock(&lock);
+    if (site && site < labels_cap) {
+        l = labels[site];
+        have = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    buf[0] = 0;
+    if (!have)
+        return buf;
+    if (l.line) {
+        snprintf(buf, len, "%s (%s:%u)", l.func, l.file, l.line);
+        return buf;
+    }
+    /* Named now, not when first seen: dladdr takes the loader's lock, never inside a hook. */
+    for (int i = 0; i < LABEL_PCS && l.pc[i]; i++) {
+        Dl_info info;
+        if (!dladdr((void *)(l.pc[i] - 1), &info) || !info.dli_fname)
+            continue;
+        if (framework_object(info.dli_fname) && i + 1 < LABEL_PCS && l.pc[i + 1])
+            continue;
+        const char *obj = strrchr(info.dli_fname, '/');
+        obj = obj ? obj + 1 : info.dli_fname;
+        if (info.dli_sname)
+            snprintf(buf, len, "%s (%s)", info.dli_sname, obj);
+        else
+            snprintf(buf, len, "%s+0x%lx", obj, (unsigned long)(l.pc[i] - (uintptr_t)info.dli_fbase));
+        return buf;
+    }
+    return buf;
 }
 
 void stacks_note_totals(void)

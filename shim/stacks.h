@@ -3,6 +3,7 @@
 #ifndef GM_STACKS_H
 #define GM_STACKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 void stacks_init(void);
@@ -22,6 +23,11 @@ uint32_t stacks_site_skip(int (*skip)(uintptr_t pc));
 uint32_t stacks_site_from_skip(const void *caller, int (*skip)(uintptr_t pc));
 /* GMSHIM_VERBOSE: how many native walks were answered from memory (at exit). */
 void stacks_note_totals(void);
+/* A site named as the reports name it: "func (file.py:42)" from its innermost Python frame, else
+ * "symbol (object)" or "object+0xoffset" of its first frame outside the framework's and CUDA's
+ * libraries; "" when unknown (kept only under GMSHIM_WARN). Not for the hooks: it may take the
+ * loader's lock. */
+const char *stacks_describe(uint32_t site, char *buf, size_t len);
 /* The id of an interned string (written to the log once as a GMLOG_STRING); 0 on failure. */
 uint32_t stacks_intern_string(const char *s);
 

@@ -47,6 +47,8 @@ int main(void)
     srunner_add_suite(sr, objects_suite());
     srunner_add_suite(sr, requester_suite());
     srunner_add_suite(sr, trim_suite());
+    srunner_add_suite(sr, warn_suite());
+    srunner_add_suite(sr, leakwarn_suite());
     srunner_add_suite(sr, cupti_suite());
     srunner_add_suite(sr, evlog_suite());
     srunner_add_suite(sr, cut_suite());

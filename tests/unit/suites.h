@@ -44,6 +44,8 @@ Suite *modules_suite(void);
 Suite *objects_suite(void);
 Suite *requester_suite(void);
 Suite *trim_suite(void);
+Suite *warn_suite(void);
+Suite *leakwarn_suite(void);
 Suite *cupti_suite(void);
 Suite *evlog_suite(void);
 Suite *cut_suite(void);

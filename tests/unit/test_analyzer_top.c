@@ -1,7 +1,7 @@
 /* gmshim top (analyzer/top.c): --once --json over a log still being written by a program under
  * the preload (then killed), over a finished log (the same figures as summary and leaks), over a
  * wrapped log; the repeated samples of --count when stdout is not a terminal; the keys on a pty;
- * bad input. */
+ * bad input; the leak warning; a running process named by its PID. */
 #include "suites.h"
 #include "testlog.h"
 #include "test_analyzer_cli.h"
@@ -373,6 +373,93 @@ START_TEST(test_sigterm_on_a_terminal_restores_it)
 }
 END_TEST
 
+/* A job that leaks 16 MiB a step (tests/integration/warn_job.c), logged without GMSHIM_WARN: top
+ * says what the shim would have said, by the same rule, at the line's function; a steady job's
+ * sample has no warning. */
+START_TEST(test_once_shows_the_leak_warning_of_a_leaking_log_only)
+{
+    char leak[512], steady[512], env1[600], env2[600];
+    snprintf(leak, sizeof leak, "%s/leak.gmlog", temp_dir());
+    snprintf(steady, sizeof steady, "%s/steady.gmlog", temp_dir());
+    snprintf(env1, sizeof env1, "GMSHIM_LOG=%s", leak);
+    snprintf(env2, sizeof env2, "GMSHIM_LOG=%s", steady);
+    const char *envs[][3] = {{"FAKECUDA_MEM=1G", env1, NULL}, {"FAKECUDA_MEM=1G", env2, NULL}};
+    const char *modes[] = {"leak-marks", "steady"};
+    char *out = NULL;
+    int rc;
+    for (int i = 0; i < 2; i++) {
+        rc = run_built("tests/integration/warn_job", envs[i], modes[i], &out);
+        ck_assert_msg(rc == 0, "warn_job %s exited %d:\n%s", modes[i], rc, out);
+        free(out);
+    }
+    rc = gm(&out, "--color=never", "top", "--once", leak);
+    ck_assert_msg(rc == 0, "top exited %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "    leak suspected on device 0: +16.0 MiB per step at leak_step (warn_job.c:") &&
+                      strstr(out, "; at this rate the device is full in ~"),
+                  "no warning line for the leaking log:\n%s", out);
+    free(out);
+    rc = gm(&out, "--json", "top", "--once", leak);
+    ck_assert_msg(rc == 0 && strstr(out, "\"warning\":\"leak suspected on device 0: +16.0 MiB per step at leak_step"),
+                  "exit %d, no warning in the JSON:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "top", "--once", steady);
+    ck_assert_msg(rc == 0 && strstr(out, "\"warning\":null") && !strstr(out, "leak suspected"),
+                  "exit %d, a steady job warned:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* `top PID`: the log the process has open, whatever its name. */
+START_TEST(test_a_pid_names_the_log_its_process_has_open)
+{
+    char log[512], logenv[600], pid_arg[32];
+    snprintf(log, sizeof log, "%s/named-anyhow.bin", temp_dir());
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    const char *env[] = {logenv, "FAKECUDA_MEM=1G", NULL};
+    int fd;
+    pid_t pid = spawn_preloaded("tests/integration/top_live", env, &fd);
+    ck_assert_msg(pid > 0, "cannot start top_live: %s", strerror(errno));
+    char ready[128];
+    read_line(fd, ready, sizeof ready);
+    close(fd);
+    snprintf(pid_arg, sizeof pid_arg, "%d", (int)pid);
+    char *out = NULL;
+    int rc = gm(&out, "--json", "top", "--once", pid_arg);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    char want[600];
+    snprintf(want, sizeof want, "\"path\":\"%s\"", log);
+    ck_assert_msg(rc == 0 && strstr(out, want) && strstr(out, "\"closed\":false"), "exit %d, not %s:\n%s", rc, log, out);
+    free(out);
+    unlink(log);
+}
+END_TEST
+
+START_TEST(test_a_pid_without_a_log_exits_2_naming_it)
+{
+    pid_t pid = fork();
+    ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        pause();
+        _exit(0);
+    }
+    char pid_arg[32], want[128];
+    snprintf(pid_arg, sizeof pid_arg, "%d", (int)pid);
+    char *out = NULL;
+    int rc = gm(&out, "top", "--once", pid_arg);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    snprintf(want, sizeof want, "gmshim top: process %d has no gmshim log open", (int)pid);
+    ck_assert_msg(rc == 2 && strstr(out, want), "exit %d:\n%s", rc, out);
+    free(out);
+    /* the process is gone now */
+    rc = gm(&out, "top", "--once", pid_arg);
+    snprintf(want, sizeof want, "gmshim top: no process %d", (int)pid);
+    ck_assert_msg(rc == 2 && strstr(out, want), "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_top_suite(void)
 {
     Suite *s = suite_create("analyzer_top");
@@ -390,6 +477,9 @@ Suite *analyzer_top_suite(void)
     tcase_add_test(tc, test_an_unreadable_log_exits_1);
     tcase_add_test(tc, test_keys_on_a_terminal_sort_and_q_quits_restoring_the_terminal);
     tcase_add_test(tc, test_sigterm_on_a_terminal_restores_it);
+    tcase_add_test(tc, test_once_shows_the_leak_warning_of_a_leaking_log_only);
+    tcase_add_test(tc, test_a_pid_names_the_log_its_process_has_open);
+    tcase_add_test(tc, test_a_pid_without_a_log_exits_2_naming_it);
     suite_add_tcase(s, tc);
     return s;
 }

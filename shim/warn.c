@@ -1,0 +1,224 @@
+/* GMSHIM_WARN (warn.h): steps and their low-water marks per device, the rule of
+ * common/leakwarn.c, and the one line on stderr. It never runs inside a hook: its thread and
+ * gmshim_mark read the pools (each arena's lock, briefly) and it allocates only there; anything
+ * that fails leaves the warning out, never the program. */
+#include "warn.h"
+#include "devctx.h"
+#include "device.h"
+#include "diag.h"
+#include "leakwarn.h"
+#include "options.h"
+#include "stacks.h"
+#include "state.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { SYS_MARKS, SYS_TROUGHS };
+
+/* Marks describe a device's steps once there are this many (as `gmshim top` decides). */
+#define MARKS_NEEDED 3
+
+typedef struct warn_dev {
+    int seen;
+    uint64_t peak;                /* the most allocated bytes read */
+    uint64_t low[2];              /* the least since the step under way began, per system */
+    uint32_t marks;
+    leakwarn_t steps[2];
+    leakwarn_trough_t tr;
+    gm_site_bytes_t *snap;        /* live bytes per site when the rise was half way there */
+    size_t nsnap;
+    uint32_t snap_step;           /* steps[] count then: a snapshot older than a window is taken again */
+} warn_dev_t;
+
+static struct {
+    pthread_mutex_t lock;         /* the steps; taken before any arena lock, never under one */
+    pthread_cond_t wake;
+    int started, stop, done;      /* done: the warning was given (or cannot be) */
+    pthread_t thread;
+    warn_dev_t dev[GM_MAX_DEVICES];
+} W = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void snap_drop(warn_dev_t *w)
+{
+    free(w->snap);
+    w->snap = NULL;
+    w->nsnap = 0;
+}
+
+/* The site whose live bytes grew most since the snapshot; 0 when none grew (or no snapshot). */
+static uint32_t grew_most(gm_device_t *d, warn_dev_t *w)
+{
+    gm_site_bytes_t *now;
+    size_t n = device_site_bytes(d, &now);
+    uint32_t best = 0;
+    uint64_t most = 0;
+    for (size_t i = 0, j = 0; now && w->snap && i < n; i++) {
+        while (j < w->nsnap && w->snap[j].site < now[i].site)
+            j++;
+        uint64_t then = j < w->nsnap && w->snap[j].site == now[i].site ? w->snap[j].bytes : 0;
+        if (now[i].site && now[i].bytes > then && now[i].bytes - then > most) {
+            most = now[i].bytes - then;
+            best = now[i].site;
+        }
+    }
+    free(now);
+    return best;
+}
+
+/* A step of system `sys` ended on d: the site snapshot half way up a rise, the verdict at its top. */
+static void judge(gm_device_t *d, warn_dev_t *w, int sys)
+{
+    int use = w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
+    if (sys != use || W.done)
+        return;
+    unsigned rising = leakwarn_rising(&w->steps[sys]);
+    if (rising < LEAKWARN_RISES / 2) {
+        snap_drop(w);
+        return;
+    }
+    leakwarn_verdict_t v;
+    size_t cap = device_limit(d) ? device_limit(d) : d->total;
+    if (!leakwarn_check(&w->steps[sys], cap, &v)) {
+        if (w->snap && w->steps[sys].steps - w->snap_step > LEAKWARN_RISES)
+            snap_drop(w); /* growth since then would count a warm-up long past */
+        if (!w->snap) {
+            w->nsnap = device_site_bytes(d, &w->snap);
+            w->snap_step = w->steps[sys].steps;
+        }
+        return;
+    }
+    char site[256] = "", line[512];
+    uint32_t id = grew_most(d, w);
+    if (id)
+        stacks_describe(id, site, sizeof site);
+    diag_warn("%s", leakwarn_format(line, sizeof line, d->id, &v, site));
+    W.done = 1;
+    snap_drop(w);
+}
+
+/* One reading of d's pools; `mark`: a gmshim_mark ends the step of marks. W.lock held. */
+static void sample(gm_device_t *d, int mark)
+{
+    if (d->id < 0 || d->id >= GM_MAX_DEVICES)
+        return;
+    warn_dev_t *w = &W.dev[d->id];
+    uint64_t low, cur, t = gm_now_ns();
+    device_take_low(d, &low, &cur);
+    if (!w->seen) {
+        w->seen = 1;
+        leakwarn_trough_init(&w->tr);
+        w->low[SYS_MARKS] = w->low[SYS_TROUGHS] = low;
+    }
+    for (int s = 0; s < 2; s++)
+        if (low < w->low[s])
+            w->low[s] = low;
+    if (cur > w->peak)
+        w->peak = cur;
+    /* The least since the last reading came before the figure now: the trough, then the climb. */
+    int closed = leakwarn_trough_feed(&w->tr, low, w->peak, t);
+    closed |= leakwarn_trough_feed(&w->tr, cur, w->peak, t);
+    if (closed) {
+        leakwarn_step(&w->steps[SYS_TROUGHS], w->low[SYS_TROUGHS], t);
+        w->low[SYS_TROUGHS] = cur;
+        judge(d, w, SYS_TROUGHS);
+    }
+    if (mark) {
+        if (w->marks++)
+            leakwarn_step(&w->steps[SYS_MARKS], w->low[SYS_MARKS], t);
+        w->low[SYS_MARKS] = cur;
+        judge(d, w, SYS_MARKS);
+    }
+}
+
+static void sample_all(int mark)
+{
+    int depth = gm_depth;
+    gm_depth = 1; /* nothing below may come back through the hooks */
+    pthread_mutex_lock(&W.lock);
+    for (int i = 0; i < device_created_count() && !W.done; i++) {
+        gm_device_t *d = device_at(i);
+        if (d)
+            sample(d, mark);
+    }
+    pthread_mutex_unlock(&W.lock);
+    gm_depth = depth;
+}
+
+static void *warn_main(void *arg)
+{
+    (void)arg;
+    gm_depth = 1;
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (;;) {
+        next.tv_nsec += GM_WARN_PERIOD_MS * 1000000L;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_nsec -= 1000000000L;
+            next.tv_sec++;
+        }
+        pthread_mutex_lock(&W.lock);
+        while (!__atomic_load_n(&W.stop, __ATOMIC_ACQUIRE) && !W.done &&
+               pthread_cond_timedwait(&W.wake, &W.lock, &next) == 0)
+            ;
+        int stop = __atomic_load_n(&W.stop, __ATOMIC_ACQUIRE) || W.done;
+        pthread_mutex_unlock(&W.lock);
+        if (stop || gm_state != GM_POOLED)
+            break;
+        sample_all(0);
+    }
+    return NULL;
+}
+
+void warn_start(void)
+{
+    if (!options_get(GM_OPT_WARN))
+        return;
+    pthread_mutex_lock(&W.lock);
+    if (!W.started && !W.done) {
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&W.wake, &attr);
+        pthread_condattr_destroy(&attr);
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the host's signals go to the host's threads */
+        int ok = pthread_create(&W.thread, NULL, warn_main, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        __atomic_store_n(&W.started, ok, __ATOMIC_RELEASE);
+        if (!ok)
+            W.done = 1; /* no thread, no troughs: marks alone would say less than promised */
+    }
+    pthread_mutex_unlock(&W.lock);
+}
+
+void warn_mark(void)
+{
+    if (__atomic_load_n(&W.started, __ATOMIC_ACQUIRE) && !__atomic_load_n(&W.done, __ATOMIC_RELAXED) &&
+        gm_state == GM_POOLED)
+        sample_all(1);
+}
+
+void warn_stop(void)
+{
+    /* No lock: exit may come from a handler of a signal that interrupted this module holding it;
+     * the thread sees the flag within a period. */
+    if (!__atomic_exchange_n(&W.started, 0, __ATOMIC_ACQ_REL))
+        return;
+    __atomic_store_n(&W.stop, 1, __ATOMIC_RELEASE);
+    pthread_cond_signal(&W.wake);
+    pthread_join(W.thread, NULL);
+}
+
+void warn_forget(void)
+{
+    /* The parent's thread is not the child's, and its lock may have been copied held. */
+    pthread_mutex_init(&W.lock, NULL);
+    pthread_cond_init(&W.wake, NULL);
+    W.started = 0;
+    W.done = 1;
+}

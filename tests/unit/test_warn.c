@@ -1,0 +1,154 @@
+/* GMSHIM_WARN (shim/warn.c), under the preload on the fake runtime: a job leaking 16 MiB a step,
+ * with marks and without, is warned once, before its OOM, naming the leaking function and giving
+ * a sane estimate; steady jobs (constant steps, a cache that fills then stays, random sizes with
+ * and without marks) never are; nothing is said unless asked; no log, no crash; from Python, the
+ * line. */
+#include "suites.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WARN_LINE "leak suspected on device 0: +16.0 MiB per step at "
+
+static char *warn_run(const char *mode, const char *warn, const char *log)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", warn, log, NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/warn_job", env, mode, &out);
+    ck_assert_msg(rc == 0, "warn_job %s (%s) exited %d:\n%s", mode, warn, rc, out);
+    return out;
+}
+
+static unsigned count_of(const char *hay, const char *needle)
+{
+    unsigned n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* One warning, naming leak_step, printed during a step well before the OOM's, its steps left
+ * within the steps the job really had left. */
+static void check_leak_warned(const char *mode)
+{
+    char *out = warn_run(mode, "GMSHIM_WARN=1", NULL);
+    const char *w = strstr(out, WARN_LINE);
+    ck_assert_msg(w && count_of(out, "leak suspected") == 1, "%s: not one warning:\n%s", mode, out);
+    ck_assert_msg(!strncmp(w + strlen(WARN_LINE), "leak_step (warn_job)", 20), "%s: not leak_step's:\n%s", mode, w);
+    const char *oom = strstr(out, "oom at step ");
+    ck_assert_msg(oom && oom > w, "%s: no OOM after the warning:\n%s", mode, out);
+    unsigned oom_step = (unsigned)atoi(oom + strlen("oom at step "));
+    /* the last "step N" line before the warning: the step it came in */
+    unsigned warned_step = 0;
+    for (const char *p = out; (p = strstr(p, "step ")) && p < w; p += 5)
+        if (p == out || p[-1] == '\n')
+            warned_step = (unsigned)atoi(p + 5);
+    const char *left = strstr(w, "device is full in ~");
+    const char *paren = left ? strchr(left, '(') : NULL;
+    unsigned est = paren ? (unsigned)atoi(paren + 1) : 0;
+    ck_assert_msg(warned_step && warned_step + 20 < oom_step, "%s: warned at step %u, OOM at %u:\n%s", mode,
+                  warned_step, oom_step, out);
+    unsigned real = oom_step - warned_step;
+    /* the estimate counts to the whole device; the OOM comes a step's activations (64 MiB) sooner */
+    ck_assert_msg(est >= real && est <= real + 8, "%s: %u steps estimated, %u left in fact:\n%s", mode, est, real,
+                  w);
+    free(out);
+}
+
+START_TEST(test_a_leak_with_marks_is_warned_once_before_its_oom)
+{
+    check_leak_warned("leak-marks");
+}
+END_TEST
+
+START_TEST(test_a_leak_without_marks_is_warned_once_before_its_oom)
+{
+    check_leak_warned("leak-troughs");
+}
+END_TEST
+
+START_TEST(test_steady_jobs_are_never_warned)
+{
+    static const char *const modes[] = {"steady", "warmup", "noisy-marks", "noisy-troughs"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char *out = warn_run(modes[i], "GMSHIM_WARN=1", NULL);
+        ck_assert_msg(!strstr(out, "leak suspected") && strstr(out, "done 60 steps"), "%s:\n%s", modes[i], out);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_nothing_is_said_unless_asked)
+{
+    char *out = warn_run("leak-marks", "GMSHIM_WARN=0", NULL);
+    ck_assert_msg(!strstr(out, "gmshim") && strstr(out, "oom at step"), "GMSHIM_WARN=0:\n%s", out);
+    free(out);
+    out = warn_run("leak-marks", "GMSHIM_VERBOSE=0", NULL); /* not set at all */
+    ck_assert_msg(!strstr(out, "gmshim") && strstr(out, "oom at step"), "by default:\n%s", out);
+    free(out);
+}
+END_TEST
+
+/* Without a log there are no call sites: the warning still comes, naming no site. */
+START_TEST(test_without_a_log_the_warning_names_no_site)
+{
+    char *out = warn_run("leak-marks", "GMSHIM_WARN=1", "GMSHIM_LOG=off");
+    ck_assert_msg(strstr(out, WARN_LINE "an unknown site") && strstr(out, "oom at step"), "%s", out);
+    free(out);
+}
+END_TEST
+
+/* From Python, the site is the line: train_step at the marked line of pywarn.py. */
+START_TEST(test_a_python_leak_names_its_function_and_line)
+{
+    static const char *const pythons[] = {
+        "/root/.pyenv/versions/3.13.0/bin/python3.13", "/root/.pyenv/versions/3.12.1/bin/python3.12",
+        "/root/.pyenv/versions/3.11.7/bin/python3.11", "/usr/bin/python3.13", "/usr/bin/python3.12",
+        "/usr/bin/python3.11"};
+    const char *python = NULL;
+    for (size_t i = 0; i < sizeof pythons / sizeof *pythons && !python; i++)
+        if (access(pythons[i], X_OK) == 0)
+            python = pythons[i];
+    if (!python)
+        return; /* no CPython whose frames gmshim reads: nothing to check here */
+    static char src[8192];
+    FILE *f = fopen("tests/integration/pywarn.py", "r");
+    ck_assert_msg(f != NULL, "tests/integration/pywarn.py is missing (run from the repository root)");
+    src[fread(src, 1, sizeof src - 1, f)] = 0;
+    fclose(f);
+    const char *at = strstr(src, "# LEAK_LINE");
+    ck_assert_msg(at != NULL, "pywarn.py has no LEAK_LINE");
+    unsigned line = 1;
+    for (const char *p = src; p < at; p++)
+        line += *p == '\n';
+    char fake[4096], want[128];
+    snprintf(fake, sizeof fake, "FAKE_CUDART=%s", build_path("fake/libcudart.so.13"));
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_WARN=1", fake, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    const char *argv[] = {python, "tests/integration/pywarn.py", NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", python, rc, out);
+    snprintf(want, sizeof want, WARN_LINE "train_step (pywarn.py:%u); at this rate", line);
+    const char *w = strstr(out, want), *oom = strstr(out, "oom at step");
+    ck_assert_msg(w && oom && w < oom && count_of(out, "leak suspected") == 1, "not one '%s' before the OOM:\n%s",
+                  want, out);
+    free(out);
+}
+END_TEST
+
+Suite *warn_suite(void)
+{
+    Suite *s = suite_create("warn");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_a_leak_with_marks_is_warned_once_before_its_oom);
+    tcase_add_test(tc, test_a_leak_without_marks_is_warned_once_before_its_oom);
+    tcase_add_test(tc, test_steady_jobs_are_never_warned);
+    tcase_add_test(tc, test_nothing_is_said_unless_asked);
+    tcase_add_test(tc, test_without_a_log_the_warning_names_no_site);
+    tcase_add_test(tc, test_a_python_leak_names_its_function_and_line);
+    suite_add_tcase(s, tc);
+    return s;
+}
