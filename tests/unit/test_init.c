@@ -55,20 +55,20 @@ END_TEST
  * fork-trials`: 1 000). */
 START_TEST(test_a_fork_during_init_leaves_a_child_that_exits)
 {
-    /* GCC 12's AddressSanitizer does not hold its allocator's locks across fork: a child forked
-     * while another thread refills a size class (gmshim's start allocates) waits forever in its
-     * first calloc, inside libasan (docs/limits.md). Plain and ThreadSanitizer builds run it. */
+    /* Neither sanitizer's runtime survives this race by itself (docs/limits.md): GCC 12's
+     * AddressSanitizer does not hold its allocator's locks across fork (a child forked while
+     * another thread refills a size class waits forever in its first calloc, inside libasan), and
+     * the program built with ThreadSanitizer, run without gmshim at all, leaves 17 of 200 children
+     * hung inside libtsan. The plain build runs it. */
     const char *san = getenv("GMSHIM_TEST_PRELOAD");
-    if (san && strstr(san, "libasan")) {
-        printf("fork_init: not run under AddressSanitizer (its allocator is not fork-safe)\n");
+    if (san && (strstr(san, "libasan") || strstr(san, "libtsan"))) {
+        printf("fork_init: not run under a sanitizer (its runtime is not fork-safe in a threaded process)\n");
         return;
     }
     const char *n_env = getenv("FORK_TRIALS");
     char n[32];
     snprintf(n, sizeof n, "%d", n_env ? atoi(n_env) : 40);
-    /* ThreadSanitizer refuses threads in a child of a threaded process by default; a child that
-     * forked before gmshim began to start starts it, and its threads, as a fresh process would. */
-    const char *env[] = {"FAKECUDA_MEM=1G", "TSAN_OPTIONS=die_after_fork=0", NULL};
+    const char *env[] = {"FAKECUDA_MEM=1G", NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/fork_init", env, n, &out);
     printf("%s", strstr(out, "fork_init:") ? strstr(out, "fork_init:") : out);
