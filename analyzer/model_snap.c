@@ -230,6 +230,7 @@ static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
     if (o->epoch_system >= 0) {
         o->epoch_index = d->epoch[o->epoch_system];
         o->epoch_start = d->epoch_start[o->epoch_system];
+        o->epoch_first = d->epoch_first[o->epoch_system];
         const model_mark_t *last = model_step_mark(m, -1);
         if (o->epoch_system == EPOCH_MARKS && last && last->label)
             o->epoch_label = strdup(last->label);
