@@ -184,6 +184,7 @@ typedef struct model_oom {
     unsigned ntop;
     model_grow_t grow[MODEL_TOP];
     unsigned ngrow;
+    uint64_t kept;                 /* live at those sites, allocated from the first epoch to this one */
     model_segfrag_t seg[MODEL_SEG_TOP]; /* a tensor device's segments with the most free, most first */
     unsigned nseg;
     uint64_t seg_total;            /* its segments then */

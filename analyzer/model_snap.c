@@ -272,6 +272,13 @@ static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
             o->grow[j] = o->grow[j - 1];
         o->grow[at] = (model_grow_t){(uint32_t)i, ser};
     }
+    uint64_t *kept = o->ngrow ? calloc(m->nsst, sizeof *kept) : NULL;
+    if (kept) { /* the recording's own leak, for a replay that does not fail here */
+        model_kept_by_site(m, d->id, o->epoch_system, kept);
+        for (unsigned i = 0; i < o->ngrow; i++)
+            o->kept += kept[o->grow[i].sidx];
+        free(kept);
+    }
 }
 
 void model_on_oom(model_t *m, const rd_rec_t *r)

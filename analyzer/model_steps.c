@@ -9,6 +9,8 @@
 #include "torch_events.h"
 #include "vec.h"
 
+#include <stdio.h>
+
 #define STEPS_PREFIX (1u << 20)    /* allocations searched per device: hundreds of steps */
 #define STEPS_TOTAL (1u << 22)     /* and in all */
 #define STEPS_MIN_NORMAL 3         /* steps alike that make a period */
@@ -183,22 +185,25 @@ typedef struct period {
     uint64_t sig;                  /* the multiset of a step */
     uint32_t len;                  /* allocations in a step */
     size_t normal;                 /* steps between its occurrences that have that multiset */
+    long score;                    /* those less the others */
+    uint32_t first;                /* where it first comes */
 } period_t;
 
-/* The anchor whose occurrences cut the stream into the most steps alike: a step's multiset must
- * hold more than the anchor, and at least 4 in 5 of the steps between its occurrences must be
- * alike past two of warm-up (an eval every few steps, a cut last step are tolerated). */
-static int find_anchor(const stream_t *st, size_t nkeys, const uint32_t *cnt, const size_t *off,
-                       const uint32_t *pos, const uint64_t *h, period_t *best)
+/* The anchor whose occurrences cut the stream into the most steps alike, fewest unlike: a step's
+ * multiset must hold more than the anchor, and at least 4 in 5 of the steps between its
+ * occurrences must be alike past two of warm-up (an eval every few steps is tolerated). Of the
+ * keys whose steps are those, the one that comes least often: a key an eval allocates too makes
+ * steps alike of the training step and the eval together. */
+static int find_anchor(size_t nkeys, const uint32_t *cnt, const size_t *off, const uint32_t *pos, const uint64_t *h,
+                       period_t *best)
 {
-    size_t maxc = 0;
+    size_t maxc = 0, ncand = 0;
     for (size_t k = 0; k < nkeys; k++)
         maxc = cnt[k] > maxc ? cnt[k] : maxc;
     uint64_t *sig = malloc((maxc ? maxc : 1) * sizeof *sig);
-    if (!sig)
+    period_t *cand = malloc((nkeys ? nkeys : 1) * sizeof *cand);
+    if (!sig || !cand)
         model_die_oom();
-    int found = 0;
-    uint32_t best_first = UINT32_MAX;
     for (size_t k = 0; k < nkeys; k++) {
         size_t c = cnt[k];
         if (c < STEPS_MIN_NORMAL + 1)
@@ -217,15 +222,26 @@ static int find_anchor(const stream_t *st, size_t nkeys, const uint32_t *cnt, co
                 len = p[j + 1] - p[j];
         if (len < 2) /* the same key over and over: no step to speak of */
             continue;
-        if (!found || normal > best->normal || (normal == best->normal && p[0] < best_first)) {
-            *best = (period_t){(uint32_t)k, d, len, normal};
-            best_first = p[0];
-            found = 1;
-        }
+        cand[ncand++] = (period_t){(uint32_t)k, d, len, normal, 2 * (long)normal - (long)(c - 1), p[0]};
     }
+    size_t b = 0;
+    for (size_t i = 1; i < ncand; i++)
+        if (cand[i].score > cand[b].score || (cand[i].score == cand[b].score && cand[i].first < cand[b].first))
+            b = i;
+    size_t a = b;
+    for (size_t i = 0; i < ncand; i++) {
+        if (cand[i].sig != cand[b].sig)
+            continue;
+        uint32_t ci = cnt[cand[i].key], ca = cnt[cand[a].key];
+        if (ci < ca || (ci == ca && (cand[i].score > cand[a].score ||
+                                     (cand[i].score == cand[a].score && cand[i].first < cand[a].first))))
+            a = i;
+    }
+    if (ncand)
+        *best = cand[a];
     free(sig);
-    (void)st;
-    return found;
+    free(cand);
+    return ncand > 0;
 }
 
 /* Where a step starts, as an offset from the anchor: the allocation after the fewest live bytes,
@@ -260,10 +276,11 @@ static uint32_t step_phase(const stream_t *st, const uint32_t *p, size_t c, cons
 }
 
 /* The keys that open a step: its first allocation, and the once-a-step key at or before it that
- * arms it (a first key that comes more than once a step opens only its first time after the
- * arming one). */
-static void step_keys(const stream_t *st, uint32_t *cnt2, uint32_t b, uint32_t len, uint32_t phase, uint32_t *first,
-                      uint32_t *arm)
+ * arms it (a first key that comes more than once a step, or in an eval too, opens only its first
+ * time after the arming one). Once a step: once in this step, and no more often in the whole
+ * stream than the anchor. */
+static void step_keys(const stream_t *st, const uint32_t *cnt, uint32_t *cnt2, uint32_t anchor, uint32_t b,
+                      uint32_t len, uint32_t phase, uint32_t *first, uint32_t *arm)
 {
     for (uint32_t o = 0; o < len; o++)
         cnt2[st->key[b + o]]++;
@@ -271,14 +288,14 @@ static void step_keys(const stream_t *st, uint32_t *cnt2, uint32_t b, uint32_t l
     int found = 0;
     for (uint32_t d = 0; d < len && !found; d++) {
         uint32_t x = st->key[b + (phase + len - d) % len];
-        if (cnt2[x] == 1)
+        if (cnt2[x] == 1 && cnt[x] <= cnt[anchor])
             *first = k, *arm = x, found = 1;
         else if (d && x == k)
             break;
     }
     for (uint32_t d = 0; d < len && !found; d++) {
         uint32_t x = st->key[b + (phase + d) % len];
-        if (cnt2[x] == 1)
+        if (cnt2[x] == 1 && cnt[x] <= cnt[anchor])
             *first = *arm = x, found = 1;
     }
     for (uint32_t o = 0; o < len; o++)
@@ -310,12 +327,15 @@ static int stream_period(const scan_t *s, const stream_t *st, model_stepkey_t *o
         off[k] = off[k - 1];
     off[0] = 0;
     period_t pd;
-    int ok = find_anchor(st, nk, cnt, off, pos, h, &pd);
+    int ok = find_anchor(nk, cnt, off, pos, h, &pd);
     if (ok) {
         uint32_t at, first = pd.key, arm = pd.key;
         uint32_t phase = step_phase(st, &pos[off[pd.key]], cnt[pd.key], h, &pd, &at);
-        memset(cnt, 0, nk * sizeof *cnt);
-        step_keys(st, cnt, at, pd.len, phase, &first, &arm);
+        uint32_t *cnt2 = calloc(nk, sizeof *cnt2);
+        if (!cnt2)
+            model_die_oom();
+        step_keys(st, cnt, cnt2, pd.key, at, pd.len, phase, &first, &arm);
+        free(cnt2);
         *out = (model_stepkey_t){s->ksite[first], s->ksite[arm], s->ksize[first], s->ksize[arm], pd.len};
     }
     free(cnt);
@@ -352,6 +372,9 @@ void model_steps_scan(model_t *m, rd_log_t *lf)
                 model_die_oom();
         }
         m->stepkeys[d] = k;
+        if (getenv("GMSHIM_STEPS_DEBUG"))
+            fprintf(stderr, "steps: device %u: first %u/%llu arm %u/%llu period %u\n", d, k.first_site,
+                    (unsigned long long)k.first_size, k.arm_site, (unsigned long long)k.arm_size, k.period);
     }
     for (unsigned d = 0; d < MODEL_MAX_DEVICES; d++) {
         if (!s->dev[d])
