@@ -205,12 +205,14 @@ void rep_leaks_text(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
             for (size_t i = 0; i < shown; i++) {
                 const model_sstat_t *s = &m->sst[r[i].sidx];
                 model_series_t ser = model_site_series(m, s, sys);
-                char p[32], k[32];
+                char p[32], k[48] = "";
+                uint64_t kb = kept ? kept[r[i].sidx] : 0;
+                if (kb) /* what the ended steps left: the leak itself, where the log ends before it is freed */
+                    snprintf(k, sizeof k, "; %s live from ended %s", rep_bytes(kb, p), model_epoch_noun(m, dev, sys, 1));
                 fprintf(f, "    grows by %s per %s: %s\n", rep_bytes(model_site_rate(m, s, sys), p),
                         epoch_word(m, dev, sys), site_label(m, s->site, lbl, sizeof lbl));
-                fprintf(f, "      %s at the first %s, %s at the last; rose at %u of %u steps; %s live from ended %s\n",
-                        rep_bytes(ser.first, a), epoch_word(m, dev, sys), rep_bytes(ser.last, b), ser.ups, ser.n - 1,
-                        rep_bytes(kept ? kept[r[i].sidx] : 0, k), model_epoch_noun(m, dev, sys, 1));
+                fprintf(f, "      %s at the first %s, %s at the last; rose at %u of %u steps%s\n", rep_bytes(ser.first, a),
+                        epoch_word(m, dev, sys), rep_bytes(ser.last, b), ser.ups, ser.n - 1, k);
                 site_print(f, m, s->site, "        ", c->depth, !c->frames_all);
             }
         } else if (sys >= 0 && d->epoch[sys] >= 3) {

@@ -9,8 +9,6 @@
 #include "torch_events.h"
 #include "vec.h"
 
-#include <stdio.h>
-
 #define STEPS_PREFIX (1u << 20)    /* allocations searched per device: hundreds of steps */
 #define STEPS_TOTAL (1u << 22)     /* and in all */
 #define STEPS_MIN_NORMAL 3         /* steps alike that make a period */
@@ -372,9 +370,6 @@ void model_steps_scan(model_t *m, rd_log_t *lf)
                 model_die_oom();
         }
         m->stepkeys[d] = k;
-        if (getenv("GMSHIM_STEPS_DEBUG"))
-            fprintf(stderr, "steps: device %u: first %u/%llu arm %u/%llu period %u\n", d, k.first_site,
-                    (unsigned long long)k.first_size, k.arm_site, (unsigned long long)k.arm_size, k.period);
     }
     for (unsigned d = 0; d < MODEL_MAX_DEVICES; d++) {
         if (!s->dev[d])
