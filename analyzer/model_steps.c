@@ -9,8 +9,8 @@
 #include "torch_events.h"
 #include "vec.h"
 
-#define STEPS_PREFIX (1u << 20)    /* allocations searched per device: hundreds of steps */
-#define STEPS_TOTAL (1u << 22)     /* and in all */
+#define STEPS_PREFIX (1u << 18)    /* allocations searched per device: hundreds of steps */
+#define STEPS_TOTAL (1u << 20)     /* and in all */
 #define STEPS_MIN_NORMAL 3         /* steps alike that make a period */
 #define STEPS_SAMPLES 64           /* steps whose fewest live bytes place the step's start */
 
