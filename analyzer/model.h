@@ -115,6 +115,7 @@ typedef struct model_stepkey {
     uint32_t first_site, arm_site;
     uint64_t first_size, arm_size;
     uint32_t period;               /* allocations in a step; 0: no period found */
+    int any_size;                  /* the keys are call sites alone: each step's sizes differ */
 } model_stepkey_t;
 
 typedef struct model_bucket {

@@ -202,11 +202,12 @@ static inline __attribute__((always_inline)) void steps_note(model_dev_t *d, uin
 {
     if (__builtin_expect(!d->step.period, 1))
         return;
-    if (d->step_armed && site == d->step.first_site && req == d->step.first_size) {
+    int any = d->step.any_size;
+    if (d->step_armed && site == d->step.first_site && (any || req == d->step.first_size)) {
         d->step_armed = 0;
         model_dev_close_epoch(d, EPOCH_TROUGHS, t);
     }
-    if (site == d->step.arm_site && req == d->step.arm_size)
+    if (site == d->step.arm_site && (any || req == d->step.arm_size))
         d->step_armed = 1;
 }
 

@@ -300,10 +300,11 @@ static void step_keys(const stream_t *st, const uint32_t *cnt, uint32_t *cnt2, u
         cnt2[st->key[b + o]] = 0;
 }
 
-/* The period of one device's stream into *out; 0 when it has none. */
-static int stream_period(const scan_t *s, const stream_t *st, model_stepkey_t *out)
+/* The period of one device's stream (keys ksite/ksize, nk of them) into *out; 0 when it has none. */
+static int stream_period(const stream_t *st, size_t nk, const uint32_t *ksite, const uint64_t *ksize,
+                         model_stepkey_t *out)
 {
-    size_t n = st->n, nk = s->nkeys;
+    size_t n = st->n;
     if (n < 2 * (STEPS_MIN_NORMAL + 1))
         return 0;
     uint32_t *cnt = calloc(nk, sizeof *cnt), *pos = malloc(n * sizeof *pos);
@@ -334,12 +335,44 @@ static int stream_period(const scan_t *s, const stream_t *st, model_stepkey_t *o
             model_die_oom();
         step_keys(st, cnt, cnt2, pd.key, at, pd.len, phase, &first, &arm);
         free(cnt2);
-        *out = (model_stepkey_t){s->ksite[first], s->ksite[arm], s->ksize[first], s->ksize[arm], pd.len};
+        *out = (model_stepkey_t){ksite[first], ksite[arm], ksize[first], ksize[arm], pd.len, 0};
     }
     free(cnt);
     free(pos);
     free(off);
     free(h);
+    return ok;
+}
+
+/* The period by call site alone: where each step's sizes differ (sequences of other lengths,
+ * the last batch) but its lines do not. */
+static int stream_period_by_site(const scan_t *s, const stream_t *st, model_stepkey_t *out)
+{
+    model_map_t sites;
+    map_init(&sites, 256);
+    stream_t v = *st;
+    uint32_t *vsite = malloc((st->n ? st->n : 1) * sizeof *vsite);
+    v.key = malloc((st->n ? st->n : 1) * sizeof *v.key);
+    uint64_t *vsize = calloc(st->n ? st->n : 1, sizeof *vsize);
+    if (!vsite || !v.key || !vsize)
+        model_die_oom();
+    size_t nv = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        uint32_t site = s->ksite[st->key[i]];
+        uint64_t *x = map_find(&sites, (uint64_t)site + 1);
+        if (!x) {
+            vsite[nv] = site;
+            map_put(&sites, (uint64_t)site + 1, ++nv);
+            x = map_find(&sites, (uint64_t)site + 1);
+        }
+        v.key[i] = (uint32_t)(*x - 1);
+    }
+    int ok = stream_period(&v, nv, vsite, vsize, out);
+    out->any_size = 1;
+    map_free(&sites);
+    free(vsite);
+    free(vsize);
+    free(v.key);
     return ok;
 }
 
@@ -362,7 +395,16 @@ void model_steps_scan(model_t *m, rd_log_t *lf)
     rd_close(&rd);
     for (unsigned d = 0; d < MODEL_MAX_DEVICES && s->marks < 3; d++) {
         model_stepkey_t k;
-        if (!s->dev[d] || !stream_period(s, s->dev[d], &k))
+        if (!s->dev[d])
+            continue;
+        /* By (site, size); by site alone where that finds none, or a step a whole number of
+         * times shorter (sizes that cycle over a few steps repeat only over all of them). */
+        model_stepkey_t bs;
+        int full = stream_period(s->dev[d], s->nkeys, s->ksite, s->ksize, &k);
+        int site = stream_period_by_site(s, s->dev[d], &bs);
+        if (site && (!full || (bs.period < k.period && k.period % bs.period == 0)))
+            k = bs, full = 1;
+        if (!full)
             continue;
         if (!m->stepkeys) {
             m->stepkeys = calloc(MODEL_MAX_DEVICES, sizeof *m->stepkeys);

@@ -23,6 +23,7 @@ typedef struct loop {
     int marks;                     /* gmshim_mark at each step's start */
     int oom;
     int random;                    /* no loop: bursts of random sizes at random sites */
+    int varying;                   /* each step's activations sized by its own sequence length */
 } loop_t;
 
 /* A writer that starts a new chunk when the open one is full; a record every microsecond (the
@@ -91,19 +92,20 @@ static int w_step(w_t *w, const loop_t *l, unsigned k)
     }
     static const uint64_t act_size[] = {8 * MiB, 8 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, 1 * MiB};
     static const uint32_t act_site[] = {2, 3, 4, 4, 4, 5};
-    uint64_t act[6];
+    uint64_t act[6], size[6];
     for (unsigned i = 0; i < 6; i++) {
+        size[i] = l->varying ? act_size[i] / 4 * (1 + (k * 2654435761u >> 13) % 5) : act_size[i];
         if (l->oom && k == l->steps && i == 2) {
-            w_oom(w, act_size[i], act_site[i]);
+            w_oom(w, size[i], act_site[i]);
             return 1;
         }
-        act[i] = w_alloc(w, act_size[i], act_site[i]);
+        act[i] = w_alloc(w, size[i], act_site[i]);
     }
     w_alloc(w, KEEP, 6); /* kept in a list: never freed */
     uint64_t loss = w_alloc(w, 512, 7);
     uint64_t g1 = w_alloc(w, 8 * MiB, 8), g2 = w_alloc(w, 8 * MiB, 8);
     for (unsigned i = 6; i-- > 0;)
-        w_free(w, act[i], act_size[i]);
+        w_free(w, act[i], size[i]);
     w_free(w, loss, 512);
     if (k == 1)
         w_alloc(w, OPT_STATE, 11);
@@ -267,6 +269,31 @@ START_TEST(test_an_eval_every_tenth_step_is_no_step_of_its_own)
 }
 END_TEST
 
+/* Sequences of other lengths: each step's activations differ in size, not in line; the steps are
+ * found by call site alone. */
+START_TEST(test_steps_whose_sizes_vary_are_found_by_their_lines)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/unmarked_varying.gmlog", temp_dir());
+    loop_t l = {.steps = 219, .oom = 1, .varying = 1};
+    write_loop(path, &l);
+    rd_log_t lf;
+    model_t m;
+    build_model(path, &m, &lf);
+    ck_assert_msg(m.stepkeys && m.stepkeys[0].any_size && m.dev[0]->epoch[EPOCH_TROUGHS] == 219,
+                  "steps by line: %u (period %u)", m.dev[0]->epoch[EPOCH_TROUGHS], m.stepkeys ? m.stepkeys[0].period : 0);
+    model_free(&m);
+    rd_close(&lf);
+    char *out = NULL;
+    int rc = gm(&out, "--json", "leaks", path);
+    ck_assert_msg(rc == 0 && num_after(out, "\"growing\":[", "bytes_per_epoch") == KEEP &&
+                      within_5_percent(num_after(out, "\"growing\":[", "kept_bytes"), 218 * KEEP),
+                  "leaks: rc %d\n%.4000s", rc, out);
+    free(out);
+    unlink(path);
+}
+END_TEST
+
 /* Bursts with nothing that repeats: no period; the low-water troughs count the iterations. */
 START_TEST(test_no_repeating_structure_falls_back_to_troughs)
 {
@@ -343,6 +370,7 @@ Suite *analyzer_steps_suite(void)
     tcase_add_test(tc, test_unmarked_leaking_loop_counts_every_step_and_its_leak);
     tcase_add_test(tc, test_steps_are_the_same_in_the_parallel_replay);
     tcase_add_test(tc, test_an_eval_every_tenth_step_is_no_step_of_its_own);
+    tcase_add_test(tc, test_steps_whose_sizes_vary_are_found_by_their_lines);
     tcase_add_test(tc, test_no_repeating_structure_falls_back_to_troughs);
     tcase_add_test(tc, test_a_marked_loop_is_counted_by_its_marks);
     tcase_add_test(tc, test_an_unmarked_leaking_program_under_the_preload);
