@@ -216,7 +216,7 @@ static int grows(const model_oom_t *o, int cache_kept, uint64_t *per)
 
 static const char *epoch_word(const cause_t *c)
 {
-    return c->epoch_system == EPOCH_MARKS ? "mark" : "iteration";
+    return c->epoch_system == EPOCH_MARKS ? "mark" : c->epoch_steps ? "step" : "iteration";
 }
 
 const char *causes_limit_name(char *buf, size_t len, uint64_t cap, uint64_t total, int torch)
@@ -308,9 +308,14 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
     const model_mark_t *first = model_step_mark(m, 0), *second = model_step_mark(m, 1);
     if (c->epoch_system == EPOCH_MARKS && first)
         since = second && c->torch_cache_kept && !o->ngrow ? second->t : first->t;
+    else if (c->epoch_steps) /* kept from the first step on: the prologue is no step */
+        since = o->epoch_first;
     if (closed && grows(o, c->torch_cache_kept, &per)) {
         leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
-        c->leak_per_epoch = per;
+        if (!c->reproduced && o->ngrow && c->epoch_steps) /* the replay went its own way: the recording's */
+            c->leaked = o->kept;
+        uint64_t rate = model_oom_leak_rate(o); /* the growing sites' rates, as `leaks` states them */
+        c->leak_per_epoch = rate ? rate : per;
         /* It decides when without it the request fits, and it is at least the request: more
          * than a pool's usual waste, so that fragmentation only moved the failure a little. */
         if (c->leaked && c->leaked >= c->request && need - c->leaked <= c->cap) {
@@ -341,7 +346,7 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
         snprintf(c->cannot_tell, sizeof c->cannot_tell,
                  "the log holds only one iteration before the failure (%u %s%s): whether this iteration's memory "
                  "would have been freed at its end cannot be seen, so it counts as capacity", c->epoch_index,
-                 c->epoch_system == EPOCH_MARKS ? "mark" : "trough", c->epoch_index == 1 ? "" : "s");
+                 c->epoch_system == EPOCH_MARKS ? "mark" : c->epoch_steps ? "step" : "trough", c->epoch_index == 1 ? "" : "s");
 }
 
 static void remedy(cause_t *c, const wi_plan_t *p)
@@ -420,6 +425,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     c->epoch_system = o->epoch_system;
     c->epoch_index = o->epoch_index;
     c->epoch_start = o->epoch_start;
+    c->epoch_steps = c->epoch_system == EPOCH_TROUGHS && m->dev[o->dev] && m->dev[o->dev]->step.period;
     if (c->epoch_system >= 0 && c->reproduced)
         replay_live_split(r, c->epoch_start, &c->persistent, &c->transient);
     else

@@ -18,6 +18,7 @@ typedef struct cause {
     int torch_limit;         /* the cap is PyTorch's per-process memory fraction */
     int torch_expandable;    /* PyTorch's expandable segments: the recorded figures decide */
     int epoch_system;        /* EPOCH_MARKS, EPOCH_TROUGHS or -1 */
+    int epoch_steps;         /* the unmarked epochs are steps of repeating allocations, not troughs */
     uint32_t epoch_index;    /* boundaries (marks, troughs) before the failure */
     uint64_t epoch_start;
     /* bytes, all as the pool counts them (blocks, rounded to 512) */

@@ -307,7 +307,8 @@ static const char *diff_steps_text(const diff_dev_t *d, char buf[48])
 {
     if (!d || d->epochs < 0)
         return strcpy(buf, "none");
-    snprintf(buf, 48, "%u %s%s", d->steps, d->epochs == EPOCH_MARKS ? "mark" : "trough", d->steps == 1 ? "" : "s");
+    snprintf(buf, 48, "%u %s%s", d->steps, d->epochs == EPOCH_MARKS ? "mark" : d->by_steps ? "step" : "trough",
+             d->steps == 1 ? "" : "s");
     return buf;
 }
 
@@ -316,10 +317,11 @@ static const char *diff_per(const diff_dev_t *a, const diff_dev_t *b)
     int ea = a ? a->epochs : -1, eb = b ? b->epochs : -1;
     if (ea < 0 && eb < 0)
         return "no growth: neither run has steps";
-    if (ea == eb || eb < 0)
-        return ea == EPOCH_TROUGHS ? "growth per step (low-water trough)" : "growth per mark";
-    if (ea < 0)
-        return eb == EPOCH_TROUGHS ? "growth per step (low-water trough)" : "growth per mark";
+    const diff_dev_t *one = eb < 0 || (ea == eb && a) ? a : b;
+    if (ea == eb || eb < 0 || ea < 0)
+        return one->epochs == EPOCH_MARKS ? "growth per mark"
+               : one->by_steps            ? "growth per step (found from the repeating allocations)"
+                                          : "growth per step (low-water trough)";
     return "growth per step: marks in one run, low-water troughs in the other";
 }
 
@@ -419,7 +421,7 @@ static void diff_steps_json(json_t *j, const char *key, const diff_dev_t *d)
     if (!d || d->epochs < 0)
         json_null(j, "per");
     else
-        json_str(j, "per", d->epochs == EPOCH_MARKS ? "mark" : "trough");
+        json_str(j, "per", d->epochs == EPOCH_MARKS ? "mark" : d->by_steps ? "step" : "trough");
     json_u64(j, "count", d && d->epochs >= 0 ? d->steps : 0);
     json_obj_end(j);
 }

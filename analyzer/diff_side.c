@@ -78,11 +78,10 @@ static void diff_side_sites(diff_dev_t *d, const model_t *m, const model_t *peak
     int sys = d->epochs;
     for (size_t i = 1; i < m->nsst; i++) {
         const model_sstat_t *s = &m->sst[i];
-        uint64_t per = 0;
         if (s->dev != d->id || sys < 0)
             continue;
-        model_series_t ser = model_site_series(m, s, sys);
-        if (!model_series_grows(&ser, &per) || !per)
+        uint64_t per = model_site_rate(m, s, sys); /* leaks' figure */
+        if (!per)
             continue;
         diff_side_key(m, s->site, &v[n]);
         v[n++].growth = per;
@@ -117,6 +116,7 @@ static void diff_side_dev_fill(diff_dev_t *d, const model_t *m, rd_log_t *lf, co
     d->peak_reserved = md->peak_reserved;
     d->ooms = md->ooms;
     d->epochs = model_epoch_system(m, d->id, 3);
+    d->by_steps = d->epochs == EPOCH_TROUGHS && md->step.period;
     d->steps = d->epochs >= 0 ? md->epoch[d->epochs] : 0;
     if (d->epochs >= 0) {
         model_series_t lw = model_dev_series(m, md, d->epochs);

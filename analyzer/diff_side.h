@@ -31,6 +31,7 @@ typedef struct diff_dev {
     uint64_t ooms;
     char first_cause[24];     /* the first OOM's cause ("" without one) */
     int epochs;               /* EPOCH_MARKS, EPOCH_TROUGHS, or -1: no steps */
+    int by_steps;             /* the unmarked epochs are steps of repeating allocations, not troughs */
     uint32_t steps;
     diff_site_t *sites;       /* sorted by key */
     size_t nsites;

@@ -1,6 +1,7 @@
 /* `gmshim leaks`: what is still live at the end of the log (or at a mark), grouped by call site,
  * largest first, with the symbolized stack; and the sites whose live bytes grow from epoch to
- * epoch (marks, or the low-water troughs of an unmarked run). It reports; it never guesses a
+ * epoch (marks; in an unmarked run the steps of its repeating allocations, else its low-water
+ * troughs), each with its one rate (model_site_rate). It reports; it never guesses a
  * site the log did not record. */
 #include "commands.h"
 #include "output.h"
@@ -56,7 +57,7 @@ static size_t growing_sites(const model_t *m, int dev, int sys, ranked_t **out)
         if (s->dev != dev)
             continue;
         model_series_t ser = model_site_series(m, s, sys);
-        if (model_series_grows(&ser, NULL))
+        if (model_site_rate(m, s, sys))
             r[n++] = (ranked_t){(uint32_t)i, ser.last - ser.first};
     }
     qsort(r, n, sizeof *r, by_key_desc);
@@ -64,9 +65,11 @@ static size_t growing_sites(const model_t *m, int dev, int sys, ranked_t **out)
     return n;
 }
 
-static const char *epoch_word(int sys)
+static const char *epoch_word(const model_t *m, int dev, int sys)
 {
-    return sys == EPOCH_MARKS ? "mark" : "iteration (low-water trough)";
+    if (sys == EPOCH_MARKS || (m->dev[dev] && m->dev[dev]->step.period))
+        return model_epoch_noun(m, dev, sys, 0);
+    return "iteration (low-water trough)";
 }
 
 /* Edit distance of two labels (their first 64 bytes), for the nearest marks to a missing one. */
@@ -192,26 +195,31 @@ void rep_leaks_text(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
         int sys = model_epoch_system(m, dev, 3);
         const model_dev_t *d = m->dev[dev];
         size_t g = growing_sites(m, dev, sys, &r);
+        uint64_t *kept = g ? calloc(m->nsst, sizeof *kept) : NULL;
+        if (kept)
+            model_kept_by_site(m, dev, sys, kept);
         if (g) {
-            fprintf(f, "  %sgrowing%s: live bytes that rise from %s to %s (%u %ss)\n", rep_red(), rep_reset(),
-                    epoch_word(sys), epoch_word(sys), d->epoch[sys], sys == EPOCH_MARKS ? "mark" : "trough");
+            fprintf(f, "  %sgrowing%s: live bytes that rise from %s to %s (%u %s)\n", rep_red(), rep_reset(),
+                    epoch_word(m, dev, sys), epoch_word(m, dev, sys), d->epoch[sys], model_epoch_noun(m, dev, sys, 1));
             size_t shown = o->top && g > o->top ? o->top : g;
             for (size_t i = 0; i < shown; i++) {
                 const model_sstat_t *s = &m->sst[r[i].sidx];
                 model_series_t ser = model_site_series(m, s, sys);
-                uint64_t per;
-                model_series_grows(&ser, &per);
-                char p[32];
-                fprintf(f, "    grows by %s per %s: %s\n", rep_bytes(per, p), epoch_word(sys),
-                        site_label(m, s->site, lbl, sizeof lbl));
-                fprintf(f, "      %s at the first %s, %s at the last; rose at %u of %u steps\n",
-                        rep_bytes(ser.first, a), epoch_word(sys), rep_bytes(ser.last, b), ser.ups, ser.n - 1);
+                char p[32], k[48] = "";
+                uint64_t kb = kept ? kept[r[i].sidx] : 0;
+                if (kb) /* what the ended steps left: the leak itself, where the log ends before it is freed */
+                    snprintf(k, sizeof k, "; %s live from ended %s", rep_bytes(kb, p), model_epoch_noun(m, dev, sys, 1));
+                fprintf(f, "    grows by %s per %s: %s\n", rep_bytes(model_site_rate(m, s, sys), p),
+                        epoch_word(m, dev, sys), site_label(m, s->site, lbl, sizeof lbl));
+                fprintf(f, "      %s at the first %s, %s at the last; rose at %u of %u steps%s\n", rep_bytes(ser.first, a),
+                        epoch_word(m, dev, sys), rep_bytes(ser.last, b), ser.ups, ser.n - 1, k);
                 site_print(f, m, s->site, "        ", c->depth, !c->frames_all);
             }
         } else if (sys >= 0 && d->epoch[sys] >= 3) {
-            fprintf(f, "  no site grows from %s to %s (%u %ss)\n", epoch_word(sys), epoch_word(sys), d->epoch[sys],
-                    sys == EPOCH_MARKS ? "mark" : "trough");
+            fprintf(f, "  no site grows from %s to %s (%u %s)\n", epoch_word(m, dev, sys), epoch_word(m, dev, sys),
+                    d->epoch[sys], model_epoch_noun(m, dev, sys, 1));
         }
+        free(kept);
         free(r);
     }
     if (!any)
@@ -279,18 +287,20 @@ void rep_leaks_json(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
         json_u64(j, "sites_total", n);
         free(r);
         int sys = model_epoch_system(m, dev, 3);
-        json_str(j, "epochs", sys == EPOCH_MARKS ? "marks" : sys == EPOCH_TROUGHS ? "troughs" : NULL);
+        json_str(j, "epochs", sys >= 0 ? model_epoch_noun(m, dev, sys, 1) : NULL);
         json_u64(j, "epoch_count", sys >= 0 ? m->dev[dev]->epoch[sys] : 0);
         size_t g = growing_sites(m, dev, sys, &r);
+        uint64_t *kept = g ? calloc(m->nsst, sizeof *kept) : NULL;
+        if (kept)
+            model_kept_by_site(m, dev, sys, kept);
         json_arr(j, "growing");
         shown = o->top && g > o->top ? o->top : g;
         for (size_t i = 0; i < shown; i++) {
             const model_sstat_t *s = &m->sst[r[i].sidx];
             model_series_t ser = model_site_series(m, s, sys);
-            uint64_t per;
-            model_series_grows(&ser, &per);
             json_obj(j, NULL);
-            json_u64(j, "bytes_per_epoch", per);
+            json_u64(j, "bytes_per_epoch", model_site_rate(m, s, sys));
+            json_u64(j, "kept_bytes", kept ? kept[r[i].sidx] : 0);
             json_u64(j, "epochs", ser.n);
             json_u64(j, "first", ser.first);
             json_u64(j, "last", ser.last);
@@ -300,6 +310,7 @@ void rep_leaks_json(cli_ctx_t *c, const model_t *m, const leaks_opts_t *o)
             json_obj_end(j);
         }
         json_arr_end(j);
+        free(kept);
         free(r);
         json_obj_end(j);
     }
@@ -361,8 +372,9 @@ const char cmd_leaks_usage[] =
     "\n"
     "Allocations still live at the end of the log, grouped by call site, largest first, with the\n"
     "count, the bytes requested and the stack (Python frames first, then native, symbolized from\n"
-    "the programs' files); then the sites whose live bytes grow from mark to mark (or, without\n"
-    "marks, from one low-water trough of allocated memory to the next).\n"
+    "the programs' files); then the sites whose live bytes grow from mark to mark (without marks,\n"
+    "from step to step, the steps found from the allocations each step repeats; else from one\n"
+    "low-water trough of allocated memory to the next), with what they keep from ended steps.\n"
     "\n"
     "  -a, --at MARK   stop at a mark: its number (1, 2, ...) or its label; a mark that is not in\n"
     "                  the log is exit 2, with the nearest marks named\n"

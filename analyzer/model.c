@@ -43,6 +43,8 @@ void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int
     map_init(&m->torch_stream, 256);
     if (!(flags & (MODEL_RANGE | MODEL_SPLIT))) /* a parallel replay's windows: a log without tensors */
         model_torch_scan(m, lf);
+    if ((flags & MODEL_EPOCHS) && !(flags & (MODEL_RANGE | MODEL_SPLIT)))
+        model_steps_scan(m, lf); /* after the tensors: on their devices they are the allocations */
     uint64_t span = lf->t_last > lf->t_first ? lf->t_last - lf->t_first : 0;
     for (unsigned i = 0; i < MODEL_FRAG_SAMPLES; i++)
         m->sample_t[i] = lf->t_first + span * (i + 1) / MODEL_FRAG_SAMPLES;
@@ -211,5 +213,6 @@ void model_free(model_t *m)
     free(m->warns);
     free(m->fsnap);
     free(m->unfree);
+    free(m->stepkeys);
     memset(m, 0, sizeof *m);
 }

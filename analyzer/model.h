@@ -110,6 +110,15 @@ typedef struct model_mark {
     int end;                       /* a phase's end (GMLOG_MARK_END): no epoch boundary */
 } model_mark_t;
 
+/* A device's steps found from its repeating allocations (model_steps.c): a step opens at an
+ * allocation of `first` once an allocation of `arm` (once a step) came since the last opening. */
+typedef struct model_stepkey {
+    uint32_t first_site, arm_site;
+    uint64_t first_size, arm_size;
+    uint32_t period;               /* allocations in a step; 0: no period found */
+    int any_size;                  /* the keys are call sites alone: each step's sizes differ */
+} model_stepkey_t;
+
 typedef struct model_bucket {
     uint64_t amax, amin, rmax;     /* allocated max/min, reserved max in the bucket */
     uint64_t alast, rlast, qlast;  /* allocated, reserved, requested at its end */
@@ -169,6 +178,7 @@ typedef struct model_oom {
     int epoch_system;              /* EPOCH_MARKS, EPOCH_TROUGHS, or -1: no epochs yet */
     uint32_t epoch_index;          /* marks or troughs before the failure */
     uint64_t epoch_start;          /* time of the last mark / trough */
+    uint64_t epoch_first;          /* time of the first one */
     char *epoch_label;             /* the last mark's label */
     model_series_t lowwater;       /* the device's per-epoch low-water values */
     model_frag_t frag;
@@ -176,6 +186,7 @@ typedef struct model_oom {
     unsigned ntop;
     model_grow_t grow[MODEL_TOP];
     unsigned ngrow;
+    uint64_t kept;                 /* live at those sites, allocated from the first epoch to this one */
     model_segfrag_t seg[MODEL_SEG_TOP]; /* a tensor device's segments with the most free, most first */
     unsigned nseg;
     uint64_t seg_total;            /* its segments then */
@@ -251,6 +262,10 @@ typedef struct model_dev {
     model_series_t lowwater[2];
     leakwarn_t warn[2];                        /* the last steps' lows, for the early warning */
     leakwarn_trough_t tr;                      /* the trough under way (common/leakwarn.h's rule) */
+    uint64_t epoch_first[2];                   /* when the first epoch of each began */
+    /* steps found from the repeating allocations: they replace the troughs (model_steps.c) */
+    model_stepkey_t step;
+    int step_armed;
     model_bucket_t *tl;
 } model_dev_t;
 
@@ -321,6 +336,7 @@ typedef struct model {
     gmlog_oom_t torch_hook_oom;    /* the hooks' last failed cudaMalloc, for the next T_OOM */
     int torch_hook_oom_seen;
     uint64_t torch_just_requested; /* the block whose free was the last tensor event */
+    model_stepkey_t *stepkeys;     /* [MODEL_MAX_DEVICES]: steps found without marks; NULL: none */
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */
     struct model_split *split;     /* a MODEL_SPLIT window's output */
     /* MODEL_DEFER: called for each block released instead of updating its site's figures (the
@@ -359,6 +375,18 @@ model_series_t model_site_series(const model_t *m, const model_sstat_t *s, int s
 model_series_t model_dev_series(const model_t *m, const model_dev_t *d, int sys);
 /* Whether a series grows steadily; *per_epoch gets the mean growth per epoch. */
 int model_series_grows(const model_series_t *s, uint64_t *per_epoch);
+/* The one rate of growth every report states: a series' mean growth per epoch when it grows
+ * steadily, else 0; a site's over its closed epochs; an OOM's leak (its growing sites' rates
+ * added, else the device's low-water rate). */
+uint64_t model_series_rate(const model_series_t *s);
+uint64_t model_site_rate(const model_t *m, const model_sstat_t *s, int sys);
+uint64_t model_oom_leak_rate(const model_oom_t *o);
+/* Bytes live now per site of device dev (out[sidx], m->nsst of them) that were allocated from its
+ * first epoch's start to its current epoch's: kept from steps that ended. Their total. */
+uint64_t model_kept_by_site(const model_t *m, int dev, int sys, uint64_t *out);
+/* What one epoch of a device is called: "mark", "step" (found from its repeating allocations)
+ * or "trough" (a low-water trough); plural: "marks", "steps", "troughs". */
+const char *model_epoch_noun(const model_t *m, int dev, int sys, int plural);
 
 /* Site lookups; NULL when unknown. */
 const model_sitedef_t *model_site(const model_t *m, uint32_t id);

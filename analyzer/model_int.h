@@ -168,8 +168,30 @@ static inline void dev_track(model_dev_t *d, uint64_t t)
         d->ep_min[0] = a;
     if (a < d->ep_min[1])
         d->ep_min[1] = a;
+    if (d->step.period) /* steps found from the repeating allocations: no troughs */
+        return;
     if (leakwarn_trough_feed(&d->tr, a, d->peak_allocated, t))
         model_dev_close_epoch(d, EPOCH_TROUGHS, d->tr.lo_t);
+}
+
+/* ---- model_steps.c: the steps of an unmarked run, from its repeating allocations ---- */
+/* Finds each device's period in a prefix of lf (m->stepkeys). */
+void model_steps_scan(model_t *m, rd_log_t *lf);
+/* A new device takes its period. */
+void model_steps_attach(const model_t *m, model_dev_t *d);
+
+/* Before an allocation's effect: the step it opens, if any. */
+static inline __attribute__((always_inline)) void steps_note(model_dev_t *d, uint32_t site, uint64_t req, uint64_t t)
+{
+    if (__builtin_expect(!d->step.period, 1))
+        return;
+    int any = d->step.any_size;
+    if (d->step_armed && site == d->step.first_site && (any || req == d->step.first_size)) {
+        d->step_armed = 0;
+        model_dev_close_epoch(d, EPOCH_TROUGHS, t);
+    }
+    if (site == d->step.arm_site && (any || req == d->step.arm_size))
+        d->step_armed = 1;
 }
 
 /* ---- model_defs.c: sites, strings, modules; the statistics of (device, site) ---- */

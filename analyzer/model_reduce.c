@@ -43,6 +43,7 @@ model_dev_t *model_get_dev(model_t *m, unsigned id)
     const model_mark_t *last = model_step_mark(m, -1);
     if (last)
         d->epoch_start[EPOCH_MARKS] = last->t;
+    model_steps_attach(m, d);
     return d;
 }
 
@@ -102,6 +103,7 @@ static inline __attribute__((always_inline)) void on_alloc(model_t *m, const rd_
         release_entry(m, od, e);
     }
     live_fill(e, r, kind, block, req);
+    steps_note(d, a->site, req, r->t);
     e->sidx = alloc_apply(m, d, r->device, kind, block, req, a->site, r->t, r->seq);
 }
 

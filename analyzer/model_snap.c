@@ -230,6 +230,7 @@ static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
     if (o->epoch_system >= 0) {
         o->epoch_index = d->epoch[o->epoch_system];
         o->epoch_start = d->epoch_start[o->epoch_system];
+        o->epoch_first = d->epoch_first[o->epoch_system];
         const model_mark_t *last = model_step_mark(m, -1);
         if (o->epoch_system == EPOCH_MARKS && last && last->label)
             o->epoch_label = strdup(last->label);
@@ -270,6 +271,13 @@ static void analyse_oom(model_t *m, model_dev_t *d, model_oom_t *o)
         for (unsigned j = last; j > at; j--)
             o->grow[j] = o->grow[j - 1];
         o->grow[at] = (model_grow_t){(uint32_t)i, ser};
+    }
+    uint64_t *kept = o->ngrow ? calloc(m->nsst, sizeof *kept) : NULL;
+    if (kept) { /* the recording's own leak, for a replay that does not fail here */
+        model_kept_by_site(m, d->id, o->epoch_system, kept);
+        for (unsigned i = 0; i < o->ngrow; i++)
+            o->kept += kept[o->grow[i].sidx];
+        free(kept);
     }
 }
 

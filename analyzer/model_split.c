@@ -225,6 +225,7 @@ static void split_apply(model_t *m, split_slot_t *sl)
             release_entry(m, m->dev[model_live_dev(x)] ? m->dev[model_live_dev(x)] : d, x);
             live_remove(&m->live, x);
         }
+        steps_note(d, o->site, model_live_req(&e), o->t);
         stamp(o->ep, d);
         alloc_apply(m, d, dev, model_live_kind(&e), model_live_block(&e), model_live_req(&e), o->site, o->t,
                     m->records - 1);

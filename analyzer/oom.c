@@ -28,7 +28,7 @@ static uint64_t sub0(uint64_t a, uint64_t b)
 
 static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdict_t *v)
 {
-    (void)m;
+    int steps = o->epoch_system == EPOCH_TROUGHS && m->dev[o->dev] && m->dev[o->dev]->step.period;
     char a[32], b[32], c[32], d[32], e[32], lim[96], req[96];
     const gmlog_oom_t *r = &o->rec;
     memset(v, 0, sizeof *v);
@@ -73,8 +73,8 @@ static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdic
         return;
     }
     model_series_t lw = o->lowwater;
-    uint64_t per;
-    if (model_series_grows(&lw, &per) && (lw.last - lw.first) * 5 >= live) {
+    if (model_series_grows(&lw, NULL) && (lw.last - lw.first) * 5 >= live) {
+        uint64_t per = model_oom_leak_rate(o);
         v->cause = OOM_LEAK;
         v->growth = lw.last - lw.first;
         v->growth_per_epoch = per;
@@ -82,8 +82,8 @@ static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdic
                  "the low-water mark of allocated memory rose from %s to %s over %u %s (%s per %s, up at "
                  "%u of %u steps): %s of the %s live at the failure is growth that was never freed",
                  rep_bytes(lw.first, a), rep_bytes(lw.last, b), lw.n,
-                 o->epoch_system == EPOCH_MARKS ? "marks" : "iterations", rep_bytes(per, c),
-                 o->epoch_system == EPOCH_MARKS ? "mark" : "iteration", lw.ups, lw.n - 1,
+                 o->epoch_system == EPOCH_MARKS ? "marks" : steps ? "steps" : "iterations", rep_bytes(per, c),
+                 o->epoch_system == EPOCH_MARKS ? "mark" : steps ? "step" : "iteration", lw.ups, lw.n - 1,
                  rep_bytes(v->growth, d), rep_bytes(live, e));
         return;
     }
@@ -113,8 +113,8 @@ static void snapshot_classify(const model_t *m, const model_oom_t *o, oom_verdic
              "%s of the %s live were allocated in the current %s (since %s); the %s that lives across "
              "iterations plus the request would fit in %s, the iteration's own memory does not",
              rep_bytes(o->transient, a), rep_bytes(o->persistent + o->transient, b),
-             o->epoch_system == EPOCH_MARKS ? "iteration" : "iteration",
-             o->epoch_system == EPOCH_MARKS ? "the last mark" : "the last low-water trough",
+             o->epoch_system == EPOCH_MARKS ? "iteration" : steps ? "step" : "iteration",
+             o->epoch_system == EPOCH_MARKS ? "the last mark" : steps ? "the step's start" : "the last low-water trough",
              rep_bytes(o->persistent, c), rep_bytes(v->available, d));
 }
 
@@ -179,12 +179,15 @@ static const char *const practices[5][5] = {
         NULL},
 };
 
-static const char *epoch_label(const model_oom_t *o, char *buf, size_t len)
+static const char *epoch_label(const model_t *m, const model_oom_t *o, char *buf, size_t len)
 {
     char t[32];
     if (o->epoch_system == EPOCH_MARKS)
         snprintf(buf, len, "mark %u \"%s\" at %s", o->epoch_index, o->epoch_label ? o->epoch_label : "",
                  rep_time(o->epoch_start, t));
+    else if (o->epoch_system == EPOCH_TROUGHS && m->dev[o->dev] && m->dev[o->dev]->step.period)
+        snprintf(buf, len, "step %u at %s, of %u allocations each", o->epoch_index, rep_time(o->epoch_start, t),
+                 m->dev[o->dev]->step.period);
     else if (o->epoch_system == EPOCH_TROUGHS)
         snprintf(buf, len, "low-water trough %u at %s", o->epoch_index, rep_time(o->epoch_start, t));
     else
@@ -270,10 +273,10 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
                                       : "it got past this failure (the recorded figures are used)",
                 rep_bytes(cz.reserved, e), rep_bytes(cz.cap, t));
         fprintf(f, "  live     %s = %s persistent + %s since the iteration began (%s)\n", rep_bytes(cz.live, a),
-                rep_bytes(cz.persistent, b), rep_bytes(cz.transient, d), epoch_label(o, lbl, sizeof lbl));
+                rep_bytes(cz.persistent, b), rep_bytes(cz.transient, d), epoch_label(m, o, lbl, sizeof lbl));
     } else {
         fprintf(f, "  live     %s persistent, %s since the epoch start (%s)\n", rep_bytes(o->persistent, a),
-                rep_bytes(o->transient, b), epoch_label(o, lbl, sizeof lbl));
+                rep_bytes(o->transient, b), epoch_label(m, o, lbl, sizeof lbl));
     }
     fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), replayed ? cz.why : v.why);
     if (replayed && cz.cannot_tell[0])
@@ -282,11 +285,9 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
         fprintf(f, "  growing sites:\n");
         for (unsigned i = 0; i < o->ngrow; i++) {
             const model_sstat_t *s = &m->sst[o->grow[i].sidx];
-            uint64_t per;
-            model_series_grows(&o->grow[i].ser, &per);
-            if (!per && o->grow[i].ser.n > 1)
-                per = (o->grow[i].ser.last - o->grow[i].ser.first) / (o->grow[i].ser.n - 1);
-            fprintf(f, "    +%s per %s: %s\n", rep_bytes(per, a), o->epoch_system == EPOCH_MARKS ? "mark" : "iteration",
+            int steps = o->epoch_system == EPOCH_TROUGHS && m->dev[o->dev] && m->dev[o->dev]->step.period;
+            fprintf(f, "    +%s per %s: %s\n", rep_bytes(model_series_rate(&o->grow[i].ser), a),
+                    o->epoch_system == EPOCH_MARKS ? "mark" : steps ? "step" : "iteration",
                     site_label(m, s->site, lbl, sizeof lbl));
             site_print(f, m, s->site, "        ", c->depth, !c->frames_all);
         }
@@ -407,7 +408,7 @@ static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
     json_u64(j, "persistent", o->persistent);
     json_u64(j, "transient", o->transient);
     json_u64(j, "unpooled_live", o->unpooled_live);
-    json_str(j, "epochs", o->epoch_system == EPOCH_MARKS ? "marks" : o->epoch_system == EPOCH_TROUGHS ? "troughs" : NULL);
+    json_str(j, "epochs", o->epoch_system >= 0 ? model_epoch_noun(m, o->dev, o->epoch_system, 1) : NULL);
     json_u64(j, "epoch", o->epoch_index);
     json_u64(j, "epoch_start", o->epoch_start);
     json_obj(j, "lowwater");
@@ -428,10 +429,8 @@ static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
     json_arr(j, "growing_sites");
     for (unsigned k = 0; k < o->ngrow; k++) {
         const model_sstat_t *s = &m->sst[o->grow[k].sidx];
-        uint64_t per;
-        model_series_grows(&o->grow[k].ser, &per);
         json_obj(j, NULL);
-        json_u64(j, "bytes_per_epoch", per);
+        json_u64(j, "bytes_per_epoch", model_series_rate(&o->grow[k].ser));
         json_u64(j, "bytes", s->live_req);
         json_u64(j, "count", s->live_count);
         site_json(j, m, s->site);

@@ -70,11 +70,7 @@ static size_t top_sites(const model_t *m, int dev, int sys, int sort, top_site_t
         uint64_t per = 0;
         if (s->dev != dev)
             continue;
-        if (sys >= 0) {
-            model_series_t ser = model_site_series(m, s, sys);
-            if (!model_series_grows(&ser, &per))
-                per = 0;
-        }
+        per = model_site_rate(m, s, sys); /* leaks' figure */
         if (!s->live_req && !per)
             continue;
         v[n++] = (top_site_t){s->site, s->live_req, s->live_count, per};
@@ -85,9 +81,9 @@ static size_t top_sites(const model_t *m, int dev, int sys, int sort, top_site_t
     return n;
 }
 
-static const char *top_sys_name(int sys)
+static const char *top_sys_name(const model_t *m, int dev, int sys)
 {
-    return sys == EPOCH_MARKS ? "marks" : sys == EPOCH_TROUGHS ? "troughs" : NULL;
+    return sys >= 0 ? model_epoch_noun(m, dev, sys, 1) : NULL;
 }
 
 /* Steps per second of log time (0 before the first step). */
@@ -152,8 +148,8 @@ static void top_dev_json(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
     json_u64(j, "total", d->total);
     json_u64(j, "ooms", d->ooms);
     json_obj(j, "steps");
-    if (top_sys_name(sys))
-        json_str(j, "by", top_sys_name(sys));
+    if (top_sys_name(m, d->id, sys))
+        json_str(j, "by", top_sys_name(m, d->id, sys));
     else
         json_null(j, "by");
     json_u64(j, "count", sys >= 0 ? d->epoch[sys] : 0);
@@ -223,7 +219,7 @@ static void top_dev_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d, i
             d->id, rep_reset(), d->name, rep_bytes(d->allocated, a), rep_bytes(d->reserved, r),
             rep_bytes(d->peak_allocated, pa), rep_bytes(d->peak_reserved, pr));
     if (sys >= 0)
-        fprintf(c->out, "    steps: %" PRIu32 " %s, %.2f per second\n", d->epoch[sys], top_sys_name(sys),
+        fprintf(c->out, "    steps: %" PRIu32 " %s, %.2f per second\n", d->epoch[sys], top_sys_name(m, d->id, sys),
                 top_rate(m, d, sys));
     else
         fprintf(c->out, "    steps: none yet (no marks, no low-water troughs)\n");
@@ -232,7 +228,7 @@ static void top_dev_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d, i
         fprintf(c->out, "    %s%s%s\n", rep_red(), warn, rep_reset());
     top_site_t *v;
     size_t n = top_sites(m, d->id, sys, TOP_SORT_BYTES, &v);
-    const char *per = sys == EPOCH_MARKS ? " (per mark)" : " (per low-water trough)";
+    const char *per = sys == EPOCH_MARKS ? " (per mark)" : d->step.period ? " (per step)" : " (per low-water trough)";
     if (sort == TOP_SORT_GROWTH) {
         qsort(v, n, sizeof *v, top_by_growth);
         top_sites_text(c, m, v, n, 1, per);

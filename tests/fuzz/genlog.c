@@ -3,11 +3,13 @@
  * a steady live set per thread, segments, sites and a mark every 100,000 events. It writes only
  * what common/gmlog.h describes; it is a test tool, never linked into gmshim.
  *
- *   genlog OUT.gmlog [EVENTS (default 100000000)] [THREADS (default 4)] [steps|random]
+ *   genlog OUT.gmlog [EVENTS (default 100000000)] [THREADS (default 4)] [steps|random|loop]
  *
  * "steps" (the default) is a training loop: each thread in bursts of ~64 events, allocating a
  * step's activations then freeing them in reverse. "random" is the worst case for the reader
- * and the model: every event on a random thread, alloc or free by a coin flip. */
+ * and the model: every event on a random thread, alloc or free by a coin flip. "loop" is the
+ * steps without marks, each step's sizes the same (the period the analyzer finds, or, with
+ * threads interleaving, the search's worst case). */
 #include "gmlog.h"
 
 #include <stdio.h>
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
     uint64_t events = argc > 2 ? strtoull(argv[2], NULL, 10) : 100000000ull;
     int nthr = argc > 3 ? atoi(argv[3]) : 4;
     int random_mode = argc > 4 && !strcmp(argv[4], "random");
+    int loop_mode = argc > 4 && !strcmp(argv[4], "loop");
     if (nthr < 1 || nthr > 64)
         nthr = 4;
     out = fopen(argv[1], "wb");
@@ -157,8 +160,8 @@ int main(int argc, char **argv)
             gmlog_free_t f = {{GMLOG_FREE, 0, 0, GMLOG_F_DEFERRED, 0}, p, 0, 0};
             put(t, tid, &f, sizeof f, now);
         } else {
-            uint64_t req = 512 + (rnd() % 64) * 512;
             uint32_t slot = random_mode ? (t->head + t->count) % LIVE : t->count;
+            uint64_t req = 512 + (loop_mode ? slot % 61 : rnd() % 64) * 512;
             uint64_t p = 0x7f0000000000ull + (uint64_t)ti * seg_size + (uint64_t)slot * (64u << 10);
             t->ring[slot] = p;
             t->count++;
@@ -166,7 +169,7 @@ int main(int argc, char **argv)
             put(t, tid, &a, 32, now);
         }
         done++;
-        if (done % 100000 == 0) {
+        if (done % 100000 == 0 && !loop_mode) {
             uint8_t rec[32] = {0};
             char label[16];
             int n = snprintf(label, sizeof label, "step %llu", (unsigned long long)++marks);

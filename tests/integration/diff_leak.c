@@ -1,7 +1,7 @@
 /* Analyzer workload for `gmshim diff`: `diff_leak [steady|leak] [DEVICES] [marks|troughs]`.
  * Weights, then 12 steps whose activations are allocated at three lines and freed, on each of
- * DEVICES devices (default 1); each step is marked, unless `troughs` (then only its low-water
- * trough tells it). With `leak`, one more line keeps 8 MiB every step on the last device: two
+ * DEVICES devices (default 1); each step is marked, unless `troughs` (then the analyzer finds
+ * the steps itself, from the allocations each repeats). With `leak`, one more line keeps 8 MiB every step on the last device: two
  * runs of this one binary differ by that line alone. Run with FAKECUDA_MEM=1G (and
  * FAKECUDA_DEVICES=DEVICES). */
 #include <cuda_runtime_api.h>

@@ -74,6 +74,7 @@ int main(void)
     srunner_add_suite(sr, analyzer_report_suite());
     srunner_add_suite(sr, analyzer_summary_suite());
     srunner_add_suite(sr, analyzer_leaks_suite());
+    srunner_add_suite(sr, analyzer_steps_suite());
     srunner_add_suite(sr, analyzer_dump_suite());
     srunner_add_suite(sr, analyzer_run_suite());
     srunner_add_suite(sr, analyzer_replay_suite());

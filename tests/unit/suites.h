@@ -71,6 +71,7 @@ Suite *analyzer_frag_suite(void);
 Suite *analyzer_report_suite(void);
 Suite *analyzer_summary_suite(void);
 Suite *analyzer_leaks_suite(void);
+Suite *analyzer_steps_suite(void);
 Suite *analyzer_dump_suite(void);
 Suite *analyzer_run_suite(void);
 Suite *analyzer_replay_suite(void);

@@ -267,8 +267,9 @@ START_TEST(test_each_device_is_compared_on_its_own)
 }
 END_TEST
 
-/* Without marks, growth is per low-water trough, and it is `leaks`' own figure for the site. */
-START_TEST(test_without_marks_growth_is_per_trough_as_leaks_gives_it)
+/* Without marks, growth is per step found from the repeating allocations (each of the 12 steps),
+ * and it is `leaks`' own figure for the site. */
+START_TEST(test_without_marks_growth_is_per_step_as_leaks_gives_it)
 {
     const char *dir = temp_dir();
     const char *a = record_steps(dir, "a.gmlog", "steady", 1, "troughs", NULL);
@@ -284,9 +285,9 @@ START_TEST(test_without_marks_growth_is_per_trough_as_leaks_gives_it)
                  "import json,sys\n"
                  "d,l=[json.loads(x) for x in open(sys.argv[1]) if x.strip()]\n"
                  "dev=d['pairs'][0]['devices'][0]\n"
-                 "assert dev['steps']['b']['per']=='trough' and dev['steps']['b']['count']>=3, dev['steps']\n"
+                 "assert dev['steps']['b']['per']=='step' and dev['steps']['b']['count']==12, dev['steps']\n"
                  "g=l['logs'][0]['leaks'][0]\n"
-                 "assert g['epochs']=='troughs' and len(g['growing'])==1, g\n"
+                 "assert g['epochs']=='steps' and len(g['growing'])==1, g\n"
                  "s=dev['sites'][0]\n"
                  "assert s['growth_per_step']['b']==g['growing'][0]['bytes_per_epoch']>0, (s, g['growing'])\n"
                  "print('same', s['site'])\n",
@@ -409,7 +410,7 @@ Suite *analyzer_diff_suite(void)
     tcase_add_test(tc, test_damaged_or_unreadable_log_is_bad_input_exit_2);
     tcase_add_test(tc, test_each_device_is_compared_on_its_own);
     tcase_add_test(tc, test_job_directories_pair_logs_by_rank);
-    tcase_add_test(tc, test_without_marks_growth_is_per_trough_as_leaks_gives_it);
+    tcase_add_test(tc, test_without_marks_growth_is_per_step_as_leaks_gives_it);
     tcase_add_test(tc, test_sites_match_by_python_line_and_come_largest_change_first);
     suite_add_tcase(s, tc);
     return s;
