@@ -312,7 +312,7 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
         since = o->epoch_first;
     if (closed && grows(o, c->torch_cache_kept, &per)) {
         leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
-        if (!c->reproduced && o->ngrow && c->epoch_steps) /* the replay went its own way: the recording's */
+        if (!c->reproduced && o->ngrow) /* the replay went its own way: the recording's */
             c->leaked = o->kept;
         uint64_t rate = model_oom_leak_rate(o); /* the growing sites' rates, as `leaks` states them */
         c->leak_per_epoch = rate ? rate : per;
