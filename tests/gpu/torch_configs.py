@@ -5,8 +5,10 @@ is there, so that the log's records before the mark are those PyTorch counted).
 
   torch_configs.py frag N          N rounds of a 2 MiB tensor kept between 40 MiB ones, the 40 MiB
                                    ones freed, then 64 MiB ones asked
-  torch_configs.py leak MIB [F]    a loop keeping MIB MiB a step (a scratch tensor freed each step)
+  torch_configs.py leak MIB [F [nomark]]
+                                   a loop keeping MIB MiB a step (a scratch tensor freed each step)
                                    until OutOfMemoryError; F: set_per_process_memory_fraction(F)
+                                   (0: none); nomark: no gmshim mark a step, as most scripts
   torch_configs.py train STEPS B   a ResNet-50 (torch.nn only, bottleneck blocks [3, 4, 6, 3]) on
                                    random data, batch B, AMP bf16, SGD; step_ms = the median step
 """
@@ -48,13 +50,14 @@ def frag(n):
     stats(kept=len(small) + len(after))
 
 
-def leak(mib, fraction):
+def leak(mib, fraction, marked=True):
     if fraction:
         torch.cuda.set_per_process_memory_fraction(fraction)
     kept, step = [], 0
     try:
         while True:
-            mark("step")
+            if marked:
+                mark("step")
             scratch = torch.empty(mib << 19, dtype=torch.uint8, device="cuda")
             kept.append(torch.empty(mib << 20, dtype=torch.uint8, device="cuda"))  # LEAK_LINE
             del scratch
@@ -120,7 +123,8 @@ if __name__ == "__main__":
     if mode == "frag":
         frag(int(sys.argv[2]))
     elif mode == "leak":
-        leak(int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
+        leak(int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0,
+             len(sys.argv) <= 4 or sys.argv[4] != "nomark")
     elif mode == "train":
         train(int(sys.argv[2]), int(sys.argv[3]))
     else:
