@@ -165,6 +165,8 @@ static void pool_fields(out_t *o, const rd_rec_t *r)
         f_bool(o, "limit", r->flags & GMLOG_OOM_LIMIT);
         f_bool(o, "capture", r->flags & GMLOG_OOM_CAPTURE);
         f_bool(o, "recovered", r->flags & GMLOG_OOM_RECOVERED);
+        if (r->flags & GMLOG_OOM_ASYNC)
+            f_bool(o, "async", 1);
         f_u64(o, "request", x->request);
         f_u64(o, "segment", x->segment);
         f_u64(o, "driver_free", x->driver_free);

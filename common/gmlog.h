@@ -257,6 +257,7 @@ typedef struct gmlog_empty_cache {
 #define GMLOG_OOM_CAPTURE 0x10   /* under a graph capture: nothing could be released */
 #define GMLOG_OOM_RECOVERED 0x20 /* the retry succeeded: no error reached the program */
 #define GMLOG_OOM_EXACT 0x40     /* a caching allocator's exact segment was asked (GMLOG_A_EXACT) */
+#define GMLOG_OOM_ASYNC 0x80     /* a stream-ordered allocation the driver's pool refused (no gmshim pool) */
 
 /* GMLOG_OOM, 96 bytes: a driver allocation failed (recovered or not); h.flags = GMLOG_OOM_*. */
 typedef struct gmlog_oom {

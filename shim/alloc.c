@@ -9,6 +9,7 @@
 #include "fallback.h"
 #include "fencepol.h"
 #include "hit.h"
+#include "logrec.h"
 #include "options.h"
 #include "real.h"
 #include "stacks.h"
@@ -186,6 +187,26 @@ void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t
     gm_device_t *d = device_get(dev);
     if (d)
         device_note_unpooled(d, kind, ptr, size, extra, stacks_site(), t0);
+}
+
+GM_COLD void alloc_unpooled_oom(size_t size)
+{
+    if (alloc_state() == GM_CHILD || !evlog_enabled())
+        return;
+    int dev = 0;
+    device_current(&dev);
+    gmlog_oom_t r;
+    memset(&r, 0, sizeof r);
+    r.request = size;
+    r.segment = size;
+    /* A call that succeeds leaves the runtime's last error as the failure set it. */
+    size_t f = 0, t = 0;
+    if (REAL_CALL(cudaMemGetInfo, &f, &t) == cudaSuccess) {
+        r.driver_free = f;
+        r.driver_total = t;
+    }
+    r.site = stacks_site();
+    logrec_oom(dev, GMLOG_OOM_ASYNC, &r);
 }
 
 void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)

@@ -19,6 +19,9 @@ void alloc_stream_destroying(cudaStream_t s);
 /* Forwarded allocations (managed, pitched, host, stream-ordered): counted and logged. Device
  * ones are tracked so that their cudaFree is recognised. */
 void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t0);
+/* A stream-ordered allocation the runtime refused for memory (PyTorch's cudaMallocAsync backend):
+ * an OOM record with the driver's figures and the caller's site, so that `gmshim oom` finds it. */
+void alloc_unpooled_oom(size_t size);
 void alloc_unpooled_free(int kind, void *ptr, uint64_t t0);
 void alloc_ipc_export(void *ptr);
 

@@ -66,6 +66,8 @@ HOOK cudaError_t cudaDeviceReset(void)
         cudaError_t err = REAL_CALL call_args;                                                    \
         if (err == cudaSuccess && devPtr)                                                         \
             alloc_unpooled(GMLOG_KIND_ASYNC, *devPtr, size, (uint64_t)(uintptr_t)(stream), t0);   \
+        else if (err == cudaErrorMemoryAllocation)                                                \
+            alloc_unpooled_oom(size);                                                             \
         gm_leave();                                                                               \
         return err;                                                                               \
     } while (0)

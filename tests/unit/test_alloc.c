@@ -1,6 +1,7 @@
 /* What the hooks call (shim/alloc.c), under the preload: odd arguments as the real runtime
  * treats them, pass-through, cudaMemGetInfo with the cache and a cap, forwarded allocations. */
 #include "suites.h"
+#include "test_analyzer_cli.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -68,6 +69,29 @@ START_TEST(test_unpooled_calls_are_forwarded_and_counted)
 }
 END_TEST
 
+/* PyTorch's cudaMallocAsync backend: the runtime's refusal reaches the program as it is (its last
+ * error too), and the log has it as an OOM (flagged async) at the line that asked. */
+START_TEST(test_a_refused_cudamallocasync_is_logged_as_an_oom_at_its_line)
+{
+    char log[600], logenv[640];
+    snprintf(log, sizeof log, "%s/async.gmlog", temp_dir());
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
+    const char *env[] = {"FAKECUDA_MEM=256M", logenv, NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/async_oom", env, NULL, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "async_oom: refused at step"), "exit %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--color=never", "oom", log);
+    ck_assert_msg(rc == 0 && strstr(out, "OOM 1 on device 0") && strstr(out, "8.00 MiB asked for") &&
+                      strstr(out, "from     keep_activation (async_oom.c:"),
+                  "oom: exit %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "dump", log);
+    ck_assert_msg(rc == 0 && strstr(out, "\"async\":true"), "dump: exit %d:\n%.3000s", rc, out);
+    free(out);
+}
+END_TEST
+
 Suite *alloc_suite(void)
 {
     Suite *s = suite_create("alloc");
@@ -78,6 +102,7 @@ Suite *alloc_suite(void)
     tcase_add_test(tc, test_memgetinfo_counts_the_cache_as_free);
     tcase_add_test(tc, test_device_limit_caps_the_pool_and_memgetinfo);
     tcase_add_test(tc, test_unpooled_calls_are_forwarded_and_counted);
+    tcase_add_test(tc, test_a_refused_cudamallocasync_is_logged_as_an_oom_at_its_line);
     suite_add_tcase(s, tc);
     return s;
 }
