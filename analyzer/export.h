@@ -8,7 +8,7 @@
 #define GM_EXPORT_H
 
 #include "commands.h"
-#include "torch_events.h"
+#include "events.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -26,17 +26,16 @@ typedef struct xr_block {
     uint8_t stray;                /* a pool block in no segment the log described (a damaged log) */
     uint8_t writer;               /* the writer's own mark */
     uint8_t pending;              /* a tensor whose free was requested, not yet completed */
-    uint8_t used;                 /* slot in use */
-} xr_block_t;
+} xr_block_t;                     /* ptr first: the table's key (0: an empty slot) */
 
 typedef struct xr_segment {
     uint64_t base, size, t;
     uint64_t stream;              /* PyTorch's segments: the stream they serve, else 0 */
     uint32_t site;                /* PyTorch's segments: where the tensor that needed it was asked for */
     uint32_t graph;
-    uint8_t dev, used;
+    uint8_t dev;
     uint8_t expandable;           /* PyTorch's expandable segment: mapped ranges, grown and shrunk */
-} xr_segment_t;
+} xr_segment_t;                   /* base first: the table's key (0: an empty slot) */
 
 typedef struct xr_dev {
     int present;
@@ -85,10 +84,12 @@ struct xr {
     const model_t *m;
     xr_dev_t dev[256];
     int ndev;                     /* highest device seen + 1 */
-    xr_block_t *blk;              /* open addressing by ptr */
+    xr_block_t *blk;              /* the table (table.h) by ptr */
     size_t nblk, capblk;
-    xr_segment_t *seg;            /* open addressing by base */
+    unsigned shblk;
+    xr_segment_t *seg;            /* the table by base */
     size_t nseg, capseg;
+    unsigned shseg;
     uint64_t *bases;              /* the live segments' bases, sorted (a block's segment) */
     size_t nbases, capbases;
     uint64_t last_t;
@@ -97,9 +98,7 @@ struct xr {
     const char *stop_mark_label;
     int stopped;
     char label[1024];
-    gmlog_oom_t hook_oom;         /* a tensor device's last failed cudaMalloc, for its T_OOM */
-    int hook_oom_seen;
-    torch_ranges_t ranges;        /* expandable segments' mapped ranges */
+    ev_dec_t ev;                  /* the decoder (events.h), seeded with the model's PyTorch devices */
 };
 
 /* Replays lf (rewinding it) with its model's definitions, calling fn for each event. Returns 0,
@@ -111,8 +110,8 @@ const xr_segment_t *xr_segment_of(const xr_t *x, unsigned dev, uint64_t ptr);
 /* Whether a mark matches "--from/--to MARK": its number or its label. */
 int xr_mark_matches(const char *want, uint32_t id, const char *label);
 /* The live blocks and segments, in no order: iterate with these. */
-static inline const xr_block_t *xr_block_at(const xr_t *x, size_t i) { return x->blk[i].used ? &x->blk[i] : NULL; }
-static inline const xr_segment_t *xr_segment_at(const xr_t *x, size_t i) { return x->seg[i].used ? &x->seg[i] : NULL; }
+static inline const xr_block_t *xr_block_at(const xr_t *x, size_t i) { return x->blk[i].ptr ? &x->blk[i] : NULL; }
+static inline const xr_segment_t *xr_segment_at(const xr_t *x, size_t i) { return x->seg[i].base ? &x->seg[i] : NULL; }
 /* The length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0: the exports write a bad
  * byte as U+FFFD, so that every viewer can read what they write. */
 int xr_utf8_len(const unsigned char *s, size_t left);

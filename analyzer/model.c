@@ -38,9 +38,6 @@ void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int
     map_init(&m->sstmap, 1024);
     map_init(&m->sitemap, 256);
     map_init(&m->strmap, 256);
-    map_init(&m->torch_segbase, 64);
-    map_init(&m->torch_pending, 64);
-    map_init(&m->torch_stream, 256);
     if (!(flags & (MODEL_RANGE | MODEL_SPLIT))) /* a parallel replay's windows: a log without tensors */
         model_torch_scan(m, lf);
     uint64_t span = lf->t_last > lf->t_first ? lf->t_last - lf->t_first : 0;
@@ -194,10 +191,7 @@ void model_free(model_t *m)
         free(m->strings[i]);
     free(m->strings);
     map_free(&m->strmap);
-    map_free(&m->torch_segbase);
-    map_free(&m->torch_pending);
-    map_free(&m->torch_stream);
-    torch_ranges_free(&m->torch_ranges);
+    ev_dec_free(&m->ev);
     for (size_t i = 0; i < m->nmodules; i++)
         free(m->modules[i].path);
     free(m->modules);

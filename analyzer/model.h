@@ -5,7 +5,7 @@
 #define GM_MODEL_H
 
 #include "reader.h"
-#include "torch_events.h"
+#include "events.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -58,16 +58,9 @@ typedef struct model_livemap {
     unsigned shift;
 } model_livemap_t;
 
-/* A map of 64-bit keys (0 is never stored) to 64-bit values, in the same table (table.h). */
-typedef struct model_kv {
-    uint64_t key, val;
-} model_kv_t;
-
-typedef struct model_map {
-    model_kv_t *slots;
-    size_t cap, count;
-    unsigned shift;
-} model_map_t;
+/* A map of 64-bit keys (0 is never stored) to 64-bit values: the table's (table.h). */
+typedef table_kv_t model_kv_t;
+typedef table_map_t model_map_t;
 
 /* A series of per-epoch low-water values: enough to tell steady growth. */
 typedef struct model_series {
@@ -312,13 +305,7 @@ typedef struct model {
     int saw_reset;
     /* PyTorch's tensors (model_torch.c) */
     int torch;                     /* some device has tensor events */
-    uint8_t torch_dev[256];        /* which devices */
-    model_map_t torch_segbase;     /* PyTorch's segment bases (their ALLOCs are left out) */
-    model_map_t torch_pending;     /* block freed, not completed -> its bytes */
-    model_map_t torch_stream;      /* live tensor -> its stream + 1 */
-    torch_ranges_t torch_ranges;   /* expandable segments: their mapped ranges, as whole segments */
-    gmlog_oom_t torch_hook_oom;    /* the hooks' last failed cudaMalloc, for the next T_OOM */
-    int torch_hook_oom_seen;
+    ev_dec_t ev;                   /* the decoder: its PyTorch view (segment bases, tensors, pending) */
     uint64_t torch_just_requested; /* the block whose free was the last tensor event */
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */
     struct model_split *split;     /* a MODEL_SPLIT window's output */

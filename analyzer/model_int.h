@@ -82,48 +82,23 @@ static inline void map_init(model_map_t *mp, size_t cap)
 
 static inline void map_free(model_map_t *mp)
 {
-    free(mp->slots);
-    memset(mp, 0, sizeof *mp);
+    table_map_free(mp);
 }
 
 static inline uint64_t *map_find(const model_map_t *mp, uint64_t key)
 {
-    if (!mp->cap || !key)
-        return NULL;
-    model_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
-    return kv ? &kv->val : NULL;
+    return table_map_find(mp, key);
 }
 
 static inline void map_put(model_map_t *mp, uint64_t key, uint64_t val)
 {
-    if (!key)
-        return;
-    if ((mp->count + 1) * 4 > mp->cap * 3) {
-        void *s = mp->slots;
-        if (table_grow(&s, &mp->cap, &mp->shift, sizeof *mp->slots))
-            model_die_oom();
-        mp->slots = s;
-    }
-    int found;
-    model_kv_t *kv = table_probe(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key, &found);
-    if (!found)
-        mp->count++;
-    kv->key = key;
-    kv->val = val;
+    if (table_map_put(mp, key, val))
+        model_die_oom();
 }
 
 static inline int map_del(model_map_t *mp, uint64_t key, uint64_t *val)
 {
-    if (!mp->cap || !key)
-        return 0;
-    model_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
-    if (!kv)
-        return 0;
-    if (val)
-        *val = kv->val;
-    table_remove_at(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, (size_t)(kv - mp->slots));
-    mp->count--;
-    return 1;
+    return table_map_del(mp, key, val);
 }
 
 /* ---- model_epochs.c: series and epochs ---- */
@@ -348,63 +323,46 @@ static inline __attribute__((always_inline)) void free_apply(model_t *m, model_d
         tl_note(m, d, t);
 }
 
-/* An allocation record's kind, bytes requested and block, and the device's counters of it. */
-static inline __attribute__((always_inline)) void alloc_decode(model_t *m, const rd_rec_t *r, model_dev_t *d,
-                                                               unsigned *kindp, uint64_t *reqp, uint64_t *blockp)
+/* The device's counters of an allocation (the decoder's event of it, events.h). */
+static inline __attribute__((always_inline)) void alloc_count(model_t *m, model_dev_t *d, const ev_t *ev)
 {
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
-    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-    uint64_t req = a->size & GMLOG_SIZE_MASK, extra = a->size >> GMLOG_SIZE_BITS;
-    uint64_t block = req;
-    if (kind == GMLOG_KIND_POOL) {
-        uint64_t rounded = ((req ? req : 1) + 511) & ~511ull;
-        if (__builtin_expect(extra == 0xffff, 0)) {
-            if (r->len >= 40) {
-                block = a->block;
-            } else {
-                m->malformed++;
-                block = rounded;
-            }
-        } else {
-            block = rounded + extra * 512;
-        }
-        if (__builtin_expect(block & ~GMLOG_SIZE_MASK, 0)) /* more than 256 TiB: not a real block */
-            block = rounded;
-        if (r->flags & GMLOG_A_MISS)
+    if (ev->kind == GMLOG_KIND_POOL) {
+        if (__builtin_expect(ev->malformed, 0))
+            m->malformed++;
+        if (ev->flags & GMLOG_A_MISS)
             d->misses++;
         else
             d->hits++;
-        if (r->flags & GMLOG_A_GRAPH)
+        if (ev->flags & GMLOG_A_GRAPH)
             d->graph_allocs++;
-        d->pool_alloc_ns += a->dur_ns;
-    } else if (kind == GMLOG_KIND_PASS) {
-        d->pass_alloc_ns += a->dur_ns;
-        d->exact_allocs += (r->flags & GMLOG_A_EXACT) != 0;
+        d->pool_alloc_ns += ev->dur_ns;
+    } else if (ev->kind == GMLOG_KIND_PASS) {
+        d->pass_alloc_ns += ev->dur_ns;
+        d->exact_allocs += (ev->flags & GMLOG_A_EXACT) != 0;
     }
-    d->allocs_kind[kind]++;
-    *kindp = kind, *reqp = req, *blockp = block;
+    d->allocs_kind[ev->kind]++;
 }
 
 /* The live-map entry of a new block (its site index or id set by the caller). */
-static inline __attribute__((always_inline)) void live_fill(model_live_t *e, const rd_rec_t *r, unsigned kind,
-                                                            uint64_t block, uint64_t req)
+static inline __attribute__((always_inline)) void live_fill(model_live_t *e, const rd_rec_t *r, const ev_t *ev)
 {
     uint64_t tt = r->t >> 8;
     if (tt > MODEL_48)
         tt = MODEL_48;
-    e->blk = block | (uint64_t)r->device << 48 | (uint64_t)kind << 56 | (uint64_t)((r->flags & GMLOG_A_GRAPH) != 0) << 59;
-    e->req = req | (tt >> 32) << 48;
+    e->blk = ev->size | (uint64_t)ev->dev << 48 | (uint64_t)ev->kind << 56 |
+             (uint64_t)((ev->flags & GMLOG_A_GRAPH) != 0) << 59;
+    e->req = ev->req | (tt >> 32) << 48;
     e->t_lo = (uint32_t)tt;
 }
 
 /* A free's counters, by the kind of the block it frees. */
-static inline __attribute__((always_inline)) void free_count(model_dev_t *d, unsigned kind, const gmlog_free_t *f)
+static inline __attribute__((always_inline)) void free_count(model_dev_t *d, unsigned kind, uint32_t dur_ns)
 {
     d->frees_kind[kind]++;
     if (kind == GMLOG_KIND_POOL)
-        d->pool_free_ns += f->dur_ns;
+        d->pool_free_ns += dur_ns;
     else if (kind == GMLOG_KIND_PASS)
-        d->pass_free_ns += f->dur_ns;
+        d->pass_free_ns += dur_ns;
 }
 
 /* ---- model_torch.c: PyTorch's tensors as the allocations ---- */
@@ -412,16 +370,14 @@ static inline __attribute__((always_inline)) void free_count(model_dev_t *d, uns
 void model_torch_scan(model_t *m, rd_log_t *lf);
 /* A T_* record on a tensor device. */
 void model_torch_step(model_t *m, const rd_rec_t *r);
-/* Whether a hook record (ALLOC, FREE, SEGMENT_*) of a tensor device is left out. */
-int model_torch_drops(model_t *m, const rd_rec_t *r);
 /* A wrapped log's checkpoint on a tensor device: PyTorch's segments, live tensors and pending
  * frees (T_* state records after a CUT flagged GMLOG_CUT_TORCH); a hook state record that they
  * stand for is dropped. 1 when handled here. */
 int model_torch_state(model_t *m, const rd_rec_t *r);
 /* model_reduce.c: a block live at a checkpoint's cut into the live map (the cut's figures count it). */
-void model_cut_block(model_t *m, const rd_rec_t *r);
-/* An ALLOC, FREE or SEGMENT_* record in the model's layout, through the reducer. */
-void model_reduce_record(model_t *m, const rd_rec_t *r);
+void model_cut_block(model_t *m, const rd_rec_t *r, const ev_t *ev);
+/* One event of the decoder's (an allocation, a free, a segment's, an OOM) through the reducer. */
+void model_reduce_event(model_t *m, const rd_rec_t *r, const ev_t *ev);
 
 /* ---- model_snap.c: snapshots and OOMs ---- */
 /* Live bytes and counts per device and kind, from the live map (they are not kept per event). */

@@ -1,6 +1,7 @@
 /* The reducer: one record's effect on the model — devices and their figures, peaks, the
  * timeline, live blocks, segments, marks, resets, a wrapped log's checkpoint — and the loop that
- * applies a batch of records. It calls no replay: the parallel replay that defers site figures
+ * applies a batch of records. Blocks and segments come as the decoder's events (events.h), never
+ * read from a record here. It calls no replay: the parallel replay that defers site figures
  * installs m->release_hook. Every size, id and count is checked before it is trusted. */
 #include "model_int.h"
 #include "vec.h"
@@ -80,29 +81,26 @@ __attribute__((noinline)) void model_tl_widen(model_t *m, uint64_t t)
 }
 
 
-static inline __attribute__((always_inline)) void on_alloc(model_t *m, const rd_rec_t *r)
+static inline __attribute__((always_inline)) void on_alloc(model_t *m, const rd_rec_t *r, const ev_t *ev)
 {
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
     model_dev_t *d = m->dev[r->device];
     if (__builtin_expect(!d, 0))
         d = model_get_dev(m, r->device);
-    if (__builtin_expect(!d || !a->ptr, 0)) {
+    if (__builtin_expect(!d || !ev->ptr, 0)) {
         m->malformed++;
         return;
     }
-    unsigned kind;
-    uint64_t req, block;
-    alloc_decode(m, r, d, &kind, &req, &block);
+    alloc_count(m, d, ev);
     int found;
-    model_live_t *e = live_upsert(&m->live, a->ptr, &found);
+    model_live_t *e = live_upsert(&m->live, ev->ptr, &found);
     if (__builtin_expect(found, 0)) {
         /* The pointer is live already: its free was lost. Forget the old block. */
         d->replaced++;
         model_dev_t *od = m->dev[model_live_dev(e)] ? m->dev[model_live_dev(e)] : d;
         release_entry(m, od, e);
     }
-    live_fill(e, r, kind, block, req);
-    e->sidx = alloc_apply(m, d, r->device, kind, block, req, a->site, r->t, r->seq);
+    live_fill(e, r, ev);
+    e->sidx = alloc_apply(m, d, r->device, ev->kind, ev->size, ev->req, ev->site, r->t, r->seq);
 }
 
 /* A window met a free of a block from before it: its size is known only to the stitch. Close
@@ -123,10 +121,9 @@ static __attribute__((noinline)) void range_unfree(model_t *m, model_dev_t *d, u
 }
 
 
-static inline __attribute__((always_inline)) void on_free(model_t *m, const rd_rec_t *r)
+static inline __attribute__((always_inline)) void on_free(model_t *m, const rd_rec_t *r, const ev_t *ev)
 {
-    const gmlog_free_t *f = (const gmlog_free_t *)r->p;
-    model_live_t *e = f->ptr ? live_find(&m->live, f->ptr) : NULL;
+    model_live_t *e = ev->ptr ? live_find(&m->live, ev->ptr) : NULL;
     unsigned dev = e ? model_live_dev(e) : r->device;
     model_dev_t *d = dev < MODEL_MAX_DEVICES ? m->dev[dev] : NULL;
     if (__builtin_expect(!d, 0))
@@ -135,48 +132,47 @@ static inline __attribute__((always_inline)) void on_free(model_t *m, const rd_r
         m->malformed++;
         return;
     }
-    free_count(d, e ? model_live_kind(e) : (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT, f);
+    free_count(d, e ? model_live_kind(e) : ev->kind, ev->dur_ns);
     if (__builtin_expect(!e, 0)) {
         d->unmatched_frees++;
         if (m->flags & MODEL_RANGE)
-            range_unfree(m, d, f->ptr, r->t);
+            range_unfree(m, d, ev->ptr, r->t);
         return;
     }
     free_apply(m, d, e, r->t);
     live_remove(&m->live, e);
 }
 
-static void on_segment(model_t *m, const rd_rec_t *r)
+static void on_segment(model_t *m, const rd_rec_t *r, const ev_t *ev)
 {
-    const gmlog_segment_t *s = (const gmlog_segment_t *)r->p;
     model_dev_t *d = model_get_dev(m, r->device);
-    if (!d || !s->base) {
+    if (!d || !ev->ptr) {
         m->malformed++;
         return;
     }
-    if (r->type == GMLOG_SEGMENT_ALLOC) {
+    if (ev->type == EV_SEGMENT_ALLOC) {
         d->seg_allocs++;
-        d->seg_alloc_ns += s->dur_ns;
-        if (s->graph)
+        d->seg_alloc_ns += ev->dur_ns;
+        if (ev->graph)
             d->graph_segments++;
-        uint64_t *old = map_find(&d->segmap, s->base);
+        uint64_t *old = map_find(&d->segmap, ev->ptr);
         if (old) { /* its free was lost */
             d->reserved -= *old <= d->reserved ? *old : d->reserved;
             d->segments--;
         }
-        map_put(&d->segmap, s->base, s->size);
-        d->reserved += s->size;
+        map_put(&d->segmap, ev->ptr, ev->size);
+        d->reserved += ev->size;
         d->segments++;
         note_peaks(d, r->t, r->seq);
     } else {
         d->seg_frees++;
-        d->seg_free_ns += s->dur_ns;
+        d->seg_free_ns += ev->dur_ns;
         uint64_t size;
-        if (map_del(&d->segmap, s->base, &size)) {
+        if (map_del(&d->segmap, ev->ptr, &size)) {
             d->reserved -= size <= d->reserved ? size : d->reserved;
             d->segments--;
         } else if (m->flags & MODEL_RANGE) {
-            d->reserved -= s->size; /* a segment of an earlier window: the record has its size */
+            d->reserved -= ev->size; /* a segment of an earlier window: the record has its size */
             d->segments--;
         } else {
             d->bad_segment_frees++;
@@ -347,11 +343,10 @@ static void on_cut(model_t *m, const rd_rec_t *r)
 }
 
 /* A block live at the cut: in the live map with its site; the cut's figures hold its bytes. */
-void model_cut_block(model_t *m, const rd_rec_t *r)
+void model_cut_block(model_t *m, const rd_rec_t *r, const ev_t *ev)
 {
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
     model_dev_t *d = model_get_dev(m, r->device);
-    if (!d || !a->ptr) {
+    if (!d || !ev->ptr) {
         m->malformed++;
         return;
     }
@@ -359,25 +354,23 @@ void model_cut_block(model_t *m, const rd_rec_t *r)
     uint64_t hits = d->hits, misses = d->misses, graph = d->graph_allocs, pns = d->pool_alloc_ns;
     uint64_t qns = d->pass_alloc_ns, kinds[8];
     memcpy(kinds, d->allocs_kind, sizeof kinds);
-    unsigned kind;
-    uint64_t req, block;
-    alloc_decode(m, r, d, &kind, &req, &block);
+    alloc_count(m, d, ev);
     d->hits = hits, d->misses = misses, d->graph_allocs = graph, d->pool_alloc_ns = pns, d->pass_alloc_ns = qns;
     memcpy(d->allocs_kind, kinds, sizeof kinds);
     int found;
-    model_live_t *e = live_upsert(&m->live, a->ptr, &found);
+    model_live_t *e = live_upsert(&m->live, ev->ptr, &found);
     if (found) {
         d->replaced++;
         model_dev_t *od = m->dev[model_live_dev(e)] ? m->dev[model_live_dev(e)] : d;
         release_entry(m, od, e);
     }
-    live_fill(e, r, kind, block, req);
+    live_fill(e, r, ev);
     e->blk |= MODEL_LIVE_CUT;
     e->sidx = 0;
     if ((m->flags & (MODEL_SITES | MODEL_DEFER)) == MODEL_SITES) {
-        e->sidx = sstat_index(m, r->device, a->site);
+        e->sidx = sstat_index(m, r->device, ev->site);
         if (e->sidx)
-            site_add_at(m, e->sidx, block, req, d->epoch);
+            site_add_at(m, e->sidx, ev->size, ev->req, d->epoch);
     }
     if (d->peak_at_cut)
         d->peak_seq = r->seq; /* the state at the peak: the cut's, once its blocks are in */
@@ -404,12 +397,13 @@ static __attribute__((noinline)) void step_checkpoint(model_t *m, const rd_rec_t
         m->last_t = r->t;
         if (r->type == GMLOG_CUT)
             on_cut(m, r);
-        else if (__builtin_expect(m->torch, 0) && r->device < MODEL_MAX_DEVICES && m->torch_dev[r->device] &&
-                 model_torch_state(m, r))
+        else if (__builtin_expect(m->torch, 0) && ev_tensor_dev(&m->ev, r->device) && model_torch_state(m, r))
             ;
-        else if (r->type == GMLOG_ALLOC)
-            model_cut_block(m, r);
-        else if (r->type == GMLOG_SEGMENT_ALLOC)
+        else if (r->type == GMLOG_ALLOC) {
+            ev_t ev;
+            ev_alloc_of(r, &ev);
+            model_cut_block(m, r, &ev);
+        } else if (r->type == GMLOG_SEGMENT_ALLOC)
             on_cut_segment(m, r);
         return;
     }
@@ -425,25 +419,14 @@ static __attribute__((noinline)) void step_checkpoint(model_t *m, const rd_rec_t
     }
 }
 
-/* A record of a device with tensor events that model_torch.c handles or drops: 1 when done. */
-static __attribute__((noinline)) int torch_record(model_t *m, const rd_rec_t *r)
+void model_reduce_event(model_t *m, const rd_rec_t *r, const ev_t *ev)
 {
-    if (r->type >= GMLOG_T_ALLOC && r->type <= GMLOG_T_OOM) {
-        model_torch_step(m, r);
-        return 1;
-    }
-    int hook = r->type == GMLOG_ALLOC || r->type == GMLOG_FREE || r->type == GMLOG_SEGMENT_ALLOC ||
-               r->type == GMLOG_SEGMENT_FREE || r->type == GMLOG_OOM;
-    return hook && r->len >= 16 && model_torch_drops(m, r);
-}
-
-void model_reduce_record(model_t *m, const rd_rec_t *r)
-{
-    switch (r->type) {
-    case GMLOG_ALLOC: on_alloc(m, r); break;
-    case GMLOG_FREE: on_free(m, r); break;
-    case GMLOG_SEGMENT_ALLOC:
-    case GMLOG_SEGMENT_FREE: on_segment(m, r); break;
+    switch (ev->type) {
+    case EV_ALLOC: on_alloc(m, r, ev); break;
+    case EV_FREE: on_free(m, r, ev); break;
+    case EV_SEGMENT_ALLOC:
+    case EV_SEGMENT_FREE: on_segment(m, r, ev); break;
+    case EV_OOM: model_on_oom(m, r); break;
     default: break;
     }
 }
@@ -459,16 +442,24 @@ static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_
     m->last_t = r->t;
     if (m->next_sample < MODEL_FRAG_SAMPLES && (m->flags & MODEL_FRAG))
         model_take_samples(m, r->t);
-    if (__builtin_expect(m->torch, 0) && r->device < MODEL_MAX_DEVICES && m->torch_dev[r->device] &&
-        torch_record(m, r)) {
+    if (__builtin_expect(m->torch, 0) && torch_is_tensor_type(r->type) && ev_tensor_dev(&m->ev, r->device)) {
+        model_torch_step(m, r);
+        m->by_type[r->type]++;
+        return;
+    }
+    ev_t ev[EV_MAX];
+    int n = ev_decode(&m->ev, r, ev); /* a hook record of a tensor device: never more than one */
+    if (n > 0) {
+        if (__builtin_expect(ev[0].type == EV_ALLOC, 1))
+            on_alloc(m, r, &ev[0]);
+        else if (ev[0].type == EV_FREE)
+            on_free(m, r, &ev[0]);
+        else
+            model_reduce_event(m, r, &ev[0]);
         m->by_type[r->type]++;
         return;
     }
     switch (r->type) {
-    case GMLOG_ALLOC: on_alloc(m, r); break;
-    case GMLOG_FREE: on_free(m, r); break;
-    case GMLOG_SEGMENT_ALLOC:
-    case GMLOG_SEGMENT_FREE: on_segment(m, r); break;
     case GMLOG_FENCE: {
         model_dev_t *d = model_get_dev(m, r->device);
         if (d) {
@@ -500,7 +491,6 @@ static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_
         }
         break;
     }
-    case GMLOG_OOM: model_on_oom(m, r); break;
     case GMLOG_MARK: on_mark(m, r); break;
     case GMLOG_MODULE: model_on_module(m, r); break;
     case GMLOG_SITE: model_on_site(m, r); break;
