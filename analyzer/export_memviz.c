@@ -4,7 +4,7 @@
  * once (memoized), referenced by every event of it. The end state (segments) must agree with the
  * trace, or the viewer's backward replay breaks: every block live at the end lies in a segment,
  * and each segment's blocks tile it exactly. */
-#include "export.h"
+#include "export_memviz.h"
 #include "vec.h"
 #include "outfile.h"
 #include "output.h"

@@ -3,7 +3,7 @@
  * handed on. It trusts nothing in the log: a free of an unknown pointer or segment is skipped,
  * a pointer allocated twice ends its first block. Memory grows with what is live, never with
  * events. */
-#include "export.h"
+#include "export_replay.h"
 #include "vec.h"
 
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * largest first, with the symbolized stack; and the sites whose live bytes grow from epoch to
  * epoch (marks, or the low-water troughs of an unmarked run). It reports; it never guesses a
  * site the log did not record. */
-#include "commands.h"
+#include "leaks.h"
 #include "output.h"
 #include "sites.h"
 
