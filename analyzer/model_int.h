@@ -14,7 +14,7 @@
 #define RANGE_BIAS (1ull << 62)    /* a window of a parallel summary counts its figures from here */
 #define MAX_WORKERS 16
 
-/* ---- model.c: allocation, the entry points' shared steps, cutting a log into windows ---- */
+/* ---- model_life.c: a model made, freed; model_build.c: finished; model_windows.c: a log cut into windows ---- */
 _Noreturn void model_die_oom(void);
 void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id, const char *mark_label);
 void model_finish(model_t *m);
@@ -196,9 +196,13 @@ static inline __attribute__((always_inline)) void site_add_at(model_t *m, uint32
         s->peak_req = s->live_req;
 }
 
-/* ---- model_reduce.c: the reducer (one record's effect on the model) ---- */
+/* ---- model_life.c: the model's floor ---- */
+/* The device's state, made at first use (NULL past MODEL_MAX_DEVICES). */
 model_dev_t *model_get_dev(model_t *m, unsigned id);
+/* The timeline's buckets made coarser until time t fits. */
 void model_tl_widen(model_t *m, uint64_t t);
+
+/* ---- model_step.c: the reducer's loop (one record's effect on the model) ---- */
 /* One record (the reducer's switch, not inlined: for the parallel replay's copied records). */
 void model_step(model_t *m, const rd_rec_t *r);
 /* Records rec[0..n) in order, until the stop record or mark. */
@@ -365,6 +369,62 @@ static inline __attribute__((always_inline)) void free_count(model_dev_t *d, uns
         d->pass_free_ns += dur_ns;
 }
 
+/* ---- model_reduce.c: the decoder's events applied (events.h) ---- */
+/* A block live at a checkpoint's cut into the live map (the cut's figures count it). */
+void model_cut_block(model_t *m, const rd_rec_t *r, const ev_t *ev);
+/* One event of the decoder's (an allocation, a free, a segment's, an OOM) through the reducer. */
+void model_reduce_event(model_t *m, const rd_rec_t *r, const ev_t *ev);
+/* A window met a free of a block from before it (MODEL_RANGE). */
+void model_range_unfree(model_t *m, model_dev_t *d, uint64_t ptr, uint64_t t);
+
+/* An allocation's event: its block in the live map, the device's figures, its site. */
+static inline __attribute__((always_inline)) void reduce_alloc(model_t *m, const rd_rec_t *r, const ev_t *ev)
+{
+    model_dev_t *d = m->dev[r->device];
+    if (__builtin_expect(!d, 0))
+        d = model_get_dev(m, r->device);
+    if (__builtin_expect(!d || !ev->ptr, 0)) {
+        m->malformed++;
+        return;
+    }
+    alloc_count(m, d, ev);
+    int found;
+    model_live_t *e = live_upsert(&m->live, ev->ptr, &found);
+    if (__builtin_expect(found, 0)) {
+        /* The pointer is live already: its free was lost. Forget the old block. */
+        d->replaced++;
+        model_dev_t *od = m->dev[model_live_dev(e)] ? m->dev[model_live_dev(e)] : d;
+        release_entry(m, od, e);
+    }
+    live_fill(e, r, ev);
+    e->sidx = alloc_apply(m, d, r->device, ev->kind, ev->size, ev->req, ev->site, r->t, r->seq);
+}
+
+
+/* A free's event: the block out of the live map, the figures and its site. */
+static inline __attribute__((always_inline)) void reduce_free(model_t *m, const rd_rec_t *r, const ev_t *ev)
+{
+    model_live_t *e = ev->ptr ? live_find(&m->live, ev->ptr) : NULL;
+    unsigned dev = e ? model_live_dev(e) : r->device;
+    model_dev_t *d = dev < MODEL_MAX_DEVICES ? m->dev[dev] : NULL;
+    if (__builtin_expect(!d, 0))
+        d = model_get_dev(m, dev);
+    if (__builtin_expect(!d, 0)) {
+        m->malformed++;
+        return;
+    }
+    free_count(d, e ? model_live_kind(e) : ev->kind, ev->dur_ns);
+    if (__builtin_expect(!e, 0)) {
+        d->unmatched_frees++;
+        if (m->flags & MODEL_RANGE)
+            model_range_unfree(m, d, ev->ptr, r->t);
+        return;
+    }
+    free_apply(m, d, e, r->t);
+    live_remove(&m->live, e);
+}
+
+
 /* ---- model_torch.c: PyTorch's tensors as the allocations ---- */
 /* Finds the devices with tensor events and PyTorch's segment bases (a log kept PyTorch's cache). */
 void model_torch_scan(model_t *m, rd_log_t *lf);
@@ -374,10 +434,6 @@ void model_torch_step(model_t *m, const rd_rec_t *r);
  * frees (T_* state records after a CUT flagged GMLOG_CUT_TORCH); a hook state record that they
  * stand for is dropped. 1 when handled here. */
 int model_torch_state(model_t *m, const rd_rec_t *r);
-/* model_reduce.c: a block live at a checkpoint's cut into the live map (the cut's figures count it). */
-void model_cut_block(model_t *m, const rd_rec_t *r, const ev_t *ev);
-/* One event of the decoder's (an allocation, a free, a segment's, an OOM) through the reducer. */
-void model_reduce_event(model_t *m, const rd_rec_t *r, const ev_t *ev);
 
 /* ---- model_snap.c: snapshots and OOMs ---- */
 /* Live bytes and counts per device and kind, from the live map (they are not kept per event). */
