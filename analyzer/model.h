@@ -1,6 +1,7 @@
 /* The replay model: a log's records through a model of each device's pool (live blocks,
- * segments, counters, peaks, epochs, per-site bytes, OOM snapshots). Memory grows with what is
- * live, the sites and the OOMs, never with the number of events. */
+ * segments, counters, peaks, epochs, per-site bytes, OOM snapshots). Its types and entry points,
+ * defined in the model_*.c files (this header has no file of its own: it is their floor). Memory
+ * grows with what is live, the sites and the OOMs, never with the number of events. */
 #ifndef GM_MODEL_H
 #define GM_MODEL_H
 
@@ -189,7 +190,7 @@ typedef struct model_warning {
 typedef struct model_unfree {
     uint64_t ptr;
     uint8_t dev;
-    uint64_t max_req, max_alloc, max_res, max_segs;      /* biased (see model.c) */
+    uint64_t max_req, max_alloc, max_res, max_segs;      /* biased (see model_windows.c) */
     uint64_t t_req, t_alloc, t_res;
 } model_unfree_t;
 

@@ -1,7 +1,7 @@
 /* What the model's files share and nothing else may use: the maps over the one table, the
- * inline hot path of an allocation and a free (the reducer, model_reduce.c, and the parallel
- * replay, model_split.c, both apply them, so that each inlines them), and the functions each
- * file gives the others. The report files use model.h only. */
+ * inline hot path of an allocation and a free (the reducer's loop, model_step.c, its floor,
+ * model_reduce.c, and the parallel replay, model_split.c, all apply them, so that each inlines
+ * them), and the functions each file gives the files above it. The report files use model.h. */
 #ifndef GM_MODEL_INT_H
 #define GM_MODEL_INT_H
 
