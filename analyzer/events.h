@@ -129,16 +129,10 @@ static inline void ev_segment_of(const rd_rec_t *r, ev_t *e)
                 .dev = r->device, .dur_ns = s->dur_ns, .graph = s->graph, .ptr = s->base, .size = s->size};
 }
 
-/* The events of one record in out[0..n): n, 0 when the record makes or ends no block or
- * segment and is no OOM (the handler's own switch), -1 when out of memory. A record of a
- * tensor device gives at least one event (EV_NONE when it is left out). */
-static inline int ev_decode(ev_dec_t *x, const rd_rec_t *r, ev_t out[EV_MAX])
+/* The event of a record as the hooks wrote it (no PyTorch view): 1, or 0 when the record makes
+ * or ends no block or segment and is no OOM. */
+static inline int ev_decode_hook(const rd_rec_t *r, ev_t *out)
 {
-    if (__builtin_expect(x->tensors, 0) && ev_tensor_dev(x, r->device)) {
-        int n = ev_decode_torch(x, r, out);
-        if (n)
-            return n;
-    }
     switch (r->type) {
     case GMLOG_ALLOC: ev_alloc_of(r, out); return 1;
     case GMLOG_FREE: ev_free_of(r, out); return 1;
@@ -149,6 +143,20 @@ static inline int ev_decode(ev_dec_t *x, const rd_rec_t *r, ev_t out[EV_MAX])
         return 1;
     default: return 0;
     }
+}
+
+/* The events of one record in out[0..n): n, 0 when the record makes or ends no block or
+ * segment and is no OOM (the handler's own switch), -1 when out of memory. A record of a
+ * tensor device gives at least one event (EV_NONE when it is left out). A log without tensor
+ * events (x->tensors 0) gives at most one: ev_decode_hook's. */
+static inline int ev_decode(ev_dec_t *x, const rd_rec_t *r, ev_t out[EV_MAX])
+{
+    if (__builtin_expect(x->tensors, 0) && ev_tensor_dev(x, r->device)) {
+        int n = ev_decode_torch(x, r, out);
+        if (n)
+            return n;
+    }
+    return ev_decode_hook(r, out);
 }
 
 /* Whether ptr is one of PyTorch's segment bases. */

@@ -230,15 +230,24 @@ static inline __attribute__((always_inline)) void step(model_t *m, const rd_rec_
         m->by_type[r->type]++;
         return;
     }
+    /* The hot path: without PyTorch's view an allocation or a free is the decoder's event of the
+     * hook record, kept in this frame (never passed out), so that only the fields the reducer
+     * reads are made. */
+    if (__builtin_expect(!m->torch, 1) && (r->type == GMLOG_ALLOC || r->type == GMLOG_FREE)) {
+        ev_t e;
+        if (r->type == GMLOG_ALLOC) {
+            ev_alloc_of(r, &e);
+            reduce_alloc(m, r, &e);
+        } else {
+            ev_free_of(r, &e);
+            reduce_free(m, r, &e);
+        }
+        m->by_type[r->type]++;
+        return;
+    }
     ev_t ev[EV_MAX];
-    int n = ev_decode(&m->ev, r, ev); /* a hook record of a tensor device: never more than one */
-    if (n > 0) {
-        if (__builtin_expect(ev[0].type == EV_ALLOC, 1))
-            reduce_alloc(m, r, &ev[0]);
-        else if (ev[0].type == EV_FREE)
-            reduce_free(m, r, &ev[0]);
-        else
-            model_reduce_event(m, r, &ev[0]);
+    if (ev_decode(&m->ev, r, ev) > 0) { /* a hook record: one event, on a tensor device too */
+        model_reduce_event(m, r, &ev[0]);
         m->by_type[r->type]++;
         return;
     }
