@@ -101,6 +101,18 @@ static inline int map_del(model_map_t *mp, uint64_t key, uint64_t *val)
     return table_map_del(mp, key, val);
 }
 
+/* model_life.c: a device's state made, at its first use (model_get_dev). */
+model_dev_t *model_dev_make(model_t *m, unsigned id);
+
+/* The device's state, made at first use (NULL past MODEL_MAX_DEVICES). */
+static inline model_dev_t *model_get_dev(model_t *m, unsigned id)
+{
+    if (id >= MODEL_MAX_DEVICES)
+        return NULL;
+    model_dev_t *d = m->dev[id];
+    return __builtin_expect(d != NULL, 1) ? d : model_dev_make(m, id);
+}
+
 /* ---- model_epochs.c: series and epochs ---- */
 void model_dev_close_epoch(model_dev_t *d, int sys, uint64_t start);
 
@@ -197,8 +209,6 @@ static inline __attribute__((always_inline)) void site_add_at(model_t *m, uint32
 }
 
 /* ---- model_life.c: the model's floor ---- */
-/* The device's state, made at first use (NULL past MODEL_MAX_DEVICES). */
-model_dev_t *model_get_dev(model_t *m, unsigned id);
 /* The timeline's buckets made coarser until time t fits. */
 void model_tl_widen(model_t *m, uint64_t t);
 

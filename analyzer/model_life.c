@@ -40,14 +40,9 @@ void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int
 
 /* ---- devices ------------------------------------------------------------------------------------ */
 
-model_dev_t *model_get_dev(model_t *m, unsigned id)
+__attribute__((noinline)) model_dev_t *model_dev_make(model_t *m, unsigned id)
 {
-    if (id >= MODEL_MAX_DEVICES)
-        return NULL;
-    model_dev_t *d = m->dev[id];
-    if (d)
-        return d;
-    d = calloc(1, sizeof *d);
+    model_dev_t *d = calloc(1, sizeof *d);
     if (!d)
         model_die_oom();
     d->tl = calloc(MODEL_TL_BUCKETS, sizeof *d->tl);
