@@ -6,8 +6,17 @@
 #ifndef GM_CAUSES_H
 #define GM_CAUSES_H
 
-#include "commands.h"
-#include "whatif.h"
+#include "model.h"
+#include "whatif_search.h"
+
+/* The OOM causes (docs/cli.md has the rules). */
+typedef enum oom_cause {
+    OOM_CAPACITY,
+    OOM_TRANSIENT,
+    OOM_LEAK,
+    OOM_FRAGMENTATION,
+    OOM_OUTSIDE,
+} oom_cause_t;
 
 typedef struct cause {
     oom_cause_t cause;

@@ -4,7 +4,7 @@
 #include "cli.h"
 
 #include "output.h"
-#include "ranks.h"
+#include "ranks_dir.h"
 #include "symbolize.h"
 
 #include <errno.h>

@@ -2,10 +2,10 @@
  * device — peaks, the floor, fragmentation, OOMs — and call site by call site, largest change
  * first; `--fail-above` turns it into a CI gate. Exit 1 means only "a gated figure rose too much";
  * input it cannot compare is 2, so a gate never passes on a log it did not read. */
-#include "commands.h"
+#include "diff.h"
 #include "diff_side.h"
 #include "output.h"
-#include "ranks.h"
+#include "ranks_dir.h"
 
 #include <errno.h>
 #include <inttypes.h>

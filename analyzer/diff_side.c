@@ -3,7 +3,7 @@
  * is the model's (peaks, fragmentation, OOM causes, site growth as `leaks` reports it); nothing
  * here computes one of them a second way. */
 #include "diff_side.h"
-#include "commands.h"
+#include "oom_classify.h"
 #include "sites.h"
 
 #include <inttypes.h>

@@ -1,7 +1,7 @@
 /* `gmshim dump`: the header, the metadata and every record in time order, as text or one JSON
  * object per line. It shows what is in the file, not what it means: no replay, no model, and
  * it must print every readable record of a damaged log before reporting the damage. */
-#include "commands.h"
+#include "dump.h"
 #include "output.h"
 
 #include <inttypes.h>

@@ -4,6 +4,8 @@
  * This file is the command: its subcommands, options and help; the writers are in
  * export_perfetto.c and export_memviz.c. */
 #include "export.h"
+#include "export_memviz.h"
+#include "export_perfetto.h"
 #include "sites.h"
 
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * once (memoized), referenced by every event of it. The end state (segments) must agree with the
  * trace, or the viewer's backward replay breaks: every block live at the end lies in a segment,
  * and each segment's blocks tile it exactly. */
-#include "export.h"
+#include "export_memviz.h"
 #include "vec.h"
 #include "outfile.h"
 #include "output.h"
@@ -359,7 +359,7 @@ static void orphan_blocks(mv_t *v, xr_t *x, const xr_event_t *e, int emit)
     const xr_segment_t *g = e->seg;
     for (size_t i = 0; i < x->capblk; i++) {
         xr_block_t *b = &x->blk[i];
-        if (!b->used || b->dev != g->dev || b->kind != GMLOG_KIND_POOL || b->stray || b->writer ||
+        if (!b->ptr || b->dev != g->dev || b->kind != GMLOG_KIND_POOL || b->stray || b->writer ||
             b->ptr < g->base || b->ptr >= g->base + g->size)
             continue;
         if (emit && b->size >= v->o->min_size) {

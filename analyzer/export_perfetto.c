@@ -3,7 +3,8 @@
  * clock (microseconds since the Unix epoch) so that ranks line up; per device counters, the
  * OOMs, cache releases and marks as instants, the epochs between marks as slices. Counters are
  * downsampled to maxima over a stated bucket, never cut short. */
-#include "export.h"
+#include "export_perfetto.h"
+#include "oom_classify.h"
 #include "outfile.h"
 #include "output.h"
 

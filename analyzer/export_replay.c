@@ -1,12 +1,11 @@
 /* The replay the exports and the timeline share (export.h): every live block and segment of a
- * log, by address, with the figures of each device, each record handed on as an event. It
- * trusts nothing in the log: a free of an unknown pointer or segment is skipped, a pointer
- * allocated twice ends its first block. Memory grows with what is live, never with events. */
-#include "export.h"
+ * log, by address, with the figures of each device, each of the decoder's events (events.h)
+ * handed on. It trusts nothing in the log: a free of an unknown pointer or segment is skipped,
+ * a pointer allocated twice ends its first block. Memory grows with what is live, never with
+ * events. */
+#include "export_replay.h"
 #include "vec.h"
-#include "torch_events.h"
 
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,89 +41,57 @@ static int kind_reserved(unsigned kind)
     return kind == GMLOG_KIND_PASS || kind == GMLOG_KIND_OBSERVED;
 }
 
-static size_t slot_of(uint64_t key, size_t cap)
+/* ---- the live blocks and segments, by address (table.h; 0 is never a key) ---- */
+
+static xr_block_t *block_find(const xr_t *x, uint64_t ptr)
 {
-    return (size_t)((key >> 9) * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
+    return x->capblk && ptr ? table_find(x->blk, x->capblk, x->shblk, sizeof *x->blk, ptr) : NULL;
 }
 
-/* Open addressing with linear probing; deletion shifts the run back (no tombstones). The two
- * tables differ only in their element, so the code is written once over byte offsets. */
-typedef struct table {
-    void **arr;
-    size_t *n, *cap, elem, key_off, used_off;
-} table_t;
-
-#define KEY(t, p) (*(uint64_t *)((char *)(p) + (t)->key_off))
-#define USED(t, p) (*(uint8_t *)((char *)(p) + (t)->used_off))
-#define AT(t, i) ((char *)*(t)->arr + (i) * (t)->elem)
-
-static void *table_find(const table_t *t, uint64_t key)
+static xr_segment_t *segment_find(const xr_t *x, uint64_t base)
 {
-    if (!*t->cap)
+    return x->capseg && base ? table_find(x->seg, x->capseg, x->shseg, sizeof *x->seg, base) : NULL;
+}
+
+/* A new zeroed entry for key (never 0, not there), or NULL when out of memory. */
+static void *entry_insert(void **slots, size_t *n, size_t *cap, unsigned *shift, size_t esize, uint64_t key)
+{
+    if ((*n + 1) * 4 > *cap * 3 && table_grow(slots, cap, shift, esize))
         return NULL;
-    for (size_t i = slot_of(key, *t->cap);; i = (i + 1) & (*t->cap - 1)) {
-        char *p = AT(t, i);
-        if (!USED(t, p))
-            return NULL;
-        if (KEY(t, p) == key)
-            return p;
-    }
-}
-
-static int table_grow(table_t *t)
-{
-    size_t ncap = *t->cap ? *t->cap * 2 : 1024;
-    char *nar = calloc(ncap, t->elem);
-    if (!nar)
-        return -1;
-    char *old = *t->arr;
-    size_t ocap = *t->cap;
-    for (size_t i = 0; i < ocap; i++) {
-        char *p = old + i * t->elem;
-        if (!USED(t, p))
-            continue;
-        size_t j = slot_of(KEY(t, p), ncap);
-        while (USED(t, nar + j * t->elem))
-            j = (j + 1) & (ncap - 1);
-        memcpy(nar + j * t->elem, p, t->elem);
-    }
-    free(old);
-    *t->arr = nar;
-    *t->cap = ncap;
-    return 0;
-}
-
-/* A new slot for key (which must not be there), or NULL when out of memory. */
-static void *table_insert(table_t *t, uint64_t key)
-{
-    if ((*t->n + 1) * 4 > *t->cap * 3 && table_grow(t))
-        return NULL;
-    size_t i = slot_of(key, *t->cap);
-    while (USED(t, AT(t, i)))
-        i = (i + 1) & (*t->cap - 1);
-    char *p = AT(t, i);
-    memset(p, 0, t->elem);
-    KEY(t, p) = key;
-    USED(t, p) = 1;
-    (*t->n)++;
+    int found;
+    void *p = table_probe(*slots, *cap, *shift, esize, key, &found);
+    memset(p, 0, esize);
+    memcpy(p, &key, sizeof key);
+    (*n)++;
     return p;
 }
 
-static void table_remove(table_t *t, void *victim)
+static xr_block_t *block_insert(xr_t *x, uint64_t ptr)
 {
-    size_t cap = *t->cap, i = (size_t)((char *)victim - (char *)*t->arr) / t->elem;
-    USED(t, AT(t, i)) = 0;
-    (*t->n)--;
-    for (size_t j = (i + 1) & (cap - 1); USED(t, AT(t, j)); j = (j + 1) & (cap - 1)) {
-        size_t home = slot_of(KEY(t, AT(t, j)), cap);
-        /* move j back into the hole at i unless its home lies cyclically in (i, j] */
-        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (stays)
-            continue;
-        memcpy(AT(t, i), AT(t, j), t->elem);
-        USED(t, AT(t, j)) = 0;
-        i = j;
-    }
+    void *s = x->blk;
+    xr_block_t *b = entry_insert(&s, &x->nblk, &x->capblk, &x->shblk, sizeof *x->blk, ptr);
+    x->blk = s;
+    return b;
+}
+
+static xr_segment_t *segment_insert(xr_t *x, uint64_t base)
+{
+    void *s = x->seg;
+    xr_segment_t *g = entry_insert(&s, &x->nseg, &x->capseg, &x->shseg, sizeof *x->seg, base);
+    x->seg = s;
+    return g;
+}
+
+static void block_remove(xr_t *x, xr_block_t *b)
+{
+    table_remove_at(x->blk, x->capblk, x->shblk, sizeof *x->blk, (size_t)(b - x->blk));
+    x->nblk--;
+}
+
+static void segment_remove(xr_t *x, xr_segment_t *g)
+{
+    table_remove_at(x->seg, x->capseg, x->shseg, sizeof *x->seg, (size_t)(g - x->seg));
+    x->nseg--;
 }
 
 /* The sorted bases: the first index whose base is above `base`. */
@@ -163,25 +130,12 @@ static void bases_remove(xr_t *x, uint64_t base)
     }
 }
 
-static table_t blocks_of(xr_t *x)
-{
-    return (table_t){(void **)&x->blk, &x->nblk, &x->capblk, sizeof(xr_block_t), offsetof(xr_block_t, ptr),
-                     offsetof(xr_block_t, used)};
-}
-
-static table_t segments_of(xr_t *x)
-{
-    return (table_t){(void **)&x->seg, &x->nseg, &x->capseg, sizeof(xr_segment_t), offsetof(xr_segment_t, base),
-                     offsetof(xr_segment_t, used)};
-}
-
 const xr_segment_t *xr_segment_of(const xr_t *x, unsigned dev, uint64_t ptr)
 {
     size_t i = bases_upper(x, ptr);
     if (!i)
         return NULL;
-    table_t t = segments_of((xr_t *)x);
-    const xr_segment_t *g = table_find(&t, x->bases[i - 1]);
+    const xr_segment_t *g = segment_find(x, x->bases[i - 1]);
     return g && g->dev == dev && ptr < g->base + g->size ? g : NULL;
 }
 
@@ -213,9 +167,8 @@ int xr_mark_matches(const char *want, uint32_t id, const char *label)
 }
 
 /* The label memory outside the pool is counted under, for a block of this kind. */
-static unsigned lib_index(xr_t *x, xr_dev_t *d, unsigned kind, const rd_rec_t *r)
+static unsigned lib_index(xr_t *x, xr_dev_t *d, unsigned kind, const rd_rec_t *r, const ev_t *ev)
 {
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
     char name[64];
     switch (kind) {
     case GMLOG_KIND_PASS: snprintf(name, sizeof name, "cudaMalloc (pool off)"); break;
@@ -223,7 +176,7 @@ static unsigned lib_index(xr_t *x, xr_dev_t *d, unsigned kind, const rd_rec_t *r
     case GMLOG_KIND_PITCHED: snprintf(name, sizeof name, "cudaMallocPitch"); break;
     case GMLOG_KIND_ASYNC: snprintf(name, sizeof name, "cudaMallocAsync"); break;
     default: {
-        const char *s = r->len >= 40 ? model_string(x->m, (uint32_t)a->block) : NULL;
+        const char *s = r->len >= 40 ? model_string(x->m, (uint32_t)ev->aux) : NULL;
         snprintf(name, sizeof name, "%s", s && *s ? s : "unknown library");
         break;
     }
@@ -282,23 +235,20 @@ static void free_block(xr_t *x, xr_block_t *b, const rd_rec_t *r, uint32_t free_
         count_block(d, b, -1);
     if (r && r->type == GMLOG_FREE && b->kind == GMLOG_KIND_POOL && (r->flags & GMLOG_F_DEFERRED))
         d->pending += b->size;
-    table_t t = blocks_of(x);
-    table_remove(&t, b);
+    block_remove(x, b);
 }
 
 /* A new block at ptr (a pointer allocated twice ends its first block). */
 static int new_block(xr_t *x, const rd_rec_t *r, const xr_block_t *want, xr_fn fn, void *arg)
 {
     int state = r->ckpt == RD_CKPT_STATE;
-    table_t t = blocks_of(x);
-    xr_block_t *old = table_find(&t, want->ptr);
+    xr_block_t *old = block_find(x, want->ptr);
     if (old)
         free_block(x, old, NULL, 0, state, fn, arg);
-    xr_block_t *b = table_insert(&t, want->ptr);
+    xr_block_t *b = block_insert(x, want->ptr);
     if (!b)
         return -1;
     *b = *want;
-    b->used = 1;
     b->t = r->t;
     b->dev = r->device;
     b->stray = b->kind == GMLOG_KIND_POOL && !xr_segment_of(x, r->device, b->ptr);
@@ -308,52 +258,41 @@ static int new_block(xr_t *x, const rd_rec_t *r, const xr_block_t *want, xr_fn f
     return 0;
 }
 
-static int on_alloc(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
+static int on_alloc(xr_t *x, const rd_rec_t *r, const ev_t *ev, xr_fn fn, void *arg)
 {
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
     xr_dev_t *d = dev_of(x, r->device);
-    if (!d || !a->ptr)
+    if (!d || !ev->ptr)
         return 0;
-    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-    uint64_t req = a->size & GMLOG_SIZE_MASK, extra = a->size >> GMLOG_SIZE_BITS, block = req;
-    if (kind == GMLOG_KIND_POOL) {
-        uint64_t rounded = ((req ? req : 1) + 511) & ~511ull;
-        block = extra == 0xffff ? (r->len >= 40 ? a->block : rounded) : rounded + extra * 512;
-        if (block & ~GMLOG_SIZE_MASK)
-            block = rounded;
-    }
-    xr_block_t b = {.ptr = a->ptr, .size = block, .req = req, .site = a->site, .kind = (uint8_t)kind};
-    b.stream = kind == GMLOG_KIND_ASYNC && r->len >= 40 ? a->block : 0;
-    b.lib = kind != GMLOG_KIND_POOL && xr_kind_on_device(kind) ? (uint8_t)lib_index(x, d, kind, r) : 0;
+    unsigned kind = ev->kind;
+    xr_block_t b = {.ptr = ev->ptr, .size = ev->size, .req = ev->req, .site = ev->site, .kind = (uint8_t)kind};
+    b.stream = ev->stream;
+    b.lib = kind != GMLOG_KIND_POOL && xr_kind_on_device(kind) ? (uint8_t)lib_index(x, d, kind, r, ev) : 0;
     return new_block(x, r, &b, fn, arg);
 }
 
-static void on_free(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
+static void on_free(xr_t *x, const rd_rec_t *r, const ev_t *ev, xr_fn fn, void *arg)
 {
-    const gmlog_free_t *f = (const gmlog_free_t *)r->p;
-    table_t t = blocks_of(x);
-    xr_block_t *b = table_find(&t, f->ptr);
+    xr_block_t *b = block_find(x, ev->ptr);
     if (b)
-        free_block(x, b, r, f->site, r->ckpt == RD_CKPT_STATE, fn, arg);
+        free_block(x, b, r, ev->site, r->ckpt == RD_CKPT_STATE, fn, arg);
 }
 
-static int on_segment(xr_t *x, const rd_rec_t *r, uint64_t stream, uint32_t site, xr_fn fn, void *arg)
+/* A segment made or gone (a PyTorch segment's with its stream and site). */
+static int on_segment(xr_t *x, const rd_rec_t *r, const ev_t *ev, xr_fn fn, void *arg)
 {
-    const gmlog_segment_t *s = (const gmlog_segment_t *)r->p;
     xr_dev_t *d = dev_of(x, r->device);
-    if (!d)
+    if (!d || !ev->ptr)
         return 0;
-    table_t t = segments_of(x);
-    xr_segment_t *g = table_find(&t, s->base);
+    xr_segment_t *g = segment_find(x, ev->ptr);
     int state = r->ckpt == RD_CKPT_STATE;
-    if (r->type == GMLOG_SEGMENT_FREE) {
+    if (ev->type == EV_SEGMENT_FREE) {
         if (!g)
             return 0;
         xr_event_t e = {XR_SEGMENT_FREE, r, NULL, g, g->dev, state, 0, NULL, 0};
         fn(x, &e, arg);
         d->reserved = d->reserved > g->size ? d->reserved - g->size : 0;
         bases_remove(x, g->base);
-        table_remove(&t, g);
+        segment_remove(x, g);
         return 0;
     }
     if (g) { /* the same base twice: the first one is gone */
@@ -362,17 +301,17 @@ static int on_segment(xr_t *x, const rd_rec_t *r, uint64_t stream, uint32_t site
         fn(x, &e, arg);
         od->reserved = od->reserved > g->size ? od->reserved - g->size : 0;
         bases_remove(x, g->base);
-        table_remove(&t, g);
+        segment_remove(x, g);
     }
-    if (!(g = table_insert(&t, s->base)) || bases_add(x, s->base))
+    if (!(g = segment_insert(x, ev->ptr)) || bases_add(x, ev->ptr))
         return -1;
-    g->size = s->size;
+    g->size = ev->size;
     g->t = r->t;
-    g->graph = s->graph;
-    g->stream = stream;
-    g->site = site;
+    g->graph = ev->graph;
+    g->stream = ev->stream;
+    g->site = ev->site;
     g->dev = r->device;
-    d->reserved += s->size;
+    d->reserved += ev->size;
     xr_event_t e = {XR_SEGMENT_ALLOC, r, NULL, g, r->device, state, 0, NULL, 0};
     fn(x, &e, arg);
     return 0;
@@ -383,19 +322,18 @@ static void on_reset(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
 {
     for (size_t i = 0; i < x->capblk;) {
         xr_block_t *b = &x->blk[i];
-        if (b->used && b->dev == r->device)
+        if (b->ptr && b->dev == r->device)
             free_block(x, b, r, 0, 0, fn, arg); /* the run shifts back: look at slot i again */
         else
             i++;
     }
-    table_t t = segments_of(x);
     for (size_t i = 0; i < x->capseg;) {
         xr_segment_t *g = &x->seg[i];
-        if (g->used && g->dev == r->device) {
+        if (g->base && g->dev == r->device) {
             xr_event_t e = {XR_SEGMENT_FREE, r, NULL, g, g->dev, 0, 0, NULL, 0};
             fn(x, &e, arg);
             bases_remove(x, g->base);
-            table_remove(&t, g);
+            segment_remove(x, g);
         } else {
             i++;
         }
@@ -430,52 +368,23 @@ static int changed(xr_t *x, const rd_rec_t *r, int rc, xr_fn fn, void *arg)
     return rc;
 }
 
-/* ---- PyTorch's tensors (the model's rules, model_torch.c) ---------------------------------- */
+/* ---- PyTorch's tensors (the decoder's view, events.c) -------------------------------------- */
 
-static int torch_device(const xr_t *x, unsigned dev)
-{
-    return x->m && x->m->torch && dev < 256 && x->m->torch_dev[dev];
-}
-
-/* A hook record that PyTorch's own events stand for on a tensor device: gmshim's segments and
- * fences, the cudaMalloc and cudaFree of PyTorch's segments, the failed cudaMalloc (kept for
- * the T_OOM that follows when PyTorch raises). */
-static int torch_drops(xr_t *x, const rd_rec_t *r)
-{
-    uint64_t ptr;
-    switch (r->type) {
-    case GMLOG_SEGMENT_ALLOC:
-    case GMLOG_SEGMENT_FREE:
-    case GMLOG_FENCE: return 1;
-    case GMLOG_OOM:
-        memset(&x->hook_oom, 0, sizeof x->hook_oom);
-        memcpy(&x->hook_oom, r->p, r->len < sizeof x->hook_oom ? r->len : sizeof x->hook_oom);
-        x->hook_oom_seen = 1;
-        return 1;
-    case GMLOG_ALLOC:
-    case GMLOG_FREE:
-        memcpy(&ptr, r->p + 8, 8);
-        return model_torch_segment_base(x->m, ptr);
-    default: return 0;
-    }
-}
-
-/* PyTorch's OutOfMemoryError: the model's record of it (its pool figures are PyTorch's), or one
- * made the model's way when the model kept no more OOMs. */
-static void t_oom(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, xr_fn fn, void *arg)
+/* PyTorch's OutOfMemoryError: the model's record of it (its pool figures are PyTorch's), or the
+ * decoder's with this replay's figures when the model kept no more OOMs. */
+static void t_oom(xr_t *x, const rd_rec_t *r, const ev_t *ev, xr_fn fn, void *arg)
 {
     const model_oom_t *mo = xr_model_oom(x->m, r->seq);
     gmlog_oom_t o;
     if (mo) {
         o = mo->rec;
     } else {
-        torch_oom_record(&o, x->hook_oom_seen ? &x->hook_oom : NULL, t);
+        o = *ev->oom;
         const xr_dev_t *d = &x->dev[r->device];
         o.reserved = d->reserved, o.allocated = d->allocated, o.requested = d->requested, o.pending = d->pending;
-        if (!x->hook_oom_seen)
-            o.driver_free = t->addr;
+        if (!ev->aux)
+            o.driver_free = ev->ptr;
     }
-    x->hook_oom_seen = 0;
     rd_rec_t n = *r;
     n.p = (const uint8_t *)&o;
     n.type = GMLOG_OOM;
@@ -485,53 +394,39 @@ static void t_oom(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, xr_fn fn,
     fn(x, &e, arg);
 }
 
-static int t_segment(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, int alloc, xr_fn fn, void *arg)
+/* Expandable segments: each segment the ranges changed resized in place (its blocks stay where
+ * they are; two segments joined become one), new or gone; then one event for the record. */
+static int t_mapped(xr_t *x, const rd_rec_t *r, const ev_t *ev, int n, xr_fn fn, void *arg)
 {
-    gmlog_segment_t g;
-    memset(&g, 0, sizeof g);
-    g.base = t->addr;
-    g.size = t->size;
-    g.graph = t->pool;
-    rd_rec_t n = *r;
-    n.p = (const uint8_t *)&g;
-    n.type = alloc ? GMLOG_SEGMENT_ALLOC : GMLOG_SEGMENT_FREE;
-    n.len = sizeof g;
-    return on_segment(x, &n, t->stream, t->site, fn, arg);
-}
-
-/* Expandable segments: the range's segment resized in place (its blocks stay where they are; two
- * segments joined become one), new, split or gone (torch_events.h); then one event for the record. */
-static int t_mapped(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, int map, xr_fn fn, void *arg)
-{
-    xr_dev_t *d = dev_of(x, r->device);
-    torch_change_t ch[4];
-    int n = d ? torch_ranges_apply(&x->ranges, r->device, map, t->addr, t->size, ch) : 0;
-    if (n < 0)
-        return -1;
+    xr_dev_t *d = &x->dev[r->device];
+    int changes = 0;
     for (int i = 0; i < n; i++) {
-        table_t tb = segments_of(x);
-        xr_segment_t *g = table_find(&tb, ch[i].base);
-        if (!ch[i].size) {
+        if (!ev[i].mapped)
+            continue;
+        changes++;
+        xr_segment_t *g = segment_find(x, ev[i].ptr);
+        if (ev[i].type == EV_SEGMENT_FREE) {
             if (g) {
                 d->reserved = d->reserved > g->size ? d->reserved - g->size : 0;
                 bases_remove(x, g->base);
-                table_remove(&tb, g);
+                segment_remove(x, g);
             }
             continue;
         }
         if (g) {
-            d->reserved = d->reserved - g->size + ch[i].size;
-            g->size = ch[i].size;
+            d->reserved = d->reserved - g->size + ev[i].size;
+            g->size = ev[i].size;
             continue;
         }
-        if (!(g = table_insert(&tb, ch[i].base)) || bases_add(x, ch[i].base))
+        if (!(g = segment_insert(x, ev[i].ptr)) || bases_add(x, ev[i].ptr))
             return -1;
-        *g = (xr_segment_t){.base = ch[i].base, .size = ch[i].size, .t = r->t, .stream = t->stream, .site = t->site,
-                            .graph = t->pool, .dev = r->device, .used = 1, .expandable = 1};
-        d->reserved += ch[i].size;
+        *g = (xr_segment_t){.base = ev[i].ptr, .size = ev[i].size, .t = r->t, .stream = ev[i].stream,
+                            .site = ev[i].site, .graph = ev[i].graph, .dev = r->device, .expandable = 1};
+        d->reserved += ev[i].size;
     }
-    if (n) {
-        const xr_segment_t *seg = map ? xr_segment_of(x, r->device, t->addr) : NULL;
+    if (changes) {
+        int map = r->type == GMLOG_T_SEGMENT_MAP;
+        const xr_segment_t *seg = map ? xr_segment_of(x, r->device, ((const gmlog_tensor_t *)r->p)->addr) : NULL;
         xr_event_t e = {map ? XR_SEGMENT_MAP : XR_SEGMENT_UNMAP, r, NULL, seg, r->device, r->ckpt == RD_CKPT_STATE,
                         0, NULL, 0};
         fn(x, &e, arg);
@@ -539,78 +434,90 @@ static int t_mapped(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, int map
     return 0;
 }
 
-static xr_block_t tensor_block(const gmlog_tensor_t *t)
+static xr_block_t tensor_block(const ev_t *ev)
 {
-    xr_block_t b = {.ptr = t->addr, .req = t->size & GMLOG_SIZE_MASK, .site = t->site, .kind = GMLOG_KIND_POOL,
-                    .stream = t->stream};
+    xr_block_t b = {.ptr = ev->ptr, .req = ev->req, .site = ev->site, .kind = GMLOG_KIND_POOL, .stream = ev->stream};
     b.size = ((b.req ? b.req : 1) + 511) & ~511ull; /* PyTorch rounds every block to 512 bytes */
     return b;
 }
 
 /* A tensor's free requested: it is gone (allocated no more), its block pending until the free
  * completes (PyTorch's wait for the streams record_stream named). */
-static void t_free_requested(xr_t *x, const rd_rec_t *r, const gmlog_tensor_t *t, xr_fn fn, void *arg)
+static void t_free_requested(xr_t *x, const rd_rec_t *r, const ev_t *ev, xr_fn fn, void *arg)
 {
-    table_t tb = blocks_of(x);
-    xr_block_t *b = table_find(&tb, t->addr);
-    if (!b && r->ckpt == RD_CKPT_STATE && t->addr) { /* pending at a wrapped log's cut: its tensor first */
-        xr_block_t want = tensor_block(t);
+    xr_block_t *b = block_find(x, ev->ptr);
+    if (!b && r->ckpt == RD_CKPT_STATE && ev->ptr) { /* pending at a wrapped log's cut: its tensor first */
+        xr_block_t want = tensor_block(ev);
         if (new_block(x, r, &want, fn, arg) == 0)
-            b = table_find(&tb, t->addr);
+            b = block_find(x, ev->ptr);
     }
     if (!b || b->pending || b->dev != r->device)
         return;
     xr_dev_t *d = &x->dev[b->dev];
     b->pending = 1;
-    xr_event_t e = {XR_FREE, r, b, NULL, b->dev, r->ckpt == RD_CKPT_STATE, t->site, NULL, 0};
+    xr_event_t e = {XR_FREE, r, b, NULL, b->dev, r->ckpt == RD_CKPT_STATE, ev->site, NULL, 0};
     fn(x, &e, arg);
     count_block(d, b, -1);
     d->pending += b->size;
 }
 
-static int torch_step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
+static int tensor_events(xr_t *x, const rd_rec_t *r, const ev_t *ev, int n, xr_fn fn, void *arg)
 {
-    const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
-    table_t tb = blocks_of(x);
-    xr_block_t *b;
-    if (!dev_of(x, r->device))
+    if (ev[0].malformed || !dev_of(x, r->device))
         return 0;
+    xr_block_t *b;
     switch (r->type) {
     case GMLOG_T_ALLOC: {
-        xr_block_t want = tensor_block(t);
-        return t->addr ? changed(x, r, new_block(x, r, &want, fn, arg), fn, arg) : 0;
+        xr_block_t want = tensor_block(&ev[0]);
+        return ev[0].ptr ? changed(x, r, new_block(x, r, &want, fn, arg), fn, arg) : 0;
     }
-    case GMLOG_T_FREE_REQUESTED: t_free_requested(x, r, t, fn, arg); break;
+    case GMLOG_T_FREE_REQUESTED: t_free_requested(x, r, &ev[0], fn, arg); break;
     case GMLOG_T_FREE_COMPLETED:
-        if (!(b = table_find(&tb, t->addr)) || !b->pending)
+        if (!(b = block_find(x, ev[0].ptr)) || !b->pending)
             return 0;
-        free_block(x, b, r, t->site, r->ckpt == RD_CKPT_STATE, fn, arg);
+        free_block(x, b, r, ev[0].site, r->ckpt == RD_CKPT_STATE, fn, arg);
         break;
-    case GMLOG_T_SEGMENT_ALLOC: return changed(x, r, t_segment(x, r, t, 1, fn, arg), fn, arg);
-    case GMLOG_T_SEGMENT_MAP: return changed(x, r, t_mapped(x, r, t, 1, fn, arg), fn, arg);
-    case GMLOG_T_SEGMENT_FREE: return changed(x, r, t_segment(x, r, t, 0, fn, arg), fn, arg);
-    case GMLOG_T_SEGMENT_UNMAP: return changed(x, r, t_mapped(x, r, t, 0, fn, arg), fn, arg);
-    case GMLOG_T_OOM: t_oom(x, r, t, fn, arg); return 0;
+    case GMLOG_T_SEGMENT_ALLOC:
+    case GMLOG_T_SEGMENT_FREE: return changed(x, r, on_segment(x, r, &ev[0], fn, arg), fn, arg);
+    case GMLOG_T_SEGMENT_MAP:
+    case GMLOG_T_SEGMENT_UNMAP: return changed(x, r, t_mapped(x, r, ev, n, fn, arg), fn, arg);
+    case GMLOG_T_OOM: t_oom(x, r, &ev[0], fn, arg); return 0;
     default: return 0;
     }
     return changed(x, r, 0, fn, arg);
 }
 
+/* The decoder's events of one record: a block's, a segment's, an OOM. */
+static int events(xr_t *x, const rd_rec_t *r, const ev_t *ev, int n, xr_fn fn, void *arg)
+{
+    if (ev[0].tensor)
+        return tensor_events(x, r, ev, n, fn, arg);
+    switch (ev[0].type) {
+    case EV_ALLOC: return changed(x, r, on_alloc(x, r, &ev[0], fn, arg), fn, arg);
+    case EV_FREE: on_free(x, r, &ev[0], fn, arg); return changed(x, r, 0, fn, arg);
+    case EV_SEGMENT_ALLOC:
+    case EV_SEGMENT_FREE: return changed(x, r, on_segment(x, r, &ev[0], fn, arg), fn, arg);
+    case EV_OOM: {
+        dev_of(x, r->device);
+        xr_event_t e = {XR_OOM, r, NULL, NULL, r->device, r->ckpt == RD_CKPT_STATE, 0, NULL, 0};
+        fn(x, &e, arg);
+        return 0;
+    }
+    default: return 0; /* a hook record PyTorch's events stand for */
+    }
+}
+
 static int step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
 {
-    if (torch_device(x, r->device)) {
-        if (torch_is_tensor_type(r->type))
-            return r->len >= sizeof(gmlog_tensor_t) ? torch_step(x, r, fn, arg) : 0;
-        if (r->len >= 16 && torch_drops(x, r))
-            return 0;
-    }
+    ev_t ev[EV_MAX];
+    int n = ev_decode(&x->ev, r, ev);
+    if (n < 0)
+        return -1;
+    if (n > 0)
+        return events(x, r, ev, n, fn, arg);
     xr_dev_t *d;
     xr_event_t e = {0, r, NULL, NULL, r->device, r->ckpt == RD_CKPT_STATE, 0, NULL, 0};
     switch (r->type) {
-    case GMLOG_ALLOC: return changed(x, r, on_alloc(x, r, fn, arg), fn, arg);
-    case GMLOG_FREE: on_free(x, r, fn, arg); return changed(x, r, 0, fn, arg);
-    case GMLOG_SEGMENT_ALLOC:
-    case GMLOG_SEGMENT_FREE: return changed(x, r, on_segment(x, r, 0, 0, fn, arg), fn, arg);
     case GMLOG_RESET: on_reset(x, r, fn, arg); return changed(x, r, 0, fn, arg);
     case GMLOG_MARK: on_mark(x, r, fn, arg); return 0;
     case GMLOG_DEVICE:
@@ -619,13 +526,13 @@ static int step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         e.type = XR_DEVICE;
         break;
     case GMLOG_FENCE:
-        if (!(d = dev_of(x, r->device)) || r->ckpt)
+        /* on a tensor device gmshim's fences are not PyTorch's: its pending blocks stand for them */
+        if (ev_tensor_dev(&x->ev, r->device) || !(d = dev_of(x, r->device)) || r->ckpt)
             return 0;
         d->pending = ((const gmlog_fence_t *)r->p)->pending_bytes;
         e.type = XR_FENCE;
         fn(x, &e, arg);
         return changed(x, r, 0, fn, arg);
-    case GMLOG_OOM: e.type = XR_OOM; dev_of(x, r->device); break;
     case GMLOG_EMPTY_CACHE: e.type = XR_EMPTY_CACHE; dev_of(x, r->device); break;
     default: return 0;
     }
@@ -637,6 +544,8 @@ int xr_run(xr_t *x, rd_log_t *lf, const model_t *m, xr_fn fn, void *arg)
 {
     x->lf = lf;
     x->m = m;
+    if (m && m->torch && ev_dec_seed(&x->ev, &m->ev))
+        return -1; /* the model's scan found PyTorch's tensors: no second pass for them */
     rd_window(lf, 0, UINT64_MAX);
     rd_rewind(lf);
     rd_rec_t r;
@@ -659,7 +568,7 @@ void xr_free(xr_t *x)
     free(x->blk);
     free(x->seg);
     free(x->bases);
-    torch_ranges_free(&x->ranges);
+    ev_dec_free(&x->ev);
     x->blk = NULL;
     x->seg = NULL;
     x->bases = NULL;

@@ -2,7 +2,7 @@
  * reserved against allocated, free bytes split into internal (rounding: block - requested),
  * external (free gaps inside segments that hold live blocks) and cached (wholly free segments), the
  * largest free block and the number of segments. Figures only: causes are `gmshim oom`'s. */
-#include "commands.h"
+#include "frag.h"
 #include "output.h"
 
 #include <inttypes.h>

@@ -3,7 +3,7 @@
  * epoch (marks; in an unmarked run the steps of its repeating allocations, else its low-water
  * troughs), each with its one rate (model_site_rate). It reports; it never guesses a
  * site the log did not record. */
-#include "commands.h"
+#include "leaks.h"
 #include "output.h"
 #include "sites.h"
 

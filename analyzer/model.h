@@ -1,12 +1,13 @@
 /* The replay model: a log's records through a model of each device's pool (live blocks,
- * segments, counters, peaks, epochs, per-site bytes, OOM snapshots). Memory grows with what is
- * live, the sites and the OOMs, never with the number of events. */
+ * segments, counters, peaks, epochs, per-site bytes, OOM snapshots). Its types and entry points,
+ * defined in the model_*.c files (this header has no file of its own: it is their floor). Memory
+ * grows with what is live, the sites and the OOMs, never with the number of events. */
 #ifndef GM_MODEL_H
 #define GM_MODEL_H
 
 #include "leakwarn.h"
 #include "reader.h"
-#include "torch_events.h"
+#include "events.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -59,16 +60,9 @@ typedef struct model_livemap {
     unsigned shift;
 } model_livemap_t;
 
-/* A map of 64-bit keys (0 is never stored) to 64-bit values, in the same table (table.h). */
-typedef struct model_kv {
-    uint64_t key, val;
-} model_kv_t;
-
-typedef struct model_map {
-    model_kv_t *slots;
-    size_t cap, count;
-    unsigned shift;
-} model_map_t;
+/* A map of 64-bit keys (0 is never stored) to 64-bit values: the table's (table.h). */
+typedef table_kv_t model_kv_t;
+typedef table_map_t model_map_t;
 
 /* A series of per-epoch low-water values: enough to tell steady growth. */
 typedef struct model_series {
@@ -208,7 +202,7 @@ typedef struct model_warning {
 typedef struct model_unfree {
     uint64_t ptr;
     uint8_t dev;
-    uint64_t max_req, max_alloc, max_res, max_segs;      /* biased (see model.c) */
+    uint64_t max_req, max_alloc, max_res, max_segs;      /* biased (see model_windows.c) */
     uint64_t t_req, t_alloc, t_res;
 } model_unfree_t;
 
@@ -328,13 +322,7 @@ typedef struct model {
     int saw_reset;
     /* PyTorch's tensors (model_torch.c) */
     int torch;                     /* some device has tensor events */
-    uint8_t torch_dev[256];        /* which devices */
-    model_map_t torch_segbase;     /* PyTorch's segment bases (their ALLOCs are left out) */
-    model_map_t torch_pending;     /* block freed, not completed -> its bytes */
-    model_map_t torch_stream;      /* live tensor -> its stream + 1 */
-    torch_ranges_t torch_ranges;   /* expandable segments: their mapped ranges, as whole segments */
-    gmlog_oom_t torch_hook_oom;    /* the hooks' last failed cudaMalloc, for the next T_OOM */
-    int torch_hook_oom_seen;
+    ev_dec_t ev;                   /* the decoder: its PyTorch view (segment bases, tensors, pending) */
     uint64_t torch_just_requested; /* the block whose free was the last tensor event */
     model_stepkey_t *stepkeys;     /* [MODEL_MAX_DEVICES]: steps found without marks; NULL: none */
     unsigned windows;              /* windows a parallel replay was made of (0: in order) */

@@ -1,7 +1,7 @@
 /* What the model's files share and nothing else may use: the maps over the one table, the
- * inline hot path of an allocation and a free (the reducer, model_reduce.c, and the parallel
- * replay, model_split.c, both apply them, so that each inlines them), and the functions each
- * file gives the others. The report files use model.h only. */
+ * inline hot path of an allocation and a free (the reducer's loop, model_step.c, its floor,
+ * model_reduce.c, and the parallel replay, model_split.c, all apply them, so that each inlines
+ * them), and the functions each file gives the files above it. The report files use model.h. */
 #ifndef GM_MODEL_INT_H
 #define GM_MODEL_INT_H
 
@@ -14,7 +14,7 @@
 #define RANGE_BIAS (1ull << 62)    /* a window of a parallel summary counts its figures from here */
 #define MAX_WORKERS 16
 
-/* ---- model.c: allocation, the entry points' shared steps, cutting a log into windows ---- */
+/* ---- model_life.c: a model made, freed; model_build.c: finished; model_windows.c: a log cut into windows ---- */
 _Noreturn void model_die_oom(void);
 void model_init(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id, const char *mark_label);
 void model_finish(model_t *m);
@@ -82,48 +82,35 @@ static inline void map_init(model_map_t *mp, size_t cap)
 
 static inline void map_free(model_map_t *mp)
 {
-    free(mp->slots);
-    memset(mp, 0, sizeof *mp);
+    table_map_free(mp);
 }
 
 static inline uint64_t *map_find(const model_map_t *mp, uint64_t key)
 {
-    if (!mp->cap || !key)
-        return NULL;
-    model_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
-    return kv ? &kv->val : NULL;
+    return table_map_find(mp, key);
 }
 
 static inline void map_put(model_map_t *mp, uint64_t key, uint64_t val)
 {
-    if (!key)
-        return;
-    if ((mp->count + 1) * 4 > mp->cap * 3) {
-        void *s = mp->slots;
-        if (table_grow(&s, &mp->cap, &mp->shift, sizeof *mp->slots))
-            model_die_oom();
-        mp->slots = s;
-    }
-    int found;
-    model_kv_t *kv = table_probe(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key, &found);
-    if (!found)
-        mp->count++;
-    kv->key = key;
-    kv->val = val;
+    if (table_map_put(mp, key, val))
+        model_die_oom();
 }
 
 static inline int map_del(model_map_t *mp, uint64_t key, uint64_t *val)
 {
-    if (!mp->cap || !key)
-        return 0;
-    model_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
-    if (!kv)
-        return 0;
-    if (val)
-        *val = kv->val;
-    table_remove_at(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, (size_t)(kv - mp->slots));
-    mp->count--;
-    return 1;
+    return table_map_del(mp, key, val);
+}
+
+/* model_life.c: a device's state made, at its first use (model_get_dev). */
+model_dev_t *model_dev_make(model_t *m, unsigned id);
+
+/* The device's state, made at first use (NULL past MODEL_MAX_DEVICES). */
+static inline model_dev_t *model_get_dev(model_t *m, unsigned id)
+{
+    if (id >= MODEL_MAX_DEVICES)
+        return NULL;
+    model_dev_t *d = m->dev[id];
+    return __builtin_expect(d != NULL, 1) ? d : model_dev_make(m, id);
 }
 
 /* ---- model_epochs.c: series and epochs ---- */
@@ -177,8 +164,14 @@ static inline void dev_track(model_dev_t *d, uint64_t t)
 /* ---- model_steps.c: the steps of an unmarked run, from its repeating allocations ---- */
 /* Finds each device's period in a prefix of lf (m->stepkeys). */
 void model_steps_scan(model_t *m, rd_log_t *lf);
-/* A new device takes its period. */
-void model_steps_attach(const model_t *m, model_dev_t *d);
+/* A new device takes its period (inline: the floor that makes devices calls nothing above it). */
+static inline void model_steps_attach(const model_t *m, model_dev_t *d)
+{
+    if (m->stepkeys && d->id >= 0 && d->id < MODEL_MAX_DEVICES && m->stepkeys[d->id].period) {
+        d->step = m->stepkeys[d->id];
+        d->step_armed = 1;
+    }
+}
 
 /* Before an allocation's effect: the step it opens, if any. */
 static inline __attribute__((always_inline)) void steps_note(model_dev_t *d, uint32_t site, uint64_t req, uint64_t t)
@@ -226,9 +219,11 @@ static inline __attribute__((always_inline)) void site_add_at(model_t *m, uint32
         s->peak_req = s->live_req;
 }
 
-/* ---- model_reduce.c: the reducer (one record's effect on the model) ---- */
-model_dev_t *model_get_dev(model_t *m, unsigned id);
+/* ---- model_life.c: the model's floor ---- */
+/* The timeline's buckets made coarser until time t fits. */
 void model_tl_widen(model_t *m, uint64_t t);
+
+/* ---- model_step.c: the reducer's loop (one record's effect on the model) ---- */
 /* One record (the reducer's switch, not inlined: for the parallel replay's copied records). */
 void model_step(model_t *m, const rd_rec_t *r);
 /* Records rec[0..n) in order, until the stop record or mark. */
@@ -353,80 +348,114 @@ static inline __attribute__((always_inline)) void free_apply(model_t *m, model_d
         tl_note(m, d, t);
 }
 
-/* An allocation record's kind, bytes requested and block, and the device's counters of it. */
-static inline __attribute__((always_inline)) void alloc_decode(model_t *m, const rd_rec_t *r, model_dev_t *d,
-                                                               unsigned *kindp, uint64_t *reqp, uint64_t *blockp)
+/* The device's counters of an allocation (the decoder's event of it, events.h). */
+static inline __attribute__((always_inline)) void alloc_count(model_t *m, model_dev_t *d, const ev_t *ev)
 {
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
-    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-    uint64_t req = a->size & GMLOG_SIZE_MASK, extra = a->size >> GMLOG_SIZE_BITS;
-    uint64_t block = req;
-    if (kind == GMLOG_KIND_POOL) {
-        uint64_t rounded = ((req ? req : 1) + 511) & ~511ull;
-        if (__builtin_expect(extra == 0xffff, 0)) {
-            if (r->len >= 40) {
-                block = a->block;
-            } else {
-                m->malformed++;
-                block = rounded;
-            }
-        } else {
-            block = rounded + extra * 512;
-        }
-        if (__builtin_expect(block & ~GMLOG_SIZE_MASK, 0)) /* more than 256 TiB: not a real block */
-            block = rounded;
-        if (r->flags & GMLOG_A_MISS)
+    if (ev->kind == GMLOG_KIND_POOL) {
+        if (__builtin_expect(ev->malformed, 0))
+            m->malformed++;
+        if (ev->flags & GMLOG_A_MISS)
             d->misses++;
         else
             d->hits++;
-        if (r->flags & GMLOG_A_GRAPH)
+        if (ev->flags & GMLOG_A_GRAPH)
             d->graph_allocs++;
-        d->pool_alloc_ns += a->dur_ns;
-    } else if (kind == GMLOG_KIND_PASS) {
-        d->pass_alloc_ns += a->dur_ns;
-        d->exact_allocs += (r->flags & GMLOG_A_EXACT) != 0;
+        d->pool_alloc_ns += ev->dur_ns;
+    } else if (ev->kind == GMLOG_KIND_PASS) {
+        d->pass_alloc_ns += ev->dur_ns;
+        d->exact_allocs += (ev->flags & GMLOG_A_EXACT) != 0;
     }
-    d->allocs_kind[kind]++;
-    *kindp = kind, *reqp = req, *blockp = block;
+    d->allocs_kind[ev->kind]++;
 }
 
 /* The live-map entry of a new block (its site index or id set by the caller). */
-static inline __attribute__((always_inline)) void live_fill(model_live_t *e, const rd_rec_t *r, unsigned kind,
-                                                            uint64_t block, uint64_t req)
+static inline __attribute__((always_inline)) void live_fill(model_live_t *e, const rd_rec_t *r, const ev_t *ev)
 {
     uint64_t tt = r->t >> 8;
     if (tt > MODEL_48)
         tt = MODEL_48;
-    e->blk = block | (uint64_t)r->device << 48 | (uint64_t)kind << 56 | (uint64_t)((r->flags & GMLOG_A_GRAPH) != 0) << 59;
-    e->req = req | (tt >> 32) << 48;
+    e->blk = ev->size | (uint64_t)ev->dev << 48 | (uint64_t)ev->kind << 56 |
+             (uint64_t)((ev->flags & GMLOG_A_GRAPH) != 0) << 59;
+    e->req = ev->req | (tt >> 32) << 48;
     e->t_lo = (uint32_t)tt;
 }
 
 /* A free's counters, by the kind of the block it frees. */
-static inline __attribute__((always_inline)) void free_count(model_dev_t *d, unsigned kind, const gmlog_free_t *f)
+static inline __attribute__((always_inline)) void free_count(model_dev_t *d, unsigned kind, uint32_t dur_ns)
 {
     d->frees_kind[kind]++;
     if (kind == GMLOG_KIND_POOL)
-        d->pool_free_ns += f->dur_ns;
+        d->pool_free_ns += dur_ns;
     else if (kind == GMLOG_KIND_PASS)
-        d->pass_free_ns += f->dur_ns;
+        d->pass_free_ns += dur_ns;
 }
+
+/* ---- model_reduce.c: the decoder's events applied (events.h) ---- */
+/* A block live at a checkpoint's cut into the live map (the cut's figures count it). */
+void model_cut_block(model_t *m, const rd_rec_t *r, const ev_t *ev);
+/* One event of the decoder's (an allocation, a free, a segment's, an OOM) through the reducer. */
+void model_reduce_event(model_t *m, const rd_rec_t *r, const ev_t *ev);
+/* A window met a free of a block from before it (MODEL_RANGE). */
+void model_range_unfree(model_t *m, model_dev_t *d, uint64_t ptr, uint64_t t);
+
+/* An allocation's event: its block in the live map, the device's figures, its site. */
+static inline __attribute__((always_inline)) void reduce_alloc(model_t *m, const rd_rec_t *r, const ev_t *ev)
+{
+    model_dev_t *d = m->dev[r->device];
+    if (__builtin_expect(!d, 0))
+        d = model_get_dev(m, r->device);
+    if (__builtin_expect(!d || !ev->ptr, 0)) {
+        m->malformed++;
+        return;
+    }
+    alloc_count(m, d, ev);
+    int found;
+    model_live_t *e = live_upsert(&m->live, ev->ptr, &found);
+    if (__builtin_expect(found, 0)) {
+        /* The pointer is live already: its free was lost. Forget the old block. */
+        d->replaced++;
+        model_dev_t *od = m->dev[model_live_dev(e)] ? m->dev[model_live_dev(e)] : d;
+        release_entry(m, od, e);
+    }
+    live_fill(e, r, ev);
+    steps_note(d, ev->site, ev->req, r->t);
+    e->sidx = alloc_apply(m, d, r->device, ev->kind, ev->size, ev->req, ev->site, r->t, r->seq);
+}
+
+
+/* A free's event: the block out of the live map, the figures and its site. */
+static inline __attribute__((always_inline)) void reduce_free(model_t *m, const rd_rec_t *r, const ev_t *ev)
+{
+    model_live_t *e = ev->ptr ? live_find(&m->live, ev->ptr) : NULL;
+    unsigned dev = e ? model_live_dev(e) : r->device;
+    model_dev_t *d = dev < MODEL_MAX_DEVICES ? m->dev[dev] : NULL;
+    if (__builtin_expect(!d, 0))
+        d = model_get_dev(m, dev);
+    if (__builtin_expect(!d, 0)) {
+        m->malformed++;
+        return;
+    }
+    free_count(d, e ? model_live_kind(e) : ev->kind, ev->dur_ns);
+    if (__builtin_expect(!e, 0)) {
+        d->unmatched_frees++;
+        if (m->flags & MODEL_RANGE)
+            model_range_unfree(m, d, ev->ptr, r->t);
+        return;
+    }
+    free_apply(m, d, e, r->t);
+    live_remove(&m->live, e);
+}
+
 
 /* ---- model_torch.c: PyTorch's tensors as the allocations ---- */
 /* Finds the devices with tensor events and PyTorch's segment bases (a log kept PyTorch's cache). */
 void model_torch_scan(model_t *m, rd_log_t *lf);
 /* A T_* record on a tensor device. */
 void model_torch_step(model_t *m, const rd_rec_t *r);
-/* Whether a hook record (ALLOC, FREE, SEGMENT_*) of a tensor device is left out. */
-int model_torch_drops(model_t *m, const rd_rec_t *r);
 /* A wrapped log's checkpoint on a tensor device: PyTorch's segments, live tensors and pending
  * frees (T_* state records after a CUT flagged GMLOG_CUT_TORCH); a hook state record that they
  * stand for is dropped. 1 when handled here. */
 int model_torch_state(model_t *m, const rd_rec_t *r);
-/* model_reduce.c: a block live at a checkpoint's cut into the live map (the cut's figures count it). */
-void model_cut_block(model_t *m, const rd_rec_t *r);
-/* An ALLOC, FREE or SEGMENT_* record in the model's layout, through the reducer. */
-void model_reduce_record(model_t *m, const rd_rec_t *r);
 
 /* ---- model_snap.c: snapshots and OOMs ---- */
 /* Live bytes and counts per device and kind, from the live map (they are not kept per event). */

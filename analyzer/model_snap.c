@@ -38,7 +38,7 @@ static int by_start(const void *a, const void *b)
 static void collect(const model_t *m, const model_dev_t *d, span_t **segsp, size_t *nsp, span_t **blksp,
                     size_t *nbp, uint64_t *internal, uint64_t *pending)
 {
-    size_t nseg = d->segmap.count, nblk = m->live.count + m->torch_pending.count;
+    size_t nseg = d->segmap.count, nblk = m->live.count + m->ev.npending;
     span_t *segs = malloc((nseg ? nseg : 1) * sizeof *segs);
     span_t *blks = malloc((nblk ? nblk : 1) * sizeof *blks);
     if (!segs || !blks)
@@ -56,11 +56,11 @@ static void collect(const model_t *m, const model_dev_t *d, span_t **segsp, size
             *internal += block > req ? block - req : 0;
         }
     }
-    for (size_t i = 0; i < m->torch_pending.cap && nb < nblk; i++) {
-        const model_kv_t *kv = &m->torch_pending.slots[i];
-        if (kv->key && (kv->val >> 48) == (unsigned)d->id) {
-            blks[nb++] = (span_t){kv->key, kv->val & MODEL_48};
-            *pending += kv->val & MODEL_48;
+    for (size_t i = 0; i < m->ev.tcap && nb < nblk; i++) {
+        const ev_tensor_t *t = ev_tensor_at(&m->ev, i);
+        if (t && (t->info & EV_PENDING) && ((t->info >> 48) & 0xff) == (unsigned)d->id) {
+            blks[nb++] = (span_t){t->ptr, t->info & MODEL_48};
+            *pending += t->info & MODEL_48;
         }
     }
     qsort(segs, ns, sizeof *segs, by_start);

@@ -87,35 +87,35 @@ static void split_record(model_t *w, const rd_rec_t *r)
 /* An allocation in a window: placed in the window's live map; its site id rides along. */
 static void split_alloc(model_t *w, const rd_rec_t *r)
 {
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
+    ev_t ev;
+    ev_alloc_of(r, &ev);
     model_dev_t *d = model_get_dev(w, r->device);
-    if (!d || !a->ptr) {
+    if (!d || !ev.ptr) {
         split_record(w, r); /* the ordered replay counts it (and makes its device) */
         return;
     }
-    unsigned kind;
-    uint64_t req, block;
-    alloc_decode(w, r, d, &kind, &req, &block);
+    alloc_count(w, d, &ev);
     int found;
-    model_live_t *e = live_upsert(&w->live, a->ptr, &found);
+    model_live_t *e = live_upsert(&w->live, ev.ptr, &found);
     if (found)
         split_op(w, SPLIT_REPLACED, r->device, e, r->t);
-    live_fill(e, r, kind, block, req);
-    e->sidx = a->site;
+    live_fill(e, r, &ev);
+    e->sidx = ev.site;
     split_op(w, SPLIT_ALLOC, r->device, e, r->t);
 }
 
 /* A free in a window: matched in the window, or left to the ordered replay (an older block). */
 static void split_free(model_t *w, const rd_rec_t *r)
 {
-    const gmlog_free_t *f = (const gmlog_free_t *)r->p;
-    model_live_t *e = f->ptr ? live_find(&w->live, f->ptr) : NULL;
+    ev_t ev;
+    ev_free_of(r, &ev);
+    model_live_t *e = ev.ptr ? live_find(&w->live, ev.ptr) : NULL;
     if (!e) {
         split_record(w, r);
         return;
     }
     unsigned dev = model_live_dev(e);
-    free_count(model_get_dev(w, dev), model_live_kind(e), f);
+    free_count(model_get_dev(w, dev), model_live_kind(e), ev.dur_ns);
     split_op(w, SPLIT_FREE, dev, e, r->t);
     live_remove(&w->live, e);
 }

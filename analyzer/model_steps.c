@@ -124,28 +124,25 @@ static void scan_free(scan_t *s, uint64_t ptr)
         st->low = st->live;
 }
 
-/* One record of the prefix. 0 once the search has all it needs (or marks decide). */
-static int scan_record(scan_t *s, const model_t *m, const rd_rec_t *r)
+/* One record of the prefix, as the decoder makes it an event (on PyTorch's devices the tensors
+ * are the allocations, its segments are not). 0 once the search has all it needs (or marks
+ * decide). */
+static int scan_record(scan_t *s, ev_dec_t *x, const rd_rec_t *r)
 {
     if (r->type == GMLOG_MARK && r->ckpt != RD_CKPT_DEF && !(r->flags & GMLOG_MARK_END))
         return ++s->marks < 3; /* marks win where there are 3 (model_epoch_system) */
     if (r->device >= MODEL_MAX_DEVICES || r->ckpt == RD_CKPT_DEF || r->ckpt == RD_CKPT_HISTORY)
         return 1;
     int keyed = r->ckpt == RD_EVENT;
-    if (m->torch_dev[r->device]) { /* PyTorch's tensors are the allocations; its segments are not */
-        if (!torch_is_tensor_type(r->type) || r->len < sizeof(gmlog_tensor_t))
-            return 1;
-        const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
-        if (r->type == GMLOG_T_ALLOC)
-            scan_alloc(s, r->device, t->addr, t->size, t->site, keyed);
-        else if (r->type == GMLOG_T_FREE_REQUESTED)
-            scan_free(s, t->addr);
-    } else if (r->type == GMLOG_ALLOC && r->len >= 32) {
-        const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
-        scan_alloc(s, r->device, a->ptr, a->size & GMLOG_SIZE_MASK, a->site, keyed);
-    } else if (r->type == GMLOG_FREE && r->len >= 16) {
-        const gmlog_free_t *f = (const gmlog_free_t *)r->p;
-        scan_free(s, f->ptr);
+    ev_t ev[EV_MAX];
+    int n = ev_decode(x, r, ev);
+    for (int i = 0; i < n; i++) {
+        if (ev[i].malformed)
+            continue;
+        if (ev[i].type == EV_ALLOC)
+            scan_alloc(s, r->device, ev[i].ptr, ev[i].req, ev[i].site, keyed);
+        else if (ev[i].type == EV_FREE)
+            scan_free(s, ev[i].ptr);
     }
     return s->total < STEPS_TOTAL && (!s->ndevs || s->nfull < s->ndevs);
 }
@@ -387,11 +384,16 @@ void model_steps_scan(model_t *m, rd_log_t *lf)
         model_die_oom();
     map_init(&s->keymap, 1024);
     map_init(&s->live, 1024);
+    ev_dec_t x;
+    memset(&x, 0, sizeof x);
+    if (ev_dec_seed(&x, &m->ev) != 0)
+        model_die_oom();
     rd_rewind(&rd);
     rd_rec_t r;
     int more = 1;
     while (more && rd_next(&rd, &r))
-        more = scan_record(s, m, &r);
+        more = scan_record(s, &x, &r);
+    ev_dec_free(&x);
     rd_close(&rd);
     for (unsigned d = 0; d < MODEL_MAX_DEVICES && s->marks < 3; d++) {
         model_stepkey_t k;
@@ -425,12 +427,4 @@ void model_steps_scan(model_t *m, rd_log_t *lf)
     free(s->ksite);
     free(s->ksize);
     free(s);
-}
-
-void model_steps_attach(const model_t *m, model_dev_t *d)
-{
-    if (m->stepkeys && d->id >= 0 && d->id < MODEL_MAX_DEVICES && m->stepkeys[d->id].period) {
-        d->step = m->stepkeys[d->id];
-        d->step_armed = 1;
-    }
 }

@@ -1,9 +1,51 @@
-/* The parallel summary: windows of time replayed by threads of their own, stitched in order. */
+/* The parallel summary: windows of time replayed by threads of their own, stitched in order;
+ * and how a log is cut into windows, which the parallel replay with sites (model_split.c) uses too. */
 #include "model_int.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
+
+/* ---- a log cut into windows (model_split.c too) ---- */
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+unsigned model_workers_wanted(const rd_log_t *lf)
+{
+    const char *env = getenv("GMSHIM_ANALYZER_THREADS");
+    long n = env && *env ? strtol(env, NULL, 10) : -1;
+    if (n >= 0)
+        return n > MAX_WORKERS ? MAX_WORKERS : (unsigned)n;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (lf->size < (64u << 20) || cpus < 2)
+        return 0;
+    return cpus > 8 ? 8 : (unsigned)cpus;
+}
+
+size_t model_window_starts(const rd_log_t *lf, size_t target, uint64_t *begin)
+{
+    uint64_t *bases = malloc(lf->nchunks * sizeof *bases);
+    if (!bases)
+        return 0;
+    for (size_t i = 0; i < lf->nchunks; i++)
+        bases[i] = lf->chunks[i].base_ns;
+    qsort(bases, lf->nchunks, sizeof *bases, by_u64);
+    size_t n = 0;
+    for (size_t k = 0; k < target; k++) {
+        uint64_t b = k ? bases[lf->nchunks * k / target] : 0;
+        if (!n || b > begin[n - 1])
+            begin[n++] = b;
+    }
+    begin[n] = UINT64_MAX;
+    free(bases);
+    return n;
+}
 
 /* ---- the parallel summary ----------------------------------------------------------------------
  * The summary needs no sites, marks or snapshots: its figures are sums, and peaks of sums over

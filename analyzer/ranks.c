@@ -3,7 +3,8 @@
  * built (ranks_job.c) and printed (ranks_text.c, ranks_json.c). */
 #include "ranks_int.h"
 
-#include "commands.h"
+#include "oom_classify.h"
+#include "ranks.h"
 #include "output.h"
 #include "sites.h"
 

@@ -1,6 +1,6 @@
 /* A job's logs given as a directory: every *.gmlog in it, sorted by name, for `gmshim report`
  * (ranks.h). A directory that cannot be read is said so, never skipped in silence. */
-#include "ranks.h"
+#include "ranks_dir.h"
 #include "vec.h"
 
 #include <dirent.h>

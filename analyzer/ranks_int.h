@@ -1,14 +1,60 @@
 /* What the verdict's files share (ranks.c, ranks_job.c, ranks_runs.c, ranks_text.c,
- * ranks_json.c): one run's verdict built from its logs' summaries, below the text and JSON that
- * print it. Nothing here reads a log. */
+ * ranks_json.c): a log's summary, one run's verdict built from its logs' summaries, below the
+ * text and JSON that print it. Nothing here reads a log. */
 #ifndef GM_RANKS_INT_H
 #define GM_RANKS_INT_H
 
+#include "cli.h"
 #include "json.h"
-#include "ranks.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The clock skew assumed between hosts (NTP-synchronised clocks): failures on different hosts
+ * closer than this are ordered with a warning. Logs of one host share its clock. */
+#define RANKS_SKEW_NS 100000000ull
+#define RANKS_TOP 3
+/* Logs without an identity in common are of one run only if their lives (start to the last moment
+ * known alive) come within this of each other: ranks of a run live at once. */
+#define RANKS_RUN_GAP_NS 60000000000ull
+#define RANKS_IDS 8
+
+enum {
+    RANKS_FAIL_NONE = 0,
+    RANKS_FAIL_OOM,            /* an OOM that reached the program (not recovered) */
+    RANKS_FAIL_SIGNAL,         /* closed by a fatal signal */
+    RANKS_FAIL_KILLED,         /* never closed: killed (SIGKILL, the OOM killer) or still running */
+};
+
+typedef struct ranks_site {
+    uint64_t bytes, count;
+    char label[160];
+} ranks_site_t;
+
+typedef struct ranks_log {
+    const char *path;
+    int opened;
+    int rank, local_rank, world_size;   /* -1: unknown */
+    char host[128];
+    uint32_t pid;
+    uint64_t start_ns;         /* wall clock at the log's start (Unix epoch, ns) */
+    uint64_t end_t;            /* the close, else the last record: ns since the start */
+    uint64_t alive_t;          /* the header's alive_ns: ns since the start, 0: not written */
+    uint64_t mtime_ns;         /* the file's last write (wall clock), 0: unknown */
+    int closed;
+    unsigned reason, sig;      /* GMLOG_CLOSE_*, the signal */
+    int fail;                  /* RANKS_FAIL_*: the log's first failure */
+    uint64_t fail_t;           /* ns since the start */
+    int fail_dev;
+    char cause[24], why[512], site[160];
+    uint64_t request;
+    uint64_t peak_reserved, peak_live, peak_t;   /* summed over devices; t of the largest device's */
+    int peak_dev;
+    ranks_site_t top[RANKS_TOP];
+    unsigned ntop;
+    char ids[RANKS_IDS][128];  /* what identifies the run: "TORCHELASTIC_RUN_ID=x" (GMLOG_META_JOB) */
+    unsigned nids;
+} ranks_log_t;
 
 /* Where the latest moment a log's process is known alive comes from. */
 enum { RANKS_ALIVE_CLOSE, RANKS_ALIVE_RECORD, RANKS_ALIVE_BEAT, RANKS_ALIVE_MTIME };

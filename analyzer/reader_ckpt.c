@@ -1,6 +1,6 @@
 /* A bounded log's checkpoints as the reader sees them (gmlog.h, docs/log-format.md): the spans
  * of state that are never events, and a wrapped log's prologue read from its newest complete
- * checkpoint. Part of the reader (reader.c); shares its internals through reader_int.h. */
+ * checkpoint. Part of the reader (reader_log.c); shares its internals through reader_int.h. */
 #include "reader.h"
 #include "reader_int.h"
 #include "vec.h"

@@ -1,5 +1,5 @@
-/* What the reader's files share (reader.c, reader_header.c, reader_records.c, and
- * reader_ckpt.c for a bounded log's checkpoints): nothing else includes this. */
+/* What the reader's files share (reader_log.c, reader_io.c, reader_header.c, reader_records.c,
+ * reader_live.c, and reader_ckpt.c for a bounded log's checkpoints): nothing else includes this. */
 #ifndef GM_READER_INT_H
 #define GM_READER_INT_H
 
@@ -25,7 +25,8 @@ static inline uint64_t ld64(const uint8_t *p, int swap)
     return swap ? __builtin_bswap64(v) : v;
 }
 
-/* reader.c */
+/* reader_io.c: each record type's least length (rd_min_len), read inline by rd_next. */
+extern const uint8_t rd_min_lens[GMLOG_TYPE_MAX + 1];
 int rd_fail(rd_log_t *lf, uint64_t offset, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 size_t rd_read_at(const rd_log_t *lf, void *buf, size_t len, uint64_t off);
 

@@ -1,7 +1,7 @@
 /* A log read while its writer is still at work: chunks the writer claims or reuses under the
  * reader. Whether a chunk read now is still the one the open indexed, and whether the file as a
  * whole still is what the open saw (else the open is made again: what it found missing may have
- * been written meanwhile). Part of the reader (reader.c); shares its internals through
+ * been written meanwhile). Part of the reader (reader_log.c); shares its internals through
  * reader_int.h. It never writes the file. */
 #include "reader.h"
 #include "reader_int.h"

@@ -1,96 +1,26 @@
-/* The replay's input: one device's pool events decoded from a log into a compact array (block
- * ids instead of pointers, so that a replay never hashes), the recorded OOMs and the settings
- * the log says were in force. Never trusts the log: unknown frees are dropped, sizes bounded. */
+/* The replay's input: one device's pool events, as the decoder (events.h) gives them, packed
+ * into a compact array (block ids instead of pointers, so that a replay never hashes), the
+ * recorded OOMs and the settings the log says were in force. Never trusts the log: unknown frees
+ * are dropped, sizes bounded. */
 #include "replay.h"
 #include "vec.h"
-#include "torch_events.h"
+#include "events.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Recorded pointer -> block id, open addressing with backward-shift deletion. */
-typedef struct idmap {
-    uint64_t *key;
-    uint32_t *val;
-    size_t cap, count;
-} idmap_t;
-
-static size_t idmap_home(const idmap_t *m, uint64_t k)
-{
-    return (size_t)((k >> 9) * 0x9E3779B97F4A7C15ull >> 20) & (m->cap - 1);
-}
-
-static int idmap_grow(idmap_t *m)
-{
-    size_t ncap = m->cap ? m->cap * 2 : 1024;
-    uint64_t *k = calloc(ncap, sizeof *k);
-    uint32_t *v = calloc(ncap, sizeof *v);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return -1;
-    }
-    idmap_t n = {k, v, ncap, 0};
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->key[i]) {
-            size_t j = idmap_home(&n, m->key[i]);
-            while (n.key[j])
-                j = (j + 1) & (ncap - 1);
-            n.key[j] = m->key[i];
-            n.val[j] = m->val[i];
-            n.count++;
-        }
-    free(m->key);
-    free(m->val);
-    *m = n;
-    return 0;
-}
-
-/* The slot of k (its key 0 when absent). */
-static size_t idmap_slot(const idmap_t *m, uint64_t k)
-{
-    size_t i = idmap_home(m, k);
-    while (m->key[i] && m->key[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static void idmap_erase(idmap_t *m, size_t i)
-{
-    for (;;) {
-        m->key[i] = 0;
-        size_t j = i;
-        for (;;) {
-            j = (j + 1) & (m->cap - 1);
-            if (!m->key[j]) {
-                m->count--;
-                return;
-            }
-            size_t h = idmap_home(m, m->key[j]);
-            if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j))
-                break;
-        }
-        m->key[i] = m->key[j];
-        m->val[i] = m->val[j];
-        i = j;
-    }
-}
-
+/* Recorded pointers to block ids in the maps (table.h). */
 typedef struct loader {
     rp_log_t *log;
-    idmap_t map;
-    idmap_t held;                /* blocks in threads' caches: freed by the program, not the pool's */
+    ev_dec_t ev;                 /* the decoder: PyTorch's view on a tensor device */
+    table_map_t map;             /* live blocks: pointer -> id */
+    table_map_t held;            /* blocks in threads' caches: freed by the program, not the pool's */
+    table_map_t exact;           /* a caching allocator's exact segments (GMLOG_A_EXACT): base -> id | size / 512 << 32 */
     uint32_t *free_ids;
     size_t nfree, capfree;
     uint64_t reserved, issued;
     int oom_failed;
-    /* PyTorch's tensors (torch_events.h): the device's blocks are its tensors */
-    int tensors;
-    idmap_t segbase;             /* PyTorch's segment bases: their ALLOC and FREE are left out */
-    idmap_t exact, exact_units;  /* a caching allocator's exact segments (GMLOG_A_EXACT): base -> block id, size / 512 */
-    gmlog_oom_t hook_oom;        /* the hooks' last failed cudaMalloc, for the next T_OOM */
     int torch_capped;            /* the last LIMIT was PyTorch's memory fraction: its T_OOM is the cap's */
-    int hook_oom_seen;
 } loader_t;
 
 int rp_append(rp_log_t *log, const rp_ev_t *e)
@@ -136,13 +66,10 @@ static int release_id(loader_t *L, uint32_t id)
 /* A free of the block at ptr: its event, and its id back to the free list. */
 static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
 {
-    if (!L->map.cap)
-        return 0;
-    size_t i = idmap_slot(&L->map, ptr);
-    if (!L->map.key[i])
-        return 0; /* not a pool block this decoder saw: nothing to replay */
-    uint32_t id = L->map.val[i];
-    idmap_erase(&L->map, i);
+    uint64_t v;
+    if (!table_map_del(&L->map, ptr, &v))
+        return 0; /* not a pool block this loader saw: nothing to replay */
+    uint32_t id = (uint32_t)v;
     if (!push(L->log, deferred ? RP_FREE_DEFERRED : RP_FREE, t, 0, id, 0, 0))
         return -1;
     return release_id(L, id);
@@ -151,38 +78,25 @@ static int on_free(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
 /* The block at ptr freed into its thread's cache: its id stays with it (held). */
 static int on_free_cached(loader_t *L, uint64_t t, uint64_t ptr, int deferred)
 {
-    if (!L->map.cap)
+    uint64_t v;
+    if (!table_map_del(&L->map, ptr, &v))
         return 0;
-    size_t i = idmap_slot(&L->map, ptr);
-    if (!L->map.key[i])
-        return 0;
-    uint32_t id = L->map.val[i];
-    idmap_erase(&L->map, i);
-    if (L->held.count * 2 >= L->held.cap && idmap_grow(&L->held))
+    uint32_t id = (uint32_t)v;
+    if (table_map_put(&L->held, ptr, id))
         return -1;
-    size_t h = idmap_slot(&L->held, ptr);
-    L->held.key[h] = ptr;
-    L->held.val[h] = id;
-    L->held.count++;
     return push(L->log, RP_FREE_CACHED, t, deferred != 0, id, 0, 0) ? 0 : -1;
 }
 
-/* A held block back to its arena (`id` of the held slot i). */
-static int on_return_slot(loader_t *L, uint64_t t, size_t i)
+/* A held block back to its arena. */
+static int on_return(loader_t *L, uint64_t t, uint64_t ptr)
 {
-    uint32_t id = L->held.val[i];
-    idmap_erase(&L->held, i);
+    uint64_t v;
+    if (!table_map_del(&L->held, ptr, &v))
+        return 0;
+    uint32_t id = (uint32_t)v;
     if (!push(L->log, RP_RETURN, t, 0, id, 0, 0))
         return -1;
     return release_id(L, id);
-}
-
-static int on_return(loader_t *L, uint64_t t, uint64_t ptr)
-{
-    if (!L->held.cap)
-        return 0;
-    size_t i = idmap_slot(&L->held, ptr);
-    return L->held.key[i] ? on_return_slot(L, t, i) : 0;
 }
 
 /* The recording's reserved bytes, and their peak. */
@@ -198,118 +112,78 @@ static void unreserve(loader_t *L, uint64_t size)
     L->reserved = L->reserved > size ? L->reserved - size : 0;
 }
 
-static int on_pool_alloc(loader_t *L, const rd_rec_t *r);
-static int on_exact_free(loader_t *L, uint64_t t, uint64_t ptr);
-
-/* A caching allocator's segment at its exact size from the driver (PyTorch's cache kept): every
- * replay gives it a segment of its own, whatever its settings (replay.c exact_alloc). */
-static int on_exact_alloc(loader_t *L, const rd_rec_t *r)
-{
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
-    uint64_t size = a->size & GMLOG_SIZE_MASK;
-    if (!a->ptr || !size || size % GM_ROUND || size / GM_ROUND > UINT32_MAX) {
-        L->log->unpooled++;
-        return 0; /* not a segment the pool could have had */
-    }
-    if ((L->exact.count * 2 >= L->exact.cap && idmap_grow(&L->exact)) ||
-        (L->exact_units.count * 2 >= L->exact_units.cap && idmap_grow(&L->exact_units)))
-        return -1;
-    size_t i = idmap_slot(&L->exact, a->ptr), u = idmap_slot(&L->exact_units, a->ptr);
-    if (L->exact.key[i]) { /* taken again without a free the log holds: the old one went */
-        if (on_exact_free(L, r->t, a->ptr))
-            return -1;
-        i = idmap_slot(&L->exact, a->ptr);
-        u = idmap_slot(&L->exact_units, a->ptr);
-    }
-    L->exact.count++;
-    L->exact_units.count++;
-    uint32_t id;
-    new_id(L, &id);
-    L->exact.key[i] = L->exact_units.key[u] = a->ptr;
-    L->exact.val[i] = id;
-    L->exact_units.val[u] = (uint32_t)(size / GM_ROUND);
-    reserve(L, size);
-    if (!push(L->log, RP_EXACT_ALLOC, r->t, size, id, a->site, a->ptr))
-        return -1;
-    return 0;
-}
-
 /* The free of a pass-through block: an exact segment's, with its segment. */
 static int on_exact_free(loader_t *L, uint64_t t, uint64_t ptr)
 {
-    if (!L->exact.cap)
+    uint64_t v;
+    if (!table_map_del(&L->exact, ptr, &v))
         return 0;
-    size_t i = idmap_slot(&L->exact, ptr);
-    if (!L->exact.key[i])
-        return 0;
-    uint32_t id = L->exact.val[i];
-    idmap_erase(&L->exact, i);
-    size_t u = idmap_slot(&L->exact_units, ptr);
-    if (L->exact_units.key[u]) {
-        unreserve(L, (uint64_t)L->exact_units.val[u] * GM_ROUND);
-        idmap_erase(&L->exact_units, u);
-    }
+    uint32_t id = (uint32_t)v;
+    unreserve(L, (v >> 32) * GM_ROUND);
     if (!push(L->log, RP_EXACT_FREE, t, 0, id, 0, 0))
         return -1;
     return release_id(L, id);
 }
 
-static int on_alloc(loader_t *L, const rd_rec_t *r)
+/* A caching allocator's segment at its exact size from the driver (PyTorch's cache kept): every
+ * replay gives it a segment of its own, whatever its settings (replay.c exact_alloc). */
+static int on_exact_alloc(loader_t *L, uint64_t t, const ev_t *ev)
 {
-    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-    if (kind == GMLOG_KIND_PASS && (r->flags & GMLOG_A_EXACT))
-        return on_exact_alloc(L, r);
-    if (kind == GMLOG_KIND_PASS)
-        L->log->pool_off = 1;
-    return on_pool_alloc(L, r);
-}
-
-static int on_pool_alloc(loader_t *L, const rd_rec_t *r)
-{
-    const gmlog_alloc_t *a = (const gmlog_alloc_t *)r->p;
-    unsigned kind = (r->flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-    if (kind != GMLOG_KIND_POOL) {
+    uint64_t size = ev->req;
+    if (!ev->ptr || !size || size % GM_ROUND || size / GM_ROUND > UINT32_MAX) {
         L->log->unpooled++;
-        return 0;
+        return 0; /* not a segment the pool could have had */
     }
-    if (L->map.count * 2 >= L->map.cap && idmap_grow(&L->map))
-        return -1;
-    size_t i = idmap_slot(&L->map, a->ptr);
-    if (L->map.key[i]) { /* allocated again without a free the log holds: it was freed */
-        if (on_free(L, r->t, a->ptr, 0))
-            return -1;
-        i = idmap_slot(&L->map, a->ptr);
-    }
-    /* A block a thread's cache held: from the cache it keeps its id; from the arena it was given
-     * back first (a log whose return was lost). */
-    size_t h = L->held.cap ? idmap_slot(&L->held, a->ptr) : 0;
-    int held = L->held.cap && L->held.key[h];
+    if (table_map_find(&L->exact, ev->ptr) && on_exact_free(L, t, ev->ptr))
+        return -1; /* taken again without a free the log holds: the old one went */
     uint32_t id;
-    if (held && (r->flags & GMLOG_A_CACHED)) {
-        id = L->held.val[h];
-        idmap_erase(&L->held, h);
-    } else {
-        if (held && on_return_slot(L, r->t, h))
-            return -1;
-        new_id(L, &id);
-    }
-    L->map.key[i] = a->ptr;
-    L->map.val[i] = id;
-    L->map.count++;
-    int ok = push(L->log, held && (r->flags & GMLOG_A_CACHED) ? RP_ALLOC_CACHED : RP_ALLOC, r->t,
-                      a->size & GMLOG_SIZE_MASK, id, a->site, a->ptr);
-    if (!ok)
+    new_id(L, &id);
+    if (table_map_put(&L->exact, ev->ptr, id | (size / GM_ROUND) << 32))
+        return -1;
+    reserve(L, size);
+    if (!push(L->log, RP_EXACT_ALLOC, t, size, id, ev->site, ev->ptr))
         return -1;
     return 0;
 }
 
-static int on_oom(loader_t *L, const rd_rec_t *r)
+static int on_pool_alloc(loader_t *L, uint64_t t, const ev_t *ev)
 {
-    if (L->tensors && r->type == GMLOG_OOM) { /* PyTorch's segment ask: kept for its T_OOM */
-        memcpy(&L->hook_oom, r->p, sizeof L->hook_oom);
-        L->hook_oom_seen = 1;
+    if (ev->kind != GMLOG_KIND_POOL) {
+        L->log->unpooled++;
         return 0;
     }
+    if (table_map_find(&L->map, ev->ptr) && on_free(L, t, ev->ptr, 0))
+        return -1; /* allocated again without a free the log holds: it was freed */
+    /* A block a thread's cache held: from the cache it keeps its id; from the arena it was given
+     * back first (a log whose return was lost). */
+    const uint64_t *h = table_map_find(&L->held, ev->ptr);
+    int cached = h && (ev->flags & GMLOG_A_CACHED);
+    uint32_t id;
+    if (cached) {
+        uint64_t v = 0;
+        table_map_del(&L->held, ev->ptr, &v);
+        id = (uint32_t)v;
+    } else {
+        if (h && on_return(L, t, ev->ptr))
+            return -1;
+        new_id(L, &id);
+    }
+    if (table_map_put(&L->map, ev->ptr, id)) /* a pointer 0 is replayed, never found again */
+        return -1;
+    return push(L->log, cached ? RP_ALLOC_CACHED : RP_ALLOC, t, ev->req, id, ev->site, ev->ptr) ? 0 : -1;
+}
+
+static int on_alloc(loader_t *L, uint64_t t, const ev_t *ev)
+{
+    if (ev->kind == GMLOG_KIND_PASS && (ev->flags & GMLOG_A_EXACT))
+        return on_exact_alloc(L, t, ev);
+    if (ev->kind == GMLOG_KIND_PASS)
+        L->log->pool_off = 1;
+    return on_pool_alloc(L, t, ev);
+}
+
+static int on_oom(loader_t *L, const rd_rec_t *r)
+{
     rp_log_t *log = L->log;
     rp_oom_t *n = vec_grow(log->ooms, &log->capooms, log->nooms + 1, sizeof *n, 16);
     if (!n)
@@ -426,19 +300,6 @@ static int is_torch_module(const rd_rec_t *r)
     return 0;
 }
 
-static void add_segment_base(void *arg, uint64_t base)
-{
-    idmap_t *m = arg;
-    if (m->count * 2 >= m->cap && idmap_grow(m))
-        return;
-    size_t i = idmap_slot(m, base);
-    if (!m->key[i]) {
-        m->key[i] = base;
-        m->val[i] = 1;
-        m->count++;
-    }
-}
-
 /* PyTorch's allocator, not gmshim's pool, placed the tensors: its settings are PyTorch's own
  * (PYTORCH_CUDA_ALLOC_CONF's max_split_size_mb, when the log's environment names it). */
 static void torch_settings(rp_log_t *log, const rd_log_t *lf)
@@ -454,75 +315,59 @@ static void torch_settings(rp_log_t *log, const rd_log_t *lf)
     }
 }
 
-static int is_segment_base(const idmap_t *m, uint64_t ptr)
+/* A tensor's OOM (PyTorch's OutOfMemoryError): the decoder's record, the cap's when PyTorch's
+ * memory fraction was the last limit. */
+static int tensor_oom(loader_t *L, const rd_rec_t *r, const ev_t *ev)
 {
-    return m->cap && m->key[idmap_slot(m, ptr)] == ptr;
+    gmlog_oom_t o = *ev->oom;
+    if (L->torch_capped)
+        o.h.flags |= GMLOG_OOM_LIMIT;
+    rd_rec_t n = *r;
+    n.p = (const uint8_t *)&o;
+    n.type = GMLOG_OOM;
+    n.flags = o.h.flags;
+    return on_oom(L, &n);
 }
 
-/* A record of a tensor device: 1 when handled here (a tensor event, or a hook record that
- * PyTorch's own events stand for), 0 for the decoder's usual switch. The block is reusable at
- * T_FREE_COMPLETED: that is when PyTorch's allocator may hand it out again. */
-static int tensor_record(loader_t *L, const rd_rec_t *r, int *rc)
+/* One of the decoder's events. On a tensor device the block is reusable at T_FREE_COMPLETED:
+ * that is when PyTorch's allocator may hand it out again; a free requested replays nothing, and
+ * an expandable segment's ranges are not followed (the replay says so). */
+static int on_event(loader_t *L, const rd_rec_t *r, const ev_t *ev)
 {
-    *rc = 0;
-    if (r->type == GMLOG_SEGMENT_ALLOC || r->type == GMLOG_SEGMENT_FREE)
-        return 1;
-    if ((r->type == GMLOG_ALLOC || r->type == GMLOG_FREE) && r->len >= 16) {
-        uint64_t ptr;
-        memcpy(&ptr, r->p + 8, 8);
-        return is_segment_base(&L->segbase, ptr);
+    if (ev->tensor) {
+        if (r->type == GMLOG_T_SEGMENT_MAP && !ev->malformed)
+            L->log->torch_expandable = 1;
+        switch (ev->type) {
+        case EV_ALLOC: return ev->ptr ? on_alloc(L, r->t, ev) : 0;
+        case EV_FREE_COMPLETED: return on_free(L, r->t, ev->ptr, 0);
+        case EV_SEGMENT_ALLOC:
+        case EV_SEGMENT_FREE:
+            if (ev->mapped)
+                return 0;
+            break;
+        case EV_OOM: return tensor_oom(L, r, ev);
+        default: return 0;
+        }
     }
-    if (!torch_is_tensor_type(r->type))
+    switch (ev->type) {
+    case EV_ALLOC: return on_alloc(L, r->t, ev);
+    case EV_FREE: {
+        int deferred = (ev->flags & GMLOG_F_DEFERRED) != 0;
+        if (ev->kind == GMLOG_KIND_POOL && (ev->flags & GMLOG_F_RETURNED))
+            return on_return(L, r->t, ev->ptr);
+        if (ev->kind == GMLOG_KIND_POOL && (ev->flags & GMLOG_F_CACHED))
+            return on_free_cached(L, r->t, ev->ptr, deferred);
+        if (ev->kind == GMLOG_KIND_POOL)
+            return on_free(L, r->t, ev->ptr, deferred);
+        if (ev->kind == GMLOG_KIND_PASS)
+            return on_exact_free(L, r->t, ev->ptr);
         return 0;
-    if (r->len < sizeof(gmlog_tensor_t))
-        return 1;
-    const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
-    switch (r->type) {
-    case GMLOG_T_ALLOC: {
-        gmlog_alloc_t a;
-        memset(&a, 0, sizeof a);
-        a.ptr = t->addr;
-        a.size = t->size & GMLOG_SIZE_MASK;
-        a.site = t->site;
-        rd_rec_t n = *r;
-        n.p = (const uint8_t *)&a;
-        n.flags = GMLOG_KIND_POOL << GMLOG_KIND_SHIFT;
-        *rc = t->addr ? on_alloc(L, &n) : 0;
-        break;
     }
-    case GMLOG_T_FREE_COMPLETED:
-        *rc = on_free(L, r->t, t->addr, 0);
-        break;
-    case GMLOG_T_SEGMENT_ALLOC:
-        *rc = on_segment_alloc(L, r->t, t->addr, t->size);
-        break;
-    case GMLOG_T_SEGMENT_FREE:
-        *rc = on_segment_free(L, r->t, t->addr, t->size);
-        break;
-    case GMLOG_T_SEGMENT_MAP:
-        L->log->torch_expandable = 1;
-        break;
-    case GMLOG_T_OOM: {
-        gmlog_oom_t o;
-        torch_oom_record(&o, L->hook_oom_seen ? &L->hook_oom : NULL, t);
-        o.h.flags = L->hook_oom.h.flags & ~(GMLOG_OOM_RECOVERED | GMLOG_OOM_EXACT); /* a tensor's request */
-        if (L->torch_capped)
-            o.h.flags |= GMLOG_OOM_LIMIT;
-        rd_rec_t n = *r;
-        n.p = (const uint8_t *)&o;
-        n.type = GMLOG_OOM;
-        n.flags = o.h.flags;
-        L->tensors = 0; /* on_oom then takes it as an OOM */
-        *rc = on_oom(L, &n);
-        L->tensors = 1;
-        L->hook_oom_seen = 0;
-        memset(&L->hook_oom, 0, sizeof L->hook_oom);
-        break;
+    case EV_SEGMENT_ALLOC: return on_segment_alloc(L, r->t, ev->ptr, ev->size);
+    case EV_SEGMENT_FREE: return on_segment_free(L, r->t, ev->ptr, ev->size);
+    case EV_OOM: return on_oom(L, r);
+    default: return 0;
     }
-    default:
-        break; /* FREE_REQUESTED: the tensor is gone, its block not yet reusable */
-    }
-    return 1;
 }
 
 static int decode(loader_t *L, rd_log_t *lf)
@@ -551,12 +396,16 @@ static int decode(loader_t *L, rd_log_t *lf)
         }
         if (r.ckpt == RD_CKPT_HISTORY)
             continue;
-        int rc = 0;
-        if (L->tensors && tensor_record(L, &r, &rc)) {
-            if (rc)
-                return -1;
+        ev_t ev[EV_MAX];
+        int n = ev_decode(&L->ev, &r, ev), rc = 0;
+        if (n < 0)
+            return -1;
+        for (int i = 0; i < n && !rc; i++)
+            rc = on_event(L, &r, &ev[i]);
+        if (rc)
+            return -1;
+        if (n)
             continue;
-        }
         switch (r.type) {
         case GMLOG_DEVICE: {
             const gmlog_device_t *d = (const gmlog_device_t *)r.p;
@@ -574,33 +423,6 @@ static int decode(loader_t *L, rd_log_t *lf)
             rc = push(log, RP_LIMIT, r.t, b, 0, 0, 0) ? 0 : -1;
             break;
         }
-        case GMLOG_ALLOC:
-            rc = on_alloc(L, &r);
-            break;
-        case GMLOG_FREE: {
-            unsigned kind = (r.flags & GMLOG_KIND_MASK) >> GMLOG_KIND_SHIFT;
-            uint64_t ptr = ((const gmlog_free_t *)r.p)->ptr;
-            int deferred = (r.flags & GMLOG_F_DEFERRED) != 0;
-            if (kind == GMLOG_KIND_POOL && (r.flags & GMLOG_F_RETURNED))
-                rc = on_return(L, r.t, ptr);
-            else if (kind == GMLOG_KIND_POOL && (r.flags & GMLOG_F_CACHED))
-                rc = on_free_cached(L, r.t, ptr, deferred);
-            else if (kind == GMLOG_KIND_POOL)
-                rc = on_free(L, r.t, ptr, deferred);
-            else if (kind == GMLOG_KIND_PASS)
-                rc = on_exact_free(L, r.t, ((const gmlog_free_t *)r.p)->ptr);
-            break;
-        }
-        case GMLOG_SEGMENT_ALLOC: {
-            const gmlog_segment_t *s = (const gmlog_segment_t *)r.p;
-            rc = on_segment_alloc(L, r.t, s->base, s->size);
-            break;
-        }
-        case GMLOG_SEGMENT_FREE: {
-            const gmlog_segment_t *s = (const gmlog_segment_t *)r.p;
-            rc = on_segment_free(L, r.t, s->base, s->size);
-            break;
-        }
         case GMLOG_FENCE:
             log->nfences++;
             rc = push(log, RP_FENCE, r.t, ((const gmlog_fence_t *)r.p)->pending_bytes,
@@ -612,16 +434,10 @@ static int decode(loader_t *L, rd_log_t *lf)
         case GMLOG_EMPTY_CACHE:
             rc = push(log, RP_EMPTY, r.t, r.flags, 0, 0, 0) ? 0 : -1;
             break;
-        case GMLOG_OOM:
-            rc = on_oom(L, &r);
-            break;
         case GMLOG_RESET:
             L->reserved = 0;
             /* Every exact segment went with the device (their ids are not reused: no harm). */
-            if (L->exact.cap)
-                memset(L->exact.key, 0, L->exact.cap * sizeof *L->exact.key), L->exact.count = 0;
-            if (L->exact_units.cap)
-                memset(L->exact_units.key, 0, L->exact_units.cap * sizeof *L->exact_units.key), L->exact_units.count = 0;
+            table_map_clear(&L->exact);
             rc = push(log, RP_RESET, r.t, 0, 0, 0, 0) ? 0 : -1;
             break;
         default:
@@ -645,10 +461,9 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     loader_t L;
     memset(&L, 0, sizeof L);
     L.log = log;
-    unsigned char devs[256] = {0};
     if (dev >= 0 && dev < 255)
-        L.tensors = log->torch_tensors = torch_events_scan(lf, dev, devs, add_segment_base, &L.segbase);
-    if (L.tensors)
+        log->torch_tensors = ev_dec_scan(&L.ev, lf, dev);
+    if (log->torch_tensors)
         torch_settings(log, lf);
     int returns = lf->returns;
     lf->returns = 1; /* the caches' returns: where their blocks went back to the pool */
@@ -657,16 +472,10 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     uint8_t *fit = log->npacked ? realloc(log->packed, log->npacked) : NULL; /* no room kept for growth */
     if (fit)
         log->packed = fit, log->cappacked = log->npacked;
-    free(L.held.key);
-    free(L.held.val);
-    free(L.segbase.key);
-    free(L.segbase.val);
-    free(L.exact.key);
-    free(L.exact.val);
-    free(L.exact_units.key);
-    free(L.exact_units.val);
-    free(L.map.key);
-    free(L.map.val);
+    ev_dec_free(&L.ev);
+    table_map_free(&L.held);
+    table_map_free(&L.exact);
+    table_map_free(&L.map);
     free(L.free_ids);
     if (rc)
         return -1;

@@ -1,9 +1,14 @@
 /* `gmshim report`: one page per log with the summary, the top leaks, fragmentation at the peak
  * and every OOM with its cause and remedies; the sections are the other reports' own. It adds
  * no figures of its own, so it cannot disagree with them. */
-#include "commands.h"
+#include "frag.h"
+#include "leaks.h"
+#include "oom.h"
 #include "output.h"
 #include "ranks.h"
+#include "ranks_dir.h"
+#include "report.h"
+#include "summary.h"
 
 #include <stdlib.h>
 

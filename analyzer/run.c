@@ -1,7 +1,7 @@
 /* `gmshim run`: runs a command with the libgmshim.so that lies beside this executable preloaded
  * and GMSHIM_LOG set, waits for it, then reports on the logs it wrote. The exit status is the
  * command's own; gmshim's problems go to stderr and never replace it. */
-#include "commands.h"
+#include "run.h"
 #include "vec.h"
 #include "output.h"
 #include "run_torch.h"
@@ -288,7 +288,7 @@ static int wait_job(pid_t pid)
 }
 
 /* The report (or the list) of the logs the job wrote. */
-static void report_job(const job_t *job, const char *cmd, const char *tmpl, int json, int report)
+static void report_job(const cmd_t *then, const job_t *job, const char *cmd, const char *tmpl, int json, int report)
 {
     char **logs = job->logs;
     int n = job->nlogs;
@@ -316,7 +316,8 @@ static void report_job(const job_t *job, const char *cmd, const char *tmpl, int 
         for (int i = 0; i < n && k < (int)(sizeof rargv / sizeof rargv[0]) - 1; i++)
             rargv[k++] = logs[i];
         rargv[k] = NULL;
-        cmd_main(cmd_find("report"), k, rargv);
+        if (then)
+            cmd_main(then, k, rargv);
     }
 }
 
@@ -356,7 +357,7 @@ int cmd_run_go(cmd_call_t *k)
     int rc = wait_job(pid);
     job.until = now_realtime();
     scan(tmpl, &job);
-    report_job(&job, job_argv[0], tmpl, json, report);
+    report_job(k->cmd->then, &job, job_argv[0], tmpl, json, report);
     for (int i = 0; i < job.nlogs; i++)
         free(job.logs[i]);
     free(job.logs);

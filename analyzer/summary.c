@@ -2,7 +2,7 @@
  * those an unpooled run would have made, the time that saved (from the logged durations),
  * fences, unpooled and foreign allocations, warnings. It needs no per-site state, so it is the
  * fastest report: it must stay a single streaming pass. */
-#include "commands.h"
+#include "summary.h"
 #include "output.h"
 
 #include <inttypes.h>

@@ -2,6 +2,7 @@
  * debug files — and the cache of modules (the line tables: symbolize_dwarf.c). Every offset, size
  * and count read from a file is checked against the mapping before use; a file that is not a regular 64-bit
  * little-endian ELF object, or a section that does not parse, just gives no names. */
+#include "symbolize.h"
 #include "symbolize_int.h"
 
 #include <dlfcn.h>

@@ -4,7 +4,6 @@
 #define GM_SYMBOLIZE_INT_H
 
 #include "cursor.h"
-#include "symbolize.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -37,3 +37,9 @@ int table_grow(void **slots, size_t *cap, unsigned *shift, size_t esize)
     *shift = nshift;
     return 0;
 }
+
+void table_map_free(table_map_t *mp)
+{
+    free(mp->slots);
+    memset(mp, 0, sizeof *mp);
+}

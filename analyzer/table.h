@@ -1,5 +1,6 @@
-/* The one open-addressing hash table of the model's maps (live blocks, segments, site
- * statistics, sites, strings): linear probing from a multiplicative hash, entries of any size
+/* The one open-addressing hash table of the analyzer's maps (the model's live blocks,
+ * segments, site statistics, sites and strings; the decoder's tensors; the replay's block ids;
+ * the exports' blocks and segments): linear probing from a multiplicative hash, entries of any size
  * keyed by the nonzero uint64_t they start with (0 marks an empty slot), deletion by backward
  * shift, so that churn never leaves tombstones to slow lookups. Inline, so that each map's
  * entry size is a constant where it is probed; it never allocates but through table_grow. */
@@ -81,5 +82,69 @@ int table_init(void **slots, size_t *cap, unsigned *shift, size_t esize, size_t 
 /* Twice the slots (64 when there were none), the entries moved over in slot order; -1 when out
  * of memory (the table is then unchanged). */
 int table_grow(void **slots, size_t *cap, unsigned *shift, size_t esize);
+
+/* A map of 64-bit keys (0 is never stored) to 64-bit values over the table. */
+typedef struct table_kv {
+    uint64_t key, val;
+} table_kv_t;
+
+typedef struct table_map {
+    table_kv_t *slots;
+    size_t cap, count;
+    unsigned shift;
+} table_map_t;
+
+static inline uint64_t *table_map_find(const table_map_t *mp, uint64_t key)
+{
+    if (!mp->cap || !key)
+        return NULL;
+    table_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
+    return kv ? &kv->val : NULL;
+}
+
+/* Sets key's value (key 0 is ignored); -1 when out of memory (the map is then unchanged). */
+static inline int table_map_put(table_map_t *mp, uint64_t key, uint64_t val)
+{
+    if (!key)
+        return 0;
+    if ((mp->count + 1) * 4 > mp->cap * 3) {
+        void *s = mp->slots;
+        if (table_grow(&s, &mp->cap, &mp->shift, sizeof *mp->slots))
+            return -1;
+        mp->slots = s;
+    }
+    int found;
+    table_kv_t *kv = table_probe(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key, &found);
+    if (!found)
+        mp->count++;
+    kv->key = key;
+    kv->val = val;
+    return 0;
+}
+
+/* Removes key, its value in *val; 0 when it was not there. */
+static inline int table_map_del(table_map_t *mp, uint64_t key, uint64_t *val)
+{
+    if (!mp->cap || !key)
+        return 0;
+    table_kv_t *kv = table_find(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, key);
+    if (!kv)
+        return 0;
+    if (val)
+        *val = kv->val;
+    table_remove_at(mp->slots, mp->cap, mp->shift, sizeof *mp->slots, (size_t)(kv - mp->slots));
+    mp->count--;
+    return 1;
+}
+
+/* Every key gone; the slots kept. */
+static inline void table_map_clear(table_map_t *mp)
+{
+    if (mp->cap)
+        memset(mp->slots, 0, mp->cap * sizeof *mp->slots);
+    mp->count = 0;
+}
+
+void table_map_free(table_map_t *mp);
 
 #endif

@@ -5,7 +5,7 @@
 #ifndef GM_TIMELINE_H
 #define GM_TIMELINE_H
 
-#include "export.h"
+#include "export_replay.h"
 
 #define TL_BUCKETS 800
 #define TL_TOP 3                  /* sites named under the mouse */
@@ -58,11 +58,5 @@ void tl_xml(FILE *f, const char *s);
 uint64_t tl_nice_max(uint64_t v);
 /* The top of a device's chart; *cap gets the device's cap or total (0: unknown). */
 uint64_t tl_vtop(const tl_dev_t *d, const model_dev_t *md, uint64_t *cap);
-
-/* The page (timeline_html.c): each log's JSON object (`first`: no comma before it); the page's
- * head, then the static SVG (what shows without a script), then its tail with the data. */
-void tl_html_log(FILE *f, const tl_log_t *t, int first);
-void tl_html_head(FILE *f, char *const *paths, int npaths);
-void tl_html_tail(FILE *f, const char *json, size_t len);
 
 #endif

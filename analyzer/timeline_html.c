@@ -2,7 +2,8 @@
  * the page and its script in timeline_page.h. The JSON is written by the analyzer's own writer
  * (valid, escaped whatever the log holds), with "</" escaped so that no string can end the
  * script element. */
-#include "timeline.h"
+#include "timeline_html.h"
+#include "oom_classify.h"
 #include "vec.h"
 #include "output.h"
 #include "sites.h"

@@ -2,10 +2,10 @@
  * device, what is allocated and reserved now, the peak so far, the sites holding most and those
  * growing, and steps per second; keys on a terminal. It only opens the logs read-only and never writes to them; every
  * figure is the model's (growth as `leaks` reports it), never computed a second way. */
-#include "commands.h"
 #include "leakwarn.h"
 #include "output.h"
-#include "ranks.h"
+#include "ranks_dir.h"
+#include "top.h"
 #include "sites.h"
 #include "top_pid.h"
 

@@ -1,16 +1,11 @@
-/* What the model (model_torch.c) and the replay's loader (replay_load.c) share in reading
- * PyTorch's tensor events (GMLOG_T_*): which devices hold them and PyTorch's segment bases (one
- * pass, made only for a log that kept PyTorch's cache), and the OOM that stands for a T_OOM. */
+/* The floor of the decoder's PyTorch view (events.c): what a tensor event is, an expandable
+ * segment's mapped ranges kept as whole segments, and the OOM that stands for a T_OOM. */
 #ifndef GM_TORCH_EVENTS_H
 #define GM_TORCH_EVENTS_H
 
 #include "reader.h"
 
 #include <string.h>
-
-/* Calls seg(arg, base) for each PyTorch segment base of the devices wanted (dev, or every
- * device when dev < 0) and sets devs[d] for each device with tensor events; 0 when none. */
-int torch_events_scan(rd_log_t *lf, int dev, unsigned char devs[256], void (*seg)(void *, uint64_t), void *arg);
 
 static inline int torch_is_tensor_type(unsigned type)
 {

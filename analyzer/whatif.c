@@ -2,7 +2,7 @@
  * a table (peak reserved, fragmentation, OOM and where), the smallest device on which the run
  * gets past every recorded OOM, and a recommendation tested by replay. Exit 0: the recording
  * fits under the recommendation; 3: nothing tried fits; 1 and 2 as every command. */
-#include "commands.h"
+#include "cli.h"
 #include "output.h"
 #include "sites.h"
 #include "whatif.h"

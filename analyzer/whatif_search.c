@@ -1,7 +1,7 @@
 /* The what-if search: candidate settings replayed in parallel, the smallest device by parallel
  * bisection (each round probes several sizes at once, to 1 MiB), and the recommendation: the
  * candidate that got past every failure with the least reserved. */
-#include "whatif.h"
+#include "whatif_search.h"
 #include "vec.h"
 #include "output.h"
 
