@@ -117,9 +117,12 @@ static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys)
         return;
     }
     leakwarn_verdict_t v;
+    int leak = leakwarn_check(&w->steps[sys], 0, &v);
+    if (leak && !d)
+        d = device_get(id); /* tensors in memory PyTorch mapped itself: the device's size, once */
     /* Tensors count against the device's memory (or its cap) as the pool's blocks do. */
     size_t cap = !d ? 0 : device_limit(d) ? device_limit(d) : d->total;
-    if (!leakwarn_check(&w->steps[sys], cap, &v)) {
+    if (!leak || !leakwarn_check(&w->steps[sys], cap, &v)) {
         if ((w->snap || w->armed) && w->steps[sys].steps - w->snap_step > LEAKWARN_RISES)
             snap_drop(id, w); /* growth since then would count a warm-up long past */
         if (!w->snap && !w->armed)
