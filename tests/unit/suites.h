@@ -46,6 +46,7 @@ Suite *requester_suite(void);
 Suite *trim_suite(void);
 Suite *warn_suite(void);
 Suite *leakwarn_suite(void);
+Suite *warntensor_suite(void);
 Suite *cupti_suite(void);
 Suite *evlog_suite(void);
 Suite *cut_suite(void);
