@@ -10,7 +10,8 @@ is there, so that the log's records before the mark are those PyTorch counted).
   torch_configs.py train STEPS B   a ResNet-50 (torch.nn only, bottleneck blocks [3, 4, 6, 3]) on
                                    random data, batch B, AMP bf16, SGD; step_ms = the median step
   torch_configs.py leaktrain MIB [MS]  an MLP training loop without marks that keeps MIB MiB of
-                                   one activation a step (a clone) until OutOfMemoryError; each
+                                   one activation a step (a clone) until out of memory
+                                   (exception=OutOfMemoryError, or AcceleratorError in own mode); each
                                    step prints "step N T" to stderr (T: time.time()) so that a
                                    line the shim prints can be placed; MS: a sleep per step
   torch_configs.py gpt STEPS B     a GPT-2-small-like stack (12 nn.TransformerEncoderLayer, d 768,
@@ -148,10 +149,12 @@ def leaktrain(mib, sleep_ms):
             print(f"step {step} {time.time():.3f}", file=sys.stderr, flush=True)
             if sleep_ms:
                 time.sleep(sleep_ms / 1000)
-    except torch.OutOfMemoryError:
+    except RuntimeError as e:  # torch.OutOfMemoryError; under GMSHIM_TORCH=own AcceleratorError
+        if not isinstance(e, torch.OutOfMemoryError) and "out of memory" not in str(e):
+            raise
         print(f"oom at step {step} {time.time():.3f}", file=sys.stderr, flush=True)
         kept.clear()
-        stats(exception="OutOfMemoryError", step=step, line=leak_line("# LEAKTRAIN_LINE"),
+        stats(exception=type(e).__name__, step=step, line=leak_line("# LEAKTRAIN_LINE"),
               kept_mib=rows * hidden * 4 >> 20)
 
 
