@@ -194,6 +194,40 @@ START_TEST(test_steady_tensor_loops_are_never_warned)
 }
 END_TEST
 
+/* From Python (tests/integration/pytorchwarn.py drives the stand-in as PyTorch would): the site
+ * is train_step's line that keeps the tensor, not the helper whose activations come and go. */
+START_TEST(test_a_python_leak_with_the_cache_kept_names_its_line)
+{
+    const char *python = frames_python();
+    if (!python)
+        return; /* no CPython whose frames gmshim reads: nothing to check here */
+    const char *lib = expandable_torch();
+    static char src[8192];
+    FILE *f = fopen("tests/integration/pytorchwarn.py", "r");
+    ck_assert_msg(f != NULL, "tests/integration/pytorchwarn.py is missing (run from the repository root)");
+    src[fread(src, 1, sizeof src - 1, f)] = 0;
+    fclose(f);
+    const char *at = strstr(src, "# LEAK_LINE");
+    ck_assert_msg(at != NULL, "pytorchwarn.py has no LEAK_LINE");
+    unsigned line = 1;
+    for (const char *p = src; p < at; p++)
+        line += *p == '\n';
+    char fake[PATH_MAX + 16], logenv[PATH_MAX + 16], want[160], *out = NULL;
+    snprintf(fake, sizeof fake, "FAKE_CUDART=%s", build_path("fake/libcudart.so.13"));
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/py.gmlog", scratch());
+    const char *env[] = {"FAKECUDA_MEM=2G", "GMSHIM_WARN=1", fake, logenv, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    const char *argv[] = {python, "tests/integration/pytorchwarn.py", lib, NULL};
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", python, rc, out);
+    snprintf(want, sizeof want, "leak suspected on device 0: +16.0 MiB per step at train_step (pytorchwarn.py:%u); ",
+             line);
+    const char *w = strstr(out, want), *oom = strstr(out, "oom at step");
+    ck_assert_msg(w && oom && w < oom && occurrences(out, "leak suspected") == 1, "not one '%s' before the OOM:\n%s",
+                  want, out);
+    free(out);
+}
+END_TEST
+
 Suite *torch_configs_suite(void)
 {
     Suite *s = suite_create("torch_configs");
@@ -205,6 +239,7 @@ Suite *torch_configs_suite(void)
     tcase_add_test(tc, test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_it);
     tcase_add_test(tc, test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors);
     tcase_add_test(tc, test_steady_tensor_loops_are_never_warned);
+    tcase_add_test(tc, test_a_python_leak_with_the_cache_kept_names_its_line);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -116,14 +116,7 @@ END_TEST
 /* From Python, the site is the line: train_step at the marked line of pywarn.py. */
 START_TEST(test_a_python_leak_names_its_function_and_line)
 {
-    static const char *const pythons[] = {
-        "/root/.pyenv/versions/3.13.0/bin/python3.13", "/root/.pyenv/versions/3.12.1/bin/python3.12",
-        "/root/.pyenv/versions/3.11.7/bin/python3.11", "/usr/bin/python3.13", "/usr/bin/python3.12",
-        "/usr/bin/python3.11"};
-    const char *python = NULL;
-    for (size_t i = 0; i < sizeof pythons / sizeof *pythons && !python; i++)
-        if (access(pythons[i], X_OK) == 0)
-            python = pythons[i];
+    const char *python = frames_python();
     if (!python)
         return; /* no CPython whose frames gmshim reads: nothing to check here */
     static char src[8192];
