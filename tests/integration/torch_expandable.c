@@ -1,5 +1,6 @@
 /* PyTorch with expandable segments, played on the stand-in allocator of tests/fake_torch (built
  * with GM_MOCK_EXPANDABLE, loaded from argv[1] as a torch package's libc10_cuda.so): no cudaMalloc
+ * of PyTorch's
  * at all, memory mapped with the driver calls PyTorch takes through
  * cudaGetDriverEntryPointByVersion, one segment that grows by 20 MiB ranges, and the allocator's
  * trace events for each tensor. Modes (argv[2]):
@@ -7,7 +8,8 @@
  *   leak F    a training loop (a mark per step) that keeps a 16 MiB tensor per step and frees an
  *             8 MiB one, until PyTorch's cap refuses a range: with F > 0 its memory fraction F of
  *             the device (set_per_process_memory_fraction), else the driver. Prints the step.
- *   warn-leak   for GMSHIM_WARN (run with FAKECUDA_MEM=2G): 1 GiB mapped and freed first (a cached
+ *   warn-leak   for GMSHIM_WARN (run with FAKECUDA_MEM=2G): 64 MiB of cudaMalloc (the program's
+ *             own, in gmshim's pool), 1 GiB mapped and freed (a cached
  *             segment PyTorch reuses), then steps without marks of 25 ms that keep 16 MiB
  *             (warn_kept_tensor, exported: the shim names it) and free 144 MiB of activations,
  *             until the OOM; "step N mapped M" at each step's start, "oom at step N" at the end.
@@ -126,6 +128,11 @@ __attribute__((noinline)) unsigned long long warn_kept_tensor(void)
 static int warn_steps(const char *mode)
 {
     int leak = !strcmp(mode, "warn-leak"), noisy = !strcmp(mode, "warn-noisy");
+    /* Memory of the program's own first, which gmshim's pool serves: the warning's first readings
+     * are of the pool, until the tensors come (as PyTorch's first segment comes before them). */
+    void *own = NULL;
+    CUDA_OK(cudaMalloc(&own, 64 * MiB));
+    usleep(50000);
     unsigned long long big = tensor(1024 * MiB, 0);
     CHECK(big, "cannot map the first GiB");
     release(big, 1024 * MiB); /* mapped still: the cache the steps reuse */

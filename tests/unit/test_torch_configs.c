@@ -176,8 +176,9 @@ START_TEST(test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors)
     const char *paren = strchr(w, '(');
     paren = paren ? strchr(paren + 1, '(') : NULL; /* the site's, then the steps' */
     unsigned est = paren ? (unsigned)atoi(paren + 1) : 0, real = oom_step - warned;
-    /* the estimate counts to the whole device; the OOM comes a step's activations (144 MiB) sooner */
-    ck_assert_msg(est >= real && est <= real + 12, "%u steps estimated, %u left in fact:\n%s", est, real, w);
+    /* the estimate counts to the whole device; the OOM comes a step's activations (144 MiB, 9 steps)
+     * and the program's own 64 MiB (4 steps) sooner */
+    ck_assert_msg(est >= real && est <= real + 16, "%u steps estimated, %u left in fact:\n%s", est, real, w);
     free(out);
 }
 END_TEST
