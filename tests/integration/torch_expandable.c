@@ -1,7 +1,6 @@
 /* PyTorch with expandable segments, played on the stand-in allocator of tests/fake_torch (built
  * with GM_MOCK_EXPANDABLE, loaded from argv[1] as a torch package's libc10_cuda.so): no cudaMalloc
- * of PyTorch's
- * at all, memory mapped with the driver calls PyTorch takes through
+ * of PyTorch's at all, memory mapped with the driver calls PyTorch takes through
  * cudaGetDriverEntryPointByVersion, one segment that grows by 20 MiB ranges, and the allocator's
  * trace events for each tensor. Modes (argv[2]):
  *   tensors   two ranges mapped, a tensor across their boundary, frees, the last range unmapped.
