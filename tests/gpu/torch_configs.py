@@ -9,11 +9,13 @@ is there, so that the log's records before the mark are those PyTorch counted).
                                    until OutOfMemoryError; F: set_per_process_memory_fraction(F)
   torch_configs.py train STEPS B   a ResNet-50 (torch.nn only, bottleneck blocks [3, 4, 6, 3]) on
                                    random data, batch B, AMP bf16, SGD; step_ms = the median step
-  torch_configs.py leaktrain MIB [MS]  an MLP training loop without marks that keeps MIB MiB of
-                                   one activation a step (a clone) until out of memory
+  torch_configs.py leaktrain MIB [MS [GIB]]  an MLP training loop without marks that keeps MIB
+                                   MiB of one activation a step (a clone) until out of memory
                                    (exception=OutOfMemoryError, or AcceleratorError in own mode); each
-                                   step prints "step N T" to stderr (T: time.time()) so that a
-                                   line the shim prints can be placed; MS: a sleep per step
+                                   step prints "step N T R" to stderr (T: time.time(), R: PyTorch's
+                                   reserved MiB) so that a line the shim prints can be placed; MS: a
+                                   sleep per step; GIB: a tensor of GIB GiB made and freed first (a
+                                   cached segment the steps reuse)
   torch_configs.py gpt STEPS B     a GPT-2-small-like stack (12 nn.TransformerEncoderLayer, d 768,
                                    12 heads, causal, sequence 512, vocabulary 50257), batch B,
                                    AMP bf16, AdamW; a steady job; step_ms = the median step
@@ -123,12 +125,17 @@ def train(steps, batch):
     stats(step_ms=f"{statistics.median(times):.3f}", loss=f"{loss.item():.4f}")
 
 
-def leaktrain(mib, sleep_ms):
+def leaktrain(mib, sleep_ms, cache_gib):
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
-    # One hidden activation is 128 MiB in fp32; a step's activations and gradients come and go
-    # (about 1 GiB), so that the low-water troughs stay clear while the kept bytes grow.
-    dim, hidden, batch = 1024, 4096, 8192
+    # One hidden activation is 256 MiB in fp32; a step's activations and gradients come and go
+    # (about 2 GiB), so that the low-water troughs stay clear while the kept bytes grow.
+    dim, hidden, batch = 1024, 4096, 16384
+    if cache_gib:
+        # One large block freed at once: PyTorch keeps its segment and splits it for the steps, so
+        # that its reserved bytes stay flat for the first steps of the leak.
+        big = torch.empty(int(cache_gib * (1 << 30)), dtype=torch.uint8, device="cuda")
+        del big
     model = nn.Sequential(*[nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim))
                             for _ in range(4)]).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
@@ -146,7 +153,8 @@ def leaktrain(mib, sleep_ms):
             del h, loss
             torch.cuda.synchronize()
             step += 1
-            print(f"step {step} {time.time():.3f}", file=sys.stderr, flush=True)
+            print(f"step {step} {time.time():.3f} {torch.cuda.memory_reserved() >> 20}", file=sys.stderr,
+                  flush=True)
             if sleep_ms:
                 time.sleep(sleep_ms / 1000)
     except RuntimeError as e:  # torch.OutOfMemoryError; under GMSHIM_TORCH=own AcceleratorError
@@ -197,7 +205,8 @@ if __name__ == "__main__":
     elif mode == "train":
         train(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "leaktrain":
-        leaktrain(int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
+        leaktrain(int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0,
+                  float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
     elif mode == "gpt":
         gpt(int(sys.argv[2]), int(sys.argv[3]))
     else:
