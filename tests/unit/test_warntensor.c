@@ -7,6 +7,8 @@
 #include "torchtest.h"
 #include "warntensor.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +64,44 @@ START_TEST(test_live_bytes_and_their_low_follow_the_events)
 }
 END_TEST
 
+/* A trace PyTorch recorded (tests/fixtures/torch_trace.txt): the counter ends at the bytes of the
+ * tensors left live, its low at the least they came to, as the test reckons them by address. */
+START_TEST(test_a_recorded_trace_leaves_its_live_tensors_counted)
+{
+    open_log();
+    warntensor_enable();
+    FILE *f = fopen("tests/fixtures/torch_trace.txt", "r");
+    ck_assert_msg(f != NULL, "the fixture is missing (run from the repository root)");
+    static unsigned long long addr[4096], size[4096];
+    size_t n = 0;
+    long long live = 0, least = LLONG_MAX;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        int action, dev;
+        unsigned long long a, b;
+        if (line[0] == '#' || sscanf(line, "%d %d %llx %llu", &action, &dev, &a, &b) != 4 || dev != 0)
+            continue;
+        if (action == GMSHIM_TORCH_ALLOC && n < 4096) {
+            addr[n] = a, size[n++] = b;
+            live += (long long)b;
+        } else if (action == GMSHIM_TORCH_FREE_REQUESTED) {
+            for (size_t i = n; i-- > 0;)
+                if (addr[i] == a) {
+                    live -= (long long)size[i];
+                    addr[i] = size[i] = 0;
+                    break;
+                }
+            if (live < least)
+                least = live;
+        }
+        event(action, dev, a, b);
+    }
+    fclose(f);
+    ck_assert_msg(n > 100 && n < 4096, "%zu tensors in the fixture", n);
+    expect_low(0, (uint64_t)(least < live ? least : live), (uint64_t)live, "the trace's end");
+}
+END_TEST
+
 /* Two sites, one tensor each step; A's of step 0 and B's of step 1 kept, the rest freed. */
 START_TEST(test_armed_sites_count_tensors_that_outlived_a_step)
 {
@@ -105,6 +145,7 @@ Suite *warntensor_suite(void)
     tcase_add_checked_fixture(tc, new_scratch, NULL);
     tcase_add_test(tc, test_nothing_is_counted_before_the_warning_starts);
     tcase_add_test(tc, test_live_bytes_and_their_low_follow_the_events);
+    tcase_add_test(tc, test_a_recorded_trace_leaves_its_live_tensors_counted);
     tcase_add_test(tc, test_armed_sites_count_tensors_that_outlived_a_step);
     suite_add_tcase(s, tc);
     return s;
