@@ -152,8 +152,9 @@ $(BUILD)/tests/integration/caching_release: tests/integration/caching_release.c 
 	    -Wl,-rpath,'$$ORIGIN/standin' -l:libc10_cuda.so -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -lcudart -ldl
 
 # GMSHIM_WARN names a native site by its dynamic symbol (dladdr): the leaking function is exported.
-$(BUILD)/tests/integration/warn_job: tests/integration/warn_job.c tests/fakecuda.h $(FAKE_LIB) \
-                                     | $(BUILD)/tests/integration
+$(BUILD)/tests/integration/warn_job $(BUILD)/tests/integration/torch_expandable: \
+        $(BUILD)/tests/integration/%: tests/integration/%.c tests/integration/itest.h tests/fakecuda.h $(FAKE_LIB) \
+        | $(BUILD)/tests/integration
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Ishim -Itests $< -o $@ $(ALL_LDFLAGS) -rdynamic \
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -Wl,--as-needed -lcudart -Wl,--no-as-needed -ldl

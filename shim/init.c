@@ -122,7 +122,7 @@ static void init_impl(void)
     __atomic_store_n(&gm_state, pooled ? GM_POOLED : GM_PASSTHROUGH, __ATOMIC_RELEASE);
     if (pooled)
         trim_start();
-    warn_start(); /* it decides for itself whether there is anything to watch */
+    warn_start(); /* pass-through too: its blocks, or PyTorch's tensors, are counted alike */
 }
 
 void gm_init(void)

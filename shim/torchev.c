@@ -10,6 +10,7 @@
 #include "logrec.h"
 #include "state.h"
 #include "stacks.h"
+#include "warntensor.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -340,6 +341,11 @@ GM_EXPORT int gmshim_torch_event(const gmshim_torch_event_t *ev)
      * site says nothing about the tensor (the FREE_REQUESTED before it has the one that does). */
     if (type != GMLOG_T_FREE_COMPLETED)
         site = stacks_site_from_skip(__builtin_return_address(0), is_machinery);
+    /* GMSHIM_WARN follows the tensors: a counter and a compare (a table only near a warning). */
+    if (type == GMLOG_T_ALLOC)
+        warntensor_alloc(ev->device, ev->addr, ev->bytes, site);
+    else if (type == GMLOG_T_FREE_REQUESTED)
+        warntensor_free(ev->device, ev->addr, ev->bytes);
     if (unlikely(type == GMLOG_T_OOM))
         torch_cap(ev);
     gmlog_tensor_t r;

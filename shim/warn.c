@@ -1,7 +1,8 @@
 /* GMSHIM_WARN (warn.h): steps and their low-water marks per device, the rule of
- * common/leakwarn.c, and the one line on stderr. It never runs inside a hook: its thread and
- * gmshim_mark read the pools (each arena's lock, briefly) and it allocates only there; anything
- * that fails leaves the warning out, never the program. */
+ * common/leakwarn.c, and the one line on stderr. A device's figures are PyTorch's tensors once the
+ * bridge forwards them (warntensor.c), else gmshim's pool. It never runs inside a hook: its thread
+ * and gmshim_mark read the figures (each arena's lock, briefly) and it allocates only there;
+ * anything that fails leaves the warning out, never the program. */
 #include "warn.h"
 #include "devctx.h"
 #include "device.h"
@@ -10,6 +11,7 @@
 #include "options.h"
 #include "stacks.h"
 #include "state.h"
+#include "warntensor.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -18,12 +20,18 @@
 #include <time.h>
 
 enum { SYS_MARKS, SYS_TROUGHS };
+/* What a device's figures are: gmshim's pool (what it serves, or in pass-through forwards), or
+ * PyTorch's tensors (its cache kept: the pool then holds PyTorch's segments, which a leak grows
+ * late or never while a cached segment has room). */
+enum { SRC_NONE, SRC_POOL, SRC_TENSORS };
 
 /* Marks describe a device's steps once there are this many (as `gmshim top` decides). */
 #define MARKS_NEEDED 3
 
 typedef struct warn_dev {
     int seen;
+    int src;                      /* SRC_*: a change starts the device's steps again */
+    int armed;                    /* SRC_TENSORS: its new tensors kept by site (warntensor_arm) */
     uint64_t peak;                /* the most allocated bytes read */
     uint64_t low[2];              /* the least since the step under way began, per system */
     uint32_t marks;
@@ -38,25 +46,50 @@ static struct {
     pthread_mutex_t lock;         /* the steps; taken before any arena lock, never under one */
     pthread_cond_t wake;
     int started, stop, done;      /* done: the warning was given (or cannot be) */
+    int state;                    /* gm_state at the start: a change (a fallback) ends the warning */
     pthread_t thread;
     warn_dev_t dev[GM_MAX_DEVICES];
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
-static void snap_drop(warn_dev_t *w)
+/* The sites' figures go: a pool's snapshot, a device's tensors kept by site. */
+static void snap_drop(int id, warn_dev_t *w)
 {
     free(w->snap);
     w->snap = NULL;
     w->nsnap = 0;
+    if (w->armed)
+        warntensor_disarm(id);
+    w->armed = 0;
 }
 
-/* The site whose live bytes grew most since the snapshot; 0 when none grew (or no snapshot). */
-static uint32_t grew_most(gm_device_t *d, warn_dev_t *w)
+/* The start of the sites' growth: the pool's live bytes by site now; for tensors, keeping the
+ * new ones by site from now on. */
+static void snap_take(int id, gm_device_t *d, warn_dev_t *w)
+{
+    if (w->src == SRC_TENSORS) {
+        warntensor_arm(id);
+        w->armed = 1;
+    } else {
+        w->nsnap = device_site_bytes(d, &w->snap);
+    }
+    w->snap_step = w->steps[w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS].steps;
+}
+
+/* The site whose live bytes grew most since the snapshot; 0 when none grew (or no snapshot). For
+ * tensors: the most bytes of tensors kept since arming that outlived a step's low. */
+static uint32_t grew_most(int id, gm_device_t *d, warn_dev_t *w)
 {
     gm_site_bytes_t *now;
-    size_t n = device_site_bytes(d, &now);
+    size_t n;
+    if (w->src == SRC_TENSORS) {
+        n = warntensor_site_bytes(id, &now);
+        w->nsnap = 0; /* growth from nothing: every entry was made since arming */
+    } else {
+        n = device_site_bytes(d, &now);
+    }
     uint32_t best = 0;
     uint64_t most = 0;
-    for (size_t i = 0, j = 0; now && w->snap && i < n; i++) {
+    for (size_t i = 0, j = 0; now && (w->snap || w->armed) && i < n; i++) {
         while (j < w->nsnap && w->snap[j].site < now[i].site)
             j++;
         uint64_t then = j < w->nsnap && w->snap[j].site == now[i].site ? w->snap[j].bytes : 0;
@@ -69,45 +102,64 @@ static uint32_t grew_most(gm_device_t *d, warn_dev_t *w)
     return best;
 }
 
-/* A step of system `sys` ended on d: the site snapshot half way up a rise, the verdict at its top. */
-static void judge(gm_device_t *d, warn_dev_t *w, int sys)
+/* A step of system `sys` ended on device id (d: its pool, NULL if it has none): the site
+ * snapshot half way up a rise, the verdict at its top. */
+static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys)
 {
     int use = w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
     if (sys != use || W.done)
         return;
+    if (w->src == SRC_TENSORS)
+        warntensor_step(id);
     unsigned rising = leakwarn_rising(&w->steps[sys]);
     if (rising < LEAKWARN_RISES / 2) {
-        snap_drop(w);
+        snap_drop(id, w);
         return;
     }
     leakwarn_verdict_t v;
-    size_t cap = device_limit(d) ? device_limit(d) : d->total;
-    if (!leakwarn_check(&w->steps[sys], cap, &v)) {
-        if (w->snap && w->steps[sys].steps - w->snap_step > LEAKWARN_RISES)
-            snap_drop(w); /* growth since then would count a warm-up long past */
-        if (!w->snap) {
-            w->nsnap = device_site_bytes(d, &w->snap);
-            w->snap_step = w->steps[sys].steps;
-        }
+    int leak = leakwarn_check(&w->steps[sys], 0, &v);
+    if (leak && !d)
+        d = device_get(id); /* tensors in memory PyTorch mapped itself: the device's size, once */
+    /* Tensors count against the device's memory (or its cap) as the pool's blocks do. */
+    size_t cap = !d ? 0 : device_limit(d) ? device_limit(d) : d->total;
+    if (!leak || !leakwarn_check(&w->steps[sys], cap, &v)) {
+        if ((w->snap || w->armed) && w->steps[sys].steps - w->snap_step > LEAKWARN_RISES)
+            snap_drop(id, w); /* growth since then would count a warm-up long past */
+        if (!w->snap && !w->armed)
+            snap_take(id, d, w);
         return;
     }
     char site[256] = "", line[512];
-    uint32_t id = grew_most(d, w);
-    if (id)
-        stacks_describe(id, site, sizeof site);
-    diag_warn("%s", leakwarn_format(line, sizeof line, d->id, &v, site));
+    uint32_t best = grew_most(id, d, w);
+    if (best)
+        stacks_describe(best, site, sizeof site);
+    diag_warn("%s", leakwarn_format(line, sizeof line, id, &v, site));
     W.done = 1;
-    snap_drop(w);
+    snap_drop(id, w);
 }
 
-/* One reading of d's pools; `mark`: a gmshim_mark ends the step of marks. W.lock held. */
-static void sample(gm_device_t *d, int mark)
+/* One reading of device id's figures: its tensors' when the bridge forwards them, else its pool's
+ * (d); `mark`: a gmshim_mark ends the step of marks. W.lock held. */
+static void sample(int id, gm_device_t *d, int mark)
 {
-    if (d->id < 0 || d->id >= GM_MAX_DEVICES)
+    if (id < 0 || id >= GM_MAX_DEVICES)
         return;
-    warn_dev_t *w = &W.dev[d->id];
+    warn_dev_t *w = &W.dev[id];
+    int src = warntensor_seen(id) ? SRC_TENSORS : SRC_POOL;
+    if (src == SRC_POOL && !d)
+        return;
+    if (w->src != src) {
+        /* The bridge attached after the pool's first readings (PyTorch's first segment): those
+         * steps were of segments, not tensors. */
+        snap_drop(id, w);
+        memset(w, 0, sizeof *w);
+        w->src = src;
+    }
     uint64_t low, cur, t = gm_now_ns();
-    device_take_low(d, &low, &cur);
+    if (src == SRC_TENSORS)
+        warntensor_take_low(id, &low, &cur);
+    else
+        device_take_low(d, &low, &cur);
     if (!w->seen) {
         w->seen = 1;
         leakwarn_trough_init(&w->tr);
@@ -124,13 +176,13 @@ static void sample(gm_device_t *d, int mark)
     if (closed) {
         leakwarn_step(&w->steps[SYS_TROUGHS], w->low[SYS_TROUGHS], t);
         w->low[SYS_TROUGHS] = cur;
-        judge(d, w, SYS_TROUGHS);
+        judge(id, d, w, SYS_TROUGHS);
     }
     if (mark) {
         if (w->marks++)
             leakwarn_step(&w->steps[SYS_MARKS], w->low[SYS_MARKS], t);
         w->low[SYS_MARKS] = cur;
-        judge(d, w, SYS_MARKS);
+        judge(id, d, w, SYS_MARKS);
     }
 }
 
@@ -139,11 +191,18 @@ static void sample_all(int mark)
     int depth = gm_depth;
     gm_depth = 1; /* nothing below may come back through the hooks */
     pthread_mutex_lock(&W.lock);
+    int pooled[GM_MAX_DEVICES] = {0};
     for (int i = 0; i < device_created_count() && !W.done; i++) {
         gm_device_t *d = device_at(i);
-        if (d)
-            sample(d, mark);
+        if (d && d->id >= 0 && d->id < GM_MAX_DEVICES) {
+            pooled[d->id] = 1;
+            sample(d->id, d, mark);
+        }
     }
+    /* Devices with tensors and no pool (expandable segments: PyTorch maps its own memory) */
+    for (int id = 0; id < GM_MAX_DEVICES && !W.done; id++)
+        if (!pooled[id] && warntensor_seen(id))
+            sample(id, device_peek(id), mark);
     pthread_mutex_unlock(&W.lock);
     gm_depth = depth;
 }
@@ -166,7 +225,7 @@ static void *warn_main(void *arg)
             ;
         int stop = __atomic_load_n(&W.stop, __ATOMIC_ACQUIRE) || W.done;
         pthread_mutex_unlock(&W.lock);
-        if (stop || gm_state != GM_POOLED)
+        if (stop || __atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) != W.state)
             break;
         sample_all(0);
     }
@@ -179,6 +238,9 @@ void warn_start(void)
         return;
     pthread_mutex_lock(&W.lock);
     if (!W.started && !W.done) {
+        /* Pooled or (GMSHIM_POOL=0) forwarding: both count each device's blocks by site. */
+        W.state = __atomic_load_n(&gm_state, __ATOMIC_ACQUIRE);
+        warntensor_enable();
         pthread_condattr_t attr;
         pthread_condattr_init(&attr);
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -199,7 +261,7 @@ void warn_start(void)
 void warn_mark(void)
 {
     if (__atomic_load_n(&W.started, __ATOMIC_ACQUIRE) && !__atomic_load_n(&W.done, __ATOMIC_RELAXED) &&
-        gm_state == GM_POOLED)
+        __atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == W.state)
         sample_all(1);
 }
 
@@ -221,4 +283,5 @@ void warn_forget(void)
     pthread_cond_init(&W.wake, NULL);
     W.started = 0;
     W.done = 1;
+    warntensor_forget();
 }

@@ -11,6 +11,16 @@ is there, so that the log's records before the mark are those PyTorch counted).
                                    (0: none); nomark: no gmshim mark a step, as most scripts
   torch_configs.py train STEPS B   a ResNet-50 (torch.nn only, bottleneck blocks [3, 4, 6, 3]) on
                                    random data, batch B, AMP bf16, SGD; step_ms = the median step
+  torch_configs.py leaktrain MIB [MS [GIB]]  an MLP training loop without marks that keeps MIB
+                                   MiB of one activation a step (a clone) until out of memory
+                                   (exception=OutOfMemoryError, or AcceleratorError in own mode); each
+                                   step prints "step N T R" to stderr (T: time.time(), R: PyTorch's
+                                   reserved MiB) so that a line the shim prints can be placed; MS: a
+                                   sleep per step; GIB: a tensor of GIB GiB made and freed first (a
+                                   cached segment the steps reuse)
+  torch_configs.py gpt STEPS B     a GPT-2-small-like stack (12 nn.TransformerEncoderLayer, d 768,
+                                   12 heads, causal, sequence 512, vocabulary 50257), batch B,
+                                   AMP bf16, AdamW; a steady job; step_ms = the median step
 """
 import ctypes
 import statistics
@@ -66,9 +76,9 @@ def leak(mib, fraction, marked=True):
         stats(exception="OutOfMemoryError", step=step, line=leak_line())
 
 
-def leak_line():
+def leak_line(tag="# LEAK_LINE"):
     src = open(__file__).read().splitlines()
-    return next(i + 1 for i, l in enumerate(src) if l.rstrip().endswith("# LEAK_LINE"))
+    return next(i + 1 for i, l in enumerate(src) if l.rstrip().endswith(tag))
 
 
 class Bottleneck(nn.Module):
@@ -118,6 +128,77 @@ def train(steps, batch):
     stats(step_ms=f"{statistics.median(times):.3f}", loss=f"{loss.item():.4f}")
 
 
+def leaktrain(mib, sleep_ms, cache_gib):
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    # One hidden activation is 256 MiB in fp32; a step's activations and gradients come and go
+    # (about 2 GiB), so that the low-water troughs stay clear while the kept bytes grow.
+    dim, hidden, batch = 1024, 4096, 16384
+    if cache_gib:
+        # One large block freed at once: PyTorch keeps its segment and splits it for the steps, so
+        # that its reserved bytes stay flat for the first steps of the leak.
+        big = torch.empty(int(cache_gib * (1 << 30)), dtype=torch.uint8, device="cuda")
+        del big
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim))
+                            for _ in range(4)]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(batch, dim, device="cuda")
+    rows = min(batch, max(1, (mib << 20) // (hidden * 4)))
+    kept, step = [], 0
+    try:
+        while True:
+            h = model[0][1](model[0][0](x))
+            kept.append(h.detach()[:rows].clone())  # LEAKTRAIN_LINE
+            loss = model[1:](model[0][2](h)).square().mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            del h, loss
+            torch.cuda.synchronize()
+            step += 1
+            print(f"step {step} {time.time():.3f} {torch.cuda.memory_reserved() >> 20}", file=sys.stderr,
+                  flush=True)
+            if sleep_ms:
+                time.sleep(sleep_ms / 1000)
+    except RuntimeError as e:  # torch.OutOfMemoryError; under GMSHIM_TORCH=own AcceleratorError
+        if not isinstance(e, torch.OutOfMemoryError) and "out of memory" not in str(e):
+            raise
+        print(f"oom at step {step} {time.time():.3f}", file=sys.stderr, flush=True)
+        kept.clear()
+        stats(exception=type(e).__name__, step=step, line=leak_line("# LEAKTRAIN_LINE"),
+              kept_mib=rows * hidden * 4 >> 20)
+
+
+def gpt(steps, batch):
+    torch.manual_seed(0)
+    vocab, d, seq = 50257, 768, 512
+    layer = nn.TransformerEncoderLayer(d, 12, 4 * d, dropout=0.1, activation="gelu", batch_first=True,
+                                       norm_first=True)
+    model = nn.ModuleDict(dict(emb=nn.Embedding(vocab, d), pos=nn.Embedding(seq, d),
+                               body=nn.TransformerEncoder(layer, 12, enable_nested_tensor=False),
+                               norm=nn.LayerNorm(d), head=nn.Linear(d, vocab, bias=False))).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    mask = nn.Transformer.generate_square_subsequent_mask(seq, device="cuda")
+    pos = torch.arange(seq, device="cuda")
+    times = []
+    for i in range(steps):
+        tokens = torch.randint(0, vocab, (batch, seq + 1), device="cuda")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = model["emb"](tokens[:, :-1]) + model["pos"](pos)
+            h = model["body"](h, mask=mask, is_causal=True)
+            logits = model["head"](model["norm"](h))
+            loss = nn.functional.cross_entropy(logits.float().view(-1, vocab), tokens[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append((time.perf_counter() - t0) * 1000)
+    stats(step_ms=f"{statistics.median(times):.3f}", loss=f"{loss.item():.4f}")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "frag":
@@ -127,5 +208,10 @@ if __name__ == "__main__":
              len(sys.argv) <= 4 or sys.argv[4] != "nomark")
     elif mode == "train":
         train(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "leaktrain":
+        leaktrain(int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0,
+                  float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
+    elif mode == "gpt":
+        gpt(int(sys.argv[2]), int(sys.argv[3]))
     else:
         sys.exit(f"unknown mode {mode}")

@@ -1,12 +1,19 @@
 /* PyTorch with expandable segments, played on the stand-in allocator of tests/fake_torch (built
  * with GM_MOCK_EXPANDABLE, loaded from argv[1] as a torch package's libc10_cuda.so): no cudaMalloc
- * at all, memory mapped with the driver calls PyTorch takes through
+ * of PyTorch's at all, memory mapped with the driver calls PyTorch takes through
  * cudaGetDriverEntryPointByVersion, one segment that grows by 20 MiB ranges, and the allocator's
  * trace events for each tensor. Modes (argv[2]):
  *   tensors   two ranges mapped, a tensor across their boundary, frees, the last range unmapped.
  *   leak F    a training loop (a mark per step) that keeps a 16 MiB tensor per step and frees an
  *             8 MiB one, until PyTorch's cap refuses a range: with F > 0 its memory fraction F of
- *             the device (set_per_process_memory_fraction), else the driver. Prints the step. */
+ *             the device (set_per_process_memory_fraction), else the driver. Prints the step.
+ *   warn-leak   for GMSHIM_WARN (run with FAKECUDA_MEM=2G): 64 MiB of cudaMalloc (the program's
+ *             own, in gmshim's pool), 1 GiB mapped and freed (a cached
+ *             segment PyTorch reuses), then steps without marks of 25 ms that keep 16 MiB
+ *             (warn_kept_tensor, exported: the shim names it) and free 144 MiB of activations,
+ *             until the OOM; "step N mapped M" at each step's start, "oom at step N" at the end.
+ *   warn-steady, warn-noisy   the same for 60 steps without the kept tensor (noisy: activations
+ *             of random sizes); "done 60 steps". */
 #include "itest.h"
 
 #define MiB (1ull << 20)
@@ -21,7 +28,9 @@ static unsigned long long base, top, end; /* the segment, its next free byte, it
 
 /* A tensor at the top of the segment, mapping ranges as it needs them: 0 when the cap (the fraction
  * of the device, or the driver) refuses, after PyTorch's OOM event. */
-static __attribute__((noinline)) unsigned long long tensor(unsigned long long bytes, unsigned long long cap)
+/* Inlined: the innermost frame of a tensor's site is the line that asks for it. */
+static inline __attribute__((always_inline)) unsigned long long tensor(unsigned long long bytes,
+                                                                       unsigned long long cap)
 {
     while (top + bytes > end) {
         unsigned long long mapped = base ? end - base : 0;
@@ -106,6 +115,50 @@ static int leak(double fraction)
     return 1;
 }
 
+unsigned long long warn_kept_tensor(void);
+
+__attribute__((noinline)) unsigned long long warn_kept_tensor(void)
+{
+    unsigned long long p = tensor(16 * MiB, 0);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static int warn_steps(const char *mode)
+{
+    int leak = !strcmp(mode, "warn-leak"), noisy = !strcmp(mode, "warn-noisy");
+    /* Memory of the program's own first, which gmshim's pool serves: the warning's first readings
+     * are of the pool, until the tensors come (as PyTorch's first segment comes before them). */
+    void *own = NULL;
+    CUDA_OK(cudaMalloc(&own, 64 * MiB));
+    usleep(50000);
+    unsigned long long big = tensor(1024 * MiB, 0);
+    CHECK(big, "cannot map the first GiB");
+    release(big, 1024 * MiB); /* mapped still: the cache the steps reuse */
+    srand(42);
+    for (int step = 1; leak || step <= 60; step++) {
+        printf("step %d mapped %llu\n", step, (end - base) / MiB);
+        if (leak && !warn_kept_tensor()) {
+            printf("oom at step %d\n", step);
+            return 0;
+        }
+        unsigned long long size[3] = {48 * MiB, 48 * MiB, 48 * MiB}, act[3];
+        for (int i = 0; i < 3; i++) {
+            if (noisy)
+                size[i] = (unsigned long long)(1 + rand() % 64) * MiB;
+            if (!(act[i] = tensor(size[i], 0))) {
+                printf("oom at step %d\n", step);
+                return !leak;
+            }
+        }
+        usleep(25000);
+        for (int i = 2; i >= 0; i--)
+            release(act[i], size[i]);
+    }
+    printf("done 60 steps\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     CHECK(argc >= 3, "usage: torch_expandable LIBC10_CUDA tensors|leak [FRACTION]");
@@ -121,6 +174,10 @@ int main(int argc, char **argv)
     init();
     if (!strcmp(argv[2], "tensors"))
         return tensors();
+    if (!strncmp(argv[2], "warn-", 5)) {
+        setvbuf(stdout, NULL, _IONBF, 0); /* in order with the shim's stderr on one pipe */
+        return warn_steps(argv[2]);
+    }
     if (!strcmp(argv[2], "leak"))
         return leak(argc > 3 ? atof(argv[3]) : 0);
     CHECK(0, "unknown mode %s", argv[2]);

@@ -49,6 +49,7 @@ int main(void)
     srunner_add_suite(sr, trim_suite());
     srunner_add_suite(sr, warn_suite());
     srunner_add_suite(sr, leakwarn_suite());
+    srunner_add_suite(sr, warntensor_suite());
     srunner_add_suite(sr, cupti_suite());
     srunner_add_suite(sr, evlog_suite());
     srunner_add_suite(sr, cut_suite());

@@ -174,3 +174,15 @@ const char *stderr_of(void (*fn)(void))
     close(p[0]);
     return buf;
 }
+
+const char *frames_python(void)
+{
+    static const char *const pythons[] = {
+        "/root/.pyenv/versions/3.13.0/bin/python3.13", "/root/.pyenv/versions/3.12.1/bin/python3.12",
+        "/root/.pyenv/versions/3.11.7/bin/python3.11", "/usr/bin/python3.13", "/usr/bin/python3.12",
+        "/usr/bin/python3.11"};
+    for (size_t i = 0; i < sizeof pythons / sizeof *pythons; i++)
+        if (access(pythons[i], X_OK) == 0)
+            return pythons[i];
+    return NULL;
+}

@@ -46,6 +46,7 @@ Suite *requester_suite(void);
 Suite *trim_suite(void);
 Suite *warn_suite(void);
 Suite *leakwarn_suite(void);
+Suite *warntensor_suite(void);
 Suite *cupti_suite(void);
 Suite *evlog_suite(void);
 Suite *cut_suite(void);
@@ -102,6 +103,8 @@ int run_program_from(const char *cwd, const char *path, const char *const *argv,
 int spawn_preloaded(const char *prog, const char *const *env, int *out_fd);
 /* A fresh empty directory under /tmp for a test. */
 const char *temp_dir(void);
+/* A CPython whose frames gmshim reads (3.11-3.13 where the tests look), or NULL. */
+const char *frames_python(void);
 /* What fn printed on stderr (at most 8 KiB; a static buffer, overwritten by the next call). */
 const char *stderr_of(void (*fn)(void));
 /* Runs build/<prog> [arg] under the preload with extra environment entries; as run_program. */

@@ -3,7 +3,9 @@
  * calls of cudaGetDriverEntryPointByVersion) as a torch package's libc10_cuda.so, the real bridge
  * built against it at first use, tests/integration/torch_expandable under the preload, then the
  * log and the CLI's reports: the bridge attaches at the first mapping, every tensor and mapping is
- * logged, and an OOM under PyTorch's memory fraction is named and replayed as that cap. */
+ * logged, and an OOM under PyTorch's memory fraction is named and replayed as that cap; with
+ * PyTorch's cache kept, GMSHIM_WARN follows the tensors: a leak inside a cached segment is warned
+ * before its OOM at the line that keeps the tensor, steady loops never are. */
 #include "suites.h"
 #include "test_analyzer_cli.h"
 #include "torchtest.h"
@@ -128,6 +130,105 @@ START_TEST(test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_
 }
 END_TEST
 
+/* torch_expandable MODE under the preload with GMSHIM_WARN=1 on a 2 GiB device; its output. */
+static char *run_warn(const char *lib, const char *mode)
+{
+    char logenv[PATH_MAX + 16], prog[PATH_MAX], *out = NULL;
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/warn.gmlog", scratch());
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/torch_expandable"));
+    const char *argv[] = {prog, lib, mode, NULL};
+    const char *env[] = {logenv, "FAKECUDA_MEM=2G", "GMSHIM_WARN=1", NULL};
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "torch_expandable %s exited %d:\n%s", mode, rc, out);
+    return out;
+}
+
+static unsigned occurrences(const char *hay, const char *needle)
+{
+    unsigned n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+#define TENSOR_WARN "leak suspected on device 0: +16.0 MiB per step at warn_kept_tensor (torch_expandable); "
+
+/* The loop keeps 16 MiB a step inside a GiB PyTorch mapped once and reuses: its segment does not
+ * grow while the warning comes, once, naming the tensor's line, well before the OOM, with the
+ * steps left those the device had. */
+START_TEST(test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors)
+{
+    const char *lib = expandable_torch();
+    char *out = run_warn(lib, "warn-leak");
+    const char *w = strstr(out, TENSOR_WARN), *oom = strstr(out, "oom at step ");
+    ck_assert_msg(w && oom && w < oom && occurrences(out, "leak suspected") == 1, "not one warning before the OOM:\n%s",
+                  out);
+    unsigned warned = 0, mapped = 0, first = 0, oom_step = (unsigned)atoi(oom + strlen("oom at step "));
+    const char *one = strstr(out, "step 1 mapped ");
+    if (one)
+        sscanf(one, "step 1 mapped %u", &first);
+    for (const char *p = out; (p = strstr(p, "step ")) && p < w; p += 5)
+        if (p == out || p[-1] == '\n')
+            sscanf(p, "step %u mapped %u", &warned, &mapped);
+    ck_assert_msg(warned && first >= 1024 && mapped == first && warned * 2 < oom_step,
+                  "warned at step %u with %u MiB mapped (%u at first), OOM at step %u:\n%s", warned, mapped, first,
+                  oom_step, out);
+    const char *paren = strchr(w, '(');
+    paren = paren ? strchr(paren + 1, '(') : NULL; /* the site's, then the steps' */
+    unsigned est = paren ? (unsigned)atoi(paren + 1) : 0, real = oom_step - warned;
+    /* the estimate counts to the whole device; the OOM comes a step's activations (144 MiB, 9 steps)
+     * and the program's own 64 MiB (4 steps) sooner */
+    ck_assert_msg(est >= real && est <= real + 16, "%u steps estimated, %u left in fact:\n%s", est, real, w);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_steady_tensor_loops_are_never_warned)
+{
+    const char *lib = expandable_torch();
+    static const char *const modes[] = {"warn-steady", "warn-noisy"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char *out = run_warn(lib, modes[i]);
+        ck_assert_msg(!strstr(out, "leak suspected") && strstr(out, "done 60 steps"), "%s:\n%s", modes[i], out);
+        free(out);
+    }
+}
+END_TEST
+
+/* From Python (tests/integration/pytorchwarn.py drives the stand-in as PyTorch would): the site
+ * is train_step's line that keeps the tensor, not the helper whose activations come and go. */
+START_TEST(test_a_python_leak_with_the_cache_kept_names_its_line)
+{
+    const char *python = frames_python();
+    if (!python)
+        return; /* no CPython whose frames gmshim reads: nothing to check here */
+    const char *lib = expandable_torch();
+    static char src[8192];
+    FILE *f = fopen("tests/integration/pytorchwarn.py", "r");
+    ck_assert_msg(f != NULL, "tests/integration/pytorchwarn.py is missing (run from the repository root)");
+    src[fread(src, 1, sizeof src - 1, f)] = 0;
+    fclose(f);
+    const char *at = strstr(src, "# LEAK_LINE");
+    ck_assert_msg(at != NULL, "pytorchwarn.py has no LEAK_LINE");
+    unsigned line = 1;
+    for (const char *p = src; p < at; p++)
+        line += *p == '\n';
+    char fake[PATH_MAX + 16], logenv[PATH_MAX + 16], want[160], *out = NULL;
+    snprintf(fake, sizeof fake, "FAKE_CUDART=%s", build_path("fake/libcudart.so.13"));
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/py.gmlog", scratch());
+    const char *env[] = {"FAKECUDA_MEM=2G", "GMSHIM_WARN=1", fake, logenv, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    const char *argv[] = {python, "tests/integration/pytorchwarn.py", lib, NULL};
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", python, rc, out);
+    snprintf(want, sizeof want, "leak suspected on device 0: +16.0 MiB per step at train_step (pytorchwarn.py:%u); ",
+             line);
+    const char *w = strstr(out, want), *oom = strstr(out, "oom at step");
+    ck_assert_msg(w && oom && w < oom && occurrences(out, "leak suspected") == 1, "not one '%s' before the OOM:\n%s",
+                  want, out);
+    free(out);
+}
+END_TEST
+
 Suite *torch_configs_suite(void)
 {
     Suite *s = suite_create("torch_configs");
@@ -137,6 +238,9 @@ Suite *torch_configs_suite(void)
     tcase_add_test(tc, test_expandable_segments_attach_the_bridge_at_the_first_mapping);
     tcase_add_test(tc, test_an_expandable_leak_is_a_leak_at_its_line);
     tcase_add_test(tc, test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_it);
+    tcase_add_test(tc, test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors);
+    tcase_add_test(tc, test_steady_tensor_loops_are_never_warned);
+    tcase_add_test(tc, test_a_python_leak_with_the_cache_kept_names_its_line);
     suite_add_tcase(s, tc);
     return s;
 }

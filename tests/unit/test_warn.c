@@ -1,8 +1,8 @@
 /* GMSHIM_WARN (shim/warn.c), under the preload on the fake runtime: a job leaking 16 MiB a step,
  * with marks and without, is warned once, before its OOM, naming the leaking function and giving
  * a sane estimate; steady jobs (constant steps, a cache that fills then stays, random sizes with
- * and without marks) never are; nothing is said unless asked; no log, no crash; from Python, the
- * line. */
+ * and without marks) never are; the same under GMSHIM_POOL=0; nothing is said unless asked; no
+ * log, no crash; from Python, the line. */
 #include "suites.h"
 
 #include <stdio.h>
@@ -12,9 +12,9 @@
 
 #define WARN_LINE "leak suspected on device 0: +16.0 MiB per step at "
 
-static char *warn_run(const char *mode, const char *warn, const char *log)
+static char *warn_run(const char *mode, const char *warn, const char *extra)
 {
-    const char *env[] = {"FAKECUDA_MEM=1G", warn, log, NULL};
+    const char *env[] = {"FAKECUDA_MEM=1G", warn, extra, NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/warn_job", env, mode, &out);
     ck_assert_msg(rc == 0, "warn_job %s (%s) exited %d:\n%s", mode, warn, rc, out);
@@ -31,9 +31,9 @@ static unsigned count_of(const char *hay, const char *needle)
 
 /* One warning, naming leak_step, printed during a step well before the OOM's, its steps left
  * within the steps the job really had left. */
-static void check_leak_warned(const char *mode)
+static void check_leak_warned(const char *mode, const char *extra)
 {
-    char *out = warn_run(mode, "GMSHIM_WARN=1", NULL);
+    char *out = warn_run(mode, "GMSHIM_WARN=1", extra);
     const char *w = strstr(out, WARN_LINE);
     ck_assert_msg(w && count_of(out, "leak suspected") == 1, "%s: not one warning:\n%s", mode, out);
     ck_assert_msg(!strncmp(w + strlen(WARN_LINE), "leak_step (warn_job)", 20), "%s: not leak_step's:\n%s", mode, w);
@@ -59,13 +59,13 @@ static void check_leak_warned(const char *mode)
 
 START_TEST(test_a_leak_with_marks_is_warned_once_before_its_oom)
 {
-    check_leak_warned("leak-marks");
+    check_leak_warned("leak-marks", NULL);
 }
 END_TEST
 
 START_TEST(test_a_leak_without_marks_is_warned_once_before_its_oom)
 {
-    check_leak_warned("leak-troughs");
+    check_leak_warned("leak-troughs", NULL);
 }
 END_TEST
 
@@ -74,6 +74,19 @@ START_TEST(test_steady_jobs_are_never_warned)
     static const char *const modes[] = {"steady", "warmup", "noisy-marks", "noisy-troughs"};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         char *out = warn_run(modes[i], "GMSHIM_WARN=1", NULL);
+        ck_assert_msg(!strstr(out, "leak suspected") && strstr(out, "done 60 steps"), "%s:\n%s", modes[i], out);
+        free(out);
+    }
+}
+END_TEST
+
+/* GMSHIM_POOL=0: the forwarded blocks are counted as the pool's are, low-water mark included. */
+START_TEST(test_pass_through_warns_as_the_pool_does)
+{
+    check_leak_warned("leak-troughs", "GMSHIM_POOL=0");
+    static const char *const modes[] = {"steady", "noisy-troughs"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char *out = warn_run(modes[i], "GMSHIM_WARN=1", "GMSHIM_POOL=0");
         ck_assert_msg(!strstr(out, "leak suspected") && strstr(out, "done 60 steps"), "%s:\n%s", modes[i], out);
         free(out);
     }
@@ -103,14 +116,7 @@ END_TEST
 /* From Python, the site is the line: train_step at the marked line of pywarn.py. */
 START_TEST(test_a_python_leak_names_its_function_and_line)
 {
-    static const char *const pythons[] = {
-        "/root/.pyenv/versions/3.13.0/bin/python3.13", "/root/.pyenv/versions/3.12.1/bin/python3.12",
-        "/root/.pyenv/versions/3.11.7/bin/python3.11", "/usr/bin/python3.13", "/usr/bin/python3.12",
-        "/usr/bin/python3.11"};
-    const char *python = NULL;
-    for (size_t i = 0; i < sizeof pythons / sizeof *pythons && !python; i++)
-        if (access(pythons[i], X_OK) == 0)
-            python = pythons[i];
+    const char *python = frames_python();
     if (!python)
         return; /* no CPython whose frames gmshim reads: nothing to check here */
     static char src[8192];
@@ -146,6 +152,7 @@ Suite *warn_suite(void)
     tcase_add_test(tc, test_a_leak_with_marks_is_warned_once_before_its_oom);
     tcase_add_test(tc, test_a_leak_without_marks_is_warned_once_before_its_oom);
     tcase_add_test(tc, test_steady_jobs_are_never_warned);
+    tcase_add_test(tc, test_pass_through_warns_as_the_pool_does);
     tcase_add_test(tc, test_nothing_is_said_unless_asked);
     tcase_add_test(tc, test_without_a_log_the_warning_names_no_site);
     tcase_add_test(tc, test_a_python_leak_names_its_function_and_line);
