@@ -5,6 +5,7 @@
  * that fit the cause. Where the log cannot be replayed (a failure before a bounded log's
  * checkpoint) the snapshot rules of snapshot_classify decide. Recovered failures are retries. */
 #include "causes.h"
+#include "advice.h"
 #include "commands.h"
 #include "output.h"
 #include "sites.h"
@@ -216,12 +217,38 @@ static const char torch_tensors_note[] =
     "PyTorch's caching allocator was on and its bridge logged its tensors: gmshim saw PyTorch's tensors "
     "(a site is where a tensor was allocated, sizes are tensor sizes; reserved memory is PyTorch's segments)";
 
+/* Memory that grows (advice.c): the line, its rate, when the device runs out at it and the
+ * device that would last the recording plus ADVICE_STEPS_PAST steps; never a setting. */
+static void growth_text(FILE *f, const model_t *m, const cause_t *c)
+{
+    char a[32], b[32], d[32], t[32], lbl[512];
+    const char *w = c->epoch_system == EPOCH_MARKS ? "mark" : c->epoch_steps ? "step" : "iteration";
+    uint64_t room = c->total > c->outside ? c->total - c->outside : c->cap;
+    uint64_t need = c->split.floor;
+    fprintf(f, "    - settings: none is a remedy: the memory grows by %s per %s%s%s; a setting or a larger cap "
+            "only postpones the OOM\n", rep_bytes(c->growth_per_step, a), w, c->leak_site ? " at " : "",
+            c->leak_site ? site_label(m, c->leak_site, lbl, sizeof lbl) : "");
+    if (c->growth_per_step && room > need) {
+        uint64_t steps = (room - need) / c->growth_per_step;
+        if (c->step_ns)
+            snprintf(t, sizeof t, ", about %s", rep_time(steps * c->step_ns, d));
+        else
+            t[0] = 0;
+        fprintf(f, "    - at that rate the device's %s (what the pool could have of it) runs out %" PRIu64 " %ss "
+                "after the failure%s\n", rep_bytes(room, b), steps, w, t);
+    }
+    fprintf(f, "    - a device that lasts the recorded run and %d %ss more at that rate: %s\n", ADVICE_STEPS_PAST, w,
+            rep_bytes(c->lasting_device_bytes, a));
+}
+
 static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom_verdict_t *v, int replayed)
 {
     char a[32], lbl[512];
     fprintf(f, "  %sremedies%s:\n", rep_green(), rep_reset());
     if (replayed && c->env_name[0])
         fprintf(f, "    - %s=%s (tested by replay: %s)\n", c->env_name, c->env_value, c->tested);
+    else if (replayed && c->growing)
+        growth_text(f, m, c);
     else if (replayed && c->cause == OOM_LEAK)
         fprintf(f, "    - settings: no setting replayed gets past it, and a larger device only postpones a leak\n");
     else if (replayed)
@@ -232,9 +259,20 @@ static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom
         fprintf(f, "    - the line to look at: %s\n", site_label(m, c->leak_site, lbl, sizeof lbl));
     else if (replayed && (c->cause == OOM_TRANSIENT || c->cause == OOM_CAPACITY) && c->fail_site)
         fprintf(f, "    - the line that asked: %s\n", site_label(m, c->fail_site, lbl, sizeof lbl));
-    if (replayed && c->min_found && c->cause != OOM_LEAK)
+    if (replayed && c->min_found && c->cause != OOM_LEAK && !c->growing)
         fprintf(f, "    - the smallest device the recording fits on: %s (gmshim whatif)\n",
                 rep_bytes(c->min_device_bytes, a));
+}
+
+static void plan_split_text(FILE *f, const cause_t *c)
+{
+    char a[32], b[32];
+    if (c->plan.valid)
+        fprintf(f, "  plan     the recorded allocations placed by their lifetimes (best-fit-decreasing, %" PRIu64
+                " placed%s): %s at the failure, against %s needed\n", c->plan.placed,
+                c->plan.windowed ? ", a window of the run" : "", rep_bytes(c->plan.planned, a),
+                rep_bytes(c->plan.floor, b));
+    split_text(f, &c->split, "  ");
 }
 
 static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsigned n)
@@ -281,6 +319,8 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), replayed ? cz.why : v.why);
     if (replayed && cz.cannot_tell[0])
         fprintf(f, "  %scannot tell%s: %s\n", rep_yellow(), rep_reset(), cz.cannot_tell);
+    if (replayed)
+        plan_split_text(f, &cz);
     if (v.cause == OOM_LEAK && o->ngrow) {
         fprintf(f, "  growing sites:\n");
         for (unsigned i = 0; i < o->ngrow; i++) {
@@ -368,7 +408,23 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
     json_str(j, "why", c->tested);
     if (c->min_found)
         json_u64(j, "min_device_bytes", c->min_device_bytes);
+    json_u64(j, "headroom", c->headroom);
+    json_bool(j, "growing", c->growing);
+    if (c->growing) {
+        json_u64(j, "growth_per_step", c->growth_per_step);
+        json_u64(j, "step_ns", c->step_ns);
+        json_u64(j, "lasting_device_bytes", c->lasting_device_bytes);
+        json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);
+    }
     json_obj_end(j);
+    json_obj(j, "plan");
+    json_bool(j, "valid", c->plan.valid);
+    json_u64(j, "floor", c->plan.floor);
+    json_u64(j, "planned", c->plan.planned);
+    json_u64(j, "placed", c->plan.placed);
+    json_bool(j, "windowed", c->plan.windowed);
+    json_obj_end(j);
+    split_json(j, &c->split);
 }
 
 static void one_json(json_t *j, const model_t *m, const model_oom_t *o)

@@ -15,6 +15,7 @@ typedef struct wi_run {
     char env_name[32];        /* the setting changed ("" for none) */
     char env_value[48];       /* its value as GMSHIM_* takes it ("128M"), or PyTorch's key:value */
     int candidate;            /* a remedy tried on its own (may be recommended) */
+    int headroom_ok;          /* advice.c: it also got past every failure with the headroom taken away */
 } wi_run_t;
 
 typedef struct wi_opts {
@@ -25,6 +26,10 @@ typedef struct wi_opts {
     int grid;
     unsigned threads;         /* 0: one per CPU */
     int progress;             /* progress on stderr */
+    /* The failing device's growth (advice.c: advice_growth), for the recommendation rule. */
+    uint64_t growth_per_step; /* bytes per step (mark, iteration); 0: none */
+    uint64_t step_ns;         /* a step's mean time, 0: unknown */
+    const char *growth_word;  /* "step", "mark", "iteration" */
 } wi_opts_t;
 
 typedef struct wi_plan {
@@ -40,6 +45,10 @@ typedef struct wi_plan {
     int rec;                  /* the recommended run, -1: none */
     int fits;                 /* the recording fits under the recommendation (or as it is) */
     char why[640];
+    uint64_t headroom;        /* advice.c: what a recommended setting must leave under the cap */
+    int growing;              /* memory grows from step to step: no setting is a remedy */
+    uint64_t growth_per_step;
+    uint64_t lasting_device_bytes; /* growing: a device lasting the recording plus ADVICE_STEPS_PAST steps */
     double events_per_s;      /* replay speed per configuration */
 } wi_plan_t;
 
