@@ -66,12 +66,20 @@ static int take(span_t **sp, size_t *n, size_t *cap, uint32_t j, const uint64_t 
     return 0;
 }
 
-uint64_t plan_pack(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n)
+static int by_start(const void *a, const void *b)
 {
-    if (!n)
-        return 0;
-    if (n > UINT32_MAX - 1)
-        return UINT64_MAX;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    if (sort_start[i] != sort_start[j])
+        return sort_start[i] < sort_start[j] ? -1 : 1;
+    if (sort_size[i] != sort_size[j])
+        return sort_size[i] > sort_size[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* One placement, in the order `cmp` gives: each interval at the lowest offset free for its life. */
+static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n,
+                      int (*cmp)(const void *, const void *))
+{
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < n; i++) {
         lo = start[i] < lo ? start[i] : lo;
@@ -93,7 +101,7 @@ uint64_t plan_pack(const uint64_t *start, const uint64_t *end, const uint64_t *s
     for (size_t i = 0; i < n; i++)
         order[i] = (uint32_t)i;
     sort_size = size, sort_start = start;
-    qsort(order, n, sizeof *order, by_size_desc);
+    qsort(order, n, sizeof *order, cmp);
     peak = 0;
     for (size_t k = 0; k < n; k++) {
         uint32_t i = order[k], q = (uint32_t)k + 1;
@@ -102,8 +110,6 @@ uint64_t plan_pack(const uint64_t *start, const uint64_t *end, const uint64_t *s
         b1 = b1 >= nb ? nb - 1 : b1;
         size_t m = 0;
         int bad = 0;
-        for (size_t x = 0; x < lng.n && !bad; x++)
-            bad = take(&sp, &m, &cap, lng.ids[x], start, end, size, off, stamp, q, s, e);
         for (size_t b = b0; b <= b1 && !bad; b++)
             for (size_t x = 0; x < bk[b].n && !bad; x++)
                 bad = take(&sp, &m, &cap, bk[b].ids[x], start, end, size, off, stamp, q, s, e);
@@ -113,15 +119,34 @@ uint64_t plan_pack(const uint64_t *start, const uint64_t *end, const uint64_t *s
         }
         if (m > 1)
             qsort(sp, m, sizeof *sp, by_off);
+        /* The lowest gap: the short neighbours (sorted here) and the long list (kept sorted by
+         * offset) swept together, stopping at the first gap that holds it. */
         uint64_t at = 0;
-        for (size_t x = 0; x < m && sp[x].off < at + size[i]; x++)
-            if (sp[x].end > at)
-                at = sp[x].end;
+        size_t x = 0, y = 0;
+        for (;;) {
+            while (y < lng.n && (start[lng.ids[y]] >= e || end[lng.ids[y]] <= s))
+                y++;
+            int from_long = y < lng.n && (x >= m || off[lng.ids[y]] < sp[x].off);
+            if (!from_long && x >= m)
+                break;
+            uint64_t o = from_long ? off[lng.ids[y]] : sp[x].off;
+            uint64_t oe = from_long ? o + size[lng.ids[y]] : sp[x].end;
+            if (o >= at + size[i])
+                break;
+            if (oe > at)
+                at = oe;
+            from_long ? y++ : x++;
+        }
         off[i] = at;
         if (at + size[i] > peak)
             peak = at + size[i];
-        if (b1 - b0 + 1 > PLAN_LONG)
-            bad = bucket_push(&lng, i);
+        if (b1 - b0 + 1 > PLAN_LONG && !(bad = bucket_push(&lng, i))) {
+            size_t z = lng.n - 1; /* into its place by offset */
+            while (z && off[lng.ids[z - 1]] > at)
+                z--;
+            memmove(&lng.ids[z + 1], &lng.ids[z], (lng.n - 1 - z) * sizeof *lng.ids);
+            lng.ids[z] = i;
+        }
         for (size_t b = b0; b <= b1 && b1 - b0 + 1 <= PLAN_LONG && !bad; b++)
             bad = bucket_push(&bk[b], i);
         if (bad) {
@@ -138,6 +163,27 @@ out:
     free(sp);
     free(order);
     free(stamp);
+    return peak;
+}
+
+/* Best-fit-decreasing (largest first) and, where it packs lower, the allocations in the order
+ * they were born: no single order wins on every log, and either is a valid plan. */
+uint64_t plan_pack(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n)
+{
+    if (!n)
+        return 0;
+    if (n > UINT32_MAX - 1)
+        return UINT64_MAX;
+    uint64_t *alt = malloc(n * sizeof *alt);
+    if (!alt)
+        return UINT64_MAX;
+    uint64_t peak = place(start, end, size, off, n, by_size_desc);
+    uint64_t born = peak == UINT64_MAX ? UINT64_MAX : place(start, end, size, alt, n, by_start);
+    if (born < peak) {
+        memcpy(off, alt, n * sizeof *off);
+        peak = born;
+    }
+    free(alt);
     return peak;
 }
 

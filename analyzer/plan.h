@@ -13,7 +13,7 @@
 
 /* Allocations a plan places at most: the ones around the moment planned (a window of the run,
  * plus everything live in it), so that a log of 20 M events is planned in well under a second. */
-#define PLAN_WINDOW_ALLOCS (1u << 16)
+#define PLAN_WINDOW_ALLOCS (1u << 14)
 
 typedef struct plan_point {
     size_t ev;               /* the moment: its event index (the OOM's, or where live bytes peaked) */

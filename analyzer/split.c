@@ -24,7 +24,7 @@ void split_make(split_t *s, uint64_t floor, uint64_t planned, int planned_known,
     s->planned_known = planned_known;
     s->planned = planned_known ? clamp(planned, floor, s->reserved) : s->reserved;
     s->with_setting = with_setting ? clamp(with_setting, s->planned, s->reserved) : s->reserved;
-    s->packing = s->planned - s->floor;
+    s->plan_over = s->planned - s->floor;
     s->only_by_planning = s->with_setting - s->planned;
     s->by_setting = s->reserved - s->with_setting;
     s->cap = cap;
@@ -38,8 +38,8 @@ void split_make(split_t *s, uint64_t floor, uint64_t planned, int planned_known,
 
 const char *split_check(const split_t *s)
 {
-    if (s->floor + s->packing + s->only_by_planning + s->by_setting != s->reserved)
-        return "floor + packing + only by planning + by a setting is not the reserved";
+    if (s->floor + s->plan_over + s->only_by_planning + s->by_setting != s->reserved)
+        return "floor + plan_over + only by planning + by a setting is not the reserved";
     if (s->lacked_setting + s->lacked_planning + s->lacked_capacity != s->lacked)
         return "the parts of what the pool lacked do not add up";
     if (s->lacked != (s->reserved > s->cap ? s->reserved - s->cap : 0))
@@ -53,8 +53,8 @@ void split_text(FILE *f, const split_t *s, const char *in)
 {
     char a[32], b[32], c[32], d[32], e[32], g[32];
     fprintf(f, "%ssplit    needed %s (live + the request), reserved as run %s (at the failure, with the segment "
-            "it asked for) = needed + %s the plan's own packing + %s only by planning + %s by a setting%s%s%s\n",
-            in, rep_bytes(s->floor, a), rep_bytes(s->reserved, b), rep_bytes(s->packing, c),
+            "it asked for) = needed + %s more that even the plan needs (earlier peaks, gaps) + %s only by planning + %s by a setting%s%s%s\n",
+            in, rep_bytes(s->floor, a), rep_bytes(s->reserved, b), rep_bytes(s->plan_over, c),
             rep_bytes(s->only_by_planning, d), rep_bytes(s->by_setting, e), s->setting[0] ? " (" : "",
             s->setting, s->setting[0] ? ", tested by replay)" : "");
     if (s->lacked)
@@ -76,7 +76,7 @@ void split_json(json_t *j, const split_t *s)
     json_bool(j, "planned_known", s->planned_known);
     json_u64(j, "with_setting", s->with_setting);
     json_str(j, "setting", s->setting[0] ? s->setting : NULL);
-    json_u64(j, "packing", s->packing);
+    json_u64(j, "plan_over_needed", s->plan_over);
     json_u64(j, "only_by_planning", s->only_by_planning);
     json_u64(j, "avoidable_by_setting", s->by_setting);
     json_u64(j, "cap", s->cap);

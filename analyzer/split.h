@@ -17,7 +17,8 @@ typedef struct split {
     uint64_t planned;          /* the plan's peak, held to [floor, reserved] */
     uint64_t with_setting;     /* reserved under the recommended setting, held to [planned, reserved];
                                   reserved when there is none */
-    uint64_t packing;          /* planned - floor: what even the plan leaves between blocks */
+    uint64_t plan_over;        /* planned - floor: what even the plan needs beyond it (an earlier peak of live
+                                  memory, gaps between blocks) */
     uint64_t only_by_planning; /* with_setting - planned */
     uint64_t by_setting;       /* reserved - with_setting */
     uint64_t cap;              /* what the pool could reserve */

@@ -2,9 +2,12 @@
  * a table (peak reserved, fragmentation, OOM and where), the smallest device on which the run
  * gets past every recorded OOM, and a recommendation tested by replay. Exit 0: the recording
  * fits under the recommendation; 3: nothing tried fits; 1 and 2 as every command. */
+#include "advice.h"
 #include "commands.h"
 #include "output.h"
 #include "sites.h"
+#include "plan.h"
+#include "split.h"
 #include "whatif.h"
 
 #include <inttypes.h>
@@ -144,6 +147,60 @@ static void failure_text(FILE *f, const model_t *m, const rp_result_t *r, char *
              rep_bytes(r->first.request, a), site_label(m, r->first.site, lbl, sizeof lbl));
 }
 
+/* The floor and plan at the device's peak and at the first recorded failure, and that failure's
+ * split (split.h), as `oom` gives it: one computation, split_make. */
+typedef struct oracle {
+    plan_point_t peak, at;
+    split_t split;
+    int has_split;
+} oracle_t;
+
+static void oracle_make(const rp_log_t *log, const wi_plan_t *p, oracle_t *o)
+{
+    memset(o, 0, sizeof *o);
+    plan_at_peak(log, &o->peak);
+    const rp_result_t *r = &p->runs[0].res;
+    if (!p->failing || !r->failures || r->first.oom < 0)
+        return;
+    int planned = plan_at_oom(log, (size_t)r->first.oom, &o->at) == 0;
+    const wi_run_t *w = p->rec >= 0 ? &p->runs[p->rec] : NULL;
+    uint64_t floor = planned ? o->at.floor : r->first.live + pool_round((size_t)r->first.request);
+    split_make(&o->split, floor, o->at.planned, planned, r->first.reserved + r->first.segment,
+               w ? w->res.peak_reserved : 0, r->first.cap, w ? w->env_name : NULL, w ? w->env_value : NULL);
+    o->has_split = 1;
+}
+
+static void oracle_text(FILE *f, const rp_log_t *log, const oracle_t *o)
+{
+    char a[32], b[32], d[32], e[32], g[32];
+    if (o->peak.valid)
+        fprintf(f, "at the peak: live %s, planned %s (best-fit-decreasing by the recorded lifetimes, %" PRIu64
+                " allocations%s), reserved as recorded %s; utilization (allocated / reserved) %s planned, %s as "
+                "recorded\n", rep_bytes(o->peak.floor, a), rep_bytes(o->peak.planned, b), o->peak.placed,
+                o->peak.windowed ? " around the peak" : "", rep_bytes(log->peak_reserved_recorded, d),
+                rep_pct(o->peak.floor, o->peak.planned, e), rep_pct(o->peak.floor, log->peak_reserved_recorded, g));
+    if (o->has_split) {
+        fprintf(f, "at the first failure:\n");
+        split_text(f, &o->split, "  ");
+    }
+}
+
+static void oracle_json(json_t *j, const rp_log_t *log, const oracle_t *o)
+{
+    json_obj(j, "peak");
+    json_u64(j, "floor", o->peak.floor);
+    json_u64(j, "planned", o->peak.planned);
+    json_u64(j, "placed", o->peak.placed);
+    json_bool(j, "windowed", o->peak.windowed);
+    json_u64(j, "reserved_recorded", log->peak_reserved_recorded);
+    json_dbl(j, "utilization_planned", o->peak.planned ? (double)o->peak.floor / (double)o->peak.planned : 0);
+    json_dbl(j, "utilization_recorded",
+             log->peak_reserved_recorded ? (double)o->peak.floor / (double)log->peak_reserved_recorded : 0);
+    json_obj_end(j);
+    if (o->has_split)
+        split_json(j, &o->split);
+}
+
 static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p)
 {
     FILE *f = c->out;
@@ -177,6 +234,9 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
                 rep_bytes(p->outside, d), p->bisect_replays);
     else
         fprintf(f, "smallest device: none found up to %s\n", rep_bytes(1ull << 50, e));
+    oracle_t orc;
+    oracle_make(log, p, &orc);
+    oracle_text(f, log, &orc);
     if (p->rec >= 0)
         fprintf(f, "%srecommendation%s: %s=%s: %s\n", rep_green(), rep_reset(), p->runs[p->rec].env_name,
                 p->runs[p->rec].env_value, p->why);
@@ -274,7 +334,17 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_obj_end(j);
     json_str(j, "why", p->why);
     json_bool(j, "fits", p->fits);
+    json_u64(j, "headroom", p->headroom);
+    json_bool(j, "growing", p->growing);
+    if (p->growing) {
+        json_u64(j, "growth_per_step", p->growth_per_step);
+        json_u64(j, "lasting_device_bytes", p->lasting_device_bytes);
+        json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);
+    }
     json_obj_end(j);
+    oracle_t orc;
+    oracle_make(log, p, &orc);
+    oracle_json(j, log, &orc);
     json_arr(j, "runs");
     for (size_t i = 0; i < p->nruns; i++)
         run_json(j, m, &p->runs[i]);
@@ -294,7 +364,7 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         return CLI_FAIL;
     }
     model_t m;
-    model_build(&m, &lf, MODEL_SITES);
+    model_build(&m, &lf, MODEL_SITES | MODEL_EPOCHS); /* epochs: the growth the advice rule reads */
     if (w->device >= 0 && !whatif_has_device(&m, w->device)) {
         /* replaying a device the program never used would "fit" trivially: a mistake, said */
         char present[512];
@@ -312,7 +382,11 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         if (log.pool_off)
             fprintf(c->err, "gmshim whatif: %s: the pool was off (GMSHIM_POOL=0): there is nothing to replay\n", path);
         wi_plan_t p;
-        if (wi_plan_make(&log, &w->o, &p) == 0) {
+        wi_opts_t o = w->o;
+        advice_growth_t g;
+        advice_growth_of_device(&m, dev, log.torch_cache_kept, &g);
+        o.growth_per_step = g.per_step, o.step_ns = g.step_ns, o.growth_word = g.word;
+        if (wi_plan_make(&log, &o, &p) == 0) {
             if (c->json)
                 plan_json(c, &m, &log, &p, path);
             else
