@@ -60,6 +60,9 @@ uint64_t advice_headroom(uint64_t cap, uint64_t per_step)
 
 int advice_for_allocator(const rp_log_t *log, const char *env)
 {
+    /* The cap that refused is raised in its own words: gmshim's cap holds PyTorch's segments too. */
+    if (!strcmp(env, "GMSHIM_DEVICE_LIMIT"))
+        return 1;
     int torch = !strncmp(env, "PYTORCH_", 8);
     return log->torch_cache_kept || log->torch_tensors ? torch : !torch;
 }

@@ -32,7 +32,7 @@ void split_make(split_t *s, uint64_t floor, uint64_t planned, int planned_known,
     s->lacked_setting = min64(s->lacked, s->by_setting);
     s->lacked_planning = min64(s->lacked - s->lacked_setting, s->only_by_planning);
     s->lacked_capacity = s->lacked - s->lacked_setting - s->lacked_planning;
-    if (with_setting && env_name && env_name[0])
+    if (s->by_setting && env_name && env_name[0]) /* a raised cap saves nothing: it is not named here */
         snprintf(s->setting, sizeof s->setting, "%s=%s", env_name, env_value ? env_value : "");
 }
 
