@@ -217,38 +217,47 @@ static const char torch_tensors_note[] =
     "PyTorch's caching allocator was on and its bridge logged its tensors: gmshim saw PyTorch's tensors "
     "(a site is where a tensor was allocated, sizes are tensor sizes; reserved memory is PyTorch's segments)";
 
+/* Steps the whole device lasts past the failure at the growth rate (what the pool could have
+ * of it: the device less what was outside the pool); 0 when not one more. */
+static uint64_t steps_left(const cause_t *c)
+{
+    uint64_t room = c->total > c->outside ? c->total - c->outside : c->cap;
+    return c->growth_per_step && room > c->split.floor ? (room - c->split.floor) / c->growth_per_step : 0;
+}
+
 /* Memory that grows (advice.c): the line, its rate, when the device runs out at it and the
  * device that would last the recording plus ADVICE_STEPS_PAST steps; never a setting. */
-static void growth_text(FILE *f, const model_t *m, const cause_t *c)
+static void growth_text(FILE *f, const model_t *m, const model_oom_t *o, const cause_t *c)
 {
-    char a[32], b[32], d[32], t[32], lbl[512];
+    char a[32], b[32], d[32], t[48], lbl[512];
     const char *w = c->epoch_system == EPOCH_MARKS ? "mark" : c->epoch_steps ? "step" : "iteration";
-    uint64_t room = c->total > c->outside ? c->total - c->outside : c->cap;
-    uint64_t need = c->split.floor;
+    uint64_t room = c->total > c->outside ? c->total - c->outside : c->cap, left = steps_left(c);
     fprintf(f, "    - settings: none is a remedy: the memory grows by %s per %s%s%s; a setting or a larger cap "
             "only postpones the OOM\n", rep_bytes(c->growth_per_step, a), w, c->leak_site ? " at " : "",
             c->leak_site ? site_label(m, c->leak_site, lbl, sizeof lbl) : "");
-    if (c->growth_per_step && room > need) {
-        uint64_t steps = (room - need) / c->growth_per_step;
+    if (left) {
+        t[0] = 0;
         if (c->step_ns)
-            snprintf(t, sizeof t, ", about %s", rep_time(steps * c->step_ns, d));
-        else
-            t[0] = 0;
-        fprintf(f, "    - at that rate the device's %s (what the pool could have of it) runs out %" PRIu64 " %ss "
-                "after the failure%s\n", rep_bytes(room, b), steps, w, t);
+            snprintf(t, sizeof t, ", about %s", rep_time(left * c->step_ns, d));
+        fprintf(f, "    - at that rate the whole device, %s for the pool, runs out %" PRIu64 " %ss after the "
+                "failure%s\n", rep_bytes(room, b), left, w, t);
+    } else {
+        fprintf(f, "    - at that rate the %s the pool could reserve ran out at %s %u, %s into the run\n",
+                rep_bytes(c->cap, b), w, c->epoch_index, rep_time(o->t, d));
     }
     fprintf(f, "    - a device that lasts the recorded run and %d %ss more at that rate: %s\n", ADVICE_STEPS_PAST, w,
             rep_bytes(c->lasting_device_bytes, a));
 }
 
-static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom_verdict_t *v, int replayed)
+static void remedies_text(FILE *f, const model_t *m, const model_oom_t *o, const cause_t *c, const oom_verdict_t *v,
+                          int replayed)
 {
     char a[32], lbl[512];
     fprintf(f, "  %sremedies%s:\n", rep_green(), rep_reset());
     if (replayed && c->env_name[0])
         fprintf(f, "    - %s=%s (tested by replay: %s)\n", c->env_name, c->env_value, c->tested);
     else if (replayed && c->growing)
-        growth_text(f, m, c);
+        growth_text(f, m, o, c);
     else if (replayed && c->cause == OOM_LEAK)
         fprintf(f, "    - settings: no setting replayed gets past it, and a larger device only postpones a leak\n");
     else if (replayed)
@@ -342,7 +351,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
                 site_print(f, m, s->site, "                     ", c->depth < 4 && c->depth ? c->depth : 4, !c->frames_all);
         }
     }
-    remedies_text(f, m, &cz, &v, replayed);
+    remedies_text(f, m, o, &cz, &v, replayed);
 }
 
 void rep_oom_text(cli_ctx_t *c, const model_t *m)
@@ -415,6 +424,7 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
         json_u64(j, "step_ns", c->step_ns);
         json_u64(j, "lasting_device_bytes", c->lasting_device_bytes);
         json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);
+        json_u64(j, "device_steps_left", steps_left(c));
     }
     json_obj_end(j);
     json_obj(j, "plan");

@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "output.h"
 #include "sites.h"
-#include "plan.h"
+#include "planrep.h"
 #include "split.h"
 #include "whatif.h"
 
@@ -172,13 +172,8 @@ static void oracle_make(const rp_log_t *log, const wi_plan_t *p, oracle_t *o)
 
 static void oracle_text(FILE *f, const rp_log_t *log, const oracle_t *o)
 {
-    char a[32], b[32], d[32], e[32], g[32];
     if (o->peak.valid)
-        fprintf(f, "at the peak: live %s, planned %s (best-fit-decreasing by the recorded lifetimes, %" PRIu64
-                " allocations%s), reserved as recorded %s; utilization (allocated / reserved) %s planned, %s as "
-                "recorded\n", rep_bytes(o->peak.floor, a), rep_bytes(o->peak.planned, b), o->peak.placed,
-                o->peak.windowed ? " around the peak" : "", rep_bytes(log->peak_reserved_recorded, d),
-                rep_pct(o->peak.floor, o->peak.planned, e), rep_pct(o->peak.floor, log->peak_reserved_recorded, g));
+        planrep_peak_text(f, log, &o->peak, "at the peak: ");
     if (o->has_split) {
         fprintf(f, "at the first failure:\n");
         split_text(f, &o->split, "  ");
@@ -188,14 +183,7 @@ static void oracle_text(FILE *f, const rp_log_t *log, const oracle_t *o)
 static void oracle_json(json_t *j, const rp_log_t *log, const oracle_t *o)
 {
     json_obj(j, "peak");
-    json_u64(j, "floor", o->peak.floor);
-    json_u64(j, "planned", o->peak.planned);
-    json_u64(j, "placed", o->peak.placed);
-    json_bool(j, "windowed", o->peak.windowed);
-    json_u64(j, "reserved_recorded", log->peak_reserved_recorded);
-    json_dbl(j, "utilization_planned", o->peak.planned ? (double)o->peak.floor / (double)o->peak.planned : 0);
-    json_dbl(j, "utilization_recorded",
-             log->peak_reserved_recorded ? (double)o->peak.floor / (double)log->peak_reserved_recorded : 0);
+    planrep_peak_json(j, log, &o->peak);
     json_obj_end(j);
     if (o->has_split)
         split_json(j, &o->split);
