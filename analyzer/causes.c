@@ -359,7 +359,7 @@ static void remedy(cause_t *c, const wi_plan_t *p)
     for (size_t i = 0; i < p->nruns; i++)
         tried += p->runs[i].candidate;
     n += (size_t)snprintf(c->tested + n, sizeof c->tested - n, "%s", p->why);
-    if (n < sizeof c->tested && p->rec < 0 && tried)
+    if (n < sizeof c->tested && p->rec < 0 && tried && !p->growing)
         snprintf(c->tested + n, sizeof c->tested - n, " (%u settings replayed)", tried);
     (void)a;
 }

@@ -355,7 +355,12 @@ int plan_at_peak(const rp_log_t *log, plan_point_t *out)
     if (scan_live(log, log->nev, &s))
         return -1;
     out->ev = s.peak_ev, out->t = s.peak_t, out->floor = s.peak_live, out->allocs = s.allocs;
+    /* Centred on the peak, moved inside the run where it would reach past either end. */
     uint64_t first = s.allocs_at_peak > PLAN_WINDOW_ALLOCS / 2 ? s.allocs_at_peak - PLAN_WINDOW_ALLOCS / 2 : 1;
+    if (s.allocs > PLAN_WINDOW_ALLOCS && first + PLAN_WINDOW_ALLOCS - 1 > s.allocs)
+        first = s.allocs - PLAN_WINDOW_ALLOCS + 1;
+    if (s.allocs <= PLAN_WINDOW_ALLOCS)
+        first = 1;
     uint64_t last = first + PLAN_WINDOW_ALLOCS - 1;
     out->windowed = first > 1 || last < s.allocs;
     if (plan_window(log, first, last, log->nev, 0, out))
