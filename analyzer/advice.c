@@ -52,6 +52,27 @@ void advice_growth_of_device(const model_t *m, int dev, int torch_cache_kept, ad
         }
 }
 
+void advice_growth_of_log(const rp_log_t *log, advice_growth_t *g)
+{
+    uint64_t per;
+    uint32_t steps;
+    if (g->per_step || !plan_step_growth(log, &per, &steps))
+        return;
+    g->per_step = per;
+    g->peaks = 1;
+    g->word = "mark";
+    if (!g->steps)
+        g->steps = steps;
+}
+
+void advice_opts(wi_opts_t *o, const advice_growth_t *g)
+{
+    o->growth_per_step = g->per_step;
+    o->step_ns = g->step_ns;
+    o->growth_word = g->word;
+    o->growth_peaks = g->peaks;
+}
+
 uint64_t advice_headroom(uint64_t cap, uint64_t per_step)
 {
     uint64_t pct = cap / 100 * ADVICE_HEADROOM_PCT, steps = per_step * ADVICE_HEADROOM_STEPS;
@@ -124,10 +145,10 @@ static void growing_why(wi_plan_t *p, const wi_opts_t *o)
 {
     char a[32], b[32];
     const char *w = o->growth_word ? o->growth_word : "step";
-    snprintf(p->why, sizeof p->why, "the memory grows by %s per %s: no setting is a remedy, and a larger cap or "
+    snprintf(p->why, sizeof p->why, "%s grows by %s per %s: no setting is a remedy, and a larger cap or "
              "device only postpones the OOM; a device that lasts the recorded run and %d %ss more at that rate "
-             "has %s", rep_bytes(o->growth_per_step, a), w, ADVICE_STEPS_PAST, w,
-             rep_bytes(p->lasting_device_bytes, b));
+             "has %s", o->growth_peaks ? "each step's peak of live memory" : "the memory",
+             rep_bytes(o->growth_per_step, a), w, ADVICE_STEPS_PAST, w, rep_bytes(p->lasting_device_bytes, b));
 }
 
 void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
@@ -155,6 +176,7 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
     }
     if (o->growth_per_step) {
         p->growing = 1;
+        p->growth_peaks = o->growth_peaks;
         p->growth_per_step = o->growth_per_step;
         uint64_t base = p->min_found ? p->min_device_bytes : sim->first.cap + p->outside;
         p->lasting_device_bytes = gm_round_up(base + ADVICE_STEPS_PAST * o->growth_per_step, MiB);

@@ -6,6 +6,7 @@
 #define GM_ADVICE_H
 
 #include "model.h"
+#include "plan.h"
 #include "whatif.h"
 
 /* Steps a larger device must last past the recording at a growing line's rate. */
@@ -22,6 +23,7 @@ typedef struct advice_growth {
     uint64_t step_ns;        /* a step's mean time (0: unknown) */
     uint32_t site;           /* the growing line (0: none named) */
     const char *word;        /* "step", "mark" or "iteration" */
+    int peaks;               /* it is the steps' peaks that grow (a growing transient), not what they keep */
 } advice_growth_t;
 
 /* The growth at failure o: the iterations' low-water marks rise steadily (PyTorch's segments,
@@ -30,6 +32,11 @@ typedef struct advice_growth {
 void advice_growth(const model_t *m, const model_oom_t *o, int torch_cache_kept, advice_growth_t *g);
 /* The same for device dev's first failure in m (none: no growth). */
 void advice_growth_of_device(const model_t *m, int dev, int torch_cache_kept, advice_growth_t *g);
+/* Where the model saw no growth: the steps' peaks of live bytes between marks (plan.h), a
+ * transient that grows every step, which no setting fixes either. */
+void advice_growth_of_log(const rp_log_t *log, advice_growth_t *g);
+/* g into the what-if options the rule reads. */
+void advice_opts(wi_opts_t *o, const advice_growth_t *g);
 /* Headroom a setting must leave under cap (the bytes the pool could reserve). */
 uint64_t advice_headroom(uint64_t cap, uint64_t per_step);
 /* Whether a setting named `env` is one for the allocator the log's job ran. */

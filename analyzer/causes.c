@@ -86,7 +86,8 @@ static void slot_load(cached_t *c, const rd_log_t *lf, int dev, const model_t *m
     wi_opts_default(&o);
     advice_growth_t g; /* the recommendation rule needs the device's growth (advice.c) */
     advice_growth_of_device(m, dev, c->log.torch_cache_kept, &g);
-    o.growth_per_step = g.per_step, o.step_ns = g.step_ns, o.growth_word = g.word;
+    advice_growth_of_log(&c->log, &g);
+    advice_opts(&o, &g);
     if (wi_plan_make(&c->log, &o, &c->plan)) {
         rp_log_free(&c->log);
         return;
@@ -347,6 +348,7 @@ static void remedy(cause_t *c, const wi_plan_t *p)
     c->min_found = p->min_found;
     c->min_device_bytes = p->min_device_bytes;
     c->growing = p->growing;
+    c->growth_peaks = p->growth_peaks;
     c->growth_per_step = p->growth_per_step;
     c->lasting_device_bytes = p->lasting_device_bytes;
     c->headroom = p->headroom;

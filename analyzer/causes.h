@@ -50,6 +50,7 @@ typedef struct cause {
     /* the recommendation rule's figures (advice.c) */
     uint64_t segment;         /* the segment the pool asked for at the failure */
     int growing;              /* memory grows every step: no setting is the remedy */
+    int growth_peaks;         /* ...each step's peak of it (a growing transient) */
     uint64_t growth_per_step;
     uint64_t step_ns;         /* a step's mean time, 0: unknown */
     uint64_t lasting_device_bytes; /* a device lasting the recording plus ADVICE_STEPS_PAST steps */

@@ -230,11 +230,13 @@ static uint64_t steps_left(const cause_t *c)
 static void growth_text(FILE *f, const model_t *m, const model_oom_t *o, const cause_t *c)
 {
     char a[32], b[32], d[32], t[48], lbl[512];
-    const char *w = c->epoch_system == EPOCH_MARKS ? "mark" : c->epoch_steps ? "step" : "iteration";
+    const char *w = c->epoch_system == EPOCH_MARKS || c->growth_peaks ? "mark" : c->epoch_steps ? "step" : "iteration";
     uint64_t room = c->total > c->outside ? c->total - c->outside : c->cap, left = steps_left(c);
-    fprintf(f, "    - settings: none is a remedy: the memory grows by %s per %s%s%s; a setting or a larger cap "
-            "only postpones the OOM\n", rep_bytes(c->growth_per_step, a), w, c->leak_site ? " at " : "",
-            c->leak_site ? site_label(m, c->leak_site, lbl, sizeof lbl) : "");
+    uint32_t site = c->leak_site ? c->leak_site : c->fail_site; /* a growing transient: the line that asked */
+    fprintf(f, "    - settings: none is a remedy: %s grows by %s per %s%s%s; a setting or a larger cap "
+            "only postpones the OOM\n", c->growth_peaks ? "each step's peak of live memory" : "the memory",
+            rep_bytes(c->growth_per_step, a), c->growth_peaks ? "mark" : w, site ? " at " : "",
+            site ? site_label(m, site, lbl, sizeof lbl) : "");
     if (left) {
         t[0] = 0;
         if (c->step_ns)
@@ -421,6 +423,7 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
     json_bool(j, "growing", c->growing);
     if (c->growing) {
         json_u64(j, "growth_per_step", c->growth_per_step);
+        json_bool(j, "growth_of_peaks", c->growth_peaks);
         json_u64(j, "step_ns", c->step_ns);
         json_u64(j, "lasting_device_bytes", c->lasting_device_bytes);
         json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);

@@ -388,3 +388,54 @@ int plan_at_oom(const rp_log_t *log, size_t k, plan_point_t *out)
     out->valid = 1;
     return 0;
 }
+
+int plan_step_growth(const rp_log_t *log, uint64_t *per_step, uint32_t *steps)
+{
+    *per_step = 0, *steps = 0;
+    size_t until = log->nev;
+    for (size_t k = 0; k < log->nooms; k++)
+        if (!log->ooms[k].recovered && log->ooms[k].ev < until)
+            until = (size_t)log->ooms[k].ev;
+    uint64_t *open = calloc(log->nids ? log->nids : 1, sizeof *open);
+    if (!open)
+        return 0;
+    uint64_t live = 0, peak = 0, first = 0, last = 0;
+    uint32_t n = 0, ups = 0, marks = 0;
+    rp_cursor_t c = {0};
+    for (size_t i = 0; i < until; i++) {
+        rp_ev_t e;
+        rp_unpack(log->packed, &c, &e);
+        unsigned type = rp_ev_type(&e);
+        if (type == RP_MARK) {
+            if (marks++) { /* a step ended: its peak joins the series */
+                if (n && peak > last)
+                    ups++;
+                first = n ? first : peak;
+                last = peak;
+                n++;
+            }
+            peak = live;
+            continue;
+        }
+        if (e.id >= log->nids && type != RP_RESET)
+            continue;
+        if (is_alloc(type)) {
+            live -= open[e.id];
+            open[e.id] = ev_bytes(&e);
+            live += open[e.id];
+            peak = live > peak ? live : peak;
+        } else if (is_free(type)) {
+            live -= open[e.id];
+            open[e.id] = 0;
+        } else if (type == RP_RESET) {
+            memset(open, 0, (log->nids ? log->nids : 1) * sizeof *open);
+            live = 0;
+        }
+    }
+    free(open);
+    *steps = n;
+    if (n < 3 || last <= first || ups * 4 < (n - 1) * 3 || (last - first) * 100 < last)
+        return 0;
+    *per_step = (last - first) / (n - 1);
+    return 1;
+}

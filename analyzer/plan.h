@@ -33,6 +33,12 @@ int plan_at_peak(const rp_log_t *log, plan_point_t *out);
  * allocations up to it with the request placed last. 0, or -1 (no such OOM, out of memory). */
 int plan_at_oom(const rp_log_t *log, size_t k, plan_point_t *out);
 
+/* Whether the peaks of live bytes between marks rise steadily up to the first failed OOM (a
+ * transient that grows every step): at least three steps whole, rising at three of four
+ * transitions, by at least 1 % of the last peak in all. *per_step gets the mean rise, *steps
+ * the steps seen; 0 when they do not rise (or there are no marks). */
+int plan_step_growth(const rp_log_t *log, uint64_t *per_step, uint32_t *steps);
+
 /* The packing itself, for the tests: n intervals [start[i], end[i]) of size[i] bytes placed,
  * largest first, at the lowest offset where no interval overlapping in time lies; off[i] is each
  * offset; returns the peak (the highest end of a placed block), or UINT64_MAX when out of memory. */

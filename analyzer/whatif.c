@@ -375,7 +375,8 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         wi_opts_t o = w->o;
         advice_growth_t g;
         advice_growth_of_device(&m, dev, log.torch_cache_kept, &g);
-        o.growth_per_step = g.per_step, o.step_ns = g.step_ns, o.growth_word = g.word;
+        advice_growth_of_log(&log, &g);
+        advice_opts(&o, &g);
         if (wi_plan_make(&log, &o, &p) == 0) {
             if (c->json)
                 plan_json(c, &m, &log, &p, path);

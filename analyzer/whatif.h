@@ -30,6 +30,7 @@ typedef struct wi_opts {
     uint64_t growth_per_step; /* bytes per step (mark, iteration); 0: none */
     uint64_t step_ns;         /* a step's mean time, 0: unknown */
     const char *growth_word;  /* "step", "mark", "iteration" */
+    int growth_peaks;         /* the steps' peaks grow (a growing transient), not what they keep */
 } wi_opts_t;
 
 typedef struct wi_plan {
@@ -47,6 +48,7 @@ typedef struct wi_plan {
     char why[640];
     uint64_t headroom;        /* advice.c: what a recommended setting must leave under the cap */
     int growing;              /* memory grows from step to step: no setting is a remedy */
+    int growth_peaks;         /* ...the steps' peaks of it */
     uint64_t growth_per_step;
     uint64_t lasting_device_bytes; /* growing: a device lasting the recording plus ADVICE_STEPS_PAST steps */
     double events_per_s;      /* replay speed per configuration */

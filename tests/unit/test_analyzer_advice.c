@@ -1,6 +1,7 @@
 /* The recommendation rule (analyzer/advice.c): memory that grows is never "fixed" by a setting or
  * a cap — the growing line, its rate and a device lasting 100 steps more are given instead — on
- * the H200 leak fixtures and a leak run under the preload, with and without a cap; a
+ * the H200 leak fixtures and a leak run under the preload, with and without a cap, and on a
+ * transient whose peak grows every step; a
  * fragmentation OOM gets a setting that still gets past it with the headroom taken away; a
  * keep-mode log gets PyTorch's settings, an own-mode log gmshim's. */
 #include "advice.h"
@@ -30,15 +31,29 @@ static void each_cause(const char *path, void (*check)(const char *path, const c
     causes_reset();
 }
 
-static void no_setting_for_growth(const char *path, const cause_t *c)
+static void growth_stated(const char *path, const cause_t *c)
 {
-    ck_assert_msg(c->cause == OOM_LEAK, "%s: cause %s, want leak: %s", path, oom_cause_name(c->cause), c->why);
     ck_assert_msg(!c->env_name[0], "%s: a leak got %s=%s as its remedy", path, c->env_name, c->env_value);
     ck_assert_msg(c->growing && c->growth_per_step > 0, "%s: the growth is not stated", path);
     ck_assert_msg(c->lasting_device_bytes >= c->min_device_bytes + ADVICE_STEPS_PAST * c->growth_per_step,
                   "%s: a device of %llu does not last %d steps of %llu past the recording (min %llu)", path,
                   (unsigned long long)c->lasting_device_bytes, ADVICE_STEPS_PAST,
                   (unsigned long long)c->growth_per_step, (unsigned long long)c->min_device_bytes);
+}
+
+static void no_setting_for_growth(const char *path, const cause_t *c)
+{
+    ck_assert_msg(c->cause == OOM_LEAK, "%s: cause %s, want leak: %s", path, oom_cause_name(c->cause), c->why);
+    growth_stated(path, c);
+}
+
+/* torch_scenarios.py transient: 2 + it temporaries of 64 MiB a step, each step's peak 64 MiB higher. */
+static void no_setting_for_a_growing_transient(const char *path, const cause_t *c)
+{
+    ck_assert_msg(c->cause == OOM_TRANSIENT, "%s: cause %s: %s", path, oom_cause_name(c->cause), c->why);
+    growth_stated(path, c);
+    ck_assert_msg(c->growth_peaks && c->growth_per_step == 64ull << 20, "%s: peaks %d growing by %llu, want 64 MiB",
+                  path, c->growth_peaks, (unsigned long long)c->growth_per_step);
 }
 
 START_TEST(test_a_leak_never_gets_a_setting_or_a_cap_as_its_remedy)
@@ -64,6 +79,13 @@ START_TEST(test_a_leak_never_gets_a_setting_or_a_cap_as_its_remedy)
     ck_assert_msg(rc == 3 && strstr(w, "\"env\":{}") && strstr(w, "\"growing\":true"),
                   "whatif on a capped leak: rc %d:\n%s", rc, w);
     free(w);
+}
+END_TEST
+
+START_TEST(test_a_transient_that_grows_every_step_gets_no_cap_either)
+{
+    each_cause("tests/fixtures/h200_scen_transient_own.gmlog", no_setting_for_a_growing_transient);
+    each_cause("tests/fixtures/h200_scen_transient_keep.gmlog", no_setting_for_a_growing_transient);
 }
 END_TEST
 
@@ -115,6 +137,7 @@ Suite *analyzer_advice_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_the_headroom_is_the_larger_of_5_percent_and_3_steps);
     tcase_add_test(tc, test_a_leak_never_gets_a_setting_or_a_cap_as_its_remedy);
+    tcase_add_test(tc, test_a_transient_that_grows_every_step_gets_no_cap_either);
     tcase_add_test(tc, test_a_fragmentation_oom_gets_a_setting_that_passes_with_headroom);
     suite_add_tcase(s, tc);
     return s;
