@@ -32,8 +32,13 @@ typedef struct cached {
     int dev;
     rp_log_t log;
     wi_plan_t plan;
+    plan_point_t *oom_plans; /* the floor and plan at each recorded OOM (valid: planned) */
     unsigned age;
 } cached_t;
+
+/* Events scanned at most to plan a log's OOMs at load (each plan reads the events up to its
+ * OOM): the later OOMs of a long log with many go unplanned rather than slow every report. */
+#define PLAN_SCAN_BUDGET 400000000ull
 
 /* The table's lock guards which slot holds which log (used, refs, age, the key); a slot's own
  * lock, its loading. Replays run under neither: a loaded log is only read. */
@@ -48,6 +53,8 @@ static void slot_clear(cached_t *c)
     if (c->ok) {
         rp_log_free(&c->log);
         wi_plan_free(&c->plan);
+        free(c->oom_plans);
+        c->oom_plans = NULL;
     }
     c->used = c->ok = 0;
 }
@@ -92,6 +99,11 @@ static void slot_load(cached_t *c, const rd_log_t *lf, int dev, const model_t *m
         rp_log_free(&c->log);
         return;
     }
+    c->oom_plans = calloc(c->log.nooms ? c->log.nooms : 1, sizeof *c->oom_plans);
+    uint64_t scanned = 0;
+    for (size_t k = 0; c->oom_plans && k < c->log.nooms; k++) /* once per log: the causes only read them */
+        if (!c->log.ooms[k].recovered && (scanned += c->log.ooms[k].ev) <= PLAN_SCAN_BUDGET)
+            plan_at_oom(&c->log, k, &c->oom_plans[k]);
     c->ok = 1;
 }
 
@@ -367,9 +379,12 @@ static void remedy(cause_t *c, const wi_plan_t *p)
 }
 
 /* The floor and plan at the failure, and the split of what the run reserved (split.h). */
-static void cause_split(cause_t *c, const rp_log_t *log, size_t k, const wi_plan_t *p)
+static void cause_split(cause_t *c, const cached_t *e, size_t k)
 {
-    int planned = plan_at_oom(log, k, &c->plan) == 0;
+    const wi_plan_t *p = &e->plan;
+    if (e->oom_plans)
+        c->plan = e->oom_plans[k];
+    int planned = c->plan.valid;
     uint64_t floor = planned ? c->plan.floor : c->live + c->request;
     const wi_run_t *r = p->rec >= 0 ? &p->runs[p->rec] : NULL;
     split_make(&c->split, floor, c->plan.planned, planned, c->reserved + c->segment, r ? r->res.peak_reserved : 0,
@@ -445,7 +460,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     advice_growth_t g;
     advice_growth(m, o, c->torch_cache_kept, &g);
     c->step_ns = g.step_ns;
-    cause_split(c, log, (size_t)k, &e->plan);
+    cause_split(c, e, (size_t)k);
     replay_end(r);
     slot_release(e);
     return 0;
