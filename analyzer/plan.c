@@ -22,17 +22,31 @@ typedef struct bucket {
     size_t n, cap;
 } bucket_t;
 
-static const uint64_t *sort_size; /* qsort has no argument: the sizes the order compares */
-static const uint64_t *sort_start;
+/* An interval's sort keys beside its index: the order needs no shared state (plans of several
+ * logs run on several threads). */
+typedef struct key {
+    uint64_t size, start;
+    uint32_t i;
+} plan_key_t;
 
 static int by_size_desc(const void *a, const void *b)
 {
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    if (sort_size[i] != sort_size[j])
-        return sort_size[i] > sort_size[j] ? -1 : 1;
-    if (sort_start[i] != sort_start[j])
-        return sort_start[i] < sort_start[j] ? -1 : 1;
-    return i < j ? -1 : i > j;
+    const plan_key_t *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const plan_key_t *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
 }
 
 static int by_off(const void *a, const void *b)
@@ -66,16 +80,6 @@ static int take(span_t **sp, size_t *n, size_t *cap, uint32_t j, const uint64_t 
     return 0;
 }
 
-static int by_start(const void *a, const void *b)
-{
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    if (sort_start[i] != sort_start[j])
-        return sort_start[i] < sort_start[j] ? -1 : 1;
-    if (sort_size[i] != sort_size[j])
-        return sort_size[i] > sort_size[j] ? -1 : 1;
-    return i < j ? -1 : i > j;
-}
-
 /* One placement, in the order `cmp` gives: each interval at the lowest offset free for its life. */
 static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n,
                       int (*cmp)(const void *, const void *))
@@ -89,7 +93,7 @@ static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t
     uint64_t width = (hi - lo + nb - 1) / nb;
     if (!width)
         width = 1;
-    uint32_t *order = malloc(n * sizeof *order);
+    plan_key_t *order = malloc(n * sizeof *order);
     uint32_t *stamp = calloc(n, sizeof *stamp);
     bucket_t *bk = calloc(nb, sizeof *bk);
     bucket_t lng = {0};
@@ -99,12 +103,11 @@ static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t
     if (!order || !stamp || !bk)
         goto out;
     for (size_t i = 0; i < n; i++)
-        order[i] = (uint32_t)i;
-    sort_size = size, sort_start = start;
+        order[i] = (plan_key_t){size[i], start[i], (uint32_t)i};
     qsort(order, n, sizeof *order, cmp);
     peak = 0;
     for (size_t k = 0; k < n; k++) {
-        uint32_t i = order[k], q = (uint32_t)k + 1;
+        uint32_t i = order[k].i, q = (uint32_t)k + 1;
         uint64_t s = start[i], e = end[i] > s ? end[i] : s + 1;
         size_t b0 = (size_t)((s - lo) / width), b1 = (size_t)((e - 1 - lo) / width);
         b1 = b1 >= nb ? nb - 1 : b1;
@@ -262,6 +265,8 @@ typedef struct ivs {
 
 static int ivs_add(ivs_t *v, uint64_t s, uint64_t e, uint64_t size)
 {
+    if (e <= s || !size) /* freed as the window opened, or nothing: no life in it */
+        return 0;
     uint64_t **arr[4] = {&v->start, &v->end, &v->size, &v->off};
     for (int k = 0; k < 4; k++) {
         uint64_t *g = vec_grow_raw(*arr[k], &v->cap[k], v->n + 1, sizeof *g, 1024);
