@@ -71,6 +71,7 @@ void advice_opts(wi_opts_t *o, const advice_growth_t *g)
     o->step_ns = g->step_ns;
     o->growth_word = g->word;
     o->growth_peaks = g->peaks;
+    o->growth_site = g->site;
 }
 
 uint64_t advice_headroom(uint64_t cap, uint64_t per_step)
@@ -177,6 +178,7 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
     if (o->growth_per_step) {
         p->growing = 1;
         p->growth_peaks = o->growth_peaks;
+        p->growth_site = o->growth_site;
         p->growth_per_step = o->growth_per_step;
         uint64_t base = p->min_found ? p->min_device_bytes : sim->first.cap + p->outside;
         p->lasting_device_bytes = gm_round_up(base + ADVICE_STEPS_PAST * o->growth_per_step, MiB);

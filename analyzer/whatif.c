@@ -232,6 +232,10 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
                 p->runs[p->rec].env_value, p->why);
     else
         fprintf(f, "%srecommendation%s: %s\n", p->fits ? rep_green() : rep_yellow(), rep_reset(), p->why);
+    if (p->growing && p->growth_site) {
+        char lbl[512];
+        fprintf(f, "the growing line: %s\n", site_label(m, p->growth_site, lbl, sizeof lbl));
+    }
     if (isatty(2)) /* a measurement, not part of the report: beside the progress, on a terminal */
         fprintf(stderr, "replay speed: %.1f M events/s per configuration\n", p->events_per_s / 1e6);
 }
@@ -330,6 +334,11 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
         json_u64(j, "growth_per_step", p->growth_per_step);
         json_u64(j, "lasting_device_bytes", p->lasting_device_bytes);
         json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);
+        if (p->growth_site) {
+            json_obj(j, "growth_site");
+            site_json(j, m, p->growth_site);
+            json_obj_end(j);
+        }
     }
     json_obj_end(j);
     oracle_t orc;
@@ -376,6 +385,8 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         advice_growth_t g;
         advice_growth_of_device(&m, dev, log.torch_cache_kept, &g);
         advice_growth_of_log(&log, &g);
+        for (size_t k = 0; g.peaks && k < log.nooms && !g.site; k++) /* a growing transient: the line that asked */
+            g.site = log.ooms[k].recovered ? 0 : log.ooms[k].rec.site;
         advice_opts(&o, &g);
         if (wi_plan_make(&log, &o, &p) == 0) {
             if (c->json)

@@ -31,6 +31,7 @@ typedef struct wi_opts {
     uint64_t step_ns;         /* a step's mean time, 0: unknown */
     const char *growth_word;  /* "step", "mark", "iteration" */
     int growth_peaks;         /* the steps' peaks grow (a growing transient), not what they keep */
+    uint32_t growth_site;     /* the growing line (a transient's: the line that asked), 0: none */
 } wi_opts_t;
 
 typedef struct wi_plan {
@@ -49,6 +50,7 @@ typedef struct wi_plan {
     uint64_t headroom;        /* advice.c: what a recommended setting must leave under the cap */
     int growing;              /* memory grows from step to step: no setting is a remedy */
     int growth_peaks;         /* ...the steps' peaks of it */
+    uint32_t growth_site;     /* the growing line, 0: none named */
     uint64_t growth_per_step;
     uint64_t lasting_device_bytes; /* growing: a device lasting the recording plus ADVICE_STEPS_PAST steps */
     double events_per_s;      /* replay speed per configuration */
