@@ -5,6 +5,7 @@
  * the pool (outside), without the current iteration's own memory (transient peak); capacity
  * when none suffices. A log's replays are kept for its other OOMs and the other reports. */
 #include "causes.h"
+#include "advice.h"
 #include "output.h"
 #include "sites.h"
 
@@ -31,8 +32,13 @@ typedef struct cached {
     int dev;
     rp_log_t log;
     wi_plan_t plan;
+    plan_point_t *oom_plans; /* the floor and plan at each recorded OOM (valid: planned) */
     unsigned age;
 } cached_t;
+
+/* Events scanned at most to plan a log's OOMs at load (each plan reads the events up to its
+ * OOM): the later OOMs of a long log with many go unplanned rather than slow every report. */
+#define PLAN_SCAN_BUDGET 400000000ull
 
 /* The table's lock guards which slot holds which log (used, refs, age, the key); a slot's own
  * lock, its loading. Replays run under neither: a loaded log is only read. */
@@ -47,6 +53,8 @@ static void slot_clear(cached_t *c)
     if (c->ok) {
         rp_log_free(&c->log);
         wi_plan_free(&c->plan);
+        free(c->oom_plans);
+        c->oom_plans = NULL;
     }
     c->used = c->ok = 0;
 }
@@ -70,7 +78,7 @@ static int slot_is(const cached_t *c, const rd_log_t *lf, int dev)
 void (*causes_load_hook)(const char *name);
 
 /* Decodes the device and makes its what-if plan into c (its lock held, or c private). */
-static void slot_load(cached_t *c, const rd_log_t *lf, int dev)
+static void slot_load(cached_t *c, const rd_log_t *lf, int dev, const model_t *m)
 {
     if (causes_load_hook)
         causes_load_hook(lf->name);
@@ -83,10 +91,19 @@ static void slot_load(cached_t *c, const rd_log_t *lf, int dev)
         return;
     wi_opts_t o;
     wi_opts_default(&o);
+    advice_growth_t g; /* the recommendation rule needs the device's growth (advice.c) */
+    advice_growth_of_device(m, dev, c->log.torch_cache_kept, &g);
+    advice_growth_of_log(&c->log, &g);
+    advice_opts(&o, &g);
     if (wi_plan_make(&c->log, &o, &c->plan)) {
         rp_log_free(&c->log);
         return;
     }
+    c->oom_plans = calloc(c->log.nooms ? c->log.nooms : 1, sizeof *c->oom_plans);
+    uint64_t scanned = 0;
+    for (size_t k = 0; c->oom_plans && k < c->log.nooms; k++) /* once per log: the causes only read them */
+        if (!c->log.ooms[k].recovered && (scanned += c->log.ooms[k].ev) <= PLAN_SCAN_BUDGET)
+            plan_at_oom(&c->log, k, &c->oom_plans[k]);
     c->ok = 1;
 }
 
@@ -106,7 +123,7 @@ static void slot_release(cached_t *c)
 
 /* The decoded device and its what-if plan, made once per log and device and shared by the
  * callers of that log; slot_release() when done. NULL when it cannot be made. */
-static cached_t *slot_acquire(const rd_log_t *lf, int dev)
+static cached_t *slot_acquire(const rd_log_t *lf, int dev, const model_t *m)
 {
     cached_t *slot = NULL;
     pthread_mutex_lock(&cache_lock);
@@ -136,7 +153,7 @@ static cached_t *slot_acquire(const rd_log_t *lf, int dev)
         }
         slot->own = slot->used = 1;
         slot->refs = 1;
-        slot_load(slot, lf, dev);
+        slot_load(slot, lf, dev, m);
         if (!slot->ok) {
             slot_release(slot);
             return NULL;
@@ -153,7 +170,7 @@ static cached_t *slot_acquire(const rd_log_t *lf, int dev)
     slot->age = ++cache_clock;
     pthread_mutex_lock(&slot->lock); /* free: a slot nobody holds */
     pthread_mutex_unlock(&cache_lock);
-    slot_load(slot, lf, dev);
+    slot_load(slot, lf, dev, m);
     pthread_mutex_unlock(&slot->lock);
     if (!slot->ok) {
         slot_release(slot);
@@ -199,19 +216,6 @@ static void leaked_bytes(const replay_t *r, const model_t *m, const model_oom_t 
     }
     c->leaked = bytes;
     c->leak_site = o->ngrow ? m->sst[o->grow[0].sidx].site : largest_site;
-}
-
-/* Whether the iterations' low-water marks grow: steadily (tensors), or, for PyTorch's segments
- * (which it never gives back while it runs), rising at least twice and never falling much. */
-static int grows(const model_oom_t *o, int cache_kept, uint64_t *per)
-{
-    if (model_series_grows(&o->lowwater, per))
-        return 1;
-    const model_series_t *s = &o->lowwater;
-    if (!cache_kept || s->n < 3 || s->last <= s->first)
-        return 0;
-    *per = (s->last - s->first) / (s->n - 1);
-    return s->ups >= 2 && s->downs * 4 <= s->n - 1;
 }
 
 static const char *epoch_word(const cause_t *c)
@@ -300,7 +304,7 @@ static void explain(cause_t *c, const model_t *m)
 
 static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const replay_t *r)
 {
-    uint64_t need = c->live + c->request, per = 0;
+    uint64_t need = c->live + c->request;
     int closed = c->epoch_system >= 0 && c->epoch_index >= 2; /* an iteration ran whole before this one */
     /* Leak: kept from iteration 1 on, at growing sites (PyTorch's segments: from iteration 2 on,
      * past the warm-up, at any site). */
@@ -310,12 +314,13 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
         since = second && c->torch_cache_kept && !o->ngrow ? second->t : first->t;
     else if (c->epoch_steps) /* kept from the first step on: the prologue is no step */
         since = o->epoch_first;
-    if (closed && grows(o, c->torch_cache_kept, &per)) {
+    advice_growth_t g; /* the one growth rule, which the recommendation follows too */
+    advice_growth(m, o, c->torch_cache_kept, &g);
+    if (closed && g.per_step) {
         leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
         if (!c->reproduced && o->ngrow) /* the replay went its own way: the recording's */
             c->leaked = o->kept;
-        uint64_t rate = model_oom_leak_rate(o); /* the growing sites' rates, as `leaks` states them */
-        c->leak_per_epoch = rate ? rate : per;
+        c->leak_per_epoch = g.per_step;
         /* It decides when without it the request fits, and it is at least the request: more
          * than a pool's usual waste, so that fragmentation only moved the failure a little. */
         if (c->leaked && c->leaked >= c->request && need - c->leaked <= c->cap) {
@@ -354,6 +359,11 @@ static void remedy(cause_t *c, const wi_plan_t *p)
     char a[32];
     c->min_found = p->min_found;
     c->min_device_bytes = p->min_device_bytes;
+    c->growing = p->growing;
+    c->growth_peaks = p->growth_peaks;
+    c->growth_per_step = p->growth_per_step;
+    c->lasting_device_bytes = p->lasting_device_bytes;
+    c->headroom = p->headroom;
     if (p->rec >= 0) {
         snprintf(c->env_name, sizeof c->env_name, "%s", p->runs[p->rec].env_name);
         snprintf(c->env_value, sizeof c->env_value, "%s", p->runs[p->rec].env_value);
@@ -363,9 +373,22 @@ static void remedy(cause_t *c, const wi_plan_t *p)
     for (size_t i = 0; i < p->nruns; i++)
         tried += p->runs[i].candidate;
     n += (size_t)snprintf(c->tested + n, sizeof c->tested - n, "%s", p->why);
-    if (n < sizeof c->tested && p->rec < 0 && tried)
+    if (n < sizeof c->tested && p->rec < 0 && tried && !p->growing)
         snprintf(c->tested + n, sizeof c->tested - n, " (%u settings replayed)", tried);
     (void)a;
+}
+
+/* The floor and plan at the failure, and the split of what the run reserved (split.h). */
+static void cause_split(cause_t *c, const cached_t *e, size_t k)
+{
+    const wi_plan_t *p = &e->plan;
+    if (e->oom_plans)
+        c->plan = e->oom_plans[k];
+    int planned = c->plan.valid;
+    uint64_t floor = planned ? c->plan.floor : c->live + c->request;
+    const wi_run_t *r = p->rec >= 0 ? &p->runs[p->rec] : NULL;
+    split_make(&c->split, floor, c->plan.planned, planned, c->reserved + c->segment, r ? r->res.peak_reserved : 0,
+               c->cap, r ? r->env_name : NULL, r ? r->env_value : NULL);
 }
 
 int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
@@ -377,7 +400,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     uint64_t max = env ? strtoull(env, NULL, 10) : REPLAY_MAX_LOG_BYTES;
     if (max && m->lf->size > max)
         return -1;
-    cached_t *e = slot_acquire(m->lf, o->dev);
+    cached_t *e = slot_acquire(m->lf, o->dev, m);
     int k = e ? find_oom(&e->log, o) : -1;
     if (k < 0) {
         if (e)
@@ -430,9 +453,14 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
         replay_live_split(r, c->epoch_start, &c->persistent, &c->transient);
     else
         c->persistent = c->live;
+    c->segment = c->reproduced ? f->segment : o->rec.segment;
     decide(c, m, o, r);
     explain(c, m);
     remedy(c, &e->plan);
+    advice_growth_t g;
+    advice_growth(m, o, c->torch_cache_kept, &g);
+    c->step_ns = g.step_ns;
+    cause_split(c, e, (size_t)k);
     replay_end(r);
     slot_release(e);
     return 0;

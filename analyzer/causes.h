@@ -7,6 +7,8 @@
 #define GM_CAUSES_H
 
 #include "model.h"
+#include "plan.h"
+#include "split.h"
 #include "whatif_search.h"
 
 /* The OOM causes (docs/cli.md has the rules). */
@@ -54,6 +56,17 @@ typedef struct cause {
     char tested[640];
     uint64_t min_device_bytes;
     int min_found;
+    /* the recommendation rule's figures (advice.c) */
+    uint64_t segment;         /* the segment the pool asked for at the failure */
+    int growing;              /* memory grows every step: no setting is the remedy */
+    int growth_peaks;         /* ...each step's peak of it (a growing transient) */
+    uint64_t growth_per_step;
+    uint64_t step_ns;         /* a step's mean time, 0: unknown */
+    uint64_t lasting_device_bytes; /* a device lasting the recording plus ADVICE_STEPS_PAST steps */
+    uint64_t headroom;
+    /* the floor, the plan and the split (plan.h, split.h) */
+    plan_point_t plan;
+    split_t split;
 } cause_t;
 
 /* The cause of a failed OOM of the model, by replaying m->lf. 0, or -1 when the log cannot be

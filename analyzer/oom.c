@@ -5,6 +5,7 @@
  * that fit the cause. Where the log cannot be replayed (a failure before a bounded log's
  * checkpoint) the snapshot rules of oom_classify_snapshot decide. Recovered failures are retries. */
 #include "causes.h"
+#include "advice.h"
 #include "oom.h"
 #include "output.h"
 #include "sites.h"
@@ -91,12 +92,49 @@ static const char torch_tensors_note[] =
     "PyTorch's caching allocator was on and its bridge logged its tensors: gmshim saw PyTorch's tensors "
     "(a site is where a tensor was allocated, sizes are tensor sizes; reserved memory is PyTorch's segments)";
 
-static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom_verdict_t *v, int replayed)
+/* Steps the whole device lasts past the failure at the growth rate (what the pool could have
+ * of it: the device less what was outside the pool); 0 when not one more. */
+static uint64_t steps_left(const cause_t *c)
+{
+    uint64_t room = c->total > c->outside ? c->total - c->outside : c->cap;
+    return c->growth_per_step && room > c->split.floor ? (room - c->split.floor) / c->growth_per_step : 0;
+}
+
+/* Memory that grows (advice.c): the line, its rate, when the device runs out at it and the
+ * device that would last the recording plus ADVICE_STEPS_PAST steps; never a setting. */
+static void growth_text(FILE *f, const model_t *m, const model_oom_t *o, const cause_t *c)
+{
+    char a[32], b[32], d[32], t[48], lbl[512];
+    const char *w = c->epoch_system == EPOCH_MARKS || c->growth_peaks ? "mark" : c->epoch_steps ? "step" : "iteration";
+    uint64_t room = c->total > c->outside ? c->total - c->outside : c->cap, left = steps_left(c);
+    uint32_t site = c->leak_site ? c->leak_site : c->fail_site; /* a growing transient: the line that asked */
+    fprintf(f, "    - settings: none is a remedy: %s grows by %s per %s%s%s; a setting or a larger cap "
+            "only postpones the OOM\n", c->growth_peaks ? "each step's peak of live memory" : "the memory",
+            rep_bytes(c->growth_per_step, a), c->growth_peaks ? "mark" : w, site ? " at " : "",
+            site ? site_label(m, site, lbl, sizeof lbl) : "");
+    if (left) {
+        t[0] = 0;
+        if (c->step_ns)
+            snprintf(t, sizeof t, ", about %s", rep_time(left * c->step_ns, d));
+        fprintf(f, "    - at that rate the whole device, %s for the pool, runs out %" PRIu64 " %ss after the "
+                "failure%s\n", rep_bytes(room, b), left, w, t);
+    } else {
+        fprintf(f, "    - at that rate the %s the pool could reserve ran out at %s %u, %s into the run\n",
+                rep_bytes(c->cap, b), w, c->epoch_index, rep_time(o->t, d));
+    }
+    fprintf(f, "    - a device that lasts the recorded run and %d %ss more at that rate: %s\n", ADVICE_STEPS_PAST, w,
+            rep_bytes(c->lasting_device_bytes, a));
+}
+
+static void remedies_text(FILE *f, const model_t *m, const model_oom_t *o, const cause_t *c, const oom_verdict_t *v,
+                          int replayed)
 {
     char a[32], lbl[512];
     fprintf(f, "  %sremedies%s:\n", rep_green(), rep_reset());
     if (replayed && c->env_name[0])
         fprintf(f, "    - %s=%s (tested by replay: %s)\n", c->env_name, c->env_value, c->tested);
+    else if (replayed && c->growing)
+        growth_text(f, m, o, c);
     else if (replayed && c->cause == OOM_LEAK)
         fprintf(f, "    - settings: no setting replayed gets past it, and a larger device only postpones a leak\n");
     else if (replayed)
@@ -107,9 +145,20 @@ static void remedies_text(FILE *f, const model_t *m, const cause_t *c, const oom
         fprintf(f, "    - the line to look at: %s\n", site_label(m, c->leak_site, lbl, sizeof lbl));
     else if (replayed && (c->cause == OOM_TRANSIENT || c->cause == OOM_CAPACITY) && c->fail_site)
         fprintf(f, "    - the line that asked: %s\n", site_label(m, c->fail_site, lbl, sizeof lbl));
-    if (replayed && c->min_found && c->cause != OOM_LEAK)
+    if (replayed && c->min_found && c->cause != OOM_LEAK && !c->growing)
         fprintf(f, "    - the smallest device the recording fits on: %s (gmshim whatif)\n",
                 rep_bytes(c->min_device_bytes, a));
+}
+
+static void plan_split_text(FILE *f, const cause_t *c)
+{
+    char a[32], b[32];
+    if (c->plan.valid)
+        fprintf(f, "  plan     the recorded allocations placed by their lifetimes (best-fit-decreasing, %" PRIu64
+                " placed%s): %s at the failure, against %s needed\n", c->plan.placed,
+                c->plan.windowed ? ", a window of the run" : "", rep_bytes(c->plan.planned, a),
+                rep_bytes(c->plan.floor, b));
+    split_text(f, &c->split, "  ");
 }
 
 static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsigned n)
@@ -156,6 +205,8 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), replayed ? cz.why : v.why);
     if (replayed && cz.cannot_tell[0])
         fprintf(f, "  %scannot tell%s: %s\n", rep_yellow(), rep_reset(), cz.cannot_tell);
+    if (replayed)
+        plan_split_text(f, &cz);
     if (v.cause == OOM_LEAK && o->ngrow) {
         fprintf(f, "  growing sites:\n");
         for (unsigned i = 0; i < o->ngrow; i++) {
@@ -177,7 +228,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
                 site_print(f, m, s->site, "                     ", c->depth < 4 && c->depth ? c->depth : 4, !c->frames_all);
         }
     }
-    remedies_text(f, m, &cz, &v, replayed);
+    remedies_text(f, m, o, &cz, &v, replayed);
 }
 
 void rep_oom_text(cli_ctx_t *c, const model_t *m)
@@ -243,7 +294,25 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
     json_str(j, "why", c->tested);
     if (c->min_found)
         json_u64(j, "min_device_bytes", c->min_device_bytes);
+    json_u64(j, "headroom", c->headroom);
+    json_bool(j, "growing", c->growing);
+    if (c->growing) {
+        json_u64(j, "growth_per_step", c->growth_per_step);
+        json_bool(j, "growth_of_peaks", c->growth_peaks);
+        json_u64(j, "step_ns", c->step_ns);
+        json_u64(j, "lasting_device_bytes", c->lasting_device_bytes);
+        json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);
+        json_u64(j, "device_steps_left", steps_left(c));
+    }
     json_obj_end(j);
+    json_obj(j, "plan");
+    json_bool(j, "valid", c->plan.valid);
+    json_u64(j, "floor", c->plan.floor);
+    json_u64(j, "planned", c->plan.planned);
+    json_u64(j, "placed", c->plan.placed);
+    json_bool(j, "windowed", c->plan.windowed);
+    json_obj_end(j);
+    split_json(j, &c->split);
 }
 
 static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
@@ -382,6 +451,10 @@ static const char usage[] =
     "  capacity       memory live across iterations plus the request exceed the device (or the\n"
     "                 GMSHIM_DEVICE_LIMIT cap)\n"
     "  transient      otherwise: the current iteration's own memory overflowed\n"
+    "Each failure also gets its floor (live + the request), the offline plan of the recorded\n"
+    "allocations and the split of what the pool reserved: needed, only by planning, avoidable by a\n"
+    "tested setting, capacity. A setting is recommended only when its replay gets past every OOM\n"
+    "with headroom (5% of the cap or three steps' growth), never for memory that grows per step.\n"
     "Allocations that failed and then succeeded after the cache was released are listed as retries.\n"
     "\n"
     "  -d, --depth N  lines of frames shown per site (default 12; 0: all)\n"

@@ -5,6 +5,7 @@
 #include "leaks.h"
 #include "oom.h"
 #include "output.h"
+#include "planrep.h"
 #include "ranks.h"
 #include "ranks_dir.h"
 #include "report.h"
@@ -30,6 +31,7 @@ void cmd_report_json(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     rep_summary_json(c, m);
     rep_leaks_json(c, m, &o->leaks);
     rep_frag_json(c, m, 0);
+    rep_plan_json(c, m);
     rep_oom_json(c, m);
 }
 
@@ -47,6 +49,9 @@ void cmd_report_text(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     fputc('\n', f);
     rep_heading(f, "Fragmentation at the peak");
     rep_frag_text(c, m, 0);
+    fputc('\n', f);
+    rep_heading(f, "Floor and plan at the peak");
+    rep_plan_text(c, m);
     fputc('\n', f);
     rep_heading(f, "Out of memory");
     rep_oom_text(c, m);

@@ -2,9 +2,12 @@
  * a table (peak reserved, fragmentation, OOM and where), the smallest device on which the run
  * gets past every recorded OOM, and a recommendation tested by replay. Exit 0: the recording
  * fits under the recommendation; 3: nothing tried fits; 1 and 2 as every command. */
+#include "advice.h"
 #include "cli.h"
 #include "output.h"
 #include "sites.h"
+#include "planrep.h"
+#include "split.h"
 #include "whatif.h"
 
 #include <inttypes.h>
@@ -22,7 +25,9 @@ static const char usage[] =
     "answers: would the run have got past its OOM with another setting, or on how large a device?\n"
     "Prints one row per replay (peak reserved, fragmentation at the peak, OOM and where), the\n"
     "smallest device on which the recording gets past every recorded OOM (bisection to 1 MiB, what\n"
-    "was held outside the pool kept), and a recommendation that a replay showed to work.\n"
+    "was held outside the pool kept), the floor and offline plan at the peak, the split of the\n"
+    "first failure, and a recommendation that a replay showed to work with headroom (never for\n"
+    "memory that grows per step: then the device that lasts the run and 100 steps more).\n"
     "\n"
     "      --device-limit SIZE  also replay under this GMSHIM_DEVICE_LIMIT (0: none)\n"
     "      --max-split SIZE     ...this GMSHIM_MAX_SPLIT (0: none)\n"
@@ -144,6 +149,48 @@ static void failure_text(FILE *f, const model_t *m, const rp_result_t *r, char *
              rep_bytes(r->first.request, a), site_label(m, r->first.site, lbl, sizeof lbl));
 }
 
+/* The floor and plan at the device's peak and at the first recorded failure, and that failure's
+ * split (split.h), as `oom` gives it: one computation, split_make. */
+typedef struct oracle {
+    plan_point_t peak, at;
+    split_t split;
+    int has_split;
+} oracle_t;
+
+static void oracle_make(const rp_log_t *log, const wi_plan_t *p, oracle_t *o)
+{
+    memset(o, 0, sizeof *o);
+    plan_at_peak(log, &o->peak);
+    const rp_result_t *r = &p->runs[0].res;
+    if (!p->failing || !r->failures || r->first.oom < 0)
+        return;
+    int planned = plan_at_oom(log, (size_t)r->first.oom, &o->at) == 0;
+    const wi_run_t *w = p->rec >= 0 ? &p->runs[p->rec] : NULL;
+    uint64_t floor = planned ? o->at.floor : r->first.live + pool_round((size_t)r->first.request);
+    split_make(&o->split, floor, o->at.planned, planned, r->first.reserved + r->first.segment,
+               w ? w->res.peak_reserved : 0, r->first.cap, w ? w->env_name : NULL, w ? w->env_value : NULL);
+    o->has_split = 1;
+}
+
+static void oracle_text(FILE *f, const rp_log_t *log, const oracle_t *o)
+{
+    if (o->peak.valid)
+        planrep_peak_text(f, log, &o->peak, "at the peak: ");
+    if (o->has_split) {
+        fprintf(f, "at the first failure:\n");
+        split_text(f, &o->split, "  ");
+    }
+}
+
+static void oracle_json(json_t *j, const rp_log_t *log, const oracle_t *o)
+{
+    json_obj(j, "peak");
+    planrep_peak_json(j, log, &o->peak);
+    json_obj_end(j);
+    if (o->has_split)
+        split_json(j, &o->split);
+}
+
 static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p)
 {
     FILE *f = c->out;
@@ -177,11 +224,18 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
                 rep_bytes(p->outside, d), p->bisect_replays);
     else
         fprintf(f, "smallest device: none found up to %s\n", rep_bytes(1ull << 50, e));
+    oracle_t orc;
+    oracle_make(log, p, &orc);
+    oracle_text(f, log, &orc);
     if (p->rec >= 0)
         fprintf(f, "%srecommendation%s: %s=%s: %s\n", rep_green(), rep_reset(), p->runs[p->rec].env_name,
                 p->runs[p->rec].env_value, p->why);
     else
         fprintf(f, "%srecommendation%s: %s\n", p->fits ? rep_green() : rep_yellow(), rep_reset(), p->why);
+    if (p->growing && p->growth_site) {
+        char lbl[512];
+        fprintf(f, "the growing line: %s\n", site_label(m, p->growth_site, lbl, sizeof lbl));
+    }
     if (isatty(2)) /* a measurement, not part of the report: beside the progress, on a terminal */
         fprintf(stderr, "replay speed: %.1f M events/s per configuration\n", p->events_per_s / 1e6);
 }
@@ -274,7 +328,22 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_obj_end(j);
     json_str(j, "why", p->why);
     json_bool(j, "fits", p->fits);
+    json_u64(j, "headroom", p->headroom);
+    json_bool(j, "growing", p->growing);
+    if (p->growing) {
+        json_u64(j, "growth_per_step", p->growth_per_step);
+        json_u64(j, "lasting_device_bytes", p->lasting_device_bytes);
+        json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);
+        if (p->growth_site) {
+            json_obj(j, "growth_site");
+            site_json(j, m, p->growth_site);
+            json_obj_end(j);
+        }
+    }
     json_obj_end(j);
+    oracle_t orc;
+    oracle_make(log, p, &orc);
+    oracle_json(j, log, &orc);
     json_arr(j, "runs");
     for (size_t i = 0; i < p->nruns; i++)
         run_json(j, m, &p->runs[i]);
@@ -294,7 +363,7 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         return CLI_FAIL;
     }
     model_t m;
-    model_build(&m, &lf, MODEL_SITES);
+    model_build(&m, &lf, MODEL_SITES | MODEL_EPOCHS); /* epochs: the growth the advice rule reads */
     if (w->device >= 0 && !whatif_has_device(&m, w->device)) {
         /* replaying a device the program never used would "fit" trivially: a mistake, said */
         char present[512];
@@ -312,7 +381,14 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         if (log.pool_off)
             fprintf(c->err, "gmshim whatif: %s: the pool was off (GMSHIM_POOL=0): there is nothing to replay\n", path);
         wi_plan_t p;
-        if (wi_plan_make(&log, &w->o, &p) == 0) {
+        wi_opts_t o = w->o;
+        advice_growth_t g;
+        advice_growth_of_device(&m, dev, log.torch_cache_kept, &g);
+        advice_growth_of_log(&log, &g);
+        for (size_t k = 0; g.peaks && k < log.nooms && !g.site; k++) /* a growing transient: the line that asked */
+            g.site = log.ooms[k].recovered ? 0 : log.ooms[k].rec.site;
+        advice_opts(&o, &g);
+        if (wi_plan_make(&log, &o, &p) == 0) {
             if (c->json)
                 plan_json(c, &m, &log, &p, path);
             else

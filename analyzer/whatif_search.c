@@ -2,6 +2,7 @@
  * bisection (each round probes several sizes at once, to 1 MiB), and the recommendation: the
  * candidate that got past every failure with the least reserved. */
 #include "whatif_search.h"
+#include "advice.h"
 #include "vec.h"
 #include "output.h"
 
@@ -234,64 +235,6 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
     p->min_device_bytes = hi + p->outside;
 }
 
-/* Whether the program saw an OOM (one its retry did not get past). */
-static int recorded_died(const rp_log_t *log)
-{
-    for (size_t i = 0; i < log->nooms; i++)
-        if (!log->ooms[i].recovered)
-            return 1;
-    return 0;
-}
-
-static void choose(wi_plan_t *p, const rp_log_t *log)
-{
-    char a[32], b[32], c[32];
-    const rp_result_t *sim = &p->runs[0].res;
-    p->rec = -1;
-    if (!p->failing && recorded_died(log)) {
-        snprintf(p->why, sizeof p->why, "the recording died of an OOM, but its replay under the recorded settings "
-                 "fits (peak reserved %s): what refused it is not in the log (a cap of the program's own, "
-                 "another process), so no setting can be told to help", rep_bytes(p->runs[0].res.peak_reserved, a));
-        return;
-    }
-    if (!p->failing) {
-        p->fits = 1;
-        snprintf(p->why, sizeof p->why, "the recording has no failed allocation to get past: it fits as it ran "
-                 "(peak reserved %s)", rep_bytes(p->runs[0].res.peak_reserved, a));
-        return;
-    }
-    if (!p->reproduced) {
-        snprintf(p->why, sizeof p->why, "the simulation of the recorded settings gets past the recorded OOM, which "
-                 "the recording's own order of fences did not: no setting can be told to help");
-        return;
-    }
-    for (size_t i = 0; i < p->nruns; i++) {
-        const wi_run_t *r = &p->runs[i];
-        if (!r->candidate || r->res.failures)
-            continue;
-        if (p->rec < 0 || r->res.peak_reserved < p->runs[p->rec].res.peak_reserved)
-            p->rec = (int)i;
-    }
-    if (p->rec >= 0) {
-        const wi_run_t *r = &p->runs[p->rec];
-        p->fits = 1;
-        snprintf(p->why, sizeof p->why, "replayed with %s=%s the recording gets past all %" PRIu64
-                 " failed allocation%s with no new one (peak reserved %s; as recorded the pool failed with %s "
-                 "reserved)", r->env_name, r->env_value, sim->recorded_failed + sim->new_failures,
-                 sim->recorded_failed + sim->new_failures == 1 ? "" : "s", rep_bytes(r->res.peak_reserved, a),
-                 rep_bytes(sim->first.reserved, b));
-        return;
-    }
-    if (p->min_found)
-        snprintf(p->why, sizeof p->why, "no setting tried gets past the failure; the recording would fit on a "
-                 "device of %s (the pool reserving at most %s, %s outside it)",
-                 rep_bytes(p->min_device_bytes, a), rep_bytes(p->min_pool_bytes, b),
-                 rep_bytes(p->outside, c));
-    else
-        snprintf(p->why, sizeof p->why, "no setting tried gets past the failure, on any device size tried");
-    (void)log;
-}
-
 int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
 {
     memset(p, 0, sizeof *p);
@@ -335,9 +278,12 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
     bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, &pg);
     /* Under GMSHIM_DEVICE_LIMIT or PyTorch's memory fraction: a cap the device can give, if raising
      * it is what helps. */
-    if (p->failing && p->min_found && ref->failures && ref->first.by_limit &&
-        p->min_pool_bytes + p->outside <= log->total) {
-        uint64_t v = gm_round_up(p->min_pool_bytes, MiB);
+    /* The cap with headroom (advice.c), never the bisected size itself: that one lasts only to
+     * the recording's end. Memory that grows is never given a cap (advice_choose). */
+    uint64_t head = ref->failures ? advice_headroom(ref->first.cap, o->growth_per_step) : 0;
+    if (p->failing && p->min_found && ref->failures && ref->first.by_limit && !o->growth_per_step &&
+        gm_round_up(p->min_pool_bytes + head, MiB) + p->outside <= log->total) {
+        uint64_t v = gm_round_up(p->min_pool_bytes + head, MiB);
         if (v != log->limit_first) {
             wi_run_t *r = add_run(p, "");
             if (r) {
@@ -353,7 +299,7 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
     }
     if (o->progress)
         fprintf(stderr, "\r%40s\r", "");
-    choose(p, log);
+    advice_choose(p, log, o);
     return 0;
 }
 

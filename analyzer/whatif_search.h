@@ -6,42 +6,7 @@
 #ifndef GM_WHATIF_SEARCH_H
 #define GM_WHATIF_SEARCH_H
 
-#include "replay.h"
-
-typedef struct wi_run {
-    rp_cfg_t cfg;
-    rp_result_t res;
-    char label[96];           /* "as recorded", "frees at once", a setting */
-    char env_name[32];        /* the setting changed ("" for none) */
-    char env_value[48];       /* its value as GMSHIM_* takes it ("128M"), or PyTorch's key:value */
-    int candidate;            /* a remedy tried on its own (may be recommended) */
-} wi_run_t;
-
-typedef struct wi_opts {
-    uint64_t device_limit;    /* RP_RECORDED when not given */
-    uint64_t max_split;
-    uint64_t cache_limit;
-    int pending_wait;         /* -1 when not given */
-    int grid;
-    unsigned threads;         /* 0: one per CPU */
-    int progress;             /* progress on stderr */
-} wi_opts_t;
-
-typedef struct wi_plan {
-    wi_run_t *runs;           /* [0] the recording followed, [1] its settings simulated */
-    size_t nruns, caprun;
-    int failing;              /* the recording failed (an OOM the replay reproduces) */
-    int reproduced;           /* ...and the simulation of its settings fails too */
-    uint64_t outside;         /* device memory outside the pool at the first failure */
-    uint64_t min_pool_bytes;  /* the smallest the pool may reserve for no failure (to 1 MiB) */
-    uint64_t min_device_bytes;/* ...plus what was outside the pool: the device it needs */
-    int min_found;
-    unsigned bisect_replays;
-    int rec;                  /* the recommended run, -1: none */
-    int fits;                 /* the recording fits under the recommendation (or as it is) */
-    char why[640];
-    double events_per_s;      /* replay speed per configuration */
-} wi_plan_t;
+#include "whatif_types.h"
 
 void wi_opts_default(wi_opts_t *o);
 int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p);

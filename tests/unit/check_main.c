@@ -89,6 +89,9 @@ int main(void)
     srunner_add_suite(sr, torchbuild_suite());
     srunner_add_suite(sr, layers_suite());
     srunner_add_suite(sr, analyzer_causes_suite());
+    srunner_add_suite(sr, analyzer_plan_suite());
+    srunner_add_suite(sr, analyzer_split_suite());
+    srunner_add_suite(sr, analyzer_advice_suite());
     srunner_add_suite(sr, analyzer_tensors_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -1,0 +1,446 @@
+/* The floor and the offline plan: the recorded allocations' lifetimes (event indices, from the
+ * replay's packed events) packed best-fit-decreasing — largest first, each at the lowest offset
+ * where nothing placed overlaps it in time — found through buckets of time so that a placement
+ * looks only at its neighbours in time. Bounded to a window of PLAN_WINDOW_ALLOCS allocations. */
+#include "plan.h"
+#include "vec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_BUCKETS 4096
+#define PLAN_LONG 16         /* an interval over more buckets than this goes on the long list */
+
+/* ---- the packing ------------------------------------------------------------------------------ */
+
+typedef struct span {
+    uint64_t off, end;
+} span_t;
+
+typedef struct bucket {
+    uint32_t *ids;
+    size_t n, cap;
+} bucket_t;
+
+/* An interval's sort keys beside its index: the order needs no shared state (plans of several
+ * logs run on several threads). */
+typedef struct key {
+    uint64_t size, start;
+    uint32_t i;
+} plan_key_t;
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const plan_key_t *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const plan_key_t *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int by_off(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int bucket_push(bucket_t *b, uint32_t id)
+{
+    uint32_t *n = vec_grow_raw(b->ids, &b->cap, b->n + 1, sizeof *n, 8);
+    if (!n)
+        return -1;
+    b->ids = n;
+    b->ids[b->n++] = id;
+    return 0;
+}
+
+/* Adds placed interval j's span to the list if it overlaps [s, e) and was not seen this query. */
+static int take(span_t **sp, size_t *n, size_t *cap, uint32_t j, const uint64_t *start, const uint64_t *end,
+                const uint64_t *size, const uint64_t *off, uint32_t *stamp, uint32_t q, uint64_t s, uint64_t e)
+{
+    if (stamp[j] == q || start[j] >= e || end[j] <= s)
+        return 0;
+    stamp[j] = q;
+    span_t *g = vec_grow_raw(*sp, cap, *n + 1, sizeof *g, 64);
+    if (!g)
+        return -1;
+    *sp = g;
+    g[(*n)++] = (span_t){off[j], off[j] + size[j]};
+    return 0;
+}
+
+/* One placement, in the order `cmp` gives: each interval at the lowest offset free for its life. */
+static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n,
+                      int (*cmp)(const void *, const void *))
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = start[i] < lo ? start[i] : lo;
+        hi = end[i] > hi ? end[i] : hi;
+    }
+    size_t nb = n / 8 > PLAN_BUCKETS ? PLAN_BUCKETS : n / 8 ? n / 8 : 1;
+    uint64_t width = (hi - lo + nb - 1) / nb;
+    if (!width)
+        width = 1;
+    plan_key_t *order = malloc(n * sizeof *order);
+    uint32_t *stamp = calloc(n, sizeof *stamp);
+    bucket_t *bk = calloc(nb, sizeof *bk);
+    bucket_t lng = {0};
+    span_t *sp = NULL;
+    size_t cap = 0;
+    uint64_t peak = UINT64_MAX;
+    if (!order || !stamp || !bk)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        order[i] = (plan_key_t){size[i], start[i], (uint32_t)i};
+    qsort(order, n, sizeof *order, cmp);
+    peak = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = order[k].i, q = (uint32_t)k + 1;
+        uint64_t s = start[i], e = end[i] > s ? end[i] : s + 1;
+        size_t b0 = (size_t)((s - lo) / width), b1 = (size_t)((e - 1 - lo) / width);
+        b1 = b1 >= nb ? nb - 1 : b1;
+        size_t m = 0;
+        int bad = 0;
+        for (size_t b = b0; b <= b1 && !bad; b++)
+            for (size_t x = 0; x < bk[b].n && !bad; x++)
+                bad = take(&sp, &m, &cap, bk[b].ids[x], start, end, size, off, stamp, q, s, e);
+        if (bad) {
+            peak = UINT64_MAX;
+            goto out;
+        }
+        if (m > 1)
+            qsort(sp, m, sizeof *sp, by_off);
+        /* The lowest gap: the short neighbours (sorted here) and the long list (kept sorted by
+         * offset) swept together, stopping at the first gap that holds it. */
+        uint64_t at = 0;
+        size_t x = 0, y = 0;
+        for (;;) {
+            while (y < lng.n && (start[lng.ids[y]] >= e || end[lng.ids[y]] <= s))
+                y++;
+            int from_long = y < lng.n && (x >= m || off[lng.ids[y]] < sp[x].off);
+            if (!from_long && x >= m)
+                break;
+            uint64_t o = from_long ? off[lng.ids[y]] : sp[x].off;
+            uint64_t oe = from_long ? o + size[lng.ids[y]] : sp[x].end;
+            if (o >= at + size[i])
+                break;
+            if (oe > at)
+                at = oe;
+            from_long ? y++ : x++;
+        }
+        off[i] = at;
+        if (at + size[i] > peak)
+            peak = at + size[i];
+        if (b1 - b0 + 1 > PLAN_LONG && !(bad = bucket_push(&lng, i))) {
+            size_t z = lng.n - 1; /* into its place by offset */
+            while (z && off[lng.ids[z - 1]] > at)
+                z--;
+            memmove(&lng.ids[z + 1], &lng.ids[z], (lng.n - 1 - z) * sizeof *lng.ids);
+            lng.ids[z] = i;
+        }
+        for (size_t b = b0; b <= b1 && b1 - b0 + 1 <= PLAN_LONG && !bad; b++)
+            bad = bucket_push(&bk[b], i);
+        if (bad) {
+            peak = UINT64_MAX;
+            goto out;
+        }
+    }
+out:
+    if (bk)
+        for (size_t b = 0; b < nb; b++)
+            free(bk[b].ids);
+    free(bk);
+    free(lng.ids);
+    free(sp);
+    free(order);
+    free(stamp);
+    return peak;
+}
+
+/* Best-fit-decreasing (largest first) and, where it packs lower, the allocations in the order
+ * they were born: no single order wins on every log, and either is a valid plan. */
+uint64_t plan_pack(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n)
+{
+    if (!n)
+        return 0;
+    if (n > UINT32_MAX - 1)
+        return UINT64_MAX;
+    uint64_t *alt = malloc(n * sizeof *alt);
+    if (!alt)
+        return UINT64_MAX;
+    uint64_t peak = place(start, end, size, off, n, by_size_desc);
+    uint64_t born = peak == UINT64_MAX ? UINT64_MAX : place(start, end, size, alt, n, by_start);
+    if (born < peak) {
+        memcpy(off, alt, n * sizeof *off);
+        peak = born;
+    }
+    free(alt);
+    return peak;
+}
+
+/* ---- the allocations of a window --------------------------------------------------------------- */
+
+static int is_alloc(unsigned type)
+{
+    return type == RP_ALLOC || type == RP_ALLOC_CACHED || type == RP_EXACT_ALLOC;
+}
+
+/* A program's free: the block's life ends here (a block freed into a thread's cache too). */
+static int is_free(unsigned type)
+{
+    return type == RP_FREE || type == RP_FREE_DEFERRED || type == RP_FREE_CACHED || type == RP_EXACT_FREE;
+}
+
+/* A request as the pool counts it; a size no device holds (a damaged record) counts as none. */
+static uint64_t req_bytes(uint64_t x)
+{
+    return x > GMLOG_SIZE_MASK ? 0 : pool_round((size_t)x);
+}
+
+static uint64_t ev_bytes(const rp_ev_t *e)
+{
+    return req_bytes(e->x);
+}
+
+typedef struct scan {
+    size_t until;            /* events read: [0, until) */
+    uint64_t live, peak_live;
+    size_t peak_ev;
+    uint64_t peak_t;
+    uint64_t allocs, allocs_at_peak;
+} scan_t;
+
+/* Live bytes along the events before `until`: where they peaked, allocations counted. */
+static int scan_live(const rp_log_t *log, size_t until, scan_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->until = until;
+    uint64_t *open = calloc(log->nids ? log->nids : 1, sizeof *open);
+    if (!open)
+        return -1;
+    rp_cursor_t c = {0};
+    for (size_t i = 0; i < until; i++) {
+        rp_ev_t e;
+        rp_unpack(log->packed, &c, &e);
+        unsigned type = rp_ev_type(&e);
+        if (e.id >= log->nids && type != RP_RESET)
+            continue;
+        if (is_alloc(type)) {
+            s->live -= open[e.id];
+            open[e.id] = ev_bytes(&e);
+            s->live += open[e.id];
+            s->allocs++;
+            if (s->live > s->peak_live) {
+                s->peak_live = s->live, s->peak_ev = i, s->peak_t = rp_ev_t_ns(&e);
+                s->allocs_at_peak = s->allocs;
+            }
+        } else if (is_free(type)) {
+            s->live -= open[e.id];
+            open[e.id] = 0;
+        } else if (type == RP_RESET) {
+            memset(open, 0, (log->nids ? log->nids : 1) * sizeof *open);
+            s->live = 0;
+        }
+    }
+    free(open);
+    return 0;
+}
+
+typedef struct ivs {
+    uint64_t *start, *end, *size, *off;
+    size_t n, cap[4];
+} ivs_t;
+
+static int ivs_add(ivs_t *v, uint64_t s, uint64_t e, uint64_t size)
+{
+    if (e <= s || !size) /* freed as the window opened, or nothing: no life in it */
+        return 0;
+    uint64_t **arr[4] = {&v->start, &v->end, &v->size, &v->off};
+    for (int k = 0; k < 4; k++) {
+        uint64_t *g = vec_grow_raw(*arr[k], &v->cap[k], v->n + 1, sizeof *g, 1024);
+        if (!g)
+            return -1;
+        *arr[k] = g;
+    }
+    v->start[v->n] = s, v->end[v->n] = e, v->size[v->n] = size;
+    v->n++;
+    return 0;
+}
+
+static void ivs_free(ivs_t *v)
+{
+    free(v->start), free(v->end), free(v->size), free(v->off);
+}
+
+/* The lives of the allocations from the `first`-th allocation (counted from 1) up to `last`
+ * (or the event `until`), those live at the window's start starting there. */
+static int collect(const rp_log_t *log, uint64_t first, uint64_t last, size_t until, ivs_t *v)
+{
+    size_t nids = log->nids ? log->nids : 1;
+    uint64_t *open_at = malloc(nids * sizeof *open_at), *open_size = calloc(nids, sizeof *open_size);
+    int rc = -1;
+    if (!open_at || !open_size)
+        goto out;
+    rp_cursor_t c = {0};
+    uint64_t allocs = 0, ws = 0;
+    int in = first <= 1;
+    size_t i = 0;
+    for (; i < until; i++) {
+        rp_ev_t e;
+        rp_unpack(log->packed, &c, &e);
+        unsigned type = rp_ev_type(&e);
+        if (e.id >= log->nids && type != RP_RESET)
+            continue;
+        if (is_alloc(type)) {
+            if (++allocs > last)
+                break;
+            if (!in && allocs >= first)
+                in = 1, ws = i;
+        }
+        if (is_alloc(type) || is_free(type)) {
+            if (open_size[e.id] && in && ivs_add(v, open_at[e.id] > ws ? open_at[e.id] : ws, i, open_size[e.id]))
+                goto out;
+            open_size[e.id] = 0;
+        }
+        if (is_alloc(type))
+            open_at[e.id] = i, open_size[e.id] = ev_bytes(&e);
+        if (type == RP_RESET) {
+            for (size_t id = 0; id < nids && in; id++)
+                if (open_size[id] && ivs_add(v, open_at[id] > ws ? open_at[id] : ws, i, open_size[id]))
+                    goto out;
+            memset(open_size, 0, nids * sizeof *open_size);
+        }
+    }
+    for (size_t id = 0; id < nids; id++) /* live at the window's end: to its end */
+        if (open_size[id] && ivs_add(v, open_at[id] > ws ? open_at[id] : ws, (uint64_t)i + 1, open_size[id]))
+            goto out;
+    rc = 0;
+out:
+    free(open_at);
+    free(open_size);
+    return rc;
+}
+
+static int plan_window(const rp_log_t *log, uint64_t first, uint64_t last, size_t until, uint64_t request,
+                       plan_point_t *out)
+{
+    ivs_t v = {0};
+    int rc = -1;
+    if (collect(log, first, last, until, &v))
+        goto out;
+    if (request && ivs_add(&v, until, (uint64_t)until + 1, req_bytes(request)))
+        goto out;
+    uint64_t peak = plan_pack(v.start, v.end, v.size, v.off, v.n);
+    if (peak == UINT64_MAX)
+        goto out;
+    out->planned = peak;
+    out->placed = v.n;
+    rc = 0;
+out:
+    ivs_free(&v);
+    return rc;
+}
+
+int plan_at_peak(const rp_log_t *log, plan_point_t *out)
+{
+    memset(out, 0, sizeof *out);
+    scan_t s;
+    if (scan_live(log, log->nev, &s))
+        return -1;
+    out->ev = s.peak_ev, out->t = s.peak_t, out->floor = s.peak_live, out->allocs = s.allocs;
+    /* Centred on the peak, moved inside the run where it would reach past either end. */
+    uint64_t first = s.allocs_at_peak > PLAN_WINDOW_ALLOCS / 2 ? s.allocs_at_peak - PLAN_WINDOW_ALLOCS / 2 : 1;
+    if (s.allocs > PLAN_WINDOW_ALLOCS && first + PLAN_WINDOW_ALLOCS - 1 > s.allocs)
+        first = s.allocs - PLAN_WINDOW_ALLOCS + 1;
+    if (s.allocs <= PLAN_WINDOW_ALLOCS)
+        first = 1;
+    uint64_t last = first + PLAN_WINDOW_ALLOCS - 1;
+    out->windowed = first > 1 || last < s.allocs;
+    if (plan_window(log, first, last, log->nev, 0, out))
+        return -1;
+    out->valid = 1;
+    return 0;
+}
+
+int plan_at_oom(const rp_log_t *log, size_t k, plan_point_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (k >= log->nooms || log->ooms[k].ev > log->nev)
+        return -1;
+    size_t until = (size_t)log->ooms[k].ev;
+    uint64_t request = log->ooms[k].rec.request;
+    scan_t s;
+    if (scan_live(log, until, &s))
+        return -1;
+    out->ev = until, out->t = log->ooms[k].t, out->allocs = s.allocs;
+    out->floor = s.live + req_bytes(request);
+    uint64_t first = s.allocs > PLAN_WINDOW_ALLOCS ? s.allocs - PLAN_WINDOW_ALLOCS + 1 : 1;
+    out->windowed = first > 1;
+    if (plan_window(log, first, UINT64_MAX, until, request, out))
+        return -1;
+    out->valid = 1;
+    return 0;
+}
+
+int plan_step_growth(const rp_log_t *log, uint64_t *per_step, uint32_t *steps)
+{
+    *per_step = 0, *steps = 0;
+    size_t until = log->nev;
+    for (size_t k = 0; k < log->nooms; k++)
+        if (!log->ooms[k].recovered && log->ooms[k].ev < until)
+            until = (size_t)log->ooms[k].ev;
+    uint64_t *open = calloc(log->nids ? log->nids : 1, sizeof *open);
+    if (!open)
+        return 0;
+    uint64_t live = 0, peak = 0, first = 0, last = 0;
+    uint32_t n = 0, ups = 0, marks = 0;
+    rp_cursor_t c = {0};
+    for (size_t i = 0; i < until; i++) {
+        rp_ev_t e;
+        rp_unpack(log->packed, &c, &e);
+        unsigned type = rp_ev_type(&e);
+        if (type == RP_MARK) {
+            if (marks++) { /* a step ended: its peak joins the series */
+                if (n && peak > last)
+                    ups++;
+                first = n ? first : peak;
+                last = peak;
+                n++;
+            }
+            peak = live;
+            continue;
+        }
+        if (e.id >= log->nids && type != RP_RESET)
+            continue;
+        if (is_alloc(type)) {
+            live -= open[e.id];
+            open[e.id] = ev_bytes(&e);
+            live += open[e.id];
+            peak = live > peak ? live : peak;
+        } else if (is_free(type)) {
+            live -= open[e.id];
+            open[e.id] = 0;
+        } else if (type == RP_RESET) {
+            memset(open, 0, (log->nids ? log->nids : 1) * sizeof *open);
+            live = 0;
+        }
+    }
+    free(open);
+    *steps = n;
+    if (n < 3 || last <= first || ups * 4 < (n - 1) * 3 || (last - first) * 100 < last)
+        return 0;
+    *per_step = (last - first) / (n - 1);
+    return 1;
+}

@@ -1,0 +1,145 @@
+/* The recommendation rule (analyzer/advice.c): memory that grows is never "fixed" by a setting or
+ * a cap — the growing line, its rate and a device lasting 100 steps more are given instead — on
+ * the H200 leak fixtures and a leak run under the preload, with and without a cap, and on a
+ * transient whose peak grows every step; a
+ * fragmentation OOM gets a setting that still gets past it with the headroom taken away; a
+ * keep-mode log gets PyTorch's settings, an own-mode log gmshim's. */
+#include "advice.h"
+#include "causes.h"
+#include "oom_classify.h"
+#include "suites.h"
+#include "test_analyzer_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every failed OOM of the log: its cause's recommendation. */
+static void each_cause(const char *path, void (*check)(const char *path, const cause_t *c))
+{
+    rd_log_t lf;
+    ck_assert_msg(rd_open_path(&lf, path) == 0, "%s does not open", path);
+    model_t m;
+    model_build(&m, &lf, MODEL_SITES | MODEL_EPOCHS);
+    ck_assert_msg(m.nooms > 0, "%s holds no OOM", path);
+    for (size_t i = 0; i < m.nooms; i++) {
+        cause_t c;
+        ck_assert_msg(causes_of(&m, &m.ooms[i], &c) == 0, "%s: OOM %zu not replayed", path, i);
+        check(path, &c);
+    }
+    model_free(&m);
+    rd_close(&lf);
+    causes_reset();
+}
+
+static void growth_stated(const char *path, const cause_t *c)
+{
+    ck_assert_msg(!c->env_name[0], "%s: a leak got %s=%s as its remedy", path, c->env_name, c->env_value);
+    ck_assert_msg(c->growing && c->growth_per_step > 0, "%s: the growth is not stated", path);
+    ck_assert_msg(c->lasting_device_bytes >= c->min_device_bytes + ADVICE_STEPS_PAST * c->growth_per_step,
+                  "%s: a device of %llu does not last %d steps of %llu past the recording (min %llu)", path,
+                  (unsigned long long)c->lasting_device_bytes, ADVICE_STEPS_PAST,
+                  (unsigned long long)c->growth_per_step, (unsigned long long)c->min_device_bytes);
+}
+
+static void no_setting_for_growth(const char *path, const cause_t *c)
+{
+    ck_assert_msg(c->cause == OOM_LEAK, "%s: cause %s, want leak: %s", path, oom_cause_name(c->cause), c->why);
+    growth_stated(path, c);
+}
+
+/* torch_scenarios.py transient: 2 + it temporaries of 64 MiB a step, each step's peak 64 MiB higher. */
+static void no_setting_for_a_growing_transient(const char *path, const cause_t *c)
+{
+    ck_assert_msg(c->cause == OOM_TRANSIENT, "%s: cause %s: %s", path, oom_cause_name(c->cause), c->why);
+    growth_stated(path, c);
+    ck_assert_msg(c->growth_peaks && c->growth_per_step == 64ull << 20, "%s: peaks %d growing by %llu, want 64 MiB",
+                  path, c->growth_peaks, (unsigned long long)c->growth_per_step);
+}
+
+START_TEST(test_a_leak_never_gets_a_setting_or_a_cap_as_its_remedy)
+{
+    each_cause("tests/fixtures/h200_torch_leak_oom.gmlog", no_setting_for_growth);
+    each_cause("tests/fixtures/h200_scen_leak_own.gmlog", no_setting_for_growth);
+    each_cause("tests/fixtures/h200_scen_leak_keep.gmlog", no_setting_for_growth);
+    free(gm_oom_report("oom_leak", NULL, 1));
+    each_cause(gm_last_log, no_setting_for_growth);
+    char *out = gm_oom_report("oom_leak", "GMSHIM_DEVICE_LIMIT=512M", 1);
+    ck_assert_msg(!strstr(out, "\"recommendation\":{\"env\":{\"") && strstr(out, "\"growing\":true") &&
+                      strstr(out, "\"lasting_device_bytes\":"), "a capped leak got a setting:\n%s", out);
+    free(out);
+    each_cause(gm_last_log, no_setting_for_growth);
+    out = gm_oom_report("oom_leak", "GMSHIM_DEVICE_LIMIT=512M", 0);
+    ck_assert_msg(strstr(out, "none is a remedy") && strstr(out, "100 ") && strstr(out, "runs out"),
+                  "the text does not give the rate, when it runs out and the lasting device:\n%s", out);
+    free(out);
+    /* whatif answers the same, by the same rule */
+    free(gm_oom_report("oom_leak", "GMSHIM_DEVICE_LIMIT=512M", 1));
+    char *w = NULL;
+    int rc = gm(&w, "--json", "whatif", gm_last_log, NULL);
+    ck_assert_msg(rc == 3 && strstr(w, "\"env\":{}") && strstr(w, "\"growing\":true"),
+                  "whatif on a capped leak: rc %d:\n%s", rc, w);
+    free(w);
+}
+END_TEST
+
+START_TEST(test_a_transient_that_grows_every_step_gets_no_cap_either)
+{
+    each_cause("tests/fixtures/h200_scen_transient_own.gmlog", no_setting_for_a_growing_transient);
+    each_cause("tests/fixtures/h200_scen_transient_keep.gmlog", no_setting_for_a_growing_transient);
+}
+END_TEST
+
+/* The recommended setting replayed with the headroom taken from what it may reserve. */
+static void passes_with_headroom(const char *path, const cause_t *c)
+{
+    ck_assert_msg(c->cause == OOM_FRAGMENTATION && c->env_name[0], "%s: %s, recommendation '%s'", path,
+                  oom_cause_name(c->cause), c->env_name);
+    ck_assert_msg(c->headroom >= c->cap / 100 * ADVICE_HEADROOM_PCT, "%s: headroom %llu under 5%% of %llu", path,
+                  (unsigned long long)c->headroom, (unsigned long long)c->cap);
+    rd_log_t lf;
+    rp_log_t log;
+    ck_assert(rd_open_path(&lf, path) == 0 && rp_load(&log, &lf, 0) == 0);
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    uint64_t v = strtoull(c->env_value + (strchr(c->env_value, ':') ? strcspn(c->env_value, ":") + 1 : 0), NULL, 10);
+    cfg.max_split = v << 20; /* "32M" or "max_split_size_mb:32": mebibytes either way */
+    cfg.limit = c->cap - c->headroom;
+    rp_result_t r = replay_once(&log, &cfg);
+    ck_assert_msg(!r.failures, "%s: %s=%s fails with %llu bytes less to reserve", path, c->env_name, c->env_value,
+                  (unsigned long long)c->headroom);
+    ck_assert_msg(advice_for_allocator(&log, c->env_name), "%s: %s is not the job's allocator's", path, c->env_name);
+    ck_assert_msg(log.torch_tensors ? !strcmp(c->env_name, "PYTORCH_CUDA_ALLOC_CONF") : !strncmp(c->env_name, "GMSHIM_", 7),
+                  "%s: %s for a log %s PyTorch's cache", path, c->env_name, log.torch_tensors ? "with" : "without");
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+
+START_TEST(test_a_fragmentation_oom_gets_a_setting_that_passes_with_headroom)
+{
+    each_cause("tests/fixtures/h200_scen_frag_own.gmlog", passes_with_headroom);
+    each_cause("tests/fixtures/h200_scen_frag_keep.gmlog", passes_with_headroom);
+}
+END_TEST
+
+START_TEST(test_the_headroom_is_the_larger_of_5_percent_and_3_steps)
+{
+    uint64_t G = 1ull << 30, M = 1ull << 20;
+    ck_assert_msg(advice_headroom(2 * G, 0) == 103 * M, "2 GiB: %llu", (unsigned long long)advice_headroom(2 * G, 0));
+    ck_assert_msg(advice_headroom(2 * G, 64 * M) == 192 * M, "64 MiB a step: %llu",
+                  (unsigned long long)advice_headroom(2 * G, 64 * M));
+}
+END_TEST
+
+Suite *analyzer_advice_suite(void)
+{
+    Suite *s = suite_create("analyzer_advice");
+    TCase *tc = tcase_create("advice");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_the_headroom_is_the_larger_of_5_percent_and_3_steps);
+    tcase_add_test(tc, test_a_leak_never_gets_a_setting_or_a_cap_as_its_remedy);
+    tcase_add_test(tc, test_a_transient_that_grows_every_step_gets_no_cap_either);
+    tcase_add_test(tc, test_a_fragmentation_oom_gets_a_setting_that_passes_with_headroom);
+    suite_add_tcase(s, tc);
+    return s;
+}
