@@ -584,6 +584,7 @@ rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf)
             break;
         }
     }
+    m.res.reserved = m.reserved;
     sim_destroy(&m);
     return m.res;
 }

@@ -63,7 +63,8 @@ typedef struct rt_result {
     uint64_t new_failures;    /* allocations that succeeded in the recording and fail here */
     uint64_t first_ev;        /* the first failure's event index (when failures) */
     uint64_t first_request;
-    uint64_t segments;        /* segments made (cudaMalloc) or pages mapped */
+    uint64_t segments;        /* segments made (cudaMalloc) or page runs mapped */
+    uint64_t reserved;        /* at the end */
 } rt_result_t;
 
 /* Decodes device dev's tensor events of lf (rewound first). 0; 1 when the log has none (not a

@@ -236,8 +236,11 @@ static int on_record(rt_loader_t *L, const rd_rec_t *r)
             return on_tensor_alloc(L, t);
         case GMLOG_T_FREE_COMPLETED:
             return on_tensor_free(L, t);
-        case GMLOG_T_SEGMENT_ALLOC:
         case GMLOG_T_SEGMENT_MAP:
+            log->conf.expandable = 1; /* what it ran under, whatever the environment said */
+            segment_bytes(L, 1, t->size);
+            return 0;
+        case GMLOG_T_SEGMENT_ALLOC:
             segment_bytes(L, 1, t->size);
             return 0;
         case GMLOG_T_SEGMENT_FREE:

@@ -1,0 +1,292 @@
+/* Unit tests of the model of PyTorch's caching allocator (analyzer/replay_torch*.c, whatif_torch.c):
+ * each rule on a small log written by hand (rounding, the two pools' segments, splitting, oversize
+ * blocks, expandable segments' pages, their unmapping and OOM retry, garbage collection under a
+ * fraction), then fidelity: under its own settings the model reserves exactly what PyTorch
+ * reserved in every keep-mode fixture, and whatif prints PyTorch's settings and the grid. */
+#include "replay.h"
+#include "replay_torch.h"
+#include "suites.h"
+#include "test_analyzer_cli.h"
+
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB ((uint64_t)1 << 20)
+
+static rt_log_t hand_log(uint64_t cap)
+{
+    rt_log_t log;
+    memset(&log, 0, sizeof log);
+    log.cap = cap;
+    log.total = cap;
+    return log;
+}
+
+static void alloc(rt_log_t *l, uint32_t id, uint64_t size, unsigned stream)
+{
+    ck_assert_msg(replay_torch_append(l, RT_ALLOC, size, id, stream) == 0, "append");
+}
+
+static void release(rt_log_t *l, uint32_t id)
+{
+    ck_assert_msg(replay_torch_append(l, RT_FREE, 0, id, 0) == 0, "append");
+}
+
+static rt_result_t run(const rt_log_t *l, int expandable, uint64_t max_split)
+{
+    rt_conf_t c;
+    memset(&c, 0, sizeof c);
+    c.expandable = expandable;
+    c.max_split = max_split;
+    return replay_torch_run(l, &c);
+}
+
+START_TEST(test_sizes_round_to_512_bytes_or_power2_divisions)
+{
+    ck_assert_uint_eq(replay_torch_round(1, 0), 512);
+    ck_assert_uint_eq(replay_torch_round(513, 0), 1024);
+    ck_assert_uint_eq(replay_torch_round(1258291, 0), 1258496);          /* 1.2 MiB: to 512 bytes */
+    ck_assert_uint_eq(replay_torch_round(1258291, 4), 1310720);          /* ...to a quarter step: 1.25 MiB */
+    ck_assert_uint_eq(replay_torch_round(4 * MiB, 4), 4 * MiB);          /* a power of two stays */
+    ck_assert_uint_eq(replay_torch_round(5 * MiB + 1, 2), 6 * MiB);      /* halves between 4 and 8 MiB */
+    ck_assert_uint_eq(replay_torch_round(1000, 4), 1024);                /* small: 512-byte steps */
+}
+END_TEST
+
+/* Small requests share 2 MiB segments, 1-10 MiB ones take 20 MiB, larger ones their own size. */
+START_TEST(test_segments_are_2_mib_20_mib_or_the_request)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    alloc(&l, 0, 1000, 0);
+    alloc(&l, 1, 1000, 0);
+    alloc(&l, 2, 12 * MiB + 1, 0); /* 14 MiB, 1.5 MiB of it left free */
+    alloc(&l, 3, 3 * MiB, 0);
+    rt_result_t r = run(&l, 0, 0);
+    ck_assert_msg(r.peak_reserved == 2 * MiB + 20 * MiB + 14 * MiB && r.segments == 3,
+                  "reserved %llu in %llu segments", (unsigned long long)r.peak_reserved, (unsigned long long)r.segments);
+    replay_torch_free(&l);
+}
+END_TEST
+
+/* A freed 20 MiB segment is split for the next request; an oversize block (max_split_size_mb) is
+ * not: a smaller request takes a new segment. */
+START_TEST(test_oversize_blocks_are_not_split_under_max_split)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    alloc(&l, 0, 32 * MiB, 0);
+    release(&l, 0);
+    alloc(&l, 1, 12 * MiB, 0);
+    rt_result_t plain = run(&l, 0, 0), capped = run(&l, 0, 16 * MiB);
+    ck_assert_msg(plain.peak_reserved == 32 * MiB, "split: %llu", (unsigned long long)plain.peak_reserved);
+    ck_assert_msg(capped.peak_reserved == 32 * MiB + 12 * MiB, "oversize kept whole: %llu",
+                  (unsigned long long)capped.peak_reserved);
+    replay_torch_free(&l);
+}
+END_TEST
+
+/* Streams do not share blocks. */
+START_TEST(test_a_free_block_serves_only_its_stream)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    alloc(&l, 0, 32 * MiB, 0);
+    release(&l, 0);
+    alloc(&l, 1, 32 * MiB, 1);
+    rt_result_t r = run(&l, 0, 0);
+    ck_assert_msg(r.peak_reserved == 64 * MiB, "reserved %llu", (unsigned long long)r.peak_reserved);
+    replay_torch_free(&l);
+}
+END_TEST
+
+/* Expandable segments map 2 MiB pages for the small pool and 20 MiB pages for the large, and a
+ * request is served from the mapped free end before more is mapped. */
+START_TEST(test_expandable_segments_map_2_and_20_mib_pages)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    alloc(&l, 0, 1000, 0);
+    alloc(&l, 1, 21 * MiB, 0);
+    alloc(&l, 2, 5 * MiB, 0);  /* in the 19 MiB left mapped */
+    alloc(&l, 3, 15 * MiB, 0); /* 14 MiB left: one more page */
+    rt_result_t r = run(&l, 1, 0);
+    ck_assert_msg(r.peak_reserved == 2 * MiB + 60 * MiB, "reserved %llu", (unsigned long long)r.peak_reserved);
+    replay_torch_free(&l);
+}
+END_TEST
+
+/* At empty_cache the pages wholly inside free blocks are unmapped; a page that also holds a live
+ * tensor stays. */
+START_TEST(test_expandable_pages_unmap_only_when_wholly_free)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    alloc(&l, 0, 30 * MiB, 0); /* [0, 30): pages 0-1 */
+    alloc(&l, 1, 20 * MiB, 0); /* [30, 50): page 2 */
+    release(&l, 0);
+    ck_assert(replay_torch_append(&l, RT_EMPTY, 0, 0, 0) == 0);
+    rt_result_t r = run(&l, 1, 0);
+    ck_assert_msg(r.peak_reserved == 60 * MiB && r.reserved == 40 * MiB, "peak %llu, after empty_cache %llu",
+                  (unsigned long long)r.peak_reserved, (unsigned long long)r.reserved);
+    release(&l, 1);
+    ck_assert(replay_torch_append(&l, RT_EMPTY, 0, 0, 0) == 0);
+    r = run(&l, 1, 0);
+    ck_assert_msg(r.reserved == 0, "all free, still mapped %llu", (unsigned long long)r.reserved);
+    replay_torch_free(&l);
+}
+END_TEST
+
+/* Out of device memory, expandable segments unmap the free pages and map them where the request
+ * needs them: the request fits where the classic allocator, whose free segment is too small,
+ * raises OutOfMemoryError. */
+START_TEST(test_expandable_oom_retry_unmaps_free_pages_first)
+{
+    rt_log_t l = hand_log(60 * MiB);
+    l.total = 1ull << 30; /* the segment's range spans 1.125 x the device, not the room left */
+    alloc(&l, 0, 40 * MiB, 0);
+    alloc(&l, 1, 5 * MiB, 0);
+    release(&l, 0);
+    ck_assert(replay_torch_append(&l, RT_OOM, 50 * MiB, 0, 0) == 0);
+    rt_result_t classic = run(&l, 0, 0), exp = run(&l, 1, 0);
+    ck_assert_msg(classic.recorded_failed == 1 && classic.failures == 1, "classic: %llu failed",
+                  (unsigned long long)classic.failures);
+    ck_assert_msg(exp.recorded_passed == 1 && exp.failures == 0 && exp.peak_reserved == 60 * MiB,
+                  "expandable: %llu failed, peak %llu", (unsigned long long)exp.failures,
+                  (unsigned long long)exp.peak_reserved);
+    replay_torch_free(&l);
+}
+END_TEST
+
+/* garbage_collection_threshold under a memory fraction: above it, whole free segments go back
+ * before a new one is made; without it they stay cached. */
+START_TEST(test_garbage_collection_frees_old_segments_above_the_threshold)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    ck_assert(replay_torch_append(&l, RT_LIMIT, 200 * MiB, 0, 0) == 0);
+    alloc(&l, 0, 60 * MiB, 0);
+    release(&l, 0);
+    alloc(&l, 1, 70 * MiB, 1);
+    rt_conf_t c;
+    memset(&c, 0, sizeof c);
+    rt_result_t plain = replay_torch_run(&l, &c);
+    c.gc_threshold = 0.25;
+    rt_result_t gc = replay_torch_run(&l, &c);
+    ck_assert_msg(plain.peak_reserved == 130 * MiB && gc.peak_reserved == 70 * MiB, "peaks %llu / %llu",
+                  (unsigned long long)plain.peak_reserved, (unsigned long long)gc.peak_reserved);
+    replay_torch_free(&l);
+}
+END_TEST
+
+START_TEST(test_alloc_conf_parses_and_prints_back)
+{
+    rt_conf_t c;
+    memset(&c, 0, sizeof c);
+    ck_assert(replay_torch_conf_parse("max_split_size_mb:128,expandable_segments:True,pinned_use_cuda_host_register:True,"
+                                      "roundup_power2_divisions:4,garbage_collection_threshold:0.6", &c) == 0);
+    char buf[200];
+    ck_assert_str_eq(replay_torch_conf_text(&c, buf, sizeof buf), "expandable_segments:True,max_split_size_mb:128,"
+                     "roundup_power2_divisions:4,garbage_collection_threshold:0.6");
+    memset(&c, 0, sizeof c);
+    ck_assert(replay_torch_conf_parse("pinned_use_cuda_host_register:True", &c) == -1);
+    ck_assert_str_eq(replay_torch_conf_text(&c, buf, sizeof buf), "");
+}
+END_TEST
+
+/* A damaged log: frees of unknown ids, ids out of range, a double allocation: no crash. */
+START_TEST(test_damaged_events_are_skipped)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    release(&l, 7);
+    alloc(&l, 0, 4 * MiB, 0);
+    alloc(&l, 0, 4 * MiB, 0);
+    l.ev[l.nev - 1].id = 1u << 30; /* beyond nids */
+    alloc(&l, 1, 0, 40);
+    release(&l, 0);
+    release(&l, 0);
+    rt_result_t r = run(&l, 1, 0);
+    ck_assert_msg(r.failures == 0 && r.reserved == 20 * MiB + 2 * MiB, "failures %llu, reserved %llu",
+                  (unsigned long long)r.failures, (unsigned long long)r.reserved);
+    replay_torch_free(&l);
+}
+END_TEST
+
+/* Fidelity: the model under each keep-mode fixture's own settings reserves exactly PyTorch's
+ * max_memory_reserved and fails at its OutOfMemoryError; the log recorded without the bridge
+ * (PyTorch's segments only) replays to its recorded peak through the pool. */
+START_TEST(test_native_model_reproduces_every_keep_fixtures_peak_exactly)
+{
+    glob_t g;
+    ck_assert_msg(glob("tests/fixtures/*keep*.gmlog", 0, NULL, &g) == 0 && g.gl_pathc >= 4, "no keep fixtures");
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        rd_log_t lf;
+        rt_log_t l;
+        ck_assert_msg(rd_open_path(&lf, g.gl_pathv[i]) == 0, "%s", g.gl_pathv[i]);
+        ck_assert_msg(replay_torch_load(&l, &lf, 0) == 0, "%s: no tensors", g.gl_pathv[i]);
+        rt_result_t r = replay_torch_run(&l, &l.conf);
+        ck_assert_msg(l.peak_reserved_recorded && r.peak_reserved == l.peak_reserved_recorded,
+                      "%s: modelled %llu, PyTorch reserved %llu", g.gl_pathv[i], (unsigned long long)r.peak_reserved,
+                      (unsigned long long)l.peak_reserved_recorded);
+        ck_assert_msg(r.recorded_failed == l.nooms && r.new_failures == 0, "%s: %llu of %llu OOMs, %llu new",
+                      g.gl_pathv[i], (unsigned long long)r.recorded_failed, (unsigned long long)l.nooms,
+                      (unsigned long long)r.new_failures);
+        replay_torch_free(&l);
+        rd_close(&lf);
+    }
+    globfree(&g);
+    rd_log_t lf;
+    rt_log_t l;
+    rp_log_t rl;
+    const char *segs = "tests/fixtures/h200_torch_leak_oom.gmlog";
+    ck_assert(rd_open_path(&lf, segs) == 0);
+    ck_assert_msg(replay_torch_load(&l, &lf, 0) == 1, "%s has no tensors", segs);
+    ck_assert(rp_load(&rl, &lf, 0) == 0);
+    ck_assert_msg(rl.recorded.peak_reserved == rl.peak_reserved_recorded, "%s: replayed %llu, recorded %llu", segs,
+                  (unsigned long long)rl.recorded.peak_reserved, (unsigned long long)rl.peak_reserved_recorded);
+    rp_log_free(&rl);
+    rd_close(&lf);
+}
+END_TEST
+
+/* whatif on a keep-mode log prints PyTorch's settings by name, the grid its combinations, the
+ * winner, and flags the pair PyTorch's own report saw misbehave. */
+START_TEST(test_whatif_prints_pytorch_settings_and_the_grid)
+{
+    char *out = NULL;
+    int rc = gm(&out, "--color=never", "whatif", "tests/fixtures/h200_scen_frag_keep.gmlog");
+    ck_assert_msg(strstr(out, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") &&
+                      strstr(out, "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128") &&
+                      strstr(out, "PYTORCH_CUDA_ALLOC_CONF= (as run)") && strstr(out, "best: PYTORCH_CUDA_ALLOC_CONF="),
+                  "whatif %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--color=never", "whatif", "--grid", "tests/fixtures/h200_scen_frag_keep.gmlog");
+    ck_assert_msg(strstr(out, "expandable_segments:True,max_split_size_mb:128,roundup_power2_divisions:4") &&
+                      strstr(out, "known to misbehave") && strstr(out, "<- best"),
+                  "whatif --grid %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_frag_keep.gmlog");
+    ck_assert_msg(strstr(out, "\"torch_replays\":[") && strstr(out, "\"as_recorded\":true") &&
+                      strstr(out, "\"torch_recorded_peak_reserved\":1610612736"),
+                  "whatif --json %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+Suite *analyzer_replay_torch_suite(void)
+{
+    Suite *s = suite_create("analyzer_replay_torch");
+    TCase *tc = tcase_create("rules");
+    tcase_add_test(tc, test_sizes_round_to_512_bytes_or_power2_divisions);
+    tcase_add_test(tc, test_segments_are_2_mib_20_mib_or_the_request);
+    tcase_add_test(tc, test_oversize_blocks_are_not_split_under_max_split);
+    tcase_add_test(tc, test_a_free_block_serves_only_its_stream);
+    tcase_add_test(tc, test_expandable_segments_map_2_and_20_mib_pages);
+    tcase_add_test(tc, test_expandable_pages_unmap_only_when_wholly_free);
+    tcase_add_test(tc, test_expandable_oom_retry_unmaps_free_pages_first);
+    tcase_add_test(tc, test_garbage_collection_frees_old_segments_above_the_threshold);
+    tcase_add_test(tc, test_alloc_conf_parses_and_prints_back);
+    tcase_add_test(tc, test_damaged_events_are_skipped);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fidelity");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_native_model_reproduces_every_keep_fixtures_peak_exactly);
+    tcase_add_test(tc, test_whatif_prints_pytorch_settings_and_the_grid);
+    suite_add_tcase(s, tc);
+    return s;
+}
