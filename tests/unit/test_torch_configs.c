@@ -4,6 +4,7 @@
  * built against it at first use, tests/integration/torch_expandable under the preload, then the
  * log and the CLI's reports: the bridge attaches at the first mapping, every tensor and mapping is
  * logged, and an OOM under PyTorch's memory fraction is named and replayed as that cap. */
+#include "replay_torch.h"
 #include "suites.h"
 #include "test_analyzer_cli.h"
 #include "torchtest.h"
@@ -55,6 +56,10 @@ static const char *expandable_torch(void)
     return lib;
 }
 
+/* The fake device's memory: the stand-in reserves 4 GiB of addresses, so a device larger than that
+ * runs out of addresses first, which PyTorch (1.125 x the device) never does. */
+static const char *fake_mem = "FAKECUDA_MEM=8G";
+
 /* Runs torch_expandable under the preload with a log in the scratch directory (its path in
  * `log`); its exit status, the output in *out. */
 static int run_expandable(const char *lib, const char *mode, const char *fraction, char *log, size_t len, char **out)
@@ -64,7 +69,7 @@ static int run_expandable(const char *lib, const char *mode, const char *fractio
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
     snprintf(prog, sizeof prog, "%s", build_path("tests/integration/torch_expandable"));
     const char *argv[] = {prog, lib, mode, fraction, NULL};
-    const char *env[] = {logenv, "FAKECUDA_MEM=8G", NULL};
+    const char *env[] = {logenv, fake_mem, NULL};
     return run_program(argv, env, 1, out);
 }
 
@@ -128,6 +133,40 @@ START_TEST(test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_
 }
 END_TEST
 
+/* The expandable-segments model on a log recorded under expandable segments: replayed under the
+ * log's own settings it maps what the run mapped, within 2 % of its peak, and dies at the same
+ * OutOfMemoryError (the driver's room, then PyTorch's memory fraction). */
+START_TEST(test_the_expandable_model_reproduces_a_recorded_expandable_run)
+{
+    const char *lib = expandable_torch();
+    const char *fractions[] = {"0", "0.03"};
+    fake_mem = "FAKECUDA_MEM=2G"; /* the driver's room runs out, not the stand-in's addresses */
+    for (int i = 0; i < 2; i++) {
+        char log[PATH_MAX + 16], *out = NULL;
+        int rc = run_expandable(lib, "leak", fractions[i], log, sizeof log, &out);
+        ck_assert_msg(rc == 0 && strstr(out, "oom at step"), "torch_expandable exited %d:\n%s", rc, out);
+        free(out);
+        rd_log_t lf;
+        rt_log_t l;
+        ck_assert_msg(rd_open_path(&lf, log) == 0, "%s", log);
+        ck_assert_msg(replay_torch_load(&l, &lf, 0) == 0, "no tensors in %s", log);
+        ck_assert_msg(l.conf.expandable, "the log's mappings did not say expandable segments");
+        rt_result_t r = replay_torch_run(&l, &l.conf);
+        uint64_t rec = l.peak_reserved_recorded, got = r.peak_reserved;
+        uint64_t off = got > rec ? got - rec : rec - got;
+        ck_assert_msg(rec && off * 50 <= rec, "fraction %s: modelled %llu, recorded %llu", fractions[i],
+                      (unsigned long long)got, (unsigned long long)rec);
+        ck_assert_msg(l.nooms == 1 && r.recorded_failed == 1 && r.new_failures == 0,
+                      "fraction %s: %llu of %llu OOMs reproduced, %llu new", fractions[i],
+                      (unsigned long long)r.recorded_failed, (unsigned long long)l.nooms,
+                      (unsigned long long)r.new_failures);
+        replay_torch_free(&l);
+        rd_close(&lf);
+    }
+    fake_mem = "FAKECUDA_MEM=8G";
+}
+END_TEST
+
 Suite *torch_configs_suite(void)
 {
     Suite *s = suite_create("torch_configs");
@@ -137,6 +176,7 @@ Suite *torch_configs_suite(void)
     tcase_add_test(tc, test_expandable_segments_attach_the_bridge_at_the_first_mapping);
     tcase_add_test(tc, test_an_expandable_leak_is_a_leak_at_its_line);
     tcase_add_test(tc, test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_it);
+    tcase_add_test(tc, test_the_expandable_model_reproduces_a_recorded_expandable_run);
     suite_add_tcase(s, tc);
     return s;
 }
