@@ -5,6 +5,7 @@
  * the pool (outside), without the current iteration's own memory (transient peak); capacity
  * when none suffices. A log's replays are kept for its other OOMs and the other reports. */
 #include "causes.h"
+#include "causes_torch.h"
 #include "output.h"
 #include "sites.h"
 
@@ -312,7 +313,7 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
         since = o->epoch_first;
     if (closed && grows(o, c->torch_cache_kept, &per)) {
         leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
-        if (!c->reproduced && o->ngrow) /* the replay went its own way: the recording's */
+        if ((!c->reproduced || c->torch_expandable) && o->ngrow) /* the replay went its own way: the recording's */
             c->leaked = o->kept;
         uint64_t rate = model_oom_leak_rate(o); /* the growing sites' rates, as `leaks` states them */
         c->leak_per_epoch = rate ? rate : per;
@@ -396,7 +397,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     replay_run(r, log->ooms[k].ev + 1);
     const rp_fail_t *f = &r->res.last;
     /* Under expandable segments the replay's segments are the classic allocator's: its figures at
-     * the failure are not the run's, so the recorded ones decide. */
+     * the failure are not the run's; the model of PyTorch's allocator decides below. */
     c->reproduced = r->res.recorded_failed > failed && f->oom == k && !log->torch_expandable;
     c->torch_cache_kept = log->torch_cache_kept;
     c->torch_tensors = log->torch_tensors;
@@ -430,6 +431,9 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
         replay_live_split(r, c->epoch_start, &c->persistent, &c->transient);
     else
         c->persistent = c->live;
+    /* Expandable segments: the model of PyTorch's allocator, where it fails here too. */
+    if (log->torch_expandable)
+        causes_torch_expandable(m, log->dev, (size_t)k, c);
     decide(c, m, o, r);
     explain(c, m);
     remedy(c, &e->plan);

@@ -6,6 +6,7 @@
 #include "replay_torch.h"
 #include "vec.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ typedef struct rt_blk {
     uint64_t seg;            /* expandable: its segment's base, for page alignment */
     struct rt_blk *prev, *next;
     uint64_t gc_base;        /* the pool kind's get_free_block count when it became free */
+    uint64_t born;           /* allocated: when */
     uint32_t pool;
     uint8_t allocated, mapped, exp;
 } rt_blk_t;
@@ -521,7 +523,30 @@ static void sim_destroy(rt_sim_t *m)
     free(m->tensor);
 }
 
-rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf)
+/* The model at its failure: the figures `oom` reads. */
+static void sim_state(const rt_sim_t *m, uint64_t size, uint64_t epoch_t, rt_oom_state_t *out)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t asz = alloc_size(replay_torch_round(size, m->c.divisions));
+    out->by_limit = m->limit && m->reserved + asz > m->limit;
+    out->cap = out->by_limit ? m->limit : m->cap;
+    out->reserved = m->reserved;
+    out->live = m->allocated;
+    for (unsigned p = 0; p < m->npools; p++)
+        for (size_t i = 0; i < m->pools[p].free.n; i++) {
+            out->free_blocks++;
+            if (m->pools[p].free.b[i]->size > out->largest_free)
+                out->largest_free = m->pools[p].free.b[i]->size;
+        }
+    for (uint32_t id = 0; id < m->log->nids; id++)
+        if (m->tensor[id] && m->tensor[id]->born < epoch_t)
+            out->persistent += m->tensor[id]->size;
+}
+
+/* Runs the log; stops at the recorded OOM `stop` (an index among them) when the model fails it
+ * too, filling *st (returns 1 then). */
+static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint64_t epoch_t, rt_oom_state_t *st,
+                   rt_result_t *res)
 {
     rt_sim_t m;
     memset(&m, 0, sizeof m);
@@ -533,14 +558,17 @@ rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf)
     m.npools = (log->nstreams ? log->nstreams : 1) * 2;
     m.pools = calloc(m.npools, sizeof *m.pools);
     m.tensor = calloc(log->nids ? log->nids : 1, sizeof *m.tensor);
+    memset(res, 0, sizeof *res);
     if (!m.pools || !m.tensor) {
         free(m.pools);
         free(m.tensor);
-        return m.res;
+        return -1;
     }
+    size_t nooms = 0;
+    int stopped = 0;
     for (unsigned p = 0; p < m.npools; p++)
         m.pools[p].small = p & 1;
-    for (size_t i = 0; i < log->nev && !m.nomem; i++) {
+    for (size_t i = 0; i < log->nev && !m.nomem && !stopped; i++) {
         const rt_ev_t *e = &log->ev[i];
         switch (e->type) {
         case RT_ALLOC:
@@ -549,6 +577,8 @@ rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf)
             if (m.tensor[e->id]) /* a damaged log: the id still live */
                 sim_free(&m, m.tensor[e->id]);
             m.tensor[e->id] = sim_malloc(&m, e->size, e->stream);
+            if (m.tensor[e->id])
+                m.tensor[e->id]->born = e->t;
             if (!m.tensor[e->id]) {
                 fail(&m, i, e->size);
                 m.res.new_failures++;
@@ -571,7 +601,13 @@ rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf)
             } else {
                 m.res.recorded_failed++;
                 fail(&m, i, e->size);
+                if (nooms == stop && st) {
+                    sim_state(&m, e->size, epoch_t, st);
+                    stopped = 1;
+                }
             }
+            if (nooms++ == stop && st && !stopped)
+                stopped = 2; /* past it: nothing more to see */
             break;
         }
         case RT_CAP:
@@ -585,6 +621,26 @@ rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf)
         }
     }
     m.res.reserved = m.reserved;
+    *res = m.res;
+    int nomem = m.nomem;
     sim_destroy(&m);
-    return m.res;
+    return nomem ? -1 : stopped == 1;
+}
+
+rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf)
+{
+    rt_result_t res;
+    sim_run(log, conf, SIZE_MAX, 0, NULL, &res);
+    return res;
+}
+
+int replay_torch_oom_state(const rt_log_t *log, const rt_conf_t *conf, size_t k, uint64_t epoch_t, rt_oom_state_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < log->nev; i++)
+        n += log->ev[i].type == RT_OOM;
+    if (k >= n)
+        return -1;
+    rt_result_t res;
+    return sim_run(log, conf, k, epoch_t, out, &res);
 }

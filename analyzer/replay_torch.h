@@ -33,7 +33,9 @@ enum rt_type {
 
 typedef struct rt_ev {
     uint64_t size;
+    uint64_t t;               /* ns since the log's start */
     uint32_t id;
+    uint32_t site;            /* RT_ALLOC, RT_OOM: the call site */
     uint16_t stream;
     uint8_t type;
     uint8_t pad;
@@ -67,12 +69,29 @@ typedef struct rt_result {
     uint64_t reserved;        /* at the end */
 } rt_result_t;
 
+/* The model at a recorded OutOfMemoryError that it fails too (after its retry). */
+typedef struct rt_oom_state {
+    uint64_t cap;             /* what PyTorch could reserve: the driver's room, or its fraction */
+    int by_limit;             /* the fraction refused it */
+    uint64_t reserved, live;  /* live: the tensors' blocks */
+    uint64_t largest_free, free_blocks;  /* free blocks of mapped memory */
+    uint64_t persistent;      /* live, allocated before epoch_t */
+} rt_oom_state_t;
+
+/* Runs the model under conf up to the k-th recorded OutOfMemoryError (from 0): 1 when it fails
+ * there too (*out filled, `persistent` counted against epoch_t), 0 when it gets past it, -1 when
+ * the log has no such OOM or memory ran out. */
+int replay_torch_oom_state(const rt_log_t *log, const rt_conf_t *conf, size_t k, uint64_t epoch_t, rt_oom_state_t *out);
+
 /* Decodes device dev's tensor events of lf (rewound first). 0; 1 when the log has none (not a
  * keep-mode log with the bridge); -1 when out of memory. */
 int replay_torch_load(rt_log_t *log, rd_log_t *lf, int dev);
 void replay_torch_free(rt_log_t *log);
 /* Appends an event (the loader's, or a test's by hand): 0, or -1 when out of memory. */
 int replay_torch_append(rt_log_t *log, unsigned type, uint64_t size, uint32_t id, unsigned stream);
+/* ...with its time and site. */
+int replay_torch_append_at(rt_log_t *log, unsigned type, uint64_t size, uint32_t id, unsigned stream, uint64_t t,
+                           uint32_t site);
 /* Runs the log through the model under conf; the result. */
 rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf);
 

@@ -82,11 +82,17 @@ static void map_del(rt_map_t *m, size_t i)
 
 int replay_torch_append(rt_log_t *log, unsigned type, uint64_t size, uint32_t id, unsigned stream)
 {
+    return replay_torch_append_at(log, type, size, id, stream, log->nev ? log->ev[log->nev - 1].t : 0, 0);
+}
+
+int replay_torch_append_at(rt_log_t *log, unsigned type, uint64_t size, uint32_t id, unsigned stream, uint64_t t,
+                           uint32_t site)
+{
     rt_ev_t *n = vec_grow(log->ev, &log->capev, log->nev + 1, sizeof *n, 4096);
     if (!n)
         return -1;
     log->ev = n;
-    rt_ev_t e = {size, id, (uint16_t)stream, (uint8_t)type, 0};
+    rt_ev_t e = {size, t, id, site, (uint16_t)stream, (uint8_t)type, 0};
     log->ev[log->nev++] = e;
     if (type == RT_ALLOC && id >= log->nids)
         log->nids = id + 1;
@@ -166,7 +172,7 @@ static unsigned stream_index(rt_loader_t *L, uint64_t stream, uint32_t pool)
     return RT_MAX_STREAMS - 1;
 }
 
-static int on_tensor_alloc(rt_loader_t *L, const gmlog_tensor_t *t)
+static int on_tensor_alloc(rt_loader_t *L, const gmlog_tensor_t *t, uint64_t now)
 {
     if (!t->addr)
         return 0;
@@ -184,10 +190,10 @@ static int on_tensor_alloc(rt_loader_t *L, const gmlog_tensor_t *t)
     L->map.key[i] = t->addr, L->map.val[i] = id;
     L->map.count += (size_t)fresh;
     L->retry = 0, L->last_empty = 0;
-    return replay_torch_append(L->log, RT_ALLOC, t->size, id, stream_index(L, t->stream, t->pool));
+    return replay_torch_append_at(L->log, RT_ALLOC, t->size, id, stream_index(L, t->stream, t->pool), now, t->site);
 }
 
-static int on_tensor_free(rt_loader_t *L, const gmlog_tensor_t *t)
+static int on_tensor_free(rt_loader_t *L, const gmlog_tensor_t *t, uint64_t now)
 {
     if (!L->map.cap)
         return 0;
@@ -202,7 +208,7 @@ static int on_tensor_free(rt_loader_t *L, const gmlog_tensor_t *t)
     L->free_ids = n;
     L->free_ids[L->nfree++] = id;
     L->last_empty = 0;
-    return replay_torch_append(L->log, RT_FREE, 0, id, 0);
+    return replay_torch_append_at(L->log, RT_FREE, 0, id, 0, now, 0);
 }
 
 static void segment_bytes(rt_loader_t *L, int up, uint64_t size)
@@ -233,9 +239,9 @@ static int on_record(rt_loader_t *L, const rd_rec_t *r)
         const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
         switch (r->type) {
         case GMLOG_T_ALLOC:
-            return on_tensor_alloc(L, t);
+            return on_tensor_alloc(L, t, r->t);
         case GMLOG_T_FREE_COMPLETED:
-            return on_tensor_free(L, t);
+            return on_tensor_free(L, t, r->t);
         case GMLOG_T_SEGMENT_MAP:
             log->conf.expandable = 1; /* what it ran under, whatever the environment said */
             segment_bytes(L, 1, t->size);
@@ -256,7 +262,7 @@ static int on_record(rt_loader_t *L, const rd_rec_t *r)
             /* addr: what the driver had free then; with what PyTorch held, its room */
             if (t->addr && cap_at(L, L->reserved + t->addr))
                 return -1;
-            return replay_torch_append(log, RT_OOM, t->size, 0, stream_index(L, t->stream, t->pool));
+            return replay_torch_append_at(log, RT_OOM, t->size, 0, stream_index(L, t->stream, t->pool), r->t, t->site);
         default:
             return 0;
         }

@@ -1,0 +1,35 @@
+/* causes_torch.h: the figures of an OOM under PyTorch's expandable segments, from the model of
+ * PyTorch's allocator run over the log's tensors. Reads the log again (the model's events are
+ * not the pool replay's); never trusts it (the model skips what it cannot place). */
+#include "causes_torch.h"
+#include "replay_torch.h"
+
+#include <string.h>
+
+int causes_torch_expandable(const model_t *m, int dev, size_t k, cause_t *c)
+{
+    rt_log_t log;
+    if (!m->lf || replay_torch_load(&log, m->lf, dev) != 0)
+        return -1;
+    rt_oom_state_t st;
+    int rc = replay_torch_oom_state(&log, &log.conf, k, c->epoch_start, &st);
+    replay_torch_free(&log);
+    if (rc != 1)
+        return rc;
+    c->reproduced = 1;
+    c->cap = st.cap;
+    c->live = st.live;
+    c->reserved = st.reserved;
+    c->largest_free = st.largest_free;
+    c->free_blocks = st.free_blocks;
+    c->pool_free = c->reserved > c->live ? c->reserved - c->live : 0;
+    c->outside = !c->by_limit && c->total > c->cap ? c->total - c->cap : 0;
+    if (c->epoch_system >= 0) {
+        c->persistent = st.persistent;
+        c->transient = c->live - st.persistent;
+    } else {
+        c->persistent = c->live;
+        c->transient = 0;
+    }
+    return 1;
+}
