@@ -54,8 +54,8 @@ static void flag_runs(wt_plan_t *p)
         wt_run_t *r = &p->runs[i];
         char a[32], b[32];
         if (r->conf.expandable && r->conf.max_split)
-            snprintf(r->flag, sizeof r->flag, "known to misbehave: PyTorch's own report saw reserved grow "
-                     "220 -> 14060 MiB under max_split_size_mb:128,expandable_segments:True");
+            snprintf(r->flag, sizeof r->flag, "known to misbehave (PyTorch's report: reserved 220 -> 14060 MiB, "
+                     "allocated < 306 MiB)");
         else if (best && (double)r->res.peak_reserved > WT_FAR_ABOVE * (double)best &&
                  r->res.peak_reserved > best + WT_FAR_SLACK)
             snprintf(r->flag, sizeof r->flag, "peak %s, %.0f %% above the best (%s)", rep_bytes(r->res.peak_reserved, a),
@@ -113,31 +113,28 @@ void wt_plan_free(wt_plan_t *p)
 
 static const char *conf_label(const wt_run_t *r, char *buf, size_t len)
 {
-    snprintf(buf, len, "PYTORCH_CUDA_ALLOC_CONF=%s%s", r->text, r->as_recorded ? " (as run)" : "");
+    snprintf(buf, len, "PYTORCH_CUDA_ALLOC_CONF=%s", r->text);
     return buf;
 }
 
 void wt_plan_text(FILE *f, const rt_log_t *log, const wt_plan_t *p)
 {
-    char a[32], b[32], lbl[220];
-    int w = 30;
-    for (size_t i = 0; i < p->nruns; i++) {
-        int n = (int)strlen(conf_label(&p->runs[i], lbl, sizeof lbl));
-        if (n > w)
-            w = n;
-    }
+    char a[32], b[32];
     fprintf(f, "PyTorch's allocator, modelled%s: recorded peak reserved %s\n", p->grid ? " (--grid)" : "",
             rep_bytes(log->peak_reserved_recorded, a));
     if (log->conf.async)
         fprintf(f, "  (backend:cudaMallocAsync is not modelled: the runs are PyTorch's native allocator)\n");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the model starts empty at its checkpoint)\n");
-    fprintf(f, "  %-*s %13s %13s  %s\n", w, "setting", "peak reserved", "allocated", "failed");
+    /* The setting last: PyTorch's combinations are long, the figures line up before them. */
+    fprintf(f, "  %9s %6s  %s\n", "reserved", "failed", "PYTORCH_CUDA_ALLOC_CONF=");
     for (size_t i = 0; i < p->nruns; i++) {
         const wt_run_t *r = &p->runs[i];
-        fprintf(f, "  %-*s %13s %13s  %" PRIu64 "%s%s%s\n", w, conf_label(r, lbl, sizeof lbl),
-                rep_bytes(r->res.peak_reserved, a), rep_bytes(r->res.peak_allocated, b), r->res.failures,
-                (int)i == p->best ? "  <- best" : "", r->flag[0] ? "  ! " : "", r->flag);
+        fprintf(f, "  %9s %6" PRIu64 "  %s%s%s\n", rep_bytes(r->res.peak_reserved, a), r->res.failures,
+                r->text[0] ? r->text : "(PyTorch's defaults)", r->as_recorded ? " (as run)" : "",
+                (int)i == p->best ? "  <- best" : "");
+        if (r->flag[0])
+            fprintf(f, "      ! %s\n", r->flag);
     }
     if (p->best >= 0) {
         const wt_run_t *r = &p->runs[p->best];
