@@ -5,8 +5,10 @@
 #include "output.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define WT_FAR_ABOVE 1.25            /* a peak this far above the best is flagged */
 #define WT_FAR_SLACK (64ull << 20)   /* ...and at least this many bytes above it */
@@ -63,9 +65,52 @@ static void flag_runs(wt_plan_t *p)
     }
 }
 
+/* The runs shared by the threads: each takes the next not yet taken. */
+typedef struct wt_work {
+    const rt_log_t *log;
+    wt_plan_t *p;
+    size_t next;
+    pthread_mutex_t lock;
+} wt_work_t;
+
+static void *work_run(void *arg)
+{
+    wt_work_t *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        size_t i = w->next++;
+        pthread_mutex_unlock(&w->lock);
+        if (i >= w->p->nruns)
+            return NULL;
+        w->p->runs[i].res = replay_torch_run(w->log, &w->p->runs[i].conf);
+    }
+}
+
+/* The runs, on up to `threads` threads (0: one per CPU, at most 16); where a thread cannot
+ * start, the caller's does the rest. */
+static void run_all(const rt_log_t *log, wt_plan_t *p, unsigned threads)
+{
+    wt_work_t w = {log, p, 0, PTHREAD_MUTEX_INITIALIZER};
+    if (!threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    if (threads > 16)
+        threads = 16;
+    if (threads > p->nruns)
+        threads = (unsigned)p->nruns;
+    pthread_t tid[16];
+    unsigned started = 0;
+    for (unsigned i = 1; i < threads; i++)
+        if (pthread_create(&tid[started], NULL, work_run, &w) == 0)
+            started++;
+    work_run(&w);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+}
+
 int wt_plan_make(const rt_log_t *log, int grid, unsigned threads, wt_plan_t *p)
 {
-    (void)threads;
     memset(p, 0, sizeof *p);
     p->grid = grid;
     size_t cap = 64;
@@ -99,8 +144,7 @@ int wt_plan_make(const rt_log_t *log, int grid, unsigned threads, wt_plan_t *p)
                         add(p, cap, &c);
                     }
     }
-    for (size_t i = 0; i < p->nruns; i++)
-        p->runs[i].res = replay_torch_run(log, &p->runs[i].conf);
+    run_all(log, p, threads);
     flag_runs(p);
     return 0;
 }
