@@ -168,8 +168,8 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
         fprintf(f, "  (expandable segments: the runs place tensors in PyTorch's classic segments, not in ranges "
                 "mapped into one, so their peaks are those of expandable_segments:False)\n");
     else if (log->torch_expandable)
-        fprintf(f, "  (expandable segments: the runs below follow the recorded segments; the model of PyTorch's "
-                "allocator after them maps its pages)\n");
+        fprintf(f, "  (expandable segments: the pool's runs below place tensors in classic segments; the model of "
+                "PyTorch's allocator after them maps pages as the run did)\n");
     if (!m->records && !m->lf->partial) { /* killed at its start: say so, as every command does */
         char state[160];
         fprintf(f, "  %s\n  %s\n", cli_close_state(m->lf, m, state, sizeof state), RD_NO_RECORDS);
