@@ -17,6 +17,7 @@
 #define RT_MIN_LARGE_ALLOC (10ull << 20)
 #define RT_ROUND_LARGE (2ull << 20)
 #define RT_SYNTH_BASE (1ull << 44)
+#define RT_MAX_BYTES (1ull << 50)           /* a request or device beyond it is a damaged log's */
 
 typedef struct rt_blk {
     uint64_t addr, size;
@@ -390,6 +391,8 @@ static rt_blk_t *find_expandable(rt_sim_t *m, rt_pool_t *pool, uint32_t pi, uint
     }
     uint64_t pg = pool->small ? RT_SMALL_BUFFER : RT_LARGE_BUFFER;
     uint64_t dev = m->log->total ? m->log->total : m->cap;
+    if (dev > RT_MAX_BYTES)
+        dev = RT_MAX_BYTES;
     uint64_t va = ((dev + dev / 8) / pg + 1) * pg;
     rt_blk_t *b = blk_new(m, m->next_addr, va, pi);
     if (!b)
@@ -448,6 +451,8 @@ static int should_split(const rt_sim_t *m, const rt_pool_t *pool, const rt_blk_t
 /* PyTorch's malloc: the block, or NULL when it would raise OutOfMemoryError. */
 static rt_blk_t *sim_malloc(rt_sim_t *m, uint64_t size, unsigned stream)
 {
+    if (size > RT_MAX_BYTES) /* no device holds it; and the sums below stay far from overflow */
+        return NULL;
     uint64_t rounded = replay_torch_round(size, m->c.divisions);
     int small = rounded <= RT_SMALL_SIZE;
     uint32_t pi = (uint32_t)(stream * 2 + (unsigned)small);

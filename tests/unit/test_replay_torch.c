@@ -191,7 +191,8 @@ START_TEST(test_alloc_conf_parses_and_prints_back)
 }
 END_TEST
 
-/* A damaged log: frees of unknown ids, ids out of range, a double allocation: no crash. */
+/* A damaged log: frees of unknown ids, ids out of range, a double allocation, a request no device
+ * holds: no crash, no overflow. */
 START_TEST(test_damaged_events_are_skipped)
 {
     rt_log_t l = hand_log(1ull << 34);
@@ -200,10 +201,11 @@ START_TEST(test_damaged_events_are_skipped)
     alloc(&l, 0, 4 * MiB, 0);
     l.ev[l.nev - 1].id = 1u << 30; /* beyond nids */
     alloc(&l, 1, 0, 40);
+    alloc(&l, 2, UINT64_MAX, 0); /* no device holds it: a failure, no overflow */
     release(&l, 0);
     release(&l, 0);
     rt_result_t r = run(&l, 1, 0);
-    ck_assert_msg(r.failures == 0 && r.reserved == 20 * MiB + 2 * MiB, "failures %llu, reserved %llu",
+    ck_assert_msg(r.failures == 1 && r.reserved == 20 * MiB + 2 * MiB, "failures %llu, reserved %llu",
                   (unsigned long long)r.failures, (unsigned long long)r.reserved);
     replay_torch_free(&l);
 }
