@@ -316,12 +316,28 @@ int replay_torch_load(rt_log_t *log, rd_log_t *lf, int dev)
     while (rc == 0 && rd_next(lf, &r)) {
         if (r.device != dev)
             continue;
-        if (r.ckpt != RD_EVENT) {
-            if (r.ckpt == RD_CKPT_STATE)
-                log->wrapped = 1;
+        if (r.ckpt == RD_CKPT_STATE) {
+            /* A bounded log's checkpoint: the tensors and segments alive then start the model
+             * (a free requested but not completed is still held). */
+            log->wrapped = 1;
+            if (r.type == GMLOG_T_FREE_REQUESTED)
+                r.type = GMLOG_T_ALLOC;
+            if (r.type == GMLOG_T_ALLOC || r.type == GMLOG_T_SEGMENT_ALLOC || r.type == GMLOG_T_SEGMENT_MAP) {
+                tensors = 1;
+                rc = on_record(&L, &r);
+            }
             continue;
         }
-        tensors |= r.type >= GMLOG_T_ALLOC && r.type <= GMLOG_T_OOM;
+        if (r.ckpt == RD_CKPT_DEF && (r.type == GMLOG_DEVICE || r.type == GMLOG_LIMIT)) {
+            rc = on_record(&L, &r); /* the device and the caps in force, repeated by the checkpoint */
+            continue;
+        }
+        if (r.ckpt != RD_EVENT)
+            continue;
+        int tensor = r.type >= GMLOG_T_ALLOC && r.type <= GMLOG_T_OOM;
+        if (tensor && dev >= 0 && dev < 256 && lf->torch_cut[dev] && r.t <= lf->torch_cut_ns[dev])
+            continue; /* the checkpoint's state already holds what it did */
+        tensors |= tensor;
         rc = on_record(&L, &r);
     }
     free(L.map.key);

@@ -169,7 +169,7 @@ void wt_plan_text(FILE *f, const rt_log_t *log, const wt_plan_t *p)
     if (log->conf.async)
         fprintf(f, "  (backend:cudaMallocAsync is not modelled: the runs are PyTorch's native allocator)\n");
     if (log->wrapped)
-        fprintf(f, "  (a bounded log: the model starts empty at its checkpoint)\n");
+        fprintf(f, "  (a bounded log: the model starts at its checkpoint, its live tensors placed afresh)\n");
     /* The setting last: PyTorch's combinations are long, the figures line up before them. */
     fprintf(f, "  %9s %6s  %s\n", "reserved", "failed", "PYTORCH_CUDA_ALLOC_CONF=");
     for (size_t i = 0; i < p->nruns; i++) {
