@@ -202,8 +202,10 @@ static void unmap_block(rt_sim_t *m, rt_blk_t *b)
     set_erase(&m->pools[b->pool].free, b);
     if (lo > b->addr) {
         rt_blk_t *f = blk_new(m, b->addr, lo - b->addr, b->pool);
-        if (!f)
+        if (!f) { /* out of memory: the block stays as it was (the run ends there) */
+            pool_put(m, b);
             return;
+        }
         f->exp = 1, f->seg = b->seg;
         f->prev = b->prev, f->next = b;
         if (b->prev)
@@ -213,8 +215,12 @@ static void unmap_block(rt_sim_t *m, rt_blk_t *b)
     }
     if (b->addr + b->size > hi) {
         rt_blk_t *f = blk_new(m, hi, b->addr + b->size - hi, b->pool);
-        if (!f)
+        if (!f) {
+            b->size -= lo - b->addr; /* less what the first part took */
+            b->addr = lo;
+            pool_put(m, b);
             return;
+        }
         f->exp = 1, f->seg = b->seg;
         f->next = b->next, f->prev = b;
         if (b->next)
