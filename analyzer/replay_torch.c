@@ -566,6 +566,7 @@ static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint
     m.max_split = conf->max_split ? conf->max_split : UINT64_MAX;
     m.cap = log->cap ? log->cap : UINT64_MAX / 2;
     m.next_addr = RT_SYNTH_BASE;
+    m.limit = log->torch_limit;
     m.npools = (log->nstreams ? log->nstreams : 1) * 2;
     m.pools = calloc(m.npools, sizeof *m.pools);
     m.tensor = calloc(log->nids ? log->nids : 1, sizeof *m.tensor);

@@ -50,6 +50,8 @@ typedef struct rt_log {
     unsigned nstreams;
     uint64_t cap;             /* bytes PyTorch could reserve at the start */
     uint64_t total;           /* the device's memory */
+    uint64_t torch_limit;     /* PyTorch's memory fraction x the device, its first LIMIT: in force from
+                                 the start (it is set before the first tensor, as a rule); 0: none */
     rt_conf_t conf;           /* the log's own PYTORCH_CUDA_ALLOC_CONF */
     int has_conf;             /* ...which the log's environment named */
     uint64_t peak_reserved_recorded; /* PyTorch's max_memory_reserved, from its segment events */

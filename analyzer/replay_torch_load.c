@@ -280,8 +280,11 @@ static int on_record(rt_loader_t *L, const rd_rec_t *r)
         if (r->len < sizeof(gmlog_limit_t))
             return 0;
         uint64_t b = ((const gmlog_limit_t *)r->p)->bytes;
-        if (r->flags & GMLOG_LIMIT_TORCH)
+        if (r->flags & GMLOG_LIMIT_TORCH) {
+            if (!log->torch_limit)
+                log->torch_limit = b;
             return replay_torch_append(log, RT_LIMIT, b, 0, 0);
+        }
         L->dev_limit = b; /* gmshim's cap on the cudaMallocs PyTorch makes */
         return cap_at(L, b ? b : log->cap ? log->cap : log->total);
     }

@@ -18,6 +18,8 @@ static const unsigned divisions[] = {4};
 
 static int limited(const rt_log_t *log)
 {
+    if (log->torch_limit)
+        return 1;
     for (size_t i = 0; i < log->nev; i++)
         if (log->ev[i].type == RT_LIMIT && log->ev[i].size)
             return 1;

@@ -176,6 +176,23 @@ START_TEST(test_garbage_collection_frees_old_segments_above_the_threshold)
 }
 END_TEST
 
+/* PyTorch's memory fraction, logged at its OOM, is in force from the start: a segment that would
+ * pass it is made only after the cache is released. */
+START_TEST(test_the_memory_fraction_holds_from_the_start)
+{
+    rt_log_t l = hand_log(1ull << 34);
+    l.torch_limit = 60 * MiB;
+    alloc(&l, 0, 40 * MiB, 0);
+    release(&l, 0);
+    alloc(&l, 1, 50 * MiB, 1);
+    ck_assert(replay_torch_append(&l, RT_LIMIT, 60 * MiB, 0, 0) == 0);
+    rt_result_t r = run(&l, 0, 0);
+    ck_assert_msg(r.peak_reserved == 50 * MiB && r.failures == 0, "peak %llu, %llu failures",
+                  (unsigned long long)r.peak_reserved, (unsigned long long)r.failures);
+    replay_torch_free(&l);
+}
+END_TEST
+
 START_TEST(test_alloc_conf_parses_and_prints_back)
 {
     rt_conf_t c;
@@ -368,6 +385,7 @@ Suite *analyzer_replay_torch_suite(void)
     tcase_add_test(tc, test_expandable_pages_unmap_only_when_wholly_free);
     tcase_add_test(tc, test_expandable_oom_retry_unmaps_free_pages_first);
     tcase_add_test(tc, test_garbage_collection_frees_old_segments_above_the_threshold);
+    tcase_add_test(tc, test_the_memory_fraction_holds_from_the_start);
     tcase_add_test(tc, test_alloc_conf_parses_and_prints_back);
     tcase_add_test(tc, test_damaged_events_are_skipped);
     suite_add_tcase(s, tc);
