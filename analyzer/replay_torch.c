@@ -29,10 +29,24 @@ typedef struct rt_blk {
     uint8_t allocated, mapped, exp;
 } rt_blk_t;
 
-typedef struct rt_set {      /* blocks ordered by (size, address) */
-    rt_blk_t **b;
-    size_t n, cap;
+/* Blocks ordered by (size, address) in chunks of at most RT_CHUNK: a search is two binary
+ * searches and an insert or erase moves one chunk, so that a log with millions of free blocks
+ * costs what a few hundred would per event, not their number. */
+#define RT_CHUNK 128
+typedef struct rt_chunk {
+    size_t n;
+    struct rt_blk *b[RT_CHUNK];
+} rt_chunk_t;
+
+typedef struct rt_set {
+    rt_chunk_t **c;
+    size_t nc, capc;
+    size_t n;                /* blocks in all */
 } rt_set_t;
+
+typedef struct rt_pos {      /* a place in a set: chunk and index; c == nc at the end */
+    size_t c, i;
+} rt_pos_t;
 
 typedef struct rt_pool {     /* one stream's small or large pool */
     rt_set_t free, unmapped;
@@ -55,42 +69,139 @@ typedef struct rt_sim {
 
 /* ---- the ordered sets ----------------------------------------------------------------------- */
 
-static size_t set_lower(const rt_set_t *s, uint64_t size, uint64_t addr)
+static int blk_less(const rt_blk_t *b, uint64_t size, uint64_t addr)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
+    return b->size < size || (b->size == size && b->addr < addr);
+}
+
+/* The first block not below (size, addr). */
+static rt_pos_t set_lower(const rt_set_t *s, uint64_t size, uint64_t addr)
+{
+    size_t lo = 0, hi = s->nc;
+    while (lo < hi) { /* the first chunk whose last block is not below */
         size_t mid = (lo + hi) / 2;
-        const rt_blk_t *b = s->b[mid];
-        if (b->size < size || (b->size == size && b->addr < addr))
+        const rt_chunk_t *c = s->c[mid];
+        if (blk_less(c->b[c->n - 1], size, addr))
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo;
+    rt_pos_t p = {lo, 0};
+    if (lo == s->nc)
+        return p;
+    const rt_chunk_t *c = s->c[lo];
+    size_t a = 0, z = c->n;
+    while (a < z) {
+        size_t mid = (a + z) / 2;
+        if (blk_less(c->b[mid], size, addr))
+            a = mid + 1;
+        else
+            z = mid;
+    }
+    p.i = a;
+    return p;
+}
+
+static rt_blk_t *set_get(const rt_set_t *s, rt_pos_t p)
+{
+    return p.c < s->nc ? s->c[p.c]->b[p.i] : NULL;
+}
+
+static void set_next(const rt_set_t *s, rt_pos_t *p)
+{
+    if (p->c < s->nc && ++p->i >= s->c[p->c]->n)
+        p->c++, p->i = 0;
+}
+
+static rt_blk_t *set_last(const rt_set_t *s)
+{
+    return s->nc ? s->c[s->nc - 1]->b[s->c[s->nc - 1]->n - 1] : NULL;
+}
+
+/* A new empty chunk at index at; 0, or -1 when out of memory. */
+static int chunk_add(rt_sim_t *m, rt_set_t *s, size_t at)
+{
+    rt_chunk_t **n = vec_grow(s->c, &s->capc, s->nc + 1, sizeof *n, 4);
+    rt_chunk_t *c = n ? malloc(sizeof *c) : NULL;
+    if (n)
+        s->c = n;
+    if (!c) {
+        m->nomem = 1;
+        return -1;
+    }
+    c->n = 0;
+    memmove(s->c + at + 1, s->c + at, (s->nc - at) * sizeof *s->c);
+    s->c[at] = c;
+    s->nc++;
+    return 0;
 }
 
 static int set_insert(rt_sim_t *m, rt_set_t *s, rt_blk_t *b)
 {
-    rt_blk_t **n = vec_grow(s->b, &s->cap, s->n + 1, sizeof *n, 16);
-    if (!n) {
-        m->nomem = 1;
-        return -1;
+    rt_pos_t p = {0, 0};
+    if (!s->nc) { /* the first block: a chunk for it (a chunk is never left empty) */
+        if (chunk_add(m, s, 0))
+            return -1;
+    } else {
+        p = set_lower(s, b->size, b->addr);
     }
-    s->b = n;
-    size_t i = set_lower(s, b->size, b->addr);
-    memmove(s->b + i + 1, s->b + i, (s->n - i) * sizeof *s->b);
-    s->b[i] = b;
+    if (p.c == s->nc) /* after every block: the last chunk's end */
+        p.c = s->nc - 1, p.i = s->c[p.c]->n;
+    rt_chunk_t *c = s->c[p.c];
+    if (c->n == RT_CHUNK) { /* full: its upper half to a new chunk after it */
+        if (chunk_add(m, s, p.c + 1))
+            return -1;
+        rt_chunk_t *d = s->c[p.c + 1];
+        d->n = RT_CHUNK / 2;
+        memcpy(d->b, c->b + RT_CHUNK / 2, d->n * sizeof *d->b);
+        c->n = RT_CHUNK / 2;
+        if (p.i > c->n)
+            p.i -= c->n, c = d;
+    }
+    memmove(c->b + p.i + 1, c->b + p.i, (c->n - p.i) * sizeof *c->b);
+    c->b[p.i] = b;
+    c->n++;
     s->n++;
     return 0;
 }
 
 static void set_erase(rt_set_t *s, const rt_blk_t *b)
 {
-    size_t i = set_lower(s, b->size, b->addr);
-    if (i < s->n && s->b[i] == b) {
-        memmove(s->b + i, s->b + i + 1, (s->n - i - 1) * sizeof *s->b);
-        s->n--;
+    rt_pos_t p = set_lower(s, b->size, b->addr);
+    if (set_get(s, p) != b)
+        return;
+    rt_chunk_t *c = s->c[p.c];
+    memmove(c->b + p.i, c->b + p.i + 1, (c->n - p.i - 1) * sizeof *c->b);
+    c->n--;
+    s->n--;
+    if (!c->n) {
+        free(c);
+        memmove(s->c + p.c, s->c + p.c + 1, (s->nc - p.c - 1) * sizeof *s->c);
+        s->nc--;
     }
+}
+
+/* The set's blocks in order, copied (NULL with *n 0 when empty or out of memory). */
+static rt_blk_t **set_list(rt_sim_t *m, const rt_set_t *s, size_t *n)
+{
+    *n = 0;
+    rt_blk_t **out = s->n ? malloc(s->n * sizeof *out) : NULL;
+    if (s->n && !out) {
+        m->nomem = 1;
+        return NULL;
+    }
+    for (size_t k = 0; out && k < s->nc; k++)
+        for (size_t i = 0; i < s->c[k]->n; i++)
+            out[(*n)++] = s->c[k]->b[i];
+    return out;
+}
+
+static void set_free(rt_set_t *s)
+{
+    for (size_t k = 0; k < s->nc; k++)
+        free(s->c[k]);
+    free(s->c);
+    memset(s, 0, sizeof *s);
 }
 
 static rt_set_t *set_of(rt_sim_t *m, const rt_blk_t *b)
@@ -244,15 +355,8 @@ static void unmap_block(rt_sim_t *m, rt_blk_t *b)
 static void release_cached(rt_sim_t *m)
 {
     for (unsigned p = 0; p < m->npools; p++) {
-        rt_set_t *s = &m->pools[p].free;
-        size_t n = s->n;
-        rt_blk_t **snap = n ? malloc(n * sizeof *snap) : NULL;
-        if (n && !snap) {
-            m->nomem = 1;
-            return;
-        }
-        if (n)
-            memcpy(snap, s->b, n * sizeof *snap);
+        size_t n;
+        rt_blk_t **snap = set_list(m, &m->pools[p].free, &n);
         for (size_t i = 0; i < n; i++) {
             if (snap[i]->exp)
                 unmap_block(m, snap[i]);
@@ -271,15 +375,15 @@ static int release_available(rt_sim_t *m, rt_pool_t *pool, uint64_t rounded)
         return 0;
     rt_set_t *s = &pool->free;
     uint64_t key = rounded < m->max_split ? m->max_split : rounded;
-    size_t i = set_lower(s, key, 0);
-    if (i < s->n) {
-        release_block(m, s->b[i]);
+    rt_blk_t *b = set_get(s, set_lower(s, key, 0));
+    if (b) {
+        release_block(m, b);
         return 1;
     }
     uint64_t released = 0;
-    while (s->n && released < key && s->b[s->n - 1]->size >= m->max_split) {
-        released += s->b[s->n - 1]->size;
-        release_block(m, s->b[s->n - 1]);
+    while ((b = set_last(s)) && released < key && b->size >= m->max_split) {
+        released += b->size;
+        release_block(m, b);
     }
     return released >= key;
 }
@@ -294,30 +398,34 @@ static void garbage_collect(rt_sim_t *m)
     uint64_t target = m->reserved - thr, got = 0;
     double total_age = 0;
     size_t count = 0;
-    for (unsigned p = 0; p < m->npools; p++)
-        for (size_t i = 0; i < m->pools[p].free.n; i++) {
-            const rt_blk_t *b = m->pools[p].free.b[i];
-            if (!m->pools[p].small && !b->prev && !b->next)
+    for (unsigned p = 0; p < m->npools; p++) {
+        const rt_set_t *s = &m->pools[p].free;
+        if (m->pools[p].small)
+            continue;
+        for (rt_pos_t at = {0, 0}; set_get(s, at); set_next(s, &at)) {
+            const rt_blk_t *b = set_get(s, at);
+            if (!b->prev && !b->next)
                 total_age += (double)(m->gc_calls[0] - b->gc_base), count++;
         }
+    }
     int freed = 1;
     while (got < target && freed && count) {
         double thr_age = total_age / (double)count;
         freed = 0;
         for (unsigned p = 0; p < m->npools; p++) {
-            rt_set_t *s = &m->pools[p].free;
             if (m->pools[p].small)
                 continue;
-            for (size_t i = 0; i < s->n;) {
-                rt_blk_t *b = s->b[i];
+            size_t n;
+            rt_blk_t **snap = set_list(m, &m->pools[p].free, &n);
+            for (size_t i = 0; i < n; i++) {
+                rt_blk_t *b = snap[i];
                 double age = (double)(m->gc_calls[0] - b->gc_base);
                 if (!b->prev && !b->next && age >= thr_age) {
                     freed = 1, got += b->size, total_age -= age, count--;
-                    release_block(m, b); /* s->b[i] is now the next */
-                } else {
-                    i++;
+                    release_block(m, b);
                 }
             }
+            free(snap);
         }
     }
 }
@@ -334,13 +442,17 @@ static rt_blk_t *get_free_block(rt_sim_t *m, rt_pool_t *pool, uint64_t rounded)
     rt_set_t *s = &pool->free;
     if (m->limit && m->c.gc_threshold > 0)
         m->gc_calls[pool->small]++;
-    size_t i = set_lower(s, rounded, 0);
-    if (i >= s->n)
+    rt_pos_t at = set_lower(s, rounded, 0);
+    rt_blk_t *b = set_get(s, at), *n;
+    if (!b)
         return NULL;
-    if (s->b[i]->exp && m->c.expandable) /* best fit by what the block could grow to */
-        while (s->b[i]->exp && i + 1 < s->n && expandable_size(s->b[i + 1]) < expandable_size(s->b[i]))
-            i++;
-    rt_blk_t *b = s->b[i];
+    if (b->exp && m->c.expandable) { /* best fit by what the block could grow to */
+        set_next(s, &at);
+        while (b->exp && (n = set_get(s, at)) && expandable_size(n) < expandable_size(b)) {
+            b = n;
+            set_next(s, &at);
+        }
+    }
     if (rounded < m->max_split && b->size >= m->max_split)
         return NULL; /* an oversize block is not split for a smaller request */
     if (rounded >= m->max_split && b->size >= rounded + RT_LARGE_BUFFER)
@@ -385,8 +497,8 @@ static int map_block(rt_sim_t *m, rt_blk_t *b, uint64_t size)
 static rt_blk_t *find_expandable(rt_sim_t *m, rt_pool_t *pool, uint32_t pi, uint64_t size)
 {
     rt_set_t *u = &pool->unmapped;
-    for (size_t i = 0; i < u->n; i++) {
-        rt_blk_t *c = u->b[i];
+    for (rt_pos_t at = {0, 0}; set_get(u, at); set_next(u, &at)) {
+        rt_blk_t *c = set_get(u, at);
         if (c->prev && !c->prev->allocated)
             c = c->prev;
         uint64_t room = 0;
@@ -520,12 +632,12 @@ static void fail(rt_sim_t *m, size_t at, uint64_t size)
 static void sim_destroy(rt_sim_t *m)
 {
     for (unsigned p = 0; p < m->npools; p++) {
-        for (size_t i = 0; i < m->pools[p].free.n; i++)
-            free(m->pools[p].free.b[i]);
-        for (size_t i = 0; i < m->pools[p].unmapped.n; i++)
-            free(m->pools[p].unmapped.b[i]);
-        free(m->pools[p].free.b);
-        free(m->pools[p].unmapped.b);
+        rt_set_t *sets[2] = {&m->pools[p].free, &m->pools[p].unmapped};
+        for (int k = 0; k < 2; k++) {
+            for (rt_pos_t at = {0, 0}; set_get(sets[k], at); set_next(sets[k], &at))
+                free(set_get(sets[k], at));
+            set_free(sets[k]);
+        }
     }
     if (m->tensor)
         for (uint32_t i = 0; i < m->log->nids; i++)
@@ -544,10 +656,10 @@ static void sim_state(const rt_sim_t *m, uint64_t size, uint64_t epoch_t, rt_oom
     out->reserved = m->reserved;
     out->live = m->allocated;
     for (unsigned p = 0; p < m->npools; p++)
-        for (size_t i = 0; i < m->pools[p].free.n; i++) {
+        for (rt_pos_t at = {0, 0}; set_get(&m->pools[p].free, at); set_next(&m->pools[p].free, &at)) {
             out->free_blocks++;
-            if (m->pools[p].free.b[i]->size > out->largest_free)
-                out->largest_free = m->pools[p].free.b[i]->size;
+            if (set_get(&m->pools[p].free, at)->size > out->largest_free)
+                out->largest_free = set_get(&m->pools[p].free, at)->size;
         }
     for (uint32_t id = 0; id < m->log->nids; id++)
         if (m->tensor[id] && m->tensor[id]->born < epoch_t)
