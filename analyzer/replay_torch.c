@@ -4,7 +4,7 @@
  * own (segments laid out in order), so ties between equal free blocks may fall otherwise than in
  * the recording. Work is bounded by the events and the free blocks; it never trusts an id. */
 #include "replay_torch.h"
-#include "vec.h"
+#include "replay_torch_set.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,35 +18,6 @@
 #define RT_ROUND_LARGE (2ull << 20)
 #define RT_SYNTH_BASE (1ull << 44)
 #define RT_MAX_BYTES (1ull << 50)           /* a request or device beyond it is a damaged log's */
-
-typedef struct rt_blk {
-    uint64_t addr, size;
-    uint64_t seg;            /* expandable: its segment's base, for page alignment */
-    struct rt_blk *prev, *next;
-    uint64_t gc_base;        /* the pool kind's get_free_block count when it became free */
-    uint64_t born;           /* allocated: when */
-    uint32_t pool;
-    uint8_t allocated, mapped, exp;
-} rt_blk_t;
-
-/* Blocks ordered by (size, address) in chunks of at most RT_CHUNK: a search is two binary
- * searches and an insert or erase moves one chunk, so that a log with millions of free blocks
- * costs what a few hundred would per event, not their number. */
-#define RT_CHUNK 128
-typedef struct rt_chunk {
-    size_t n;
-    struct rt_blk *b[RT_CHUNK];
-} rt_chunk_t;
-
-typedef struct rt_set {
-    rt_chunk_t **c;
-    size_t nc, capc;
-    size_t n;                /* blocks in all */
-} rt_set_t;
-
-typedef struct rt_pos {      /* a place in a set: chunk and index; c == nc at the end */
-    size_t c, i;
-} rt_pos_t;
 
 typedef struct rt_pool {     /* one stream's small or large pool */
     rt_set_t free, unmapped;
@@ -69,139 +40,21 @@ typedef struct rt_sim {
 
 /* ---- the ordered sets ----------------------------------------------------------------------- */
 
-static int blk_less(const rt_blk_t *b, uint64_t size, uint64_t addr)
-{
-    return b->size < size || (b->size == size && b->addr < addr);
-}
-
-/* The first block not below (size, addr). */
-static rt_pos_t set_lower(const rt_set_t *s, uint64_t size, uint64_t addr)
-{
-    size_t lo = 0, hi = s->nc;
-    while (lo < hi) { /* the first chunk whose last block is not below */
-        size_t mid = (lo + hi) / 2;
-        const rt_chunk_t *c = s->c[mid];
-        if (blk_less(c->b[c->n - 1], size, addr))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    rt_pos_t p = {lo, 0};
-    if (lo == s->nc)
-        return p;
-    const rt_chunk_t *c = s->c[lo];
-    size_t a = 0, z = c->n;
-    while (a < z) {
-        size_t mid = (a + z) / 2;
-        if (blk_less(c->b[mid], size, addr))
-            a = mid + 1;
-        else
-            z = mid;
-    }
-    p.i = a;
-    return p;
-}
-
-static rt_blk_t *set_get(const rt_set_t *s, rt_pos_t p)
-{
-    return p.c < s->nc ? s->c[p.c]->b[p.i] : NULL;
-}
-
-static void set_next(const rt_set_t *s, rt_pos_t *p)
-{
-    if (p->c < s->nc && ++p->i >= s->c[p->c]->n)
-        p->c++, p->i = 0;
-}
-
-static rt_blk_t *set_last(const rt_set_t *s)
-{
-    return s->nc ? s->c[s->nc - 1]->b[s->c[s->nc - 1]->n - 1] : NULL;
-}
-
-/* A new empty chunk at index at; 0, or -1 when out of memory. */
-static int chunk_add(rt_sim_t *m, rt_set_t *s, size_t at)
-{
-    rt_chunk_t **n = vec_grow(s->c, &s->capc, s->nc + 1, sizeof *n, 4);
-    rt_chunk_t *c = n ? malloc(sizeof *c) : NULL;
-    if (n)
-        s->c = n;
-    if (!c) {
-        m->nomem = 1;
-        return -1;
-    }
-    c->n = 0;
-    memmove(s->c + at + 1, s->c + at, (s->nc - at) * sizeof *s->c);
-    s->c[at] = c;
-    s->nc++;
-    return 0;
-}
-
+/* The ordered set's calls, an out-of-memory noted (the run ends there). */
 static int set_insert(rt_sim_t *m, rt_set_t *s, rt_blk_t *b)
 {
-    rt_pos_t p = {0, 0};
-    if (!s->nc) { /* the first block: a chunk for it (a chunk is never left empty) */
-        if (chunk_add(m, s, 0))
-            return -1;
-    } else {
-        p = set_lower(s, b->size, b->addr);
-    }
-    if (p.c == s->nc) /* after every block: the last chunk's end */
-        p.c = s->nc - 1, p.i = s->c[p.c]->n;
-    rt_chunk_t *c = s->c[p.c];
-    if (c->n == RT_CHUNK) { /* full: its upper half to a new chunk after it */
-        if (chunk_add(m, s, p.c + 1))
-            return -1;
-        rt_chunk_t *d = s->c[p.c + 1];
-        d->n = RT_CHUNK / 2;
-        memcpy(d->b, c->b + RT_CHUNK / 2, d->n * sizeof *d->b);
-        c->n = RT_CHUNK / 2;
-        if (p.i > c->n)
-            p.i -= c->n, c = d;
-    }
-    memmove(c->b + p.i + 1, c->b + p.i, (c->n - p.i) * sizeof *c->b);
-    c->b[p.i] = b;
-    c->n++;
-    s->n++;
-    return 0;
+    if (rt_set_insert(s, b) == 0)
+        return 0;
+    m->nomem = 1;
+    return -1;
 }
 
-static void set_erase(rt_set_t *s, const rt_blk_t *b)
-{
-    rt_pos_t p = set_lower(s, b->size, b->addr);
-    if (set_get(s, p) != b)
-        return;
-    rt_chunk_t *c = s->c[p.c];
-    memmove(c->b + p.i, c->b + p.i + 1, (c->n - p.i - 1) * sizeof *c->b);
-    c->n--;
-    s->n--;
-    if (!c->n) {
-        free(c);
-        memmove(s->c + p.c, s->c + p.c + 1, (s->nc - p.c - 1) * sizeof *s->c);
-        s->nc--;
-    }
-}
-
-/* The set's blocks in order, copied (NULL with *n 0 when empty or out of memory). */
 static rt_blk_t **set_list(rt_sim_t *m, const rt_set_t *s, size_t *n)
 {
-    *n = 0;
-    rt_blk_t **out = s->n ? malloc(s->n * sizeof *out) : NULL;
-    if (s->n && !out) {
+    rt_blk_t **out = rt_set_list(s, n);
+    if (s->n && !out)
         m->nomem = 1;
-        return NULL;
-    }
-    for (size_t k = 0; out && k < s->nc; k++)
-        for (size_t i = 0; i < s->c[k]->n; i++)
-            out[(*n)++] = s->c[k]->b[i];
     return out;
-}
-
-static void set_free(rt_set_t *s)
-{
-    for (size_t k = 0; k < s->nc; k++)
-        free(s->c[k]);
-    free(s->c);
-    memset(s, 0, sizeof *s);
 }
 
 static rt_set_t *set_of(rt_sim_t *m, const rt_blk_t *b)
@@ -276,7 +129,7 @@ static void try_merge(rt_sim_t *m, rt_blk_t *dst, rt_blk_t *src)
 {
     if (!src || src->allocated || src->mapped != dst->mapped)
         return;
-    set_erase(set_of(m, src), src);
+    rt_set_erase(set_of(m, src), src);
     if (dst->prev == src) {
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -293,7 +146,7 @@ static void try_merge(rt_sim_t *m, rt_blk_t *dst, rt_blk_t *src)
 
 static void release_block(rt_sim_t *m, rt_blk_t *b)
 {
-    set_erase(&m->pools[b->pool].free, b);
+    rt_set_erase(&m->pools[b->pool].free, b);
     m->reserved -= b->size;
     free(b);
 }
@@ -310,7 +163,7 @@ static void unmap_block(rt_sim_t *m, rt_blk_t *b)
     uint64_t lo = b->seg + (off + pg - 1) / pg * pg, hi = b->seg + (off + b->size) / pg * pg;
     if (hi <= lo)
         return;
-    set_erase(&m->pools[b->pool].free, b);
+    rt_set_erase(&m->pools[b->pool].free, b);
     if (lo > b->addr) {
         rt_blk_t *f = blk_new(m, b->addr, lo - b->addr, b->pool);
         if (!f) { /* out of memory: the block stays as it was (the run ends there) */
@@ -375,13 +228,13 @@ static int release_available(rt_sim_t *m, rt_pool_t *pool, uint64_t rounded)
         return 0;
     rt_set_t *s = &pool->free;
     uint64_t key = rounded < m->max_split ? m->max_split : rounded;
-    rt_blk_t *b = set_get(s, set_lower(s, key, 0));
+    rt_blk_t *b = rt_set_get(s, rt_set_lower(s, key, 0));
     if (b) {
         release_block(m, b);
         return 1;
     }
     uint64_t released = 0;
-    while ((b = set_last(s)) && released < key && b->size >= m->max_split) {
+    while ((b = rt_set_last(s)) && released < key && b->size >= m->max_split) {
         released += b->size;
         release_block(m, b);
     }
@@ -402,8 +255,8 @@ static void garbage_collect(rt_sim_t *m)
         const rt_set_t *s = &m->pools[p].free;
         if (m->pools[p].small)
             continue;
-        for (rt_pos_t at = {0, 0}; set_get(s, at); set_next(s, &at)) {
-            const rt_blk_t *b = set_get(s, at);
+        for (rt_pos_t at = {0, 0}; rt_set_get(s, at); rt_set_next(s, &at)) {
+            const rt_blk_t *b = rt_set_get(s, at);
             if (!b->prev && !b->next)
                 total_age += (double)(m->gc_calls[0] - b->gc_base), count++;
         }
@@ -442,22 +295,22 @@ static rt_blk_t *get_free_block(rt_sim_t *m, rt_pool_t *pool, uint64_t rounded)
     rt_set_t *s = &pool->free;
     if (m->limit && m->c.gc_threshold > 0)
         m->gc_calls[pool->small]++;
-    rt_pos_t at = set_lower(s, rounded, 0);
-    rt_blk_t *b = set_get(s, at), *n;
+    rt_pos_t at = rt_set_lower(s, rounded, 0);
+    rt_blk_t *b = rt_set_get(s, at), *n;
     if (!b)
         return NULL;
     if (b->exp && m->c.expandable) { /* best fit by what the block could grow to */
-        set_next(s, &at);
-        while (b->exp && (n = set_get(s, at)) && expandable_size(n) < expandable_size(b)) {
+        rt_set_next(s, &at);
+        while (b->exp && (n = rt_set_get(s, at)) && expandable_size(n) < expandable_size(b)) {
             b = n;
-            set_next(s, &at);
+            rt_set_next(s, &at);
         }
     }
     if (rounded < m->max_split && b->size >= m->max_split)
         return NULL; /* an oversize block is not split for a smaller request */
     if (rounded >= m->max_split && b->size >= rounded + RT_LARGE_BUFFER)
         return NULL;
-    set_erase(s, b);
+    rt_set_erase(s, b);
     return b;
 }
 
@@ -471,7 +324,7 @@ static int map_block(rt_sim_t *m, rt_blk_t *b, uint64_t size)
         bytes = b->size;
     if (m->reserved + bytes > m->cap)
         return 0;
-    set_erase(&m->pools[b->pool].unmapped, b);
+    rt_set_erase(&m->pools[b->pool].unmapped, b);
     b->mapped = 1;
     if (bytes < b->size) {
         rt_blk_t *rest = blk_new(m, b->addr + bytes, b->size - bytes, b->pool);
@@ -497,8 +350,8 @@ static int map_block(rt_sim_t *m, rt_blk_t *b, uint64_t size)
 static rt_blk_t *find_expandable(rt_sim_t *m, rt_pool_t *pool, uint32_t pi, uint64_t size)
 {
     rt_set_t *u = &pool->unmapped;
-    for (rt_pos_t at = {0, 0}; set_get(u, at); set_next(u, &at)) {
-        rt_blk_t *c = set_get(u, at);
+    for (rt_pos_t at = {0, 0}; rt_set_get(u, at); rt_set_next(u, &at)) {
+        rt_blk_t *c = rt_set_get(u, at);
         if (c->prev && !c->prev->allocated)
             c = c->prev;
         uint64_t room = 0;
@@ -537,7 +390,7 @@ static rt_blk_t *alloc_expandable(rt_sim_t *m, rt_pool_t *pool, uint32_t pi, uin
             return NULL;
         c = n; /* map_block merged c into it */
     }
-    set_erase(&pool->free, c);
+    rt_set_erase(&pool->free, c);
     return c;
 }
 
@@ -634,9 +487,9 @@ static void sim_destroy(rt_sim_t *m)
     for (unsigned p = 0; p < m->npools; p++) {
         rt_set_t *sets[2] = {&m->pools[p].free, &m->pools[p].unmapped};
         for (int k = 0; k < 2; k++) {
-            for (rt_pos_t at = {0, 0}; set_get(sets[k], at); set_next(sets[k], &at))
-                free(set_get(sets[k], at));
-            set_free(sets[k]);
+            for (rt_pos_t at = {0, 0}; rt_set_get(sets[k], at); rt_set_next(sets[k], &at))
+                free(rt_set_get(sets[k], at));
+            rt_set_free(sets[k]);
         }
     }
     if (m->tensor)
@@ -656,10 +509,10 @@ static void sim_state(const rt_sim_t *m, uint64_t size, uint64_t epoch_t, rt_oom
     out->reserved = m->reserved;
     out->live = m->allocated;
     for (unsigned p = 0; p < m->npools; p++)
-        for (rt_pos_t at = {0, 0}; set_get(&m->pools[p].free, at); set_next(&m->pools[p].free, &at)) {
+        for (rt_pos_t at = {0, 0}; rt_set_get(&m->pools[p].free, at); rt_set_next(&m->pools[p].free, &at)) {
             out->free_blocks++;
-            if (set_get(&m->pools[p].free, at)->size > out->largest_free)
-                out->largest_free = set_get(&m->pools[p].free, at)->size;
+            if (rt_set_get(&m->pools[p].free, at)->size > out->largest_free)
+                out->largest_free = rt_set_get(&m->pools[p].free, at)->size;
         }
     for (uint32_t id = 0; id < m->log->nids; id++)
         if (m->tensor[id] && m->tensor[id]->born < epoch_t)

@@ -5,6 +5,7 @@
  * reserved in every keep-mode fixture, and whatif prints PyTorch's settings and the grid. */
 #include "replay.h"
 #include "replay_torch.h"
+#include "replay_torch_set.h"
 #include "suites.h"
 #include "test_analyzer_cli.h"
 
@@ -43,6 +44,44 @@ static rt_result_t run(const rt_log_t *l, int expandable, uint64_t max_split)
     c.max_split = max_split;
     return replay_torch_run(l, &c);
 }
+
+/* The chunked set keeps (size, address) order through thousands of inserts and erases, across
+ * chunk splits and emptied chunks, and finds the first block not below a key. */
+START_TEST(test_the_free_block_set_stays_ordered)
+{
+    enum { N = 5000 };
+    static rt_blk_t b[N];
+    rt_set_t s;
+    memset(&s, 0, sizeof s);
+    srand(3);
+    for (int i = 0; i < N; i++) {
+        b[i].size = (uint64_t)(rand() % 64) * 512, b[i].addr = (uint64_t)i * 4096;
+        ck_assert(rt_set_insert(&s, &b[i]) == 0);
+    }
+    for (int i = 0; i < N; i += 3)
+        rt_set_erase(&s, &b[i]);
+    rt_set_erase(&s, &b[0]); /* gone already: nothing */
+    size_t n = 0;
+    rt_blk_t **all = rt_set_list(&s, &n);
+    ck_assert_msg(n == s.n && n == N - (N + 2) / 3, "%zu blocks listed, %zu counted", n, s.n);
+    for (size_t i = 1; i < n; i++)
+        ck_assert_msg(all[i - 1]->size < all[i]->size ||
+                          (all[i - 1]->size == all[i]->size && all[i - 1]->addr < all[i]->addr),
+                      "out of order at %zu", i);
+    rt_blk_t *first = rt_set_get(&s, rt_set_lower(&s, 10 * 512, 0));
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->size >= 10 * 512) {
+            ck_assert_msg(first == all[i], "lower bound: %p, first not below %p", (void *)first, (void *)all[i]);
+            break;
+        }
+    ck_assert(rt_set_last(&s) == all[n - 1] && !rt_set_get(&s, rt_set_lower(&s, 1ull << 40, 0)));
+    for (size_t i = 0; i < n; i++)
+        rt_set_erase(&s, all[i]);
+    ck_assert_msg(s.n == 0 && s.nc == 0 && !rt_set_last(&s), "%zu left in %zu chunks", s.n, s.nc);
+    free(all);
+    rt_set_free(&s);
+}
+END_TEST
 
 START_TEST(test_sizes_round_to_512_bytes_or_power2_divisions)
 {
@@ -377,6 +416,7 @@ Suite *analyzer_replay_torch_suite(void)
 {
     Suite *s = suite_create("analyzer_replay_torch");
     TCase *tc = tcase_create("rules");
+    tcase_add_test(tc, test_the_free_block_set_stays_ordered);
     tcase_add_test(tc, test_sizes_round_to_512_bytes_or_power2_divisions);
     tcase_add_test(tc, test_segments_are_2_mib_20_mib_or_the_request);
     tcase_add_test(tc, test_oversize_blocks_are_not_split_under_max_split);
