@@ -9,7 +9,12 @@
 int causes_torch_expandable(const model_t *m, int dev, size_t k, cause_t *c)
 {
     rt_log_t log;
-    if (!m->lf || replay_torch_load(&log, m->lf, dev) != 0)
+    rd_log_t clone; /* its own reading place: other threads may read the model's log meanwhile */
+    if (!m->lf || rd_clone(m->lf, &clone))
+        return -1;
+    int loaded = replay_torch_load(&log, &clone, dev);
+    rd_close(&clone);
+    if (loaded != 0)
         return -1;
     rt_oom_state_t st;
     int rc = replay_torch_oom_state(&log, &log.conf, k, c->epoch_start, &st);
