@@ -6,6 +6,7 @@
  * when none suffices. A log's replays are kept for its other OOMs and the other reports. */
 #include "causes.h"
 #include "advice.h"
+#include "causes_torch.h"
 #include "output.h"
 #include "sites.h"
 
@@ -318,7 +319,7 @@ static void decide(cause_t *c, const model_t *m, const model_oom_t *o, const rep
     advice_growth(m, o, c->torch_cache_kept, &g);
     if (closed && g.per_step) {
         leaked_bytes(r, m, o, since, c->torch_cache_kept && !o->ngrow, c);
-        if (!c->reproduced && o->ngrow) /* the replay went its own way: the recording's */
+        if ((!c->reproduced || c->torch_expandable) && o->ngrow) /* the replay went its own way: the recording's */
             c->leaked = o->kept;
         c->leak_per_epoch = g.per_step;
         /* It decides when without it the request fits, and it is at least the request: more
@@ -419,7 +420,7 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     replay_run(r, log->ooms[k].ev + 1);
     const rp_fail_t *f = &r->res.last;
     /* Under expandable segments the replay's segments are the classic allocator's: its figures at
-     * the failure are not the run's, so the recorded ones decide. */
+     * the failure are not the run's; the model of PyTorch's allocator decides below. */
     c->reproduced = r->res.recorded_failed > failed && f->oom == k && !log->torch_expandable;
     c->torch_cache_kept = log->torch_cache_kept;
     c->torch_tensors = log->torch_tensors;
@@ -454,6 +455,20 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     else
         c->persistent = c->live;
     c->segment = c->reproduced ? f->segment : o->rec.segment;
+    /* Expandable segments: the model of PyTorch's allocator, where it fails here too. */
+    rt_oom_state_t st;
+    if (log->torch_expandable && causes_torch_expandable(m, log->dev, (size_t)k, c->epoch_start, &st) == 1) {
+        c->reproduced = 1;
+        c->cap = st.cap;
+        c->live = st.live;
+        c->reserved = st.reserved;
+        c->largest_free = st.largest_free;
+        c->free_blocks = st.free_blocks;
+        c->pool_free = c->reserved > c->live ? c->reserved - c->live : 0;
+        c->outside = !c->by_limit && c->total > c->cap ? c->total - c->cap : 0;
+        c->persistent = c->epoch_system >= 0 ? st.persistent : c->live;
+        c->transient = c->live - c->persistent;
+    }
     decide(c, m, o, r);
     explain(c, m);
     remedy(c, &e->plan);

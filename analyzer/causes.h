@@ -27,7 +27,8 @@ typedef struct cause {
     int torch_tensors;       /* PyTorch's cache on, its tensors logged by the bridge: they are the blocks */
     int by_limit;            /* GMSHIM_DEVICE_LIMIT refused it, or PyTorch's memory fraction: */
     int torch_limit;         /* the cap is PyTorch's per-process memory fraction */
-    int torch_expandable;    /* PyTorch's expandable segments: the recorded figures decide */
+    int torch_expandable;    /* PyTorch's expandable segments: the model of PyTorch's allocator decides
+                                (causes_torch.c), else the recorded figures */
     int epoch_system;        /* EPOCH_MARKS, EPOCH_TROUGHS or -1 */
     int epoch_steps;         /* the unmarked epochs are steps of repeating allocations, not troughs */
     uint32_t epoch_index;    /* boundaries (marks, troughs) before the failure */

@@ -193,7 +193,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
     if (replayed) {
         fprintf(f, "  replay   %s: reserved %s after the cache release, of the %s the pool could reserve\n",
                 cz.reproduced      ? "under the recorded settings it fails here too"
-                : cz.torch_expandable ? "PyTorch's expandable segments are not simulated (the recorded figures are used)"
+                : cz.torch_expandable ? "the model of PyTorch's expandable segments got past it (the recorded figures are used)"
                                       : "it got past this failure (the recorded figures are used)",
                 rep_bytes(cz.reserved, e), rep_bytes(cz.cap, t));
         fprintf(f, "  live     %s = %s persistent + %s since the iteration began (%s)\n", rep_bytes(cz.live, a),

@@ -9,6 +9,7 @@
 #include "planrep.h"
 #include "split.h"
 #include "whatif.h"
+#include "whatif_torch.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -33,7 +34,10 @@ static const char usage[] =
     "      --max-split SIZE     ...this GMSHIM_MAX_SPLIT (0: none)\n"
     "      --cache-limit SIZE   ...this GMSHIM_CACHE_LIMIT (0: none)\n"
     "      --pending-wait 0|1   ...this GMSHIM_PENDING_WAIT\n"
-    "      --grid               also every GMSHIM_MAX_SPLIT x GMSHIM_CACHE_LIMIT pair of a grid\n"
+    "      --grid               also every GMSHIM_MAX_SPLIT x GMSHIM_CACHE_LIMIT pair of a grid; for a\n"
+    "                           log of PyTorch's tensors, every combination of PYTORCH_CUDA_ALLOC_CONF's\n"
+    "                           expandable_segments, max_split_size_mb, roundup_power2_divisions (and\n"
+    "                           garbage_collection_threshold under a memory fraction)\n"
     "      --device N           the device to replay (default: the first that failed, else the busiest)\n"
     "      --threads N          replays run at once (default: one per CPU, at most 16)\n"
     "  -j, --json               one JSON object: min_device_bytes, recommendation {env, why}, runs\n"
@@ -149,6 +153,13 @@ static void failure_text(FILE *f, const model_t *m, const rp_result_t *r, char *
              rep_bytes(r->first.request, a), site_label(m, r->first.site, lbl, sizeof lbl));
 }
 
+/* A keep-mode log's PyTorch allocator, modelled (whatif_torch.c): set when the log has its tensors. */
+typedef struct wi_torch {
+    rt_log_t log;
+    wt_plan_t plan;
+    int made;
+} wi_torch_t;
+
 /* The floor and plan at the device's peak and at the first recorded failure, and that failure's
  * split (split.h), as `oom` gives it: one computation, split_make. */
 typedef struct oracle {
@@ -191,7 +202,7 @@ static void oracle_json(json_t *j, const rp_log_t *log, const oracle_t *o)
         split_json(j, &o->split);
 }
 
-static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p)
+static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p, const wi_torch_t *tp)
 {
     FILE *f = c->out;
     char a[32], b[32], d[32], e[32], line[600];
@@ -200,9 +211,12 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
             : log->torch_tensors ? " (PyTorch's tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
-    if (log->torch_expandable)
+    if (log->torch_expandable && !tp->made)
         fprintf(f, "  (expandable segments: the runs place tensors in PyTorch's classic segments, not in ranges "
                 "mapped into one, so their peaks are those of expandable_segments:False)\n");
+    else if (log->torch_expandable)
+        fprintf(f, "  (expandable segments: the pool's runs below place tensors in classic segments; the model of "
+                "PyTorch's allocator after them maps pages as the run did)\n");
     if (!m->records && !m->lf->partial) { /* killed at its start: say so, as every command does */
         char state[160];
         fprintf(f, "  %s\n  %s\n", cli_close_state(m->lf, m, state, sizeof state), RD_NO_RECORDS);
@@ -236,6 +250,8 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
         char lbl[512];
         fprintf(f, "the growing line: %s\n", site_label(m, p->growth_site, lbl, sizeof lbl));
     }
+    if (tp->made)
+        wt_plan_text(f, &tp->log, &tp->plan);
     if (isatty(2)) /* a measurement, not part of the report: beside the progress, on a terminal */
         fprintf(stderr, "replay speed: %.1f M events/s per configuration\n", p->events_per_s / 1e6);
 }
@@ -287,7 +303,8 @@ static void run_json(json_t *j, const model_t *m, const wi_run_t *r)
     json_obj_end(j);
 }
 
-static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p, const char *path)
+static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const wi_plan_t *p, const char *path,
+                      const wi_torch_t *tp)
 {
     json_t *j = &c->j;
     json_init(j, c->out);
@@ -349,6 +366,8 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
         run_json(j, m, &p->runs[i]);
     json_arr_end(j);
     json_dbl(j, "events_per_second_per_run", p->events_per_s);
+    if (tp->made)
+        wt_plan_json(j, &tp->log, &tp->plan);
     json_obj_end(j);
     json_line_end(j);
 }
@@ -381,6 +400,10 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         if (log.pool_off)
             fprintf(c->err, "gmshim whatif: %s: the pool was off (GMSHIM_POOL=0): there is nothing to replay\n", path);
         wi_plan_t p;
+        wi_torch_t tp;
+        memset(&tp, 0, sizeof tp);
+        if (log.torch_tensors && replay_torch_load(&tp.log, &lf, dev) == 0)
+            tp.made = wt_plan_make(&tp.log, w->o.grid, w->o.threads, &tp.plan) == 0;
         wi_opts_t o = w->o;
         advice_growth_t g;
         advice_growth_of_device(&m, dev, log.torch_cache_kept, &g);
@@ -390,15 +413,18 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         advice_opts(&o, &g);
         if (wi_plan_make(&log, &o, &p) == 0) {
             if (c->json)
-                plan_json(c, &m, &log, &p, path);
+                plan_json(c, &m, &log, &p, path, &tp);
             else
-                plan_text(c, &m, &log, &p);
+                plan_text(c, &m, &log, &p, &tp);
             /* A damaged log first, as every command: what was lost may hold the failure or the fit. */
             rc = lf.partial ? CLI_PARTIAL : !p.fits ? WHATIF_NOTHING_FITS : CLI_OK;
             wi_plan_free(&p);
         } else {
             fprintf(c->err, "gmshim whatif: out of memory\n");
         }
+        if (tp.made)
+            wt_plan_free(&tp.plan);
+        replay_torch_free(&tp.log);
         rp_log_free(&log);
     } else {
         fprintf(c->err, "gmshim whatif: %s: out of memory decoding the log\n", path);

@@ -161,6 +161,10 @@ c whatif-demo "$g" $SYM whatif $DEMO
 c whatif-not-a-log "$g" whatif fixtures/torch_trace.txt
 c whatif-torch-json "$g" --json whatif $TORCH
 c whatif-torch-limit "$g" whatif --device-limit 100G $TORCH
+# PyTorch's allocator modelled on a keep-mode log: its settings one by one, then the grid
+c whatif-keep-frag "$g" $SYM whatif fixtures/h200_scen_frag_keep.gmlog
+c whatif-keep-frag-grid "$g" $SYM whatif --grid fixtures/h200_scen_frag_keep.gmlog
+c whatif-keep-frag-json "$g" --json whatif fixtures/h200_scen_frag_keep.gmlog
 
 if [ "$mode" = update ]; then
     # files of cases no longer run go

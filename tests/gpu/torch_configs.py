@@ -21,6 +21,11 @@ is there, so that the log's records before the mark are those PyTorch counted).
   torch_configs.py gpt STEPS B     a GPT-2-small-like stack (12 nn.TransformerEncoderLayer, d 768,
                                    12 heads, causal, sequence 512, vocabulary 50257), batch B,
                                    AMP bf16, AdamW; a steady job; step_ms = the median step
+  torch_configs.py gpt2 STEPS B    a GPT-2-small-like decoder (12 pre-norm layers, 768 wide, 12
+                                   heads, 1024 tokens, vocabulary 50257) on random tokens, AMP
+                                   bf16, AdamW
+  torch_configs.py vit STEPS B     a ViT-B/16-like encoder (16x16 patches of 224x224 images, 12
+                                   layers, 768 wide) on random images, AMP bf16, AdamW
 """
 import ctypes
 import statistics
@@ -190,6 +195,50 @@ def gpt(steps, batch):
             h = model["body"](h, mask=mask, is_causal=True)
             logits = model["head"](model["norm"](h))
             loss = nn.functional.cross_entropy(logits.float().view(-1, vocab), tokens[:, 1:].reshape(-1))
+class Gpt2(nn.Module):
+    def __init__(self, vocab=50257, ctx=1024, width=768, layers=12, heads=12):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(ctx, width)
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.1, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, ids):
+        n = ids.shape[1]
+        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))
+        mask = nn.Transformer.generate_square_subsequent_mask(n, device=ids.device)
+        return self.head(self.norm(self.blocks(x, mask=mask, is_causal=True)))
+
+
+class Vit(nn.Module):
+    def __init__(self, classes=1000, width=768, layers=12, heads=12, patch=16, image=224):
+        super().__init__()
+        self.patch = nn.Conv2d(3, width, patch, patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos = nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, width))
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.1, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, classes)
+
+    def forward(self, img):
+        x = self.patch(img).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def fit(model, make_batch, loss_of, steps):
+    """Trains `steps` steps with AMP bf16 and AdamW; prints the figures with the median step."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times = []
+    for i in range(steps):
+        x, y = make_batch()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_of(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -197,6 +246,29 @@ def gpt(steps, batch):
         if i >= 3:
             times.append((time.perf_counter() - t0) * 1000)
     stats(step_ms=f"{statistics.median(times):.3f}", loss=f"{loss.item():.4f}")
+    stats(step_ms=f"{statistics.median(times or [0.0]):.3f}", loss=f"{loss.item():.4f}")
+
+
+def gpt2(steps, batch, ctx=1024, vocab=50257):
+    torch.manual_seed(0)
+    model = Gpt2(vocab, ctx).cuda()
+
+    def make_batch():
+        ids = torch.randint(0, vocab, (batch, ctx + 1), device="cuda")
+        return ids[:, :-1], ids[:, 1:]
+
+    fit(model, make_batch, lambda out, y: nn.functional.cross_entropy(out.flatten(0, 1), y.flatten()), steps)
+
+
+def vit(steps, batch):
+    torch.manual_seed(0)
+    model = Vit().cuda()
+
+    def make_batch():
+        return (torch.randn(batch, 3, 224, 224, device="cuda"),
+                torch.randint(0, 1000, (batch,), device="cuda"))
+
+    fit(model, make_batch, nn.functional.cross_entropy, steps)
 
 
 if __name__ == "__main__":
@@ -213,5 +285,9 @@ if __name__ == "__main__":
                   float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
     elif mode == "gpt":
         gpt(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "gpt2":
+        gpt2(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "vit":
+        vit(int(sys.argv[2]), int(sys.argv[3]))
     else:
         sys.exit(f"unknown mode {mode}")

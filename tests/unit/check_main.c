@@ -81,6 +81,7 @@ int main(void)
     srunner_add_suite(sr, analyzer_replay_suite());
     srunner_add_suite(sr, analyzer_timeline_suite());
     srunner_add_suite(sr, analyzer_whatif_suite());
+    srunner_add_suite(sr, analyzer_replay_torch_suite());
     srunner_add_suite(sr, analyzer_diff_suite());
     srunner_add_suite(sr, analyzer_top_suite());
     srunner_add_suite(sr, torchev_suite());

@@ -81,6 +81,7 @@ Suite *analyzer_run_suite(void);
 Suite *analyzer_replay_suite(void);
 Suite *analyzer_timeline_suite(void);
 Suite *analyzer_whatif_suite(void);
+Suite *analyzer_replay_torch_suite(void);
 Suite *analyzer_diff_suite(void);
 Suite *analyzer_top_suite(void);
 Suite *torchev_suite(void);

@@ -5,6 +5,7 @@
  * tensor events reads as before. */
 #include "model.h"
 #include "replay.h"
+#include "replay_torch.h"
 #include "suites.h"
 #include "testlog.h"
 
@@ -195,6 +196,27 @@ static void wrapped_tensor_log(tlog_t *b)
     tlog_tensor(b, 2200, GMLOG_T_ALLOC, TD, 4 * MiB, 0, 11);
     tlog_end_chunk(b);
 }
+
+/* The model of PyTorch's allocator on that log starts from the checkpoint's tensors (C, whose
+ * free was requested, still held) and drops X, timed before the cut: B and D live at the end,
+ * 6 MiB at most, never A + B + C + X. */
+START_TEST(test_the_allocator_model_starts_from_the_checkpoints_tensors)
+{
+    tlog_t b;
+    wrapped_tensor_log(&b);
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_mem(&lf, b.buf, b.len, "wrapped tensors"), 0);
+    rt_log_t l;
+    ck_assert_int_eq(replay_torch_load(&l, &lf, 0), 0);
+    rt_result_t r = replay_torch_run(&l, &l.conf);
+    ck_assert_msg(l.wrapped && r.peak_allocated == 6 * MiB && r.failures == 0,
+                  "wrapped %d, peak allocated %llu (B + D = 6 MiB), %llu failures", l.wrapped,
+                  (unsigned long long)r.peak_allocated, (unsigned long long)r.failures);
+    replay_torch_free(&l);
+    rd_close(&lf);
+    tlog_free_buf(&b);
+}
+END_TEST
 
 static uint64_t live_at_site(const model_t *m, uint32_t site)
 {
@@ -443,6 +465,7 @@ Suite *analyzer_tensors_suite(void)
     tcase_add_test(tc, test_a_requested_free_stays_pending_until_completed);
     tcase_add_test(tc, test_a_free_completed_at_once_did_not_wait);
     tcase_add_test(tc, test_a_wrapped_log_restores_pytorchs_tensors_from_its_checkpoint);
+    tcase_add_test(tc, test_the_allocator_model_starts_from_the_checkpoints_tensors);
     tcase_add_test(tc, test_a_tensor_freed_on_another_stream_is_counted);
     tcase_add_test(tc, test_a_pending_block_is_occupied_space_in_its_segment);
     tcase_add_test(tc, test_pytorchs_oom_is_the_oom_with_the_tensors_request);

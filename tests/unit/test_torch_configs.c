@@ -3,9 +3,11 @@
  * calls of cudaGetDriverEntryPointByVersion) as a torch package's libc10_cuda.so, the real bridge
  * built against it at first use, tests/integration/torch_expandable under the preload, then the
  * log and the CLI's reports: the bridge attaches at the first mapping, every tensor and mapping is
- * logged, and an OOM under PyTorch's memory fraction is named and replayed as that cap; with
+ * logged, and an OOM under PyTorch's memory fraction is named and replayed as that cap (the model of
+ * PyTorch's allocator reproduces an expandable run); with
  * PyTorch's cache kept, GMSHIM_WARN follows the tensors: a leak inside a cached segment is warned
  * before its OOM at the line that keeps the tensor, steady loops never are. */
+#include "replay_torch.h"
 #include "suites.h"
 #include "test_analyzer_cli.h"
 #include "torchtest.h"
@@ -57,6 +59,10 @@ static const char *expandable_torch(void)
     return lib;
 }
 
+/* The fake device's memory: the stand-in reserves 4 GiB of addresses, so a device larger than that
+ * runs out of addresses first, which PyTorch (1.125 x the device) never does. */
+static const char *fake_mem = "FAKECUDA_MEM=8G";
+
 /* Runs torch_expandable under the preload with a log in the scratch directory (its path in
  * `log`); its exit status, the output in *out. */
 static int run_expandable(const char *lib, const char *mode, const char *fraction, char *log, size_t len, char **out)
@@ -66,7 +72,7 @@ static int run_expandable(const char *lib, const char *mode, const char *fractio
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
     snprintf(prog, sizeof prog, "%s", build_path("tests/integration/torch_expandable"));
     const char *argv[] = {prog, lib, mode, fraction, NULL};
-    const char *env[] = {logenv, "FAKECUDA_MEM=8G", NULL};
+    const char *env[] = {logenv, fake_mem, NULL};
     return run_program(argv, env, 1, out);
 }
 
@@ -92,20 +98,31 @@ START_TEST(test_expandable_segments_attach_the_bridge_at_the_first_mapping)
 END_TEST
 
 /* A loop that keeps a tensor per step under expandable segments dies of the driver: the OOM is a
- * leak, at the line that keeps the tensor, decided on the recorded figures (the replay's segments
- * would be the classic allocator's); one segment grew (no free pieces between ranges). */
+ * leak, at the line that keeps the tensor, decided by the model of PyTorch's expandable segments,
+ * which fails there too. On a device larger
+ * than the stand-in's 4 GiB of addresses the stand-in runs out of addresses first, which PyTorch
+ * would not: the model gets past that OOM and the recorded figures decide, said so; there one
+ * segment grew (no free pieces between ranges). */
 START_TEST(test_an_expandable_leak_is_a_leak_at_its_line)
 {
     const char *lib = expandable_torch();
-    char log[PATH_MAX + 16], *out = NULL;
-    int rc = run_expandable(lib, "leak", "0", log, sizeof log, &out);
-    ck_assert_msg(rc == 0 && strstr(out, "oom at step"), "torch_expandable exited %d:\n%s", rc, out);
-    free(out);
-    rc = gm(&out, "--color=never", "oom", log);
-    ck_assert_msg(rc == 0 && strstr(out, "cause    leak") && strstr(out, "kept_activation") &&
-                      strstr(out, "expandable segments are not simulated") && !strstr(out, "inactive split blocks"),
-                  "oom: %d\n%s", rc, out);
-    free(out);
+    const char *mem[] = {"FAKECUDA_MEM=2G", "FAKECUDA_MEM=8G"};
+    const char *says[] = {"under the recorded settings it fails here too",
+                          "the model of PyTorch's expandable segments got past it"};
+    for (int i = 0; i < 2; i++) {
+        char log[PATH_MAX + 16], *out = NULL;
+        fake_mem = mem[i];
+        int rc = run_expandable(lib, "leak", "0", log, sizeof log, &out);
+        fake_mem = "FAKECUDA_MEM=8G";
+        ck_assert_msg(rc == 0 && strstr(out, "oom at step"), "torch_expandable exited %d:\n%s", rc, out);
+        free(out);
+        rc = gm(&out, "--color=never", "oom", log);
+        ck_assert_msg(rc == 0 && strstr(out, "cause    leak") && strstr(out, "kept_activation") && strstr(out, says[i]) &&
+                          (i == 0 || !strstr(out, "inactive split blocks")),
+                      "%s: oom: %d\n%s", mem[i], rc, out);
+        free(out);
+        unlink(log); /* the next run's log takes the same name */
+    }
 }
 END_TEST
 
@@ -231,6 +248,41 @@ START_TEST(test_a_python_leak_with_the_cache_kept_names_its_line)
 }
 END_TEST
 
+/* The expandable-segments model on a log recorded under expandable segments: replayed under the
+ * log's own settings it maps what the run mapped, within 2 % of its peak, and dies at the same
+ * OutOfMemoryError (the driver's room, then PyTorch's memory fraction). */
+START_TEST(test_the_expandable_model_reproduces_a_recorded_expandable_run)
+{
+    const char *lib = expandable_torch();
+    const char *fractions[] = {"0", "0.03"};
+    fake_mem = "FAKECUDA_MEM=2G"; /* the driver's room runs out, not the stand-in's addresses */
+    for (int i = 0; i < 2; i++) {
+        char log[PATH_MAX + 16], *out = NULL;
+        int rc = run_expandable(lib, "leak", fractions[i], log, sizeof log, &out);
+        ck_assert_msg(rc == 0 && strstr(out, "oom at step"), "torch_expandable exited %d:\n%s", rc, out);
+        free(out);
+        rd_log_t lf;
+        rt_log_t l;
+        ck_assert_msg(rd_open_path(&lf, log) == 0, "%s", log);
+        ck_assert_msg(replay_torch_load(&l, &lf, 0) == 0, "no tensors in %s", log);
+        ck_assert_msg(l.conf.expandable, "the log's mappings did not say expandable segments");
+        rt_result_t r = replay_torch_run(&l, &l.conf);
+        uint64_t rec = l.peak_reserved_recorded, got = r.peak_reserved;
+        uint64_t off = got > rec ? got - rec : rec - got;
+        ck_assert_msg(rec && off * 50 <= rec, "fraction %s: modelled %llu, recorded %llu", fractions[i],
+                      (unsigned long long)got, (unsigned long long)rec);
+        ck_assert_msg(l.nooms == 1 && r.recorded_failed == 1 && r.new_failures == 0,
+                      "fraction %s: %llu of %llu OOMs reproduced, %llu new", fractions[i],
+                      (unsigned long long)r.recorded_failed, (unsigned long long)l.nooms,
+                      (unsigned long long)r.new_failures);
+        replay_torch_free(&l);
+        rd_close(&lf);
+        unlink(log);
+    }
+    fake_mem = "FAKECUDA_MEM=8G";
+}
+END_TEST
+
 Suite *torch_configs_suite(void)
 {
     Suite *s = suite_create("torch_configs");
@@ -243,6 +295,7 @@ Suite *torch_configs_suite(void)
     tcase_add_test(tc, test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors);
     tcase_add_test(tc, test_steady_tensor_loops_are_never_warned);
     tcase_add_test(tc, test_a_python_leak_with_the_cache_kept_names_its_line);
+    tcase_add_test(tc, test_the_expandable_model_reproduces_a_recorded_expandable_run);
     suite_add_tcase(s, tc);
     return s;
 }
