@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* As the causes' replay: a log beyond this is not decoded for `report` (GMSHIM_REPLAY_MAX_BYTES). */
-#define PLANREP_MAX_LOG_BYTES (4ull << 30)
+/* A log beyond this is not decoded again for `report`'s plan (GMSHIM_REPLAY_MAX_BYTES moves it):
+ * the decoding costs about what the report's own replay does, and the report's speed is its
+ * first promise (docs/performance.md, P5); `whatif` plans any log. */
+#define PLANREP_MAX_LOG_BYTES (256ull << 20)
 
 void planrep_peak_text(FILE *f, const rp_log_t *log, const plan_point_t *p, const char *lead)
 {
@@ -47,7 +49,7 @@ static int device_plan(const model_t *m, int d, rp_log_t *log, plan_point_t *p)
     rd_log_t clone;
     if (rd_clone(m->lf, &clone))
         return -1;
-    int rc = rp_load(log, &clone, d);
+    int rc = rp_load_events(log, &clone, d); /* the plan replays nothing */
     rd_close(&clone);
     if (rc)
         return -1;
@@ -62,7 +64,8 @@ void rep_plan_text(cli_ctx_t *c, const model_t *m)
 {
     FILE *f = c->out;
     if (too_large(m)) {
-        fprintf(f, "not planned: the log is larger than the replay's bound (GMSHIM_REPLAY_MAX_BYTES)\n");
+        fprintf(f, "not planned here: the log is larger than report's bound for it (256 MiB, GMSHIM_REPLAY_MAX_BYTES "
+                   "moves it); gmshim whatif plans it\n");
         return;
     }
     int any = 0;

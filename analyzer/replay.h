@@ -107,6 +107,9 @@ typedef struct rp_log {
 /* Decodes device `dev` of lf (rewound first), then makes the guided replay under the recorded
  * settings (log->recorded). 0, or -1 when out of memory. */
 int rp_load(rp_log_t *log, rd_log_t *lf, int dev);
+/* As rp_load without the two replays of the recording (log->recorded, log->followed stay zero):
+ * the events alone, for what reads them and replays nothing (the plan at the peak). */
+int rp_load_events(rp_log_t *log, rd_log_t *lf, int dev);
 void rp_log_free(rp_log_t *log);
 /* Appends an event to the log's packed events (the loader's, or a test's by hand): 0, or -1. */
 int rp_append(rp_log_t *log, const rp_ev_t *e);

@@ -453,7 +453,7 @@ static int decode(loader_t *L, rd_log_t *lf)
     return 0;
 }
 
-int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
+int rp_load_events(rp_log_t *log, rd_log_t *lf, int dev)
 {
     memset(log, 0, sizeof *log);
     log->dev = dev;
@@ -485,6 +485,13 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
         log->base_cap = log->peak_reserved_recorded;
     if (!log->total)
         log->total = log->base_cap;
+    return 0;
+}
+
+int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
+{
+    if (rp_load_events(log, lf, dev))
+        return -1;
     /* Following the recording first learns when its fences completed; then the replay as it ran. */
     rp_cfg_t cfg;
     rp_cfg_recorded(&cfg);
