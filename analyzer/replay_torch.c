@@ -519,6 +519,14 @@ static void sim_state(const rt_sim_t *m, uint64_t size, uint64_t epoch_t, rt_oom
             out->persistent += m->tensor[id]->size;
 }
 
+/* A cap of `cap` bytes with `head` taken from it (0: no cap stays none; at least 1 MiB). */
+static uint64_t less(uint64_t cap, uint64_t head)
+{
+    if (!cap || !head)
+        return cap;
+    return cap > head + (1ull << 20) ? cap - head : 1ull << 20;
+}
+
 /* Runs the log; stops at the recorded OOM `stop` (an index among them) when the model fails it
  * too, filling *st (returns 1 then). */
 static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint64_t epoch_t, rt_oom_state_t *st,
@@ -529,9 +537,9 @@ static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint
     m.log = log;
     m.c = *conf;
     m.max_split = conf->max_split ? conf->max_split : UINT64_MAX;
-    m.cap = log->cap ? log->cap : UINT64_MAX / 2;
+    m.cap = less(log->cap ? log->cap : UINT64_MAX / 2, conf->less);
     m.next_addr = RT_SYNTH_BASE;
-    m.limit = log->torch_limit;
+    m.limit = less(conf->limit ? conf->limit : log->torch_limit, conf->less);
     m.npools = (log->nstreams ? log->nstreams : 1) * 2;
     m.pools = calloc(m.npools, sizeof *m.pools);
     m.tensor = calloc(log->nids ? log->nids : 1, sizeof *m.tensor);
@@ -588,10 +596,10 @@ static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint
             break;
         }
         case RT_CAP:
-            m.cap = e->size; /* the driver's room, as recorded */
+            m.cap = less(e->size, conf->less); /* the driver's room, as recorded */
             break;
         case RT_LIMIT:
-            m.limit = e->size;
+            m.limit = less(conf->limit ? conf->limit : e->size, conf->less);
             break;
         default:
             break;

@@ -20,6 +20,10 @@ typedef struct rt_conf {
     unsigned divisions;       /* roundup_power2_divisions (0 or 1: none) */
     double gc_threshold;      /* garbage_collection_threshold (0: none; acts only under a fraction) */
     int async;                /* backend:cudaMallocAsync (not modelled: the driver's pool is opaque) */
+    /* Not keys: what a run asks of the model beyond PyTorch's settings. */
+    uint64_t limit;           /* PyTorch's memory fraction x the device in force throughout (0: the log's) */
+    uint64_t less;            /* bytes taken from what PyTorch could reserve, the driver's room and its
+                                 fraction alike (the recommendation's headroom check) */
 } rt_conf_t;
 
 enum rt_type {
