@@ -210,12 +210,7 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
             continue;
         if (passed < 0 || r->res.peak_reserved < p->runs[passed].res.peak_reserved)
             passed = (int)i;
-        /* Where the model ran PyTorch's settings, its runs first: the pool's peaks (gmshim's cap
-         * raised) are not the model's to compare with. */
-        int before = p->rec >= 0 && !r->model != !p->runs[p->rec].model
-                         ? r->model != 0
-                         : p->rec < 0 || r->res.peak_reserved < p->runs[p->rec].res.peak_reserved;
-        if (r->headroom_ok && before)
+        if (r->headroom_ok && (p->rec < 0 || r->res.peak_reserved < p->runs[p->rec].res.peak_reserved))
             p->rec = (int)i;
     }
     uint64_t failed = sim->recorded_failed + sim->new_failures;

@@ -139,12 +139,22 @@ static int on_free(rt_loader_t *L, uint64_t ptr, uint64_t now)
     return replay_torch_append_at(L->log, RT_FREE, 0, (uint32_t)v, 0, now, 0);
 }
 
-/* From here on PyTorch could reserve `room` (the driver's), or less under gmshim's limit. */
+/* From here on PyTorch could reserve `cap`: `room` (the driver's), or less under gmshim's limit.
+ * The room is kept beside it, for a run under another limit. */
+static int cap_room(rt_loader_t *L, uint64_t cap, uint64_t room)
+{
+    rt_log_t *log = L->log;
+    if (replay_torch_append(log, RT_CAP, cap, (uint32_t)(room >> 32), 0))
+        return -1;
+    log->ev[log->nev - 1].site = (uint32_t)room;
+    return 0;
+}
+
+/* Under gmshim's limit the free memory the program saw is what the limit left (the hooks answer
+ * cudaMemGetInfo so): the driver's room is unknown then (0), a run under another limit takes that. */
 static int cap_at(rt_loader_t *L, uint64_t room)
 {
-    if (L->dev_limit && L->dev_limit < room)
-        room = L->dev_limit;
-    return replay_torch_append(L->log, RT_CAP, room, 0, 0);
+    return cap_room(L, L->dev_limit && L->dev_limit < room ? L->dev_limit : room, L->dev_limit ? 0 : room);
 }
 
 /* One record's segment events: PyTorch's reserved bytes, and a release outside an OOM retry
@@ -243,7 +253,8 @@ static int on_setting(rt_loader_t *L, const rd_rec_t *r)
         return replay_torch_append(log, RT_LIMIT, b, 0, 0);
     }
     L->dev_limit = b; /* gmshim's cap on the cudaMallocs PyTorch makes */
-    return cap_at(L, b ? b : log->cap ? log->cap : log->total);
+    uint64_t room = log->cap ? log->cap : log->total;
+    return cap_room(L, b ? b : room, room);
 }
 
 /* A checkpoint's state record the model starts from: PyTorch's tensors and segments alive then. */

@@ -95,8 +95,9 @@ static void set_torch_split(wi_run_t *r, uint64_t v)
     snprintf(r->label, sizeof r->label, "%s=%s", r->env_name, r->env_value);
 }
 
-/* PyTorch's raised fraction, run by the model under the settings as run: one more of its runs. */
-static void model_fraction(wi_plan_t *p, wi_run_t *r)
+/* The raised cap (PyTorch's fraction, or gmshim's limit), run by the model under the settings as
+ * run: one more of its runs, named in the cap's own words. */
+static void model_cap(wi_plan_t *p, wi_run_t *r, int fraction)
 {
     wt_plan_t *t = &p->torch;
     if (!t->nruns || t->nruns >= WT_MAX_RUNS) {
@@ -107,15 +108,23 @@ static void model_fraction(wi_plan_t *p, wi_run_t *r)
     *m = t->runs[0];
     m->as_recorded = 0;
     m->flag[0] = 0;
-    m->conf.limit = r->cfg.limit;
-    char text[sizeof m->text];
-    snprintf(text, sizeof text, "%.100s%s%.50s", t->runs[0].text, t->runs[0].text[0] ? "," : "", r->env_value);
-    memcpy(m->text, text, sizeof text);
+    char text[sizeof m->text], label[sizeof r->label], value[sizeof r->env_value], name[sizeof r->env_name];
+    if (fraction) {
+        m->conf.limit = r->cfg.limit;
+        snprintf(text, sizeof text, "%.100s%s%.50s", t->runs[0].text, t->runs[0].text[0] ? "," : "", r->env_value);
+        memcpy(m->text, text, sizeof text);
+        snprintf(value, sizeof value, "%s", m->text);
+    } else {
+        m->conf.dev_limit = r->cfg.limit;
+        snprintf(m->also, sizeof m->also, "%.31s=%.47s", r->env_name, r->env_value);
+        snprintf(value, sizeof value, "%s", r->env_value);
+    }
     m->res = replay_torch_run(p->tlog, &m->conf);
-    char label[sizeof r->label];
     snprintf(label, sizeof label, "%s", r->label);
+    snprintf(name, sizeof name, "%s", r->env_name);
     model_run(r, m, t->nruns++);
-    snprintf(r->env_value, sizeof r->env_value, "%s", m->text);
+    snprintf(r->env_name, sizeof r->env_name, "%s", name);
+    snprintf(r->env_value, sizeof r->env_value, "%s", value);
     snprintf(r->label, sizeof r->label, "%s", label);
 }
 
@@ -355,8 +364,8 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
                     set_torch_fraction(r, v, log->total);
                 else
                     set_env(r, "GMSHIM_DEVICE_LIMIT", v, 1);
-                if (tlog && log->torch_limit && log->total)
-                    model_fraction(p, r);
+                if (tlog)
+                    model_cap(p, r, log->torch_limit && log->total);
                 else
                     run_all(log, o, r, 1, &pg);
             }

@@ -176,9 +176,9 @@ void wt_plan_text(FILE *f, const rt_log_t *log, const wt_plan_t *p, int rec)
     fprintf(f, "  %9s %6s  %s\n", "reserved", "failed", "PYTORCH_CUDA_ALLOC_CONF=");
     for (size_t i = 0; i < p->nruns; i++) {
         const wt_run_t *r = &p->runs[i];
-        fprintf(f, "  %9s %6" PRIu64 "  %s%s%s\n", rep_bytes(r->res.peak_reserved, a), r->res.failures,
-                r->text[0] ? r->text : "(PyTorch's defaults)", r->as_recorded ? " (as run)" : "",
-                (int)i == rec ? "  <- recommended" : "");
+        fprintf(f, "  %9s %6" PRIu64 "  %s%s%s%s%s\n", rep_bytes(r->res.peak_reserved, a), r->res.failures,
+                r->text[0] ? r->text : "(PyTorch's defaults)", r->also[0] ? ", with " : "", r->also,
+                r->as_recorded ? " (as run)" : "", (int)i == rec ? "  <- recommended" : "");
         if (r->flag[0])
             fprintf(f, "      ! %s\n", r->flag);
     }
@@ -197,6 +197,8 @@ void wt_plan_json(json_t *j, const rt_log_t *log, const wt_plan_t *p, int rec)
         json_str(j, "env", conf_label(r, buf, sizeof buf));
         json_bool(j, "as_recorded", r->as_recorded);
         json_bool(j, "recommended", (int)i == rec);
+        if (r->also[0])
+            json_str(j, "also", r->also);
         json_u64(j, "peak_reserved", r->res.peak_reserved);
         json_u64(j, "peak_allocated", r->res.peak_allocated);
         json_u64(j, "failures", r->res.failures);

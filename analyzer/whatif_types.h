@@ -16,6 +16,8 @@ typedef struct wt_run {
     char text[160];           /* PYTORCH_CUDA_ALLOC_CONF's value ("" for PyTorch's defaults) */
     int as_recorded;
     char flag[160];           /* why this combination is not to be used ("" when none) */
+    char also[80];            /* a setting outside PYTORCH_CUDA_ALLOC_CONF it ran under ("" for none):
+                                 gmshim's raised cap */
 } wt_run_t;
 
 typedef struct wt_plan {

@@ -183,6 +183,12 @@ START_TEST(test_a_keep_log_gets_one_recommendation_from_the_model)
         ck_assert_msg(strstr(out, set) && !strstr(out, "max_split_size_mb:32"), "%s:\n%s", cmds[i], out);
         free(out);
     }
+    /* the cap that refused, raised, is the model's run too */
+    rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_weights_keep.gmlog");
+    ck_assert_msg(rc == 0 && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_DEVICE_LIMIT\":\"2407M\"}") &&
+                      strstr(out, "\"also\":\"GMSHIM_DEVICE_LIMIT=2407M\"") && count(out, "\"recommended\":true") == 1,
+                  "whatif on a keep-mode log refused by gmshim's cap: rc %d:\n%s", rc, out);
+    free(out);
     rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_leak_keep.gmlog");
     ck_assert_msg(rc == 3 && strstr(out, "\"recommendation\":{\"env\":{}") && strstr(out, "\"growing\":true") &&
                       !strstr(out, "\"recommended\":true"),
