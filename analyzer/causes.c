@@ -463,7 +463,8 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     c->segment = c->reproduced ? f->segment : o->rec.segment;
     /* Expandable segments: the model of PyTorch's allocator, where it fails here too. */
     rt_oom_state_t st;
-    if (log->torch_expandable && causes_torch_expandable(m, log->dev, (size_t)k, c->epoch_start, &st) == 1) {
+    if (log->torch_expandable &&
+        causes_torch_expandable(e->tmade ? &e->tlog : NULL, (size_t)k, c->epoch_start, &st) == 1) {
         c->reproduced = 1;
         c->cap = st.cap;
         c->live = st.live;
