@@ -340,6 +340,9 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     }
     p->events_per_s = busy > 0 ? (double)evs / busy : 0;
     p->reproduced = p->runs[0].res.failures > 0;
+    /* The model's settings are told to help only where the model fails as run too. */
+    if (tlog && p->torch.nruns && !p->torch.runs[0].res.recorded_failed)
+        p->reproduced = 0;
     /* Outside the pool at the first failure: what the device held besides the pool's figure. */
     const rp_result_t *ref = &p->runs[0].res;
     uint64_t cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->base_cap;
