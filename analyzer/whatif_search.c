@@ -328,8 +328,10 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     p->failing = log->recorded.failures > 0;
     add_candidates(p, log, o);
     run_all(log, o, p->runs, p->nruns, &pg);
-    if (tlog && model_candidates(p, o))
+    if (tlog && model_candidates(p, o)) {
+        wi_plan_free(p);
         return -1;
+    }
     /* Per configuration: the events each replayed over the time it took on its own thread,
      * summed (configurations of unequal cost are not charged for waiting on the slowest). */
     uint64_t evs = 0;
