@@ -115,12 +115,28 @@ static rp_cfg_t tightened(const wi_plan_t *p, const rp_log_t *log, const wi_run_
     return c;
 }
 
-/* Each candidate that got past every failure, for the job's allocator, replayed with less room. */
+/* A candidate of the model of PyTorch's allocator replayed by it again with the headroom taken
+ * from what PyTorch could reserve (the driver's room, its fraction). */
+static void model_headroom(wi_plan_t *p, wi_run_t *r)
+{
+    rt_conf_t c = p->torch.runs[r->model - 1].conf;
+    c.less = p->headroom;
+    rt_result_t res = replay_torch_run(p->tlog, &c);
+    r->headroom_ok = !res.failures;
+}
+
+/* Each candidate that got past every failure, for the job's allocator, replayed with less room
+ * (by the replay that ran it: the pool's, or the model of PyTorch's allocator). */
 static void check_headroom(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
 {
     size_t n = 0;
-    for (size_t i = 0; i < p->nruns; i++)
-        n += p->runs[i].candidate && !p->runs[i].res.failures;
+    for (size_t i = 0; i < p->nruns; i++) {
+        wi_run_t *r = &p->runs[i];
+        if (r->model && r->candidate && !r->res.failures)
+            model_headroom(p, r);
+        else
+            n += r->candidate && !r->res.failures;
+    }
     if (!n)
         return;
     rp_cfg_t *cfgs = calloc(n, sizeof *cfgs);
@@ -129,7 +145,7 @@ static void check_headroom(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
     if (cfgs && out && which) {
         size_t k = 0;
         for (size_t i = 0; i < p->nruns; i++)
-            if (p->runs[i].candidate && !p->runs[i].res.failures) {
+            if (!p->runs[i].model && p->runs[i].candidate && !p->runs[i].res.failures) {
                 which[k] = i;
                 cfgs[k++] = tightened(p, log, &p->runs[i], p->headroom);
             }
@@ -154,7 +170,7 @@ static void growing_why(wi_plan_t *p, const wi_opts_t *o)
 
 void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
 {
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], d[32];
     const rp_result_t *sim = &p->runs[0].res;
     p->rec = -1;
     p->fits = 0;
@@ -198,6 +214,19 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
             p->rec = (int)i;
     }
     uint64_t failed = sim->recorded_failed + sim->new_failures;
+    if (p->rec >= 0 && p->runs[p->rec].model) {
+        const wi_run_t *r = &p->runs[p->rec];
+        const rt_result_t *own = &p->torch.runs[0].res;
+        failed = own->recorded_failed + own->new_failures;
+        p->fits = 1;
+        snprintf(p->why, sizeof p->why, "PyTorch's allocator, modelled with %s=%s, gets past all %" PRIu64
+                 " failed allocation%s with no new one, and still does with %s less to reserve (the headroom, "
+                 "%d%% of the cap) (peak reserved %s; as run the model reserved %s, PyTorch %s)", r->env_name,
+                 r->env_value, failed, failed == 1 ? "" : "s", rep_bytes(p->headroom, c), ADVICE_HEADROOM_PCT,
+                 rep_bytes(r->res.peak_reserved, a), rep_bytes(own->peak_reserved, b),
+                 rep_bytes(p->tlog->peak_reserved_recorded, d));
+        return;
+    }
     if (p->rec >= 0) {
         const wi_run_t *r = &p->runs[p->rec];
         p->fits = 1;

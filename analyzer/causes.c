@@ -32,6 +32,8 @@ typedef struct cached {
     uint64_t size, start_ns;
     int dev;
     rp_log_t log;
+    rt_log_t tlog;       /* a keep-mode log's tensors: the model of PyTorch's allocator runs the candidates */
+    int tmade;
     wi_plan_t plan;
     plan_point_t *oom_plans; /* the floor and plan at each recorded OOM (valid: planned) */
     unsigned age;
@@ -54,6 +56,8 @@ static void slot_clear(cached_t *c)
     if (c->ok) {
         rp_log_free(&c->log);
         wi_plan_free(&c->plan);
+        replay_torch_free(&c->tlog);
+        c->tmade = 0;
         free(c->oom_plans);
         c->oom_plans = NULL;
     }
@@ -87,6 +91,7 @@ static void slot_load(cached_t *c, const rd_log_t *lf, int dev, const model_t *m
     if (rd_clone(lf, &clone))
         return;
     int rc = rp_load(&c->log, &clone, dev);
+    c->tmade = !rc && c->log.torch_tensors && replay_torch_load(&c->tlog, &clone, dev) == 0;
     rd_close(&clone);
     if (rc)
         return;
@@ -96,8 +101,9 @@ static void slot_load(cached_t *c, const rd_log_t *lf, int dev, const model_t *m
     advice_growth_of_device(m, dev, c->log.torch_cache_kept, &g);
     advice_growth_of_log(&c->log, &g);
     advice_opts(&o, &g);
-    if (wi_plan_make(&c->log, &o, &c->plan)) {
+    if (wi_plan_make(&c->log, c->tmade ? &c->tlog : NULL, &o, &c->plan)) {
         rp_log_free(&c->log);
+        replay_torch_free(&c->tlog);
         return;
     }
     c->oom_plans = calloc(c->log.nooms ? c->log.nooms : 1, sizeof *c->oom_plans);
@@ -457,7 +463,8 @@ int causes_of(const model_t *m, const model_oom_t *o, cause_t *c)
     c->segment = c->reproduced ? f->segment : o->rec.segment;
     /* Expandable segments: the model of PyTorch's allocator, where it fails here too. */
     rt_oom_state_t st;
-    if (log->torch_expandable && causes_torch_expandable(m, log->dev, (size_t)k, c->epoch_start, &st) == 1) {
+    if (log->torch_expandable &&
+        causes_torch_expandable(e->tmade ? &e->tlog : NULL, (size_t)k, c->epoch_start, &st) == 1) {
         c->reproduced = 1;
         c->cap = st.cap;
         c->live = st.live;

@@ -53,7 +53,7 @@ typedef struct cause {
     char why[768];
     char cannot_tell[320];   /* what this log cannot show, and why ("" when nothing) */
     /* the tested remedy (from the what-if search over the whole log) */
-    char env_name[32], env_value[48];
+    char env_name[32], env_value[160];
     char tested[640];
     uint64_t min_device_bytes;
     int min_found;

@@ -3,13 +3,12 @@
 #ifndef GM_CAUSES_TORCH_H
 #define GM_CAUSES_TORCH_H
 
-#include "model.h"
 #include "replay_torch.h"
 
-/* Replays m's log (device dev) through the model under its own settings up to its k-th recorded
+/* Runs the model's input `log` (NULL: none loaded) under its own settings up to its k-th recorded
  * OutOfMemoryError; when the model fails there too, fills *st with the pool's figures there (cap,
  * live, reserved, free blocks, the part live since epoch_start) and returns 1; 0 when the model
  * gets past it; -1 when it cannot tell. Below the causes, which take the figures from it. */
-int causes_torch_expandable(const model_t *m, int dev, size_t k, uint64_t epoch_start, rt_oom_state_t *st);
+int causes_torch_expandable(const rt_log_t *log, size_t k, uint64_t epoch_start, rt_oom_state_t *st);
 
 #endif

@@ -127,7 +127,8 @@ static int hook_record(ev_dec_t *x, const rd_rec_t *r, ev_t *out)
         memset(&x->hook_oom, 0, sizeof x->hook_oom);
         memcpy(&x->hook_oom, r->p, r->len < sizeof x->hook_oom ? r->len : sizeof x->hook_oom);
         x->hook_oom_seen = 1;
-        break;
+        *out = (ev_t){.type = EV_NONE, .dev = r->device, .oom = &x->hook_oom};
+        return 1;
     case GMLOG_ALLOC:
     case GMLOG_FREE:
         if (r->len < 16)
@@ -253,6 +254,7 @@ int ev_decode_torch(ev_dec_t *x, const rd_rec_t *r, ev_t out[EV_MAX])
     out[0].site = t->site;
     out[0].stream = t->stream;
     out[0].ptr = t->addr;
+    out[0].graph = t->pool;
     switch (r->type) {
     case GMLOG_T_ALLOC: return t_alloc(x, r, t, out);
     case GMLOG_T_FREE_REQUESTED: return t_free_requested(x, r, t, out);
@@ -264,11 +266,9 @@ int ev_decode_torch(ev_dec_t *x, const rd_rec_t *r, ev_t out[EV_MAX])
     case GMLOG_T_SEGMENT_FREE:
         out[0].type = r->type == GMLOG_T_SEGMENT_ALLOC ? EV_SEGMENT_ALLOC : EV_SEGMENT_FREE;
         out[0].size = t->size;
-        out[0].graph = t->pool;
         return 1;
     case GMLOG_T_SEGMENT_MAP:
     case GMLOG_T_SEGMENT_UNMAP:
-        out[0].graph = t->pool;
         return t_mapped(x, r, t, r->type == GMLOG_T_SEGMENT_MAP, out);
     case GMLOG_T_OOM: t_oom(x, t, out); return 1;
     default: return 1;

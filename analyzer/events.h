@@ -41,8 +41,9 @@ typedef struct ev {
     uint8_t dev;                 /* the record's device */
     uint32_t site;               /* the call site of the allocation or free */
     uint32_t dur_ns;             /* time spent in the hook or the driver call */
-    uint32_t graph;              /* SEGMENT_*: the private pool (capture id) it serves, else 0 */
-    uint64_t ptr;                /* the block's address, the segment's base */
+    uint32_t graph;              /* SEGMENT_*, a tensor's: the private pool (capture id) it serves, else 0 */
+    uint64_t ptr;                /* the block's address, the segment's base; a tensor's OOM: the bytes
+                                  * the driver had free then (the record's addr) */
     uint64_t req;                /* ALLOC: bytes asked */
     uint64_t size;               /* ALLOC: the block's bytes; tensor FREE (pending), FREE_COMPLETED:
                                   * its block's; SEGMENT_*: the segment's (the record's) */
@@ -50,7 +51,8 @@ typedef struct ev {
     uint64_t stream;             /* a tensor's or PyTorch segment's stream; cudaMallocAsync's */
     uint64_t aux;                /* ALLOC of 40 bytes: the record's block field (a library's name);
                                   * a tensor's OOM: 1 when the hooks' failed cudaMalloc preceded it */
-    const gmlog_oom_t *oom;      /* OOM: the record (a tensor's: made by the decoder) */
+    const gmlog_oom_t *oom;      /* OOM: the record (a tensor's: made by the decoder); NONE on a tensor
+                                  * device: the hooks' failed cudaMalloc it keeps for the next T_OOM */
 } ev_t;
 
 /* A live tensor, or a block whose free is pending, keyed by its address. */

@@ -392,7 +392,7 @@ static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
     json_arr_end(j);
     json_arr(j, "remedies");
     if (replayed && cz.env_name[0]) {
-        char r[128];
+        char r[200];
         snprintf(r, sizeof r, "%s=%s", cz.env_name, cz.env_value);
         json_str(j, NULL, r);
     }

@@ -519,6 +519,23 @@ static void sim_state(const rt_sim_t *m, uint64_t size, uint64_t epoch_t, rt_oom
             out->persistent += m->tensor[id]->size;
 }
 
+/* A cap of `cap` bytes with `head` taken from it (0: no cap stays none; at least 1 MiB). */
+static uint64_t less(uint64_t cap, uint64_t head)
+{
+    if (!cap || !head)
+        return cap;
+    return cap > head + (1ull << 20) ? cap - head : 1ull << 20;
+}
+
+/* An RT_CAP's bytes, under gmshim's limit `dev_limit` instead of the log's (0: as recorded). */
+static uint64_t cap_of(const rt_ev_t *e, uint64_t dev_limit)
+{
+    uint64_t room = (uint64_t)e->id << 32 | e->site;
+    if (!dev_limit)
+        return e->size;
+    return room && room < dev_limit ? room : dev_limit;
+}
+
 /* Runs the log; stops at the recorded OOM `stop` (an index among them) when the model fails it
  * too, filling *st (returns 1 then). */
 static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint64_t epoch_t, rt_oom_state_t *st,
@@ -530,8 +547,11 @@ static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint
     m.c = *conf;
     m.max_split = conf->max_split ? conf->max_split : UINT64_MAX;
     m.cap = log->cap ? log->cap : UINT64_MAX / 2;
+    if (conf->dev_limit && conf->dev_limit < m.cap)
+        m.cap = conf->dev_limit;
+    m.cap = less(m.cap, conf->less);
     m.next_addr = RT_SYNTH_BASE;
-    m.limit = log->torch_limit;
+    m.limit = less(conf->limit ? conf->limit : log->torch_limit, conf->less);
     m.npools = (log->nstreams ? log->nstreams : 1) * 2;
     m.pools = calloc(m.npools, sizeof *m.pools);
     m.tensor = calloc(log->nids ? log->nids : 1, sizeof *m.tensor);
@@ -588,10 +608,10 @@ static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint
             break;
         }
         case RT_CAP:
-            m.cap = e->size; /* the driver's room, as recorded */
+            m.cap = less(cap_of(e, conf->dev_limit), conf->less); /* the driver's room, as recorded */
             break;
         case RT_LIMIT:
-            m.limit = e->size;
+            m.limit = less(conf->limit ? conf->limit : e->size, conf->less);
             break;
         default:
             break;

@@ -20,6 +20,11 @@ typedef struct rt_conf {
     unsigned divisions;       /* roundup_power2_divisions (0 or 1: none) */
     double gc_threshold;      /* garbage_collection_threshold (0: none; acts only under a fraction) */
     int async;                /* backend:cudaMallocAsync (not modelled: the driver's pool is opaque) */
+    /* Not keys: what a run asks of the model beyond PyTorch's settings. */
+    uint64_t limit;           /* PyTorch's memory fraction x the device in force throughout (0: the log's) */
+    uint64_t dev_limit;       /* GMSHIM_DEVICE_LIMIT in force throughout (0: the log's) */
+    uint64_t less;            /* bytes taken from what PyTorch could reserve, the driver's room and its
+                                 fraction alike (the recommendation's headroom check) */
 } rt_conf_t;
 
 enum rt_type {
@@ -27,7 +32,8 @@ enum rt_type {
     RT_FREE,                  /* id: the tensor's block reusable (FREE_COMPLETED) */
     RT_EMPTY,                 /* the recording gave segments back outside an OOM retry (empty_cache) */
     RT_OOM,                   /* size: bytes asked by an allocation that raised OutOfMemoryError */
-    RT_CAP,                   /* size: bytes PyTorch could reserve from the driver from here on */
+    RT_CAP,                   /* size: bytes PyTorch could reserve from the driver from here on, under
+                                 GMSHIM_DEVICE_LIMIT; id << 32 | site: the driver's room alone */
     RT_LIMIT,                 /* size: PyTorch's memory fraction x the device (0: none) */
 };
 

@@ -1,9 +1,12 @@
-/* Decodes a keep-mode log's PyTorch events (GMLOG_T_*, written by the bridge) into the events
- * the allocator model runs (replay_torch.h), with the log's PYTORCH_CUDA_ALLOC_CONF and the
- * peak PyTorch reserved. Its segment frees say when the program emptied the cache; its failed
- * cudaMallocs and OutOfMemoryErrors how much the driver had left. Never trusts the log: unknown
- * addresses are skipped, streams beyond RT_MAX_STREAMS share the last. */
+/* The model's input (replay_torch.h): a keep-mode log's tensor events on one device, as the
+ * decoder (events.h) gives them, by tensor id and stream, with the log's PYTORCH_CUDA_ALLOC_CONF
+ * and the peak PyTorch reserved. Its segment releases say when the program emptied the cache;
+ * its failed cudaMallocs and OutOfMemoryErrors how much the driver had left. Reads no record
+ * layout the decoder reads; never trusts the log: unknown addresses are skipped, streams beyond
+ * RT_MAX_STREAMS share the last. */
 #include "replay_torch.h"
+#include "events.h"
+#include "table.h"
 #include "vec.h"
 
 #include <stdio.h>
@@ -11,74 +14,6 @@
 #include <string.h>
 
 #define RT_MAX_STREAMS 64
-
-typedef struct rt_map {      /* recorded address -> tensor id, open addressing */
-    uint64_t *key;
-    uint32_t *val;
-    size_t cap, count;
-} rt_map_t;
-
-static size_t map_home(const rt_map_t *m, uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k & (m->cap - 1);
-}
-
-static int map_grow(rt_map_t *m)
-{
-    size_t ncap = m->cap ? m->cap * 2 : 1024;
-    uint64_t *nk = calloc(ncap, sizeof *nk);
-    uint32_t *nv = calloc(ncap, sizeof *nv);
-    if (!nk || !nv) {
-        free(nk);
-        free(nv);
-        return -1;
-    }
-    rt_map_t n = {nk, nv, ncap, 0};
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->key[i]) {
-            size_t j = map_home(&n, m->key[i]);
-            while (n.key[j])
-                j = (j + 1) & (ncap - 1);
-            n.key[j] = m->key[i], n.val[j] = m->val[i], n.count++;
-        }
-    free(m->key);
-    free(m->val);
-    *m = n;
-    return 0;
-}
-
-static size_t map_slot(const rt_map_t *m, uint64_t k)
-{
-    size_t i = map_home(m, k);
-    while (m->key[i] && m->key[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-/* Removes slot i, moving back the entries after it (linear probing's deletion). */
-static void map_del(rt_map_t *m, size_t i)
-{
-    for (;;) {
-        m->key[i] = 0;
-        size_t j = i;
-        for (;;) {
-            j = (j + 1) & (m->cap - 1);
-            if (!m->key[j]) {
-                m->count--;
-                return;
-            }
-            size_t h = map_home(m, m->key[j]);
-            if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j))
-                break;
-        }
-        m->key[i] = m->key[j];
-        m->val[i] = m->val[j];
-        i = j;
-    }
-}
 
 int replay_torch_append(rt_log_t *log, unsigned type, uint64_t size, uint32_t id, unsigned stream)
 {
@@ -146,9 +81,12 @@ const char *replay_torch_conf_text(const rt_conf_t *c, char *buf, size_t len)
     return buf;
 }
 
+
 typedef struct rt_loader {
     rt_log_t *log;
-    rt_map_t map;
+    ev_dec_t ev;             /* the decoder: PyTorch's view of the device */
+    table_map_t ids;         /* a live tensor's address -> its id */
+    table_map_t mapped;      /* an expandable segment's base (the decoder's whole segments) -> its bytes */
     uint32_t *free_ids;
     size_t nfree, capfree;
     uint64_t streams[RT_MAX_STREAMS];
@@ -172,133 +110,196 @@ static unsigned stream_index(rt_loader_t *L, uint64_t stream, uint32_t pool)
     return RT_MAX_STREAMS - 1;
 }
 
-static int on_tensor_alloc(rt_loader_t *L, const gmlog_tensor_t *t, uint64_t now)
+/* A tensor's block made (or, from a checkpoint, held): its id, the one it had when the log
+ * allocated the address twice without a free (damaged: the old one is gone). */
+static int on_alloc(rt_loader_t *L, const ev_t *e, uint64_t now)
 {
-    if (!t->addr)
+    if (!e->ptr)
         return 0;
-    if (L->map.count * 2 >= L->map.cap && map_grow(&L->map))
+    uint64_t *had = table_map_find(&L->ids, e->ptr);
+    uint32_t id = had ? (uint32_t)*had : L->nfree ? L->free_ids[--L->nfree] : L->log->nids;
+    if (!had && table_map_put(&L->ids, e->ptr, id))
         return -1;
-    size_t i = map_slot(&L->map, t->addr);
-    uint32_t id;
-    int fresh = !L->map.key[i];
-    if (!fresh) /* allocated twice without a free (damaged): the old one is gone */
-        id = L->map.val[i];
-    else if (L->nfree)
-        id = L->free_ids[--L->nfree];
-    else
-        id = L->log->nids;
-    L->map.key[i] = t->addr, L->map.val[i] = id;
-    L->map.count += (size_t)fresh;
     L->retry = 0, L->last_empty = 0;
-    return replay_torch_append_at(L->log, RT_ALLOC, t->size, id, stream_index(L, t->stream, t->pool), now, t->site);
+    return replay_torch_append_at(L->log, RT_ALLOC, e->req, id, stream_index(L, e->stream, e->graph), now, e->site);
 }
 
-static int on_tensor_free(rt_loader_t *L, const gmlog_tensor_t *t, uint64_t now)
+/* A tensor's free completed: its block reusable, its id free. */
+static int on_free(rt_loader_t *L, uint64_t ptr, uint64_t now)
 {
-    if (!L->map.cap)
+    uint64_t v;
+    if (!table_map_del(&L->ids, ptr, &v))
         return 0;
-    size_t i = map_slot(&L->map, t->addr);
-    if (!L->map.key[i])
-        return 0;
-    uint32_t id = L->map.val[i];
-    map_del(&L->map, i);
     uint32_t *n = vec_grow(L->free_ids, &L->capfree, L->nfree + 1, sizeof *n, 1024);
     if (!n)
         return -1;
     L->free_ids = n;
-    L->free_ids[L->nfree++] = id;
+    L->free_ids[L->nfree++] = (uint32_t)v;
     L->last_empty = 0;
-    return replay_torch_append_at(L->log, RT_FREE, 0, id, 0, now, 0);
+    return replay_torch_append_at(L->log, RT_FREE, 0, (uint32_t)v, 0, now, 0);
 }
 
-static void segment_bytes(rt_loader_t *L, int up, uint64_t size)
-{
-    if (up) {
-        L->reserved += size;
-        if (L->reserved > L->log->peak_reserved_recorded)
-            L->log->peak_reserved_recorded = L->reserved;
-    } else {
-        L->reserved = L->reserved > size ? L->reserved - size : 0;
-    }
-}
-
-/* From here on PyTorch could reserve `room` (the driver's), or less under gmshim's limit. */
-static int cap_at(rt_loader_t *L, uint64_t room)
-{
-    if (L->dev_limit && L->dev_limit < room)
-        room = L->dev_limit;
-    return replay_torch_append(L->log, RT_CAP, room, 0, 0);
-}
-
-static int on_record(rt_loader_t *L, const rd_rec_t *r)
+/* From here on PyTorch could reserve `cap`: `room` (the driver's), or less under gmshim's limit.
+ * The room is kept beside it, for a run under another limit. */
+static int cap_room(rt_loader_t *L, uint64_t cap, uint64_t room)
 {
     rt_log_t *log = L->log;
-    if (r->type >= GMLOG_T_ALLOC && r->type <= GMLOG_T_OOM) {
-        if (r->len < sizeof(gmlog_tensor_t))
-            return 0;
-        const gmlog_tensor_t *t = (const gmlog_tensor_t *)r->p;
-        switch (r->type) {
-        case GMLOG_T_ALLOC:
-            return on_tensor_alloc(L, t, r->t);
-        case GMLOG_T_FREE_COMPLETED:
-            return on_tensor_free(L, t, r->t);
-        case GMLOG_T_SEGMENT_MAP:
-            log->conf.expandable = 1; /* what it ran under, whatever the environment said */
-            segment_bytes(L, 1, t->size);
-            return 0;
-        case GMLOG_T_SEGMENT_ALLOC:
-            segment_bytes(L, 1, t->size);
-            return 0;
-        case GMLOG_T_SEGMENT_FREE:
-        case GMLOG_T_SEGMENT_UNMAP:
-            segment_bytes(L, 0, t->size);
-            if (L->retry || L->last_empty)
-                return 0;
-            L->last_empty = 1;
-            return replay_torch_append(log, RT_EMPTY, 0, 0, 0);
-        case GMLOG_T_OOM:
-            log->nooms++;
-            L->retry = 0, L->last_empty = 0;
-            /* addr: what the driver had free then; with what PyTorch held, its room */
-            if (t->addr && cap_at(L, L->reserved + t->addr))
-                return -1;
-            return replay_torch_append_at(log, RT_OOM, t->size, 0, stream_index(L, t->stream, t->pool), r->t, t->site);
-        default:
-            return 0;
+    if (replay_torch_append(log, RT_CAP, cap, (uint32_t)(room >> 32), 0))
+        return -1;
+    log->ev[log->nev - 1].site = (uint32_t)room;
+    return 0;
+}
+
+/* Under gmshim's limit the free memory the program saw is what the limit left (the hooks answer
+ * cudaMemGetInfo so): the driver's room is unknown then (0), a run under another limit takes that. */
+static int cap_at(rt_loader_t *L, uint64_t room)
+{
+    return cap_room(L, L->dev_limit && L->dev_limit < room ? L->dev_limit : room, L->dev_limit ? 0 : room);
+}
+
+/* One record's segment events: PyTorch's reserved bytes, and a release outside an OOM retry
+ * (the program emptied the cache). An expandable segment's change comes as whole segments
+ * resized: its bytes are the difference. */
+static int on_segments(rt_loader_t *L, const ev_t *ev, int n)
+{
+    uint64_t up = 0, down = 0;
+    int release = 0;
+    for (int i = 0; i < n; i++) {
+        const ev_t *e = &ev[i];
+        int made = e->type == EV_SEGMENT_ALLOC;
+        if (!made && e->type != EV_SEGMENT_FREE)
+            continue;
+        if (!e->mapped) {
+            *(made ? &up : &down) += e->size;
+            release |= !made;
+            continue;
         }
-    }
-    switch (r->type) {
-    case GMLOG_DEVICE:
-        if (r->len >= sizeof(gmlog_device_t)) {
-            const gmlog_device_t *d = (const gmlog_device_t *)r->p;
-            log->total = d->total;
-            if (!log->cap)
-                log->cap = d->free_at_start ? d->free_at_start : d->total;
-        }
-        return 0;
-    case GMLOG_LIMIT: {
-        if (r->len < sizeof(gmlog_limit_t))
-            return 0;
-        uint64_t b = ((const gmlog_limit_t *)r->p)->bytes;
-        if (r->flags & GMLOG_LIMIT_TORCH) {
-            if (!log->torch_limit)
-                log->torch_limit = b;
-            return replay_torch_append(log, RT_LIMIT, b, 0, 0);
-        }
-        L->dev_limit = b; /* gmshim's cap on the cudaMallocs PyTorch makes */
-        return cap_at(L, b ? b : log->cap ? log->cap : log->total);
-    }
-    case GMLOG_OOM: /* a failed cudaMalloc: PyTorch's segment ask, its retry follows */
-        if (r->len >= sizeof(gmlog_oom_t)) {
-            const gmlog_oom_t *o = (const gmlog_oom_t *)r->p;
-            L->retry = 1;
-            if (o->driver_free && cap_at(L, L->reserved + o->driver_free))
+        L->log->conf.expandable = 1; /* what it ran under, whatever the environment said */
+        uint64_t was = 0;
+        if (!table_map_del(&L->mapped, e->ptr, &was))
+            was = 0;
+        down += was;
+        if (made) {
+            up += e->size;
+            if (table_map_put(&L->mapped, e->ptr, e->size))
                 return -1;
         }
-        return 0;
-    default:
+    }
+    if (up > down) {
+        L->reserved += up - down;
+        if (L->reserved > L->log->peak_reserved_recorded)
+            L->log->peak_reserved_recorded = L->reserved;
         return 0;
     }
+    if (down > up)
+        release = 1;
+    if (!release)
+        return 0;
+    L->reserved = L->reserved > down - up ? L->reserved - (down - up) : 0;
+    if (L->retry || L->last_empty)
+        return 0;
+    L->last_empty = 1;
+    return replay_torch_append(L->log, RT_EMPTY, 0, 0, 0);
+}
+
+/* The events of one record of the device (a checkpoint's state: `held`, its tensors' blocks,
+ * a free requested but not completed still held). */
+static int on_events(rt_loader_t *L, const ev_t *ev, int n, uint64_t now, int held)
+{
+    const ev_t *e = &ev[0];
+    switch (e->type) {
+    case EV_ALLOC: return e->tensor ? on_alloc(L, e, now) : 0;
+    case EV_FREE: return e->tensor && held ? on_alloc(L, e, now) : 0;
+    case EV_FREE_COMPLETED: return on_free(L, e->ptr, now);
+    case EV_SEGMENT_ALLOC:
+    case EV_SEGMENT_FREE: return e->tensor ? on_segments(L, ev, n) : 0;
+    case EV_OOM:
+        if (!e->tensor)
+            return 0;
+        L->log->nooms++;
+        L->retry = 0, L->last_empty = 0;
+        /* a tensor's OOM: ptr, what the driver had free then; with what PyTorch held, its room */
+        if (e->ptr && cap_at(L, L->reserved + e->ptr))
+            return -1;
+        return replay_torch_append_at(L->log, RT_OOM, e->oom->request, 0, stream_index(L, e->stream, e->graph), now,
+                                      e->site);
+    case EV_NONE:
+        /* the hooks' failed cudaMalloc: PyTorch's segment ask, its retry follows */
+        if (e->tensor || !e->oom)
+            return 0;
+        L->retry = 1;
+        return e->oom->driver_free ? cap_at(L, L->reserved + e->oom->driver_free) : 0;
+    default: return 0;
+    }
+}
+
+/* A record the decoder leaves to its handlers: the device, and the caps in force. */
+static int on_setting(rt_loader_t *L, const rd_rec_t *r)
+{
+    rt_log_t *log = L->log;
+    if (r->type == GMLOG_DEVICE && r->len >= sizeof(gmlog_device_t)) {
+        const gmlog_device_t *d = (const gmlog_device_t *)r->p;
+        log->total = d->total;
+        if (!log->cap)
+            log->cap = d->free_at_start ? d->free_at_start : d->total;
+        return 0;
+    }
+    if (r->type != GMLOG_LIMIT || r->len < sizeof(gmlog_limit_t))
+        return 0;
+    uint64_t b = ((const gmlog_limit_t *)r->p)->bytes;
+    if (r->flags & GMLOG_LIMIT_TORCH) {
+        if (!log->torch_limit)
+            log->torch_limit = b;
+        return replay_torch_append(log, RT_LIMIT, b, 0, 0);
+    }
+    L->dev_limit = b; /* gmshim's cap on the cudaMallocs PyTorch makes */
+    uint64_t room = log->cap ? log->cap : log->total;
+    return cap_room(L, b ? b : room, room);
+}
+
+/* A checkpoint's state record the model starts from: PyTorch's tensors and segments alive then. */
+static int state_record(unsigned type)
+{
+    return type == GMLOG_T_ALLOC || type == GMLOG_T_FREE_REQUESTED || type == GMLOG_T_SEGMENT_ALLOC ||
+           type == GMLOG_T_SEGMENT_MAP;
+}
+
+static int decode(rt_loader_t *L, rd_log_t *lf, int dev, int *tensors)
+{
+    rt_log_t *log = L->log;
+    rd_rec_t r;
+    rd_rewind(lf);
+    while (rd_next(lf, &r)) {
+        if (r.device != dev)
+            continue;
+        int held = r.ckpt == RD_CKPT_STATE;
+        if (held) {
+            log->wrapped = 1; /* a bounded log: the checkpoint's state starts the model */
+            if (!state_record(r.type))
+                continue;
+        } else if (r.ckpt == RD_CKPT_DEF && (r.type == GMLOG_DEVICE || r.type == GMLOG_LIMIT)) {
+            if (on_setting(L, &r)) /* repeated by the checkpoint */
+                return -1;
+            continue;
+        } else if (r.ckpt != RD_EVENT) {
+            continue;
+        } else if (torch_is_tensor_type(r.type) && dev < 256 && lf->torch_cut[dev] && r.t <= lf->torch_cut_ns[dev]) {
+            continue; /* the checkpoint's state already holds what it did */
+        }
+        ev_t ev[EV_MAX];
+        int n = ev_decode(&L->ev, &r, ev);
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            if (!held && on_setting(L, &r))
+                return -1;
+            continue;
+        }
+        *tensors |= ev[0].tensor;
+        if (on_events(L, ev, n, r.t, held))
+            return -1;
+    }
+    return 0;
 }
 
 int replay_torch_load(rt_log_t *log, rd_log_t *lf, int dev)
@@ -314,37 +315,11 @@ int replay_torch_load(rt_log_t *log, rd_log_t *lf, int dev)
     memset(&L, 0, sizeof L);
     L.log = log;
     int rc = 0, tensors = 0;
-    rd_rec_t r;
-    rd_rewind(lf);
-    while (rc == 0 && rd_next(lf, &r)) {
-        if (r.device != dev)
-            continue;
-        if (r.ckpt == RD_CKPT_STATE) {
-            /* A bounded log's checkpoint: the tensors and segments alive then start the model
-             * (a free requested but not completed is still held). */
-            log->wrapped = 1;
-            if (r.type == GMLOG_T_FREE_REQUESTED)
-                r.type = GMLOG_T_ALLOC;
-            if (r.type == GMLOG_T_ALLOC || r.type == GMLOG_T_SEGMENT_ALLOC || r.type == GMLOG_T_SEGMENT_MAP) {
-                tensors = 1;
-                rc = on_record(&L, &r);
-            }
-            continue;
-        }
-        if (r.ckpt == RD_CKPT_DEF && (r.type == GMLOG_DEVICE || r.type == GMLOG_LIMIT)) {
-            rc = on_record(&L, &r); /* the device and the caps in force, repeated by the checkpoint */
-            continue;
-        }
-        if (r.ckpt != RD_EVENT)
-            continue;
-        int tensor = r.type >= GMLOG_T_ALLOC && r.type <= GMLOG_T_OOM;
-        if (tensor && dev >= 0 && dev < 256 && lf->torch_cut[dev] && r.t <= lf->torch_cut_ns[dev])
-            continue; /* the checkpoint's state already holds what it did */
-        tensors |= tensor;
-        rc = on_record(&L, &r);
-    }
-    free(L.map.key);
-    free(L.map.val);
+    if (dev >= 0 && dev < 255 && ev_dec_scan(&L.ev, lf, dev))
+        rc = decode(&L, lf, dev, &tensors);
+    ev_dec_free(&L.ev);
+    table_map_free(&L.ids);
+    table_map_free(&L.mapped);
     free(L.free_ids);
     if (rc) {
         replay_torch_free(log);

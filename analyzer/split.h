@@ -25,7 +25,7 @@ typedef struct split {
     uint64_t lacked;           /* reserved - cap, 0 when it was not short */
     uint64_t lacked_setting, lacked_planning, lacked_capacity; /* lacked, in parts */
     int planned_known;         /* a plan was made (else planned = reserved: nothing attributed) */
-    char setting[128];         /* "NAME=VALUE", "" for none */
+    char setting[200];         /* "NAME=VALUE", "" for none */
 } split_t;
 
 /* reserved = floor + packing + only_by_planning + by_setting and lacked = lacked_setting +

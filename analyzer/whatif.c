@@ -28,7 +28,9 @@ static const char usage[] =
     "smallest device on which the recording gets past every recorded OOM (bisection to 1 MiB, what\n"
     "was held outside the pool kept), the floor and offline plan at the peak, the split of the\n"
     "first failure, and a recommendation that a replay showed to work with headroom (never for\n"
-    "memory that grows per step: then the device that lasts the run and 100 steps more).\n"
+    "memory that grows per step: then the device that lasts the run and 100 steps more). For a log\n"
+    "of PyTorch's tensors (GMSHIM_TORCH=keep) the settings tried are PyTorch's, each run by a model\n"
+    "of its allocator, whose table follows the recommendation as its evidence.\n"
     "\n"
     "      --device-limit SIZE  also replay under this GMSHIM_DEVICE_LIMIT (0: none)\n"
     "      --max-split SIZE     ...this GMSHIM_MAX_SPLIT (0: none)\n"
@@ -153,12 +155,18 @@ static void failure_text(FILE *f, const model_t *m, const rp_result_t *r, char *
              rep_bytes(r->first.request, a), site_label(m, r->first.site, lbl, sizeof lbl));
 }
 
-/* A keep-mode log's PyTorch allocator, modelled (whatif_torch.c): set when the log has its tensors. */
+/* A keep-mode log's PyTorch allocator, modelled: its input, loaded when the log has its tensors
+ * (its runs are the plan's: wi_plan_t.torch). */
 typedef struct wi_torch {
     rt_log_t log;
-    wt_plan_t plan;
     int made;
 } wi_torch_t;
+
+/* The model's run the recommendation names, -1: none (or the pool's). */
+static int model_rec(const wi_plan_t *p)
+{
+    return p->rec >= 0 && p->runs[p->rec].model ? p->runs[p->rec].model - 1 : -1;
+}
 
 /* The floor and plan at the device's peak and at the first recorded failure, and that failure's
  * split (split.h), as `oom` gives it: one computation, split_make. */
@@ -206,8 +214,11 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
 {
     FILE *f = c->out;
     char a[32], b[32], d[32], e[32], line[600];
+    size_t pool_runs = 0; /* the model's runs are in its table */
+    for (size_t i = 0; i < p->nruns; i++)
+        pool_runs += !p->runs[i].model;
     fprintf(f, "%sdevice %d%s: %" PRIu64 " events replayed per run, %zu runs%s\n", rep_bold(), log->dev, rep_reset(),
-            (uint64_t)log->nev, p->nruns + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)"
+            (uint64_t)log->nev, pool_runs + p->bisect_replays, log->torch_cache_kept ? " (PyTorch's segments, not tensors)"
             : log->torch_tensors ? " (PyTorch's tensors)" : "");
     if (log->wrapped)
         fprintf(f, "  (a bounded log: the replay starts empty at its checkpoint; peaks before it are not replayed)\n");
@@ -223,11 +234,13 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     }
     int w = 28; /* wider for PyTorch's longer settings */
     for (size_t i = 0; i < p->nruns; i++)
-        if ((int)strlen(p->runs[i].label) > w)
+        if (!p->runs[i].model && (int)strlen(p->runs[i].label) > w)
             w = (int)strlen(p->runs[i].label);
     fprintf(f, "  %-*s %13s %7s  %s\n", w, "run", "peak reserved", "frag", "failed allocations");
     for (size_t i = 0; i < p->nruns; i++) {
         const wi_run_t *r = &p->runs[i];
+        if (r->model) /* the model's: its table below */
+            continue;
         failure_text(f, m, &r->res, line, sizeof line);
         fprintf(f, "  %-*s %13s %7s  %s%s\n", w, r->label, rep_bytes(r->res.peak_reserved, a),
                 rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line, (int)i == p->rec ? "  <- recommended" : "");
@@ -251,7 +264,7 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
         fprintf(f, "the growing line: %s\n", site_label(m, p->growth_site, lbl, sizeof lbl));
     }
     if (tp->made)
-        wt_plan_text(f, &tp->log, &tp->plan);
+        wt_plan_text(f, &tp->log, &p->torch, model_rec(p));
     if (isatty(2)) /* a measurement, not part of the report: beside the progress, on a terminal */
         fprintf(stderr, "replay speed: %.1f M events/s per configuration\n", p->events_per_s / 1e6);
 }
@@ -363,11 +376,12 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     oracle_json(j, log, &orc);
     json_arr(j, "runs");
     for (size_t i = 0; i < p->nruns; i++)
-        run_json(j, m, &p->runs[i]);
+        if (!p->runs[i].model) /* the model's: torch_replays */
+            run_json(j, m, &p->runs[i]);
     json_arr_end(j);
     json_dbl(j, "events_per_second_per_run", p->events_per_s);
     if (tp->made)
-        wt_plan_json(j, &tp->log, &tp->plan);
+        wt_plan_json(j, &tp->log, &p->torch, model_rec(p));
     json_obj_end(j);
     json_line_end(j);
 }
@@ -402,8 +416,7 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         wi_plan_t p;
         wi_torch_t tp;
         memset(&tp, 0, sizeof tp);
-        if (log.torch_tensors && replay_torch_load(&tp.log, &lf, dev) == 0)
-            tp.made = wt_plan_make(&tp.log, w->o.grid, w->o.threads, &tp.plan) == 0;
+        tp.made = log.torch_tensors && replay_torch_load(&tp.log, &lf, dev) == 0;
         wi_opts_t o = w->o;
         advice_growth_t g;
         advice_growth_of_device(&m, dev, log.torch_cache_kept, &g);
@@ -411,7 +424,7 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         for (size_t k = 0; g.peaks && k < log.nooms && !g.site; k++) /* a growing transient: the line that asked */
             g.site = log.ooms[k].recovered ? 0 : log.ooms[k].rec.site;
         advice_opts(&o, &g);
-        if (wi_plan_make(&log, &o, &p) == 0) {
+        if (wi_plan_make(&log, tp.made ? &tp.log : NULL, &o, &p) == 0) {
             if (c->json)
                 plan_json(c, &m, &log, &p, path, &tp);
             else
@@ -422,8 +435,6 @@ static int whatif_log(cli_ctx_t *c, const wi_cmd_t *w, const char *path)
         } else {
             fprintf(c->err, "gmshim whatif: out of memory\n");
         }
-        if (tp.made)
-            wt_plan_free(&tp.plan);
         replay_torch_free(&tp.log);
         rp_log_free(&log);
     } else {

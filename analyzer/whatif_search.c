@@ -3,6 +3,7 @@
  * candidate that got past every failure with the least reserved. */
 #include "whatif_search.h"
 #include "advice.h"
+#include "whatif_torch.h"
 #include "vec.h"
 #include "output.h"
 
@@ -70,12 +71,61 @@ static void set_torch_fraction(wi_run_t *r, uint64_t v, uint64_t total)
     r->cfg.limit = (uint64_t)(f * (double)total);
 }
 
+/* r as the model's run t (the i-th of the plan's): the figures the rule reads. */
+static void model_run(wi_run_t *r, const wt_run_t *t, size_t i)
+{
+    r->model = (int)i + 1;
+    r->candidate = 1;
+    snprintf(r->env_name, sizeof r->env_name, "PYTORCH_CUDA_ALLOC_CONF");
+    snprintf(r->env_value, sizeof r->env_value, "%s", t->text);
+    snprintf(r->label, sizeof r->label, "%s=%s", r->env_name, r->env_value);
+    r->res.peak_reserved = t->res.peak_reserved;
+    r->res.peak_allocated = t->res.peak_allocated;
+    r->res.failures = t->res.failures;
+    r->res.recorded_failed = t->res.recorded_failed;
+    r->res.recorded_passed = t->res.recorded_passed;
+    r->res.new_failures = t->res.new_failures;
+}
+
 /* PyTorch's max_split_size_mb: blocks larger than it are never split, as GMSHIM_MAX_SPLIT. */
 static void set_torch_split(wi_run_t *r, uint64_t v)
 {
     snprintf(r->env_name, sizeof r->env_name, "PYTORCH_CUDA_ALLOC_CONF");
     snprintf(r->env_value, sizeof r->env_value, "max_split_size_mb:%" PRIu64, (uint64_t)(v / MiB));
     snprintf(r->label, sizeof r->label, "%s=%s", r->env_name, r->env_value);
+}
+
+/* The raised cap (PyTorch's fraction, or gmshim's limit), run by the model under the settings as
+ * run: one more of its runs, named in the cap's own words. */
+static void model_cap(wi_plan_t *p, wi_run_t *r, int fraction)
+{
+    wt_plan_t *t = &p->torch;
+    if (!t->nruns || t->nruns >= WT_MAX_RUNS) {
+        r->candidate = 0;
+        return;
+    }
+    wt_run_t *m = &t->runs[t->nruns];
+    *m = t->runs[0];
+    m->as_recorded = 0;
+    m->flag[0] = 0;
+    char text[sizeof m->text], label[sizeof r->label], value[sizeof r->env_value], name[sizeof r->env_name];
+    if (fraction) {
+        m->conf.limit = r->cfg.limit;
+        snprintf(text, sizeof text, "%.100s%s%.50s", t->runs[0].text, t->runs[0].text[0] ? "," : "", r->env_value);
+        memcpy(m->text, text, sizeof text);
+        snprintf(value, sizeof value, "%s", m->text);
+    } else {
+        m->conf.dev_limit = r->cfg.limit;
+        snprintf(m->also, sizeof m->also, "%.31s=%.47s", r->env_name, r->env_value);
+        snprintf(value, sizeof value, "%s", r->env_value);
+    }
+    m->res = replay_torch_run(p->tlog, &m->conf);
+    snprintf(label, sizeof label, "%s", r->label);
+    snprintf(name, sizeof name, "%s", r->env_name);
+    model_run(r, m, t->nruns++);
+    snprintf(r->env_name, sizeof r->env_name, "%s", name);
+    snprintf(r->env_value, sizeof r->env_value, "%s", value);
+    snprintf(r->label, sizeof r->label, "%s", label);
 }
 
 typedef struct prog {
@@ -128,7 +178,7 @@ static uint64_t largest_request(const rp_log_t *log)
 static void add_candidates(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
 {
     uint64_t big = largest_request(log);
-    if (!p->failing)
+    if (!p->failing || p->tlog) /* PyTorch's settings: the model's runs (model_candidates) */
         goto grid;
     /* GMSHIM_MAX_SPLIT takes more than 20 MiB; beyond the largest request it changes nothing. */
     for (uint64_t v = 32 * MiB; v <= 2 * big && v <= MAX_POOL_BYTES; v *= 2) {
@@ -235,10 +285,29 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
     p->min_device_bytes = hi + p->outside;
 }
 
-int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
+/* The model's runs, each setting tried a candidate (the settings as run, and combinations
+ * known to misbehave, are none). */
+static int model_candidates(wi_plan_t *p, const wi_opts_t *o)
+{
+    if (wt_plan_make(p->tlog, o->grid, o->threads, &p->torch))
+        return -1;
+    for (size_t i = 0; p->failing && i < p->torch.nruns; i++) {
+        const wt_run_t *t = &p->torch.runs[i];
+        if (t->as_recorded || (t->conf.expandable && t->conf.max_split))
+            continue;
+        wi_run_t *r = add_run(p, "");
+        if (!r)
+            return -1;
+        model_run(r, t, i);
+    }
+    return 0;
+}
+
+int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, wi_plan_t *p)
 {
     memset(p, 0, sizeof *p);
     p->rec = -1;
+    p->tlog = tlog;
     prog_t pg = {o, 0, 0};
     wi_run_t *r0 = add_run(p, "as recorded");
     wi_run_t *r1 = r0 ? add_run(p, "frees reusable at once") : NULL;
@@ -259,6 +328,10 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
     p->failing = log->recorded.failures > 0;
     add_candidates(p, log, o);
     run_all(log, o, p->runs, p->nruns, &pg);
+    if (tlog && model_candidates(p, o)) {
+        wi_plan_free(p);
+        return -1;
+    }
     /* Per configuration: the events each replayed over the time it took on its own thread,
      * summed (configurations of unequal cost are not charged for waiting on the slowest). */
     uint64_t evs = 0;
@@ -269,6 +342,9 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
     }
     p->events_per_s = busy > 0 ? (double)evs / busy : 0;
     p->reproduced = p->runs[0].res.failures > 0;
+    /* The model's settings are told to help only where the model fails as run too. */
+    if (tlog && p->torch.nruns && !p->torch.runs[0].res.recorded_failed)
+        p->reproduced = 0;
     /* Outside the pool at the first failure: what the device held besides the pool's figure. */
     const rp_result_t *ref = &p->runs[0].res;
     uint64_t cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->base_cap;
@@ -293,7 +369,10 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
                     set_torch_fraction(r, v, log->total);
                 else
                     set_env(r, "GMSHIM_DEVICE_LIMIT", v, 1);
-                run_all(log, o, r, 1, &pg);
+                if (tlog)
+                    model_cap(p, r, log->torch_limit && log->total);
+                else
+                    run_all(log, o, r, 1, &pg);
             }
         }
     }
@@ -305,6 +384,7 @@ int wi_plan_make(const rp_log_t *log, const wi_opts_t *o, wi_plan_t *p)
 
 void wi_plan_free(wi_plan_t *p)
 {
+    wt_plan_free(&p->torch);
     free(p->runs);
     memset(p, 0, sizeof *p);
 }

@@ -115,7 +115,7 @@ int wt_plan_make(const rt_log_t *log, int grid, unsigned threads, wt_plan_t *p)
 {
     memset(p, 0, sizeof *p);
     p->grid = grid;
-    size_t cap = 64;
+    size_t cap = WT_MAX_RUNS;
     p->runs = calloc(cap, sizeof *p->runs);
     if (!p->runs)
         return -1;
@@ -163,9 +163,9 @@ static const char *conf_label(const wt_run_t *r, char *buf, size_t len)
     return buf;
 }
 
-void wt_plan_text(FILE *f, const rt_log_t *log, const wt_plan_t *p)
+void wt_plan_text(FILE *f, const rt_log_t *log, const wt_plan_t *p, int rec)
 {
-    char a[32], b[32];
+    char a[32];
     fprintf(f, "PyTorch's allocator, modelled%s: recorded peak reserved %s\n", p->grid ? " (--grid)" : "",
             rep_bytes(log->peak_reserved_recorded, a));
     if (log->conf.async)
@@ -176,23 +176,16 @@ void wt_plan_text(FILE *f, const rt_log_t *log, const wt_plan_t *p)
     fprintf(f, "  %9s %6s  %s\n", "reserved", "failed", "PYTORCH_CUDA_ALLOC_CONF=");
     for (size_t i = 0; i < p->nruns; i++) {
         const wt_run_t *r = &p->runs[i];
-        fprintf(f, "  %9s %6" PRIu64 "  %s%s%s\n", rep_bytes(r->res.peak_reserved, a), r->res.failures,
-                r->text[0] ? r->text : "(PyTorch's defaults)", r->as_recorded ? " (as run)" : "",
-                (int)i == p->best ? "  <- best" : "");
+        fprintf(f, "  %9s %6" PRIu64 "  %s%s%s%s%s\n", rep_bytes(r->res.peak_reserved, a), r->res.failures,
+                r->text[0] ? r->text : "(PyTorch's defaults)", r->also[0] ? ", with " : "", r->also,
+                r->as_recorded ? " (as run)" : "", (int)i == rec ? "  <- recommended" : "");
         if (r->flag[0])
             fprintf(f, "      ! %s\n", r->flag);
     }
-    if (p->best >= 0) {
-        const wt_run_t *r = &p->runs[p->best];
-        if (r->as_recorded)
-            fprintf(f, "best: the settings as run (%s)\n", rep_bytes(r->res.peak_reserved, a));
-        else
-            fprintf(f, "best: PYTORCH_CUDA_ALLOC_CONF=%s, replayed peak reserved %s (as run %s)\n", r->text,
-                    rep_bytes(r->res.peak_reserved, a), rep_bytes(p->runs[0].res.peak_reserved, b));
-    }
+    /* the recommendation is the one rule's (advice.c), stated once above */
 }
 
-void wt_plan_json(json_t *j, const rt_log_t *log, const wt_plan_t *p)
+void wt_plan_json(json_t *j, const rt_log_t *log, const wt_plan_t *p, int rec)
 {
     char buf[200];
     json_u64(j, "torch_recorded_peak_reserved", log->peak_reserved_recorded);
@@ -203,6 +196,9 @@ void wt_plan_json(json_t *j, const rt_log_t *log, const wt_plan_t *p)
         json_str(j, "conf", r->text);
         json_str(j, "env", conf_label(r, buf, sizeof buf));
         json_bool(j, "as_recorded", r->as_recorded);
+        json_bool(j, "recommended", (int)i == rec);
+        if (r->also[0])
+            json_str(j, "also", r->also);
         json_u64(j, "peak_reserved", r->res.peak_reserved);
         json_u64(j, "peak_allocated", r->res.peak_allocated);
         json_u64(j, "failures", r->res.failures);

@@ -1,19 +1,42 @@
-/* The what-if search's types: one configuration's run, the options, and the plan of runs with its
- * recommendation. Below the search (whatif_search.c) and the recommendation rule (advice.c),
- * which both fill them; no code of its own. */
+/* The what-if search's types: one configuration's run (the pool's, or the model of PyTorch's
+ * allocator's), the options, and the plan of runs with its recommendation. Below the search
+ * (whatif_search.c) and the recommendation rule (advice.c), which both fill them; no code. */
 #ifndef GM_WHATIF_TYPES_H
 #define GM_WHATIF_TYPES_H
 
 #include "replay.h"
+#include "replay_torch.h"
+
+#define WT_MAX_RUNS 64
+
+/* A run of the model of PyTorch's allocator (whatif_torch.c). */
+typedef struct wt_run {
+    rt_conf_t conf;
+    rt_result_t res;
+    char text[160];           /* PYTORCH_CUDA_ALLOC_CONF's value ("" for PyTorch's defaults) */
+    int as_recorded;
+    char flag[160];           /* why this combination is not to be used ("" when none) */
+    char also[80];            /* a setting outside PYTORCH_CUDA_ALLOC_CONF it ran under ("" for none):
+                                 gmshim's raised cap */
+} wt_run_t;
+
+typedef struct wt_plan {
+    wt_run_t *runs;           /* [0] the log's own settings */
+    size_t nruns;
+    int best;                 /* the fewest failures, then the lowest peak; -1: none */
+    int grid;
+} wt_plan_t;
 
 typedef struct wi_run {
     rp_cfg_t cfg;
     rp_result_t res;
-    char label[96];           /* "as recorded", "frees at once", a setting */
+    char label[200];          /* "as recorded", "frees at once", a setting */
     char env_name[32];        /* the setting changed ("" for none) */
-    char env_value[48];       /* its value as GMSHIM_* takes it ("128M"), or PyTorch's key:value */
+    char env_value[160];      /* its value as GMSHIM_* takes it ("128M"), or PYTORCH_CUDA_ALLOC_CONF's */
     int candidate;            /* a remedy tried on its own (may be recommended) */
     int headroom_ok;          /* advice.c: it also got past every failure with the headroom taken away */
+    int model;                /* 1 + the run of the model of PyTorch's allocator it is (wi_plan_t.torch),
+                                 not the pool's: res holds the model's figures; 0: the pool's */
 } wi_run_t;
 
 typedef struct wi_opts {
@@ -52,6 +75,10 @@ typedef struct wi_plan {
     uint64_t growth_per_step;
     uint64_t lasting_device_bytes; /* growing: a device lasting the recording plus ADVICE_STEPS_PAST steps */
     double events_per_s;      /* replay speed per configuration */
+    /* A log that kept PyTorch's cache, its tensors in the log: the model of PyTorch's allocator
+     * replays the candidates (PyTorch's settings), the pool's replay imitates none of them. */
+    const rt_log_t *tlog;     /* the model's input; NULL: the pool's candidates */
+    wt_plan_t torch;          /* the model's runs ([0] as run) */
 } wi_plan_t;
 
 #endif

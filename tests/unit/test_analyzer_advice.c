@@ -7,6 +7,7 @@
 #include "advice.h"
 #include "causes.h"
 #include "oom_classify.h"
+#include "whatif_torch.h"
 #include "suites.h"
 #include "test_analyzer_cli.h"
 
@@ -90,7 +91,33 @@ START_TEST(test_a_transient_that_grows_every_step_gets_no_cap_either)
 }
 END_TEST
 
-/* The recommended setting replayed with the headroom taken from what it may reserve. */
+/* A keep-mode log's recommendation is the model of PyTorch's allocator's: its best setting, run
+ * by the model again with the headroom taken from what PyTorch could reserve. */
+static void model_passes_with_headroom(const char *path, const cause_t *c, rd_log_t *lf)
+{
+    rt_log_t tl;
+    ck_assert_msg(replay_torch_load(&tl, lf, 0) == 0, "%s: no tensors", path);
+    wt_plan_t wt;
+    ck_assert(wt_plan_make(&tl, 0, 1, &wt) == 0 && wt.best > 0);
+    ck_assert_msg(!strcmp(c->env_value, wt.runs[wt.best].text), "%s: recommended %s, the model's best %s", path,
+                  c->env_value, wt.runs[wt.best].text);
+    rt_conf_t conf;
+    memset(&conf, 0, sizeof conf);
+    ck_assert(replay_torch_conf_parse(c->env_value, &conf) == 0);
+    conf.less = c->headroom;
+    rt_result_t r = replay_torch_run(&tl, &conf);
+    ck_assert_msg(!r.failures, "%s: the model under %s fails with %llu bytes less to reserve", path, c->env_value,
+                  (unsigned long long)c->headroom);
+    conf.less = 0;
+    r = replay_torch_run(&tl, &conf);
+    ck_assert_msg(!r.failures && r.peak_reserved == wt.runs[wt.best].res.peak_reserved, "%s: %llu failures", path,
+                  (unsigned long long)r.failures);
+    wt_plan_free(&wt);
+    replay_torch_free(&tl);
+}
+
+/* The recommended setting replayed with the headroom taken from what it may reserve (by the
+ * model of PyTorch's allocator where the log kept PyTorch's cache). */
 static void passes_with_headroom(const char *path, const cause_t *c)
 {
     ck_assert_msg(c->cause == OOM_FRAGMENTATION && c->env_name[0], "%s: %s, recommendation '%s'", path,
@@ -100,17 +127,20 @@ static void passes_with_headroom(const char *path, const cause_t *c)
     rd_log_t lf;
     rp_log_t log;
     ck_assert(rd_open_path(&lf, path) == 0 && rp_load(&log, &lf, 0) == 0);
-    rp_cfg_t cfg;
-    rp_cfg_recorded(&cfg);
-    uint64_t v = strtoull(c->env_value + (strchr(c->env_value, ':') ? strcspn(c->env_value, ":") + 1 : 0), NULL, 10);
-    cfg.max_split = v << 20; /* "32M" or "max_split_size_mb:32": mebibytes either way */
-    cfg.limit = c->cap - c->headroom;
-    rp_result_t r = replay_once(&log, &cfg);
-    ck_assert_msg(!r.failures, "%s: %s=%s fails with %llu bytes less to reserve", path, c->env_name, c->env_value,
-                  (unsigned long long)c->headroom);
     ck_assert_msg(advice_for_allocator(&log, c->env_name), "%s: %s is not the job's allocator's", path, c->env_name);
     ck_assert_msg(log.torch_tensors ? !strcmp(c->env_name, "PYTORCH_CUDA_ALLOC_CONF") : !strncmp(c->env_name, "GMSHIM_", 7),
                   "%s: %s for a log %s PyTorch's cache", path, c->env_name, log.torch_tensors ? "with" : "without");
+    if (log.torch_tensors) {
+        model_passes_with_headroom(path, c, &lf);
+    } else {
+        rp_cfg_t cfg;
+        rp_cfg_recorded(&cfg);
+        cfg.max_split = strtoull(c->env_value, NULL, 10) << 20; /* "32M": mebibytes */
+        cfg.limit = c->cap - c->headroom;
+        rp_result_t r = replay_once(&log, &cfg);
+        ck_assert_msg(!r.failures, "%s: %s=%s fails with %llu bytes less to reserve", path, c->env_name,
+                      c->env_value, (unsigned long long)c->headroom);
+    }
     rp_log_free(&log);
     rd_close(&lf);
 }
@@ -119,6 +149,51 @@ START_TEST(test_a_fragmentation_oom_gets_a_setting_that_passes_with_headroom)
 {
     each_cause("tests/fixtures/h200_scen_frag_own.gmlog", passes_with_headroom);
     each_cause("tests/fixtures/h200_scen_frag_keep.gmlog", passes_with_headroom);
+}
+END_TEST
+
+static unsigned count(const char *s, const char *what)
+{
+    unsigned n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* A keep-mode log: whatif, oom and report state the one setting, the model's, once each; the
+ * model's table is the evidence, marked where the recommendation is; a leak gets none. */
+START_TEST(test_a_keep_log_gets_one_recommendation_from_the_model)
+{
+    const char *frag = "tests/fixtures/h200_scen_frag_keep.gmlog", *set = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True";
+    char *out = NULL;
+    int rc = gm(&out, "--json", "whatif", frag);
+    ck_assert_msg(rc == 0 && strstr(out, "\"recommendation\":{\"env\":{\"PYTORCH_CUDA_ALLOC_CONF\":\"expandable_segments:True\"}") &&
+                      strstr(out, "\"torch_best\":\"expandable_segments:True\"") && count(out, "\"recommended\":true") == 1 &&
+                      !strstr(out, "max_split_size_mb:32"),
+                  "whatif --json: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "whatif", frag);
+    ck_assert_msg(rc == 0 && count(out, "recommendation: ") == 1 && count(out, "<- recommended") == 1 &&
+                      strstr(out, set) && !strstr(out, "\nbest:") && strstr(out, "PyTorch's allocator, modelled:"),
+                  "whatif: rc %d:\n%s", rc, out);
+    free(out);
+    const char *cmds[] = {"oom", "report"};
+    for (int i = 0; i < 2; i++) {
+        gm(&out, cmds[i], frag);
+        ck_assert_msg(strstr(out, set) && !strstr(out, "max_split_size_mb:32"), "%s:\n%s", cmds[i], out);
+        free(out);
+    }
+    /* the cap that refused, raised, is the model's run too */
+    rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_weights_keep.gmlog");
+    ck_assert_msg(rc == 0 && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_DEVICE_LIMIT\":\"2407M\"}") &&
+                      strstr(out, "\"also\":\"GMSHIM_DEVICE_LIMIT=2407M\"") && count(out, "\"recommended\":true") == 1,
+                  "whatif on a keep-mode log refused by gmshim's cap: rc %d:\n%s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_leak_keep.gmlog");
+    ck_assert_msg(rc == 3 && strstr(out, "\"recommendation\":{\"env\":{}") && strstr(out, "\"growing\":true") &&
+                      !strstr(out, "\"recommended\":true"),
+                  "whatif on a keep-mode leak: rc %d:\n%s", rc, out);
+    free(out);
 }
 END_TEST
 
@@ -140,6 +215,7 @@ Suite *analyzer_advice_suite(void)
     tcase_add_test(tc, test_a_leak_never_gets_a_setting_or_a_cap_as_its_remedy);
     tcase_add_test(tc, test_a_transient_that_grows_every_step_gets_no_cap_either);
     tcase_add_test(tc, test_a_fragmentation_oom_gets_a_setting_that_passes_with_headroom);
+    tcase_add_test(tc, test_a_keep_log_gets_one_recommendation_from_the_model);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -69,7 +69,7 @@ static void check_bounds(const char *path)
     wi_opts_default(&o);
     o.threads = 2;
     wi_plan_t p;
-    ck_assert_msg(wi_plan_make(&log, &o, &p) == 0, "%s: no what-if plan", path);
+    ck_assert_msg(wi_plan_make(&log, NULL, &o, &p) == 0, "%s: no what-if plan", path);
     plan_point_t peak;
     ck_assert_msg(plan_at_peak(&log, &peak) == 0 && peak.valid, "%s: no plan at the peak", path);
     ck_assert_msg(peak.planned >= peak.floor, "%s: planned %llu below the floor %llu", path,

@@ -101,7 +101,7 @@ START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
     wi_opts_t o;
     wi_opts_default(&o);
     wi_plan_t p;
-    ck_assert(wi_plan_make(&log, &o, &p) == 0);
+    ck_assert(wi_plan_make(&log, NULL, &o, &p) == 0);
     ck_assert_msg(p.min_found && p.min_device_bytes % MiB == 0, "min %llu", (unsigned long long)p.min_device_bytes);
     rp_cfg_t cfg;
     rp_cfg_as_recorded(&log, &cfg);

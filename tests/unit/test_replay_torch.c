@@ -389,19 +389,23 @@ START_TEST(test_native_model_reproduces_pytorchs_reserved_on_the_real_traces)
 }
 END_TEST
 
-/* whatif on a keep-mode log prints PyTorch's settings by name, the grid its combinations, the
- * winner, and flags the pair PyTorch's own report saw misbehave. */
+/* whatif on a keep-mode log prints PyTorch's settings by name, the grid its combinations, marks
+ * the one the recommendation names, and flags the pair PyTorch's own report saw misbehave (never
+ * recommended). */
 START_TEST(test_whatif_prints_pytorch_settings_and_the_grid)
 {
     char *out = NULL;
     int rc = gm(&out, "--color=never", "whatif", "tests/fixtures/h200_scen_frag_keep.gmlog");
     ck_assert_msg(strstr(out, "  expandable_segments:True") && strstr(out, "  max_split_size_mb:128") &&
-                      strstr(out, "(PyTorch's defaults) (as run)") && strstr(out, "best: PYTORCH_CUDA_ALLOC_CONF="),
+                      strstr(out, "(PyTorch's defaults) (as run)") &&
+                      strstr(out, "recommendation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True:") &&
+                      strstr(out, "  expandable_segments:True  <- recommended"),
                   "whatif %d:\n%s", rc, out);
     free(out);
     rc = gm(&out, "--color=never", "whatif", "--grid", "tests/fixtures/h200_scen_frag_keep.gmlog");
     ck_assert_msg(strstr(out, "expandable_segments:True,max_split_size_mb:128,roundup_power2_divisions:4") &&
-                      strstr(out, "known to misbehave") && strstr(out, "<- best"),
+                      strstr(out, "known to misbehave") &&
+                      strstr(out, "  expandable_segments:True,roundup_power2_divisions:4  <- recommended"),
                   "whatif --grid %d:\n%s", rc, out);
     free(out);
     rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_frag_keep.gmlog");
