@@ -38,10 +38,10 @@ GM_EXPORT unsigned long long gmshim_empty_cache(void)
     unsigned long long bytes = 0;
     int depth = gm_depth;
     gm_depth = 1; /* the pool's own CUDA calls must pass through */
-    for (int i = 0; i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         if (d)
-            bytes += device_empty_cache(d, GMLOG_EMPTY_API);
+            bytes += slowpath_empty_cache(d, GMLOG_EMPTY_API);
     }
     gm_depth = depth;
     return bytes;
@@ -55,7 +55,7 @@ GM_EXPORT int gmshim_get_stats(int device, gmshim_stats_t *out)
     unsigned int size = out->size;
     gmshim_stats_t st;
     memset(&st, 0, sizeof st);
-    gm_device_t *d = api_in_child() ? NULL : device_peek(device);
+    gm_device_t *d = api_in_child() ? NULL : devctx_peek(device);
     if (d)
         device_get_stats(d, &st);
     st.size = size;

@@ -55,7 +55,7 @@ int segments_release(gm_arena_t *a, gm_segment_t *seg)
     log_segment(a, GMLOG_SEGMENT_FREE, seg, gm_now_ns());
     cudaError_t err = REAL_CALL(cudaFree, (void *)seg->base);
     if (err != cudaSuccess) {
-        device_note_cuda_failure(a->dev, "cudaFree", err);
+        devctx_note_cuda_failure(a->dev, "cudaFree", err);
         return -1;
     }
     device_reserved_sub(a->dev, seg->size);

@@ -156,10 +156,10 @@ static void torch_emptied(void)
         return;
     int depth = gm_depth;
     gm_depth = 1; /* the pool's own CUDA calls must pass through */
-    for (int i = 0; i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         if (d)
-            device_empty_cache(d, GMLOG_EMPTY_API);
+            slowpath_empty_cache(d, GMLOG_EMPTY_API);
     }
     gm_depth = depth;
 }

@@ -584,9 +584,9 @@ START_TEST(test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool)
     gm_init();
     gm_device_t *d = device_get(0);
     void *p = NULL;
-    ck_assert_int_eq(device_alloc(d, 64u << 20, 0, &p), cudaSuccess);
+    ck_assert_int_eq(hit_alloc(d, 64u << 20, 0, &p), cudaSuccess);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
     ck_assert_msg(device_reserved(d) >= (64u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not hooked: %s", why);
@@ -615,9 +615,9 @@ START_TEST(test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool)
     gm_init();
     gm_device_t *d = device_get(0);
     void *p = NULL;
-    ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
+    ck_assert_int_eq(hit_alloc(d, 32u << 20, 0, &p), cudaSuccess);
     cudaError_t err; /* freed, not given back: the fence it waits for is the pool's business */
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
     ck_assert_msg(device_reserved(d) >= (32u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
@@ -641,8 +641,8 @@ START_TEST(test_the_trimmer_empties_pytorchs_cache_when_it_had_events)
     gm_device_t *d = device_get(0);
     void *p = NULL;
     cudaError_t err;
-    ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_alloc(d, 32u << 20, 0, &p), cudaSuccess);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
     size_t cached = device_reserved(d);
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
