@@ -103,7 +103,7 @@ static void init_impl(void)
     clock_init(!strcmp(options_get_str(GM_OPT_CLOCK), "auto"));
     if (real_resolve() == 0)
         diag_verbose("no CUDA runtime found yet; calls will be resolved when it is loaded");
-    evlog_set_cut(checkpoint_cut);
+    checkpoint_set_cut(checkpoint_cut);
     evlog_open();
     stacks_init();
     atexit(at_exit);
