@@ -360,7 +360,7 @@ void device_forget(gm_device_t *d)
     d->graph_heaps = NULL;
     d->capture_heap = NULL;
     __atomic_store_n(&d->captures, 0, __ATOMIC_RELEASE);
-    fences_forget(&d->fences);
+    fence_forget(&d->fences);
     __atomic_store_n(&d->reserved_total, 0, __ATOMIC_RELAXED);
     logrec_reset(d->id, reserved, live);
     pthread_mutex_unlock(&d->fence_lock);

@@ -37,9 +37,9 @@ static void poll_locked(gm_device_t *d)
     /* GPU order: what the fences cover is reusable already; polling only recycles events. */
     int batch = device_gpu_order(d) && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
     cudaError_t err = cudaSuccess;
-    if (fences_outstanding(f) >= batch) {
+    if (fence_outstanding(f) >= batch) {
         uint64_t t0 = gm_now_ns();
-        err = fences_poll(f);
+        err = fence_poll(f);
         d->polls++;
         d->poll_ns += gm_now_ns() - t0;
     }
@@ -92,8 +92,8 @@ static int issue_locked(gm_arena_t *a, unsigned why)
         return -1; /* an event on a capturing stream would join the capture, a query end it */
     }
     uint64_t t0 = gm_now_ns(); /* two clock reads against tens of runtime calls */
-    cudaError_t err = fences_issue(&d->fences, !device_gpu_order(d));
-    cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
+    cudaError_t err = fence_issue(&d->fences, !device_gpu_order(d));
+    cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fence_order(&d->fences) : cudaSuccess;
     uint64_t t1 = gm_now_ns();
     d->fence_ns += t1 - t0;
     if (d->fence_gap) {
@@ -104,7 +104,7 @@ static int issue_locked(gm_arena_t *a, unsigned why)
                          __ATOMIC_RELAXED);
     }
     uint64_t seq = d->fences.issued;
-    unsigned events = err == cudaSuccess ? (unsigned)fences_newest_events(&d->fences) : 0;
+    unsigned events = err == cudaSuccess ? (unsigned)fence_newest_events(&d->fences) : 0;
     pthread_mutex_unlock(&d->fence_lock);
     if (order_err != cudaSuccess) /* the fence stands: its blocks wait for it on the CPU */
         devctx_note_cuda_failure(d, "cudaStreamWaitEvent", order_err);
@@ -134,14 +134,14 @@ cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq)
     cudaError_t err = cudaSuccess;
     while (device_done(d) < seq && err == cudaSuccess) {
         pthread_mutex_lock(&d->fence_lock);
-        cudaEvent_t ev = fences_oldest_pending_event(&d->fences);
+        cudaEvent_t ev = fence_oldest_pending_event(&d->fences);
         pthread_mutex_unlock(&d->fence_lock);
         if (ev)
             err = REAL_CALL(cudaEventSynchronize, ev);
         if (err == cudaSuccess) {
             pthread_mutex_lock(&d->fence_lock);
-            err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
-            int left = fences_outstanding(&d->fences);
+            err = fence_outstanding(&d->fences) ? fence_poll(&d->fences) : cudaSuccess;
+            int left = fence_outstanding(&d->fences);
             pthread_mutex_unlock(&d->fence_lock);
             if (!ev && !left)
                 break;
@@ -162,7 +162,7 @@ size_t fencepol_wait_oldest(gm_arena_t *a)
             return fencepol_take_in(a) + 1;
     }
     pthread_mutex_lock(&d->fence_lock);
-    int any = fences_outstanding(&d->fences);
+    int any = fence_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
     if (!any && (!fencepol_open_set_waiting(a) || fencepol_issue(a, GMLOG_FENCE_BY_NEED)))
         return 0;
@@ -362,8 +362,8 @@ void fencepol_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
     if (order)
         devctx_enter(d, &c);
     pthread_mutex_lock(&d->fence_lock);
-    fences_add_stream(&d->fences, s);
-    cudaError_t err = order ? fences_order_stream(&d->fences, s) : cudaSuccess;
+    fence_add_stream(&d->fences, s);
+    cudaError_t err = order ? fence_order_stream(&d->fences, s) : cudaSuccess;
     pthread_mutex_unlock(&d->fence_lock);
     if (order)
         devctx_leave(&c);
@@ -376,10 +376,10 @@ void fencepol_stream_destroyed(gm_device_t *d, cudaStream_t s)
     gm_ctx_t c;
     devctx_enter(d, &c);
     pthread_mutex_lock(&d->fence_lock);
-    fences_remove_stream(&d->fences, s);
+    fence_remove_stream(&d->fences, s);
     /* Work queued on the stream still runs after cudaStreamDestroy returns: blocks freed from
      * now on must wait for it too. The last event on it joins the next fence. */
-    fences_retire_stream(&d->fences, s);
+    fence_retire_stream(&d->fences, s);
     pthread_mutex_unlock(&d->fence_lock);
     devctx_leave(&c);
 }

@@ -108,7 +108,7 @@ static inline void complete_fences(void)
 static inline int outstanding(void)
 {
     pthread_mutex_lock(&d->fence_lock);
-    int n = fences_outstanding(&d->fences);
+    int n = fence_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
     return n;
 }

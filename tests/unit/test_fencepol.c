@@ -185,7 +185,7 @@ static int issue_a_fence(void)
     devctx_leave(&c);
     pthread_mutex_unlock(&a->lock);
     pthread_mutex_lock(&d->fence_lock);
-    int events = fences_newest_events(&d->fences);
+    int events = fence_newest_events(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
     return events;
 }
