@@ -54,7 +54,7 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
         return REAL_CALL(cudaMalloc, out, size);
     gm_device_t *d = device_get(dev);
     if (unlikely(!d)) {
-        gm_fall_back("cannot create the pool of a device (out of host memory?)");
+        fallback_engage("cannot create the pool of a device (out of host memory?)");
         return REAL_CALL(cudaMalloc, out, size);
     }
     hint_device = dev;

@@ -18,7 +18,7 @@ static int api_in_child(void)
 
 GM_EXPORT int gmshim_mark(const char *label)
 {
-    gm_init();
+    init_start();
     int rc = evlog_mark(label ? label : "", 0);
     warn_mark();
     return rc;
@@ -26,13 +26,13 @@ GM_EXPORT int gmshim_mark(const char *label)
 
 GM_EXPORT int gmshim_phase_end(const char *label)
 {
-    gm_init();
+    init_start();
     return evlog_mark(label ? label : "", GMLOG_MARK_END);
 }
 
 GM_EXPORT unsigned long long gmshim_empty_cache(void)
 {
-    gm_init();
+    init_start();
     if (api_in_child())
         return 0;
     unsigned long long bytes = 0;
@@ -68,7 +68,7 @@ GM_EXPORT int gmshim_set_limit(int device, unsigned long long bytes)
 {
     if (device < 0 || device >= GM_MAX_DEVICES)
         return -1;
-    gm_init();
+    init_start();
     if (api_in_child())
         return -1;
     int depth = gm_depth;

@@ -90,7 +90,7 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
 static GM_COLD gm_block_t *live_insert_failed(gm_block_t *b)
 {
     pool_free_block(b->seg->heap, b, gm_now_ns());
-    gm_fall_back("out of host memory for the table of live blocks");
+    fallback_engage("out of host memory for the table of live blocks");
     return NULL;
 }
 

@@ -191,7 +191,7 @@ cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_bloc
         return cudaErrorNotSupported; /* no addresses left: the caller takes a classic segment */
     if (!pool_add_range(h, (uintptr_t)base, size, pool_is_small(rounded), gm_now_ns())) {
         api.address_free(base, size);
-        gm_fall_back("out of host memory for the pool's bookkeeping");
+        fallback_engage("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
     *bp = vmm_alloc(h, rounded, requested, map_cb, a, &refused);

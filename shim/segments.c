@@ -40,7 +40,7 @@ cudaError_t segments_grow(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t ro
     gm_segment_t *seg = pool_add_segment(heap, (uintptr_t)p, size, pool_is_small(rounded), gm_now_ns());
     if (!seg) {
         REAL_CALL(cudaFree, p);
-        gm_fall_back("out of host memory for the pool's bookkeeping");
+        fallback_engage("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
     device_reserved_add(a->dev, size);

@@ -581,7 +581,7 @@ START_TEST(test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool)
     setenv("GMSHIM_LOG", logp, 1); /* not in the working directory */
     options_reset();
     const char *so = real_bridge(_i);
-    gm_init();
+    init_start();
     gm_device_t *d = device_get(0);
     void *p = NULL;
     ck_assert_int_eq(hit_alloc(d, 64u << 20, 0, &p), cudaSuccess);
@@ -612,7 +612,7 @@ START_TEST(test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool)
     setenv("GMSHIM_LOG", logp, 1);
     options_reset();
     const char *so = real_bridge(_i);
-    gm_init();
+    init_start();
     gm_device_t *d = device_get(0);
     void *p = NULL;
     ck_assert_int_eq(hit_alloc(d, 32u << 20, 0, &p), cudaSuccess);
@@ -637,7 +637,7 @@ START_TEST(test_the_trimmer_empties_pytorchs_cache_when_it_had_events)
     setenv("GMSHIM_LOG", logp, 1);
     options_reset();
     const char *so = real_bridge(_i);
-    gm_init();
+    init_start();
     gm_device_t *d = device_get(0);
     void *p = NULL;
     cudaError_t err;
