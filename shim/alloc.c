@@ -34,7 +34,7 @@ static __thread int hint_device __attribute__((tls_model("initial-exec")));
 static void set_last_error(cudaError_t err)
 {
     gm_ctx_t c;
-    device_ctx_enter(NULL, &c);
+    devctx_enter(NULL, &c);
     if (err == cudaErrorInvalidValue) {
         REAL_CALL(cudaMalloc, NULL, 16);
     } else if (err == cudaErrorMemoryAllocation) {
@@ -42,7 +42,7 @@ static void set_last_error(cudaError_t err)
         if (REAL_CALL(cudaMalloc, &p, (size_t)1 << 62) == cudaSuccess)
             REAL_CALL(cudaFree, p);
     }
-    device_ctx_leave(&c);
+    devctx_leave(&c);
 }
 
 cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
@@ -50,11 +50,11 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || alloc_state() == GM_CHILD))
         return REAL_CALL(cudaMalloc, out, size);
     int dev = 0;
-    if (unlikely(device_current(&dev) != 0))
+    if (unlikely(devctx_current(&dev) != 0))
         return REAL_CALL(cudaMalloc, out, size);
     gm_device_t *d = device_get(dev);
     if (unlikely(!d)) {
-        gm_fall_back("cannot create the pool of a device (out of host memory?)");
+        fallback_engage("cannot create the pool of a device (out of host memory?)");
         return REAL_CALL(cudaMalloc, out, size);
     }
     hint_device = dev;
@@ -63,7 +63,7 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     if (alloc_state() != GM_POOLED)
         return device_alloc_pass(d, size, site, gm_now_ns(), out);
     cudaError_t err = torchload_caching_caller(caller) ? device_alloc_exact(d, size, site, out)
-                                                      : device_alloc(d, size, site, out);
+                                                      : hit_alloc(d, size, site, out);
     if (unlikely(err != cudaSuccess && alloc_state() == GM_PASSTHROUGH))
         return device_alloc_pass(d, size, site, gm_now_ns(), out); /* gmshim gave up: the driver */
     if (err == cudaErrorMemoryAllocation && REAL_CALL(cudaPeekAtLastError) != err)
@@ -76,19 +76,19 @@ cudaError_t alloc_free(void *ptr)
     if (unlikely(!ptr || alloc_state() == GM_CHILD))
         return REAL_CALL(cudaFree, ptr);
     cudaError_t err = cudaSuccess;
-    gm_device_t *hint = device_peek(hint_device);
-    if (hint && device_free(hint, ptr, 0, &err) == GM_FREE_DONE)
+    gm_device_t *hint = devctx_peek(hint_device);
+    if (hint && hit_free(hint, ptr, 0, &err) == GM_FREE_DONE)
         return err;
-    int n = device_created_count();
+    int n = devctx_created_count();
     for (int i = 0; i < n; i++) {
-        gm_device_t *d = device_at(i);
-        if (d && d != hint && device_free(d, ptr, 0, &err) == GM_FREE_DONE)
+        gm_device_t *d = devctx_at(i);
+        if (d && d != hint && hit_free(d, ptr, 0, &err) == GM_FREE_DONE)
             return err;
     }
     /* Not live anywhere: inside one of our segments it is a double or interior free, which the
      * real runtime refuses; otherwise it is someone else's memory. */
     for (int i = 0; i < n; i++) {
-        gm_device_t *d = device_at(i);
+        gm_device_t *d = devctx_at(i);
         int kind;
         if (d && device_owns_address(d, (uintptr_t)ptr, &kind)) {
             device_note_bad_free(d);
@@ -97,7 +97,7 @@ cudaError_t alloc_free(void *ptr)
             return cudaErrorInvalidValue;
         }
     }
-    gm_device_t *d = hint ? hint : device_at(0);
+    gm_device_t *d = hint ? hint : devctx_at(0);
     if (d)
         device_note_foreign_free(d);
     evlog_warning(GMLOG_WARN_FOREIGN_FREE, d ? d->id : GMLOG_NO_DEVICE, (uint64_t)(uintptr_t)ptr, 0, 0);
@@ -111,7 +111,7 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
     if (err != cudaSuccess)
         return err;
     int dev;
-    if (alloc_state() != GM_CHILD && device_current(&dev) == 0) {
+    if (alloc_state() != GM_CHILD && devctx_current(&dev) == 0) {
         gm_device_t *d = device_get(dev); /* a cap applies before the first allocation too */
         if (d) {
             /* What the pool caches is free to the program: it gets it without the driver. */
@@ -139,43 +139,43 @@ cudaError_t alloc_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 cudaError_t alloc_device_reset(void)
 {
     int dev;
-    if (alloc_state() != GM_CHILD && device_current(&dev) == 0) {
-        gm_device_t *d = device_peek(dev);
+    if (alloc_state() != GM_CHILD && devctx_current(&dev) == 0) {
+        gm_device_t *d = devctx_peek(dev);
         if (d) {
             capture_device_reset(d);
             device_forget(d);
         }
     }
     cudaError_t err = REAL_CALL(cudaDeviceReset);
-    device_contexts_changed(); /* the device's context is gone; a new one may take its address */
+    devctx_contexts_changed(); /* the device's context is gone; a new one may take its address */
     return err;
 }
 
 void alloc_stream_created(cudaStream_t s, unsigned flags)
 {
     int dev;
-    if (alloc_state() == GM_CHILD || device_current(&dev) != 0)
+    if (alloc_state() == GM_CHILD || devctx_current(&dev) != 0)
         return;
     capture_stream_created(s, dev);
     gm_device_t *d = device_get(dev);
     if (d)
-        device_stream_created(d, s, flags);
+        fencepol_stream_created(d, s, flags);
 }
 
 void alloc_device_set(int dev)
 {
     if (alloc_state() != GM_CHILD)
-        device_note_used(dev);
+        fencepol_note_used(dev);
 }
 
 void alloc_stream_destroying(cudaStream_t s)
 {
     if (alloc_state() == GM_CHILD || !s || s == cudaStreamLegacy || s == cudaStreamPerThread)
         return;
-    gm_device_t *d = device_peek(capture_stream_device(s));
+    gm_device_t *d = devctx_peek(capture_stream_device(s));
     capture_stream_destroyed(s);
     if (d)
-        device_stream_destroyed(d, s);
+        fencepol_stream_destroyed(d, s);
 }
 
 void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t0)
@@ -183,7 +183,7 @@ void alloc_unpooled(int kind, void *ptr, size_t size, uint64_t extra, uint64_t t
     if (alloc_state() == GM_CHILD || !ptr)
         return;
     int dev = 0;
-    device_current(&dev);
+    devctx_current(&dev);
     gm_device_t *d = device_get(dev);
     if (d)
         device_note_unpooled(d, kind, ptr, size, extra, stacks_site(), t0);
@@ -194,7 +194,7 @@ GM_COLD void alloc_unpooled_oom(size_t size)
     if (alloc_state() == GM_CHILD || !evlog_enabled())
         return;
     int dev = 0;
-    device_current(&dev);
+    devctx_current(&dev);
     gmlog_oom_t r;
     memset(&r, 0, sizeof r);
     r.request = size;
@@ -214,7 +214,7 @@ void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)
     if (alloc_state() == GM_CHILD || !ptr)
         return;
     int dev = hint_device;
-    device_current(&dev);
+    devctx_current(&dev);
     evlog_free(dev, (unsigned)kind << GMLOG_KIND_SHIFT, (uint64_t)(uintptr_t)ptr, 0, gm_now_ns(), t0);
 }
 
@@ -222,9 +222,9 @@ void alloc_ipc_export(void *ptr)
 {
     if (alloc_state() == GM_CHILD)
         return;
-    int n = device_created_count();
+    int n = devctx_created_count();
     for (int i = 0; i < n; i++) {
-        gm_device_t *d = device_at(i);
+        gm_device_t *d = devctx_at(i);
         int found = 0, sub = d ? device_ipc_export(d, ptr, &found) : 0;
         if (sub < 0) {
             static int once;

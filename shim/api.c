@@ -18,7 +18,7 @@ static int api_in_child(void)
 
 GM_EXPORT int gmshim_mark(const char *label)
 {
-    gm_init();
+    init_start();
     int rc = evlog_mark(label ? label : "", 0);
     warn_mark();
     return rc;
@@ -26,22 +26,22 @@ GM_EXPORT int gmshim_mark(const char *label)
 
 GM_EXPORT int gmshim_phase_end(const char *label)
 {
-    gm_init();
+    init_start();
     return evlog_mark(label ? label : "", GMLOG_MARK_END);
 }
 
 GM_EXPORT unsigned long long gmshim_empty_cache(void)
 {
-    gm_init();
+    init_start();
     if (api_in_child())
         return 0;
     unsigned long long bytes = 0;
     int depth = gm_depth;
     gm_depth = 1; /* the pool's own CUDA calls must pass through */
-    for (int i = 0; i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         if (d)
-            bytes += device_empty_cache(d, GMLOG_EMPTY_API);
+            bytes += slowpath_empty_cache(d, GMLOG_EMPTY_API);
     }
     gm_depth = depth;
     return bytes;
@@ -55,7 +55,7 @@ GM_EXPORT int gmshim_get_stats(int device, gmshim_stats_t *out)
     unsigned int size = out->size;
     gmshim_stats_t st;
     memset(&st, 0, sizeof st);
-    gm_device_t *d = api_in_child() ? NULL : device_peek(device);
+    gm_device_t *d = api_in_child() ? NULL : devctx_peek(device);
     if (d)
         device_get_stats(d, &st);
     st.size = size;
@@ -68,7 +68,7 @@ GM_EXPORT int gmshim_set_limit(int device, unsigned long long bytes)
 {
     if (device < 0 || device >= GM_MAX_DEVICES)
         return -1;
-    gm_init();
+    init_start();
     if (api_in_child())
         return -1;
     int depth = gm_depth;

@@ -28,7 +28,7 @@ gm_block_t *capheap_alloc(gm_arena_t *a, size_t rounded, size_t size, uint32_t s
             return b;
     }
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
+    devctx_enter(d, &c);
     size_t seg = pool_segment_size(rounded);
     cudaError_t e = device_limit(d) && !segments_fit_limit(d, &seg, rounded)
                         ? cudaErrorMemoryAllocation
@@ -44,11 +44,11 @@ gm_block_t *capheap_alloc(gm_arena_t *a, size_t rounded, size_t size, uint32_t s
         slowpath_oom_figures(a, &rec, size, seg, drv_free, drv_total, site);
         logrec_oom(d->id, GMLOG_OOM_CAPTURE, &rec);
     }
-    device_ctx_leave(&c);
+    devctx_leave(&c);
     return b;
 }
 
-gm_heap_t *device_graph_heap(gm_device_t *d, void *owner, uint32_t id)
+gm_heap_t *capheap_graph_heap(gm_device_t *d, void *owner, uint32_t id)
 {
     gm_heap_t *heap = calloc(1, sizeof *heap);
     if (!heap)
@@ -64,7 +64,7 @@ gm_heap_t *device_graph_heap(gm_device_t *d, void *owner, uint32_t id)
     return heap;
 }
 
-void device_set_captures(gm_device_t *d, int delta, gm_heap_t *current)
+void capheap_set_captures(gm_device_t *d, int delta, gm_heap_t *current)
 {
     gm_arena_t *a = d->arenas[0];
     pthread_mutex_lock(&a->lock);
@@ -74,7 +74,7 @@ void device_set_captures(gm_device_t *d, int delta, gm_heap_t *current)
     pthread_mutex_unlock(&a->lock);
 }
 
-void device_release_graph_heap(gm_device_t *d, gm_heap_t *heap)
+void capheap_release_graph_heap(gm_device_t *d, gm_heap_t *heap)
 {
     gm_arena_t *a = d->arenas[0];
     pthread_mutex_lock(&a->lock);

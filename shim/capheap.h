@@ -9,9 +9,9 @@
 
 /* A private heap for a capture; one more (delta 1) or one fewer (-1) capture under way,
  * `current` the heap allocations go to now; a released heap's segments join arena 0. */
-gm_heap_t *device_graph_heap(gm_device_t *d, void *owner, uint32_t id);
-void device_set_captures(gm_device_t *d, int delta, gm_heap_t *current);
-void device_release_graph_heap(gm_device_t *d, gm_heap_t *heap);
+gm_heap_t *capheap_graph_heap(gm_device_t *d, void *owner, uint32_t id);
+void capheap_set_captures(gm_device_t *d, int delta, gm_heap_t *current);
+void capheap_release_graph_heap(gm_device_t *d, gm_heap_t *heap);
 
 /* An allocation during a capture (arena 0 locked): from the capture's heap, fed by whole free
  * segments of the general heap or by the driver (in relaxed mode). */

@@ -115,7 +115,7 @@ static gm_heap_t *current_capture_heap(gm_device_t *d)
 
 gm_device_t *capture_beginning(cudaStream_t stream)
 {
-    gm_device_t *d = device_peek(capture_stream_device(stream));
+    gm_device_t *d = devctx_peek(capture_stream_device(stream));
     if (d)
         pthread_mutex_lock(&d->fence_lock); /* no arena lock is held: the lock order holds */
     return d;
@@ -155,7 +155,7 @@ void capture_begun(cudaStream_t stream, enum cudaStreamCaptureMode mode, cudaGra
         }
         g->dev = d;
         g->id = ++next_id;
-        g->heap = device_graph_heap(d, g, g->id);
+        g->heap = capheap_graph_heap(d, g, g->id);
         if (!g->heap) {
             free(g);
             pthread_mutex_unlock(&cap_lock);
@@ -168,7 +168,7 @@ void capture_begun(cudaStream_t stream, enum cudaStreamCaptureMode mode, cudaGra
     }
     g->stream = stream;
     g->capturing = 1;
-    device_set_captures(d, 1, g->heap);
+    capheap_set_captures(d, 1, g->heap);
     log_capture(g, GMLOG_CAPTURE_BEGIN, (unsigned)mode);
     pthread_mutex_unlock(&cap_lock);
 }
@@ -186,7 +186,7 @@ static void release(gm_graph_t *g)
 {
     log_capture(g, GMLOG_CAPTURE_RELEASED, 0);
     unlink_graph(g);
-    device_release_graph_heap(g->dev, g->heap);
+    capheap_release_graph_heap(g->dev, g->heap);
     gm_exec_ref_t *e = g->execs;
     while (e) {
         gm_exec_ref_t *next = e->next;
@@ -210,7 +210,7 @@ void capture_ended(cudaStream_t stream, cudaError_t err, cudaGraph_t graph)
         ;
     if (g) {
         g->capturing = 0;
-        device_set_captures(g->dev, -1, current_capture_heap(g->dev));
+        capheap_set_captures(g->dev, -1, current_capture_heap(g->dev));
         if (err == cudaSuccess && graph) {
             g->graph = graph;
             g->graph_alive = 1;

@@ -1,7 +1,7 @@
 /* A bounded log's checkpoint (gmlog.h), written by the log's helper thread (logstate.c) once the
  * ring asks for one: the copies logkeep.c holds, then each device's cut, after which logring.c
  * may reuse the space of older records. It never calls CUDA and never holds gm_log.lock while it
- * takes another lock. Installed by evlog_set_cut (the roof calls it before the log opens). */
+ * takes another lock. Installed by checkpoint_set_cut (the roof calls it before the log opens). */
 #include "logstate.h"
 #include "evlog.h"
 #include "logkeep.h"
@@ -16,7 +16,7 @@ static struct {
 
 static void write_checkpoint(void);
 
-void evlog_set_cut(evlog_cut_fn fn)
+void checkpoint_set_cut(evlog_cut_fn fn)
 {
     C.cut = fn;
     logstate_set_checkpoint_writer(write_checkpoint);
@@ -75,11 +75,11 @@ static void write_checkpoint(void)
     after_unlock_t after = {0};
     pthread_mutex_lock(&gm_log.lock);
     int complete = gm_log.enabled && gm_log_tls.chunk;
-    ring_release_chunk_locked(gm_now_ns() - gm_log.start_mono, &after);
+    logring_release_chunk_locked(gm_now_ns() - gm_log.start_mono, &after);
     if (complete)
         gm_log.ckpt_done_at = at;
     gm_log.ckpt_busy = 0;
     pthread_mutex_unlock(&gm_log.lock);
-    ring_after_unlock(&after);
+    logring_after_unlock(&after);
 }
 

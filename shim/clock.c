@@ -119,7 +119,7 @@ int clock_calibrate_now(void)
 #endif
 }
 
-uint64_t gm_clock_slow(void)
+uint64_t clock_slow(void)
 {
     uint64_t now = mono_ns();
     /* Signed: a thread that read the clock before clock_init stored cal_ns must not calibrate. */

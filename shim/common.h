@@ -39,7 +39,7 @@ typedef struct gm_tsc_clock {
 } gm_tsc_clock_t;
 extern gm_tsc_clock_t gm_tsc;
 extern int gm_tsc_on;
-uint64_t gm_clock_slow(void);
+uint64_t clock_slow(void);
 
 /* A counter reading as CLOCK_MONOTONIC ns, by the calibrated rate. */
 static inline uint64_t gm_tsc_ns(uint64_t tsc)
@@ -59,7 +59,7 @@ static inline uint64_t gm_now_ns(void)
         return gm_tsc_ns((uint64_t)hi << 32 | lo);
     }
 #endif
-    return gm_clock_slow();
+    return clock_slow();
 }
 
 /* The counter's time read without waiting for the instructions before it (plain rdtsc), 0 where
@@ -81,7 +81,7 @@ static inline uint64_t gm_counter_unordered_ns(void)
 static inline uint64_t gm_now_unordered_ns(void)
 {
     uint64_t t = gm_counter_unordered_ns();
-    return likely(t != 0) ? t : gm_clock_slow();
+    return likely(t != 0) ? t : clock_slow();
 }
 
 /* t, raised to the newest time stamped before it under the same lock (*last), which it becomes:

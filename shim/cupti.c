@@ -471,7 +471,7 @@ static GM_COLD void log_oom(int dev, uint64_t request)
 static void describe_device(int dev)
 {
     static unsigned char described[GM_MAX_DEVICES];
-    if (dev < 0 || dev >= GM_MAX_DEVICES || device_peek(dev) ||
+    if (dev < 0 || dev >= GM_MAX_DEVICES || devctx_peek(dev) ||
         __atomic_exchange_n(&described[dev], 1, __ATOMIC_ACQ_REL))
         return;
     resolve_driver();

@@ -128,8 +128,8 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
 uint64_t cut_all_devices(uint64_t start_mono)
 {
     uint64_t n = 0;
-    for (int i = 0; i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         if (d)
             n += cut_device(d, start_mono);
     }

@@ -38,20 +38,20 @@ static GM_NOINLINE void find_driver(void)
     __atomic_store_n(&cu_ctx_get_current, c, __ATOMIC_RELEASE);
 }
 
-void device_contexts_changed(void)
+void devctx_contexts_changed(void)
 {
     __atomic_add_fetch(&ctx_gen, 1, __ATOMIC_RELEASE);
 }
 
-int device_current(int *dev)
+int devctx_current(int *dev)
 {
-    if (likely(device_is_only())) {
+    if (likely(devctx_is_only())) {
         *dev = 0;
         return 0;
     }
     gm_cu_ctx_get_current_t get_current = __atomic_load_n(&cu_ctx_get_current, __ATOMIC_ACQUIRE);
     if (unlikely(!get_current) && __atomic_load_n(&driver_lookups, __ATOMIC_RELAXED) < DRIVER_LOOKUPS &&
-        device_created_count()) /* the runtime is initialized: libcuda is loaded */
+        devctx_created_count()) /* the runtime is initialized: libcuda is loaded */
         find_driver();
     void *ctx = NULL;
     if (get_current && get_current(&ctx) == 0 && ctx) {
@@ -73,18 +73,18 @@ int device_current(int *dev)
     return REAL_CALL(cudaGetDevice, dev) == cudaSuccess ? 0 : -1;
 }
 
-void device_ctx_enter(gm_device_t *d, gm_ctx_t *c)
+void devctx_enter(gm_device_t *d, gm_ctx_t *c)
 {
     c->saved_mode = cudaStreamCaptureModeRelaxed;
     if (REAL_CALL(cudaThreadExchangeStreamCaptureMode, &c->saved_mode) != cudaSuccess)
         c->saved_mode = (enum cudaStreamCaptureMode)-1;
     c->switched = 0;
-    if (d && device_current(&c->saved_device) == 0 && c->saved_device != d->id &&
+    if (d && devctx_current(&c->saved_device) == 0 && c->saved_device != d->id &&
         REAL_CALL(cudaSetDevice, d->id) == cudaSuccess)
         c->switched = 1;
 }
 
-void device_ctx_leave(gm_ctx_t *c)
+void devctx_leave(gm_ctx_t *c)
 {
     if (c->switched)
         REAL_CALL(cudaSetDevice, c->saved_device);
@@ -94,33 +94,33 @@ void device_ctx_leave(gm_ctx_t *c)
 
 static int sticky_warned;
 
-void device_note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err)
+void devctx_note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err)
 {
     diag_warn_once(&sticky_warned, "%s failed on device %d with CUDA error %d; freed memory stays "
                                    "pending until the runtime recovers", what, d->id, (int)err);
     evlog_warning(GMLOG_WARN_STICKY, d->id, 0, 0, (uint32_t)err);
 }
 
-int device_is_only(void)
+int devctx_is_only(void)
 {
     return __atomic_load_n(&one_device, __ATOMIC_RELAXED);
 }
 
-gm_device_t *device_peek(int id)
+gm_device_t *devctx_peek(int id)
 {
     if (id < 0 || id >= GM_MAX_DEVICES)
         return NULL;
     return __atomic_load_n(&devices[id], __ATOMIC_ACQUIRE);
 }
 
-int device_created_count(void)
+int devctx_created_count(void)
 {
     return __atomic_load_n(&ncreated, __ATOMIC_ACQUIRE);
 }
 
-gm_device_t *device_at(int index)
+gm_device_t *devctx_at(int index)
 {
-    return index < device_created_count() ? device_peek(created[index]) : NULL;
+    return index < devctx_created_count() ? devctx_peek(created[index]) : NULL;
 }
 
 void devctx_lock(void)

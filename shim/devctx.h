@@ -7,23 +7,23 @@
 #include "devtypes.h"
 
 /* The device's pool if it exists. */
-gm_device_t *device_peek(int id);
+gm_device_t *devctx_peek(int id);
 /* 1 once a pool exists and the process sees exactly one device (its current device is 0). */
-int device_is_only(void);
+int devctx_is_only(void);
 /* The calling thread's current device, as cudaGetDevice gives it, without its cost: 0 on
  * success, -1 when the runtime cannot tell. */
-int device_current(int *dev);
+int devctx_current(int *dev);
 /* Contexts were destroyed (a device reset): forget which device each thread's context was. */
-void device_contexts_changed(void);
+void devctx_contexts_changed(void);
 /* Every created device, in creation order, for the API, the trimmer and fork handlers. */
-int device_created_count(void);
-gm_device_t *device_at(int index);
+int devctx_created_count(void);
+gm_device_t *devctx_at(int index);
 
-void device_ctx_enter(gm_device_t *d, gm_ctx_t *c);
-void device_ctx_leave(gm_ctx_t *c);
+void devctx_enter(gm_device_t *d, gm_ctx_t *c);
+void devctx_leave(gm_ctx_t *c);
 
 /* A runtime call of the pool failed: one warning, one WARNING record (the sticky state). */
-void device_note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err);
+void devctx_note_cuda_failure(gm_device_t *d, const char *what, cudaError_t err);
 
 /* The table's lock (first in the lock order): creation, new arenas, fork. */
 void devctx_lock(void);

@@ -71,7 +71,7 @@ static void log_device(gm_device_t *d, size_t free_bytes)
 
 static gm_device_t *device_create(int id)
 {
-    device_note_used(id);
+    fencepol_note_used(id);
     devctx_lock();
     gm_device_t *d = devctx_find_locked(id);
     if (d) {
@@ -101,15 +101,15 @@ static gm_device_t *device_create(int id)
     d->tcache_max = (size_t)options_get(GM_OPT_THREAD_CACHE);
     size_t free_bytes = 0, total = 0;
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
+    devctx_enter(d, &c);
     if (REAL_CALL(cudaMemGetInfo, &free_bytes, &total) == cudaSuccess)
         d->total = total;
-    device_ctx_leave(&c);
+    devctx_leave(&c);
     d->limit = options_device_limit(id, d->total);
     ranges_setup(d);
     pool_set_max_split(&a0->general, max_split_for(d)); /* arena 0 came before the ranges */
     int count = 0;
-    int only = !device_created_count() && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess &&
+    int only = !devctx_created_count() && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess &&
                count == 1 && id == 0;
     d->gpu_order = fencepol_gpu_order_for(id);
     d->gpu_order_ever = d->gpu_order;
@@ -125,7 +125,7 @@ gm_device_t *device_get(int id)
 {
     if (unlikely(id < 0 || id >= GM_MAX_DEVICES))
         return NULL;
-    gm_device_t *d = device_peek(id);
+    gm_device_t *d = devctx_peek(id);
     return likely(d != NULL) ? d : device_create(id);
 }
 
@@ -360,7 +360,7 @@ void device_forget(gm_device_t *d)
     d->graph_heaps = NULL;
     d->capture_heap = NULL;
     __atomic_store_n(&d->captures, 0, __ATOMIC_RELEASE);
-    fences_forget(&d->fences);
+    fence_forget(&d->fences);
     __atomic_store_n(&d->reserved_total, 0, __ATOMIC_RELAXED);
     logrec_reset(d->id, reserved, live);
     pthread_mutex_unlock(&d->fence_lock);
@@ -523,15 +523,15 @@ int device_set_limit(int id, size_t bytes)
     __atomic_store_n(&d->limit, bytes, __ATOMIC_RELAXED);
     logrec_limit(d->id, bytes);
     if (bytes && device_reserved(d) > bytes && !device_captures(d))
-        device_empty_cache(d, GMLOG_EMPTY_DEVICE_LIMIT);
+        slowpath_empty_cache(d, GMLOG_EMPTY_DEVICE_LIMIT);
     return 0;
 }
 
 void device_fork_prepare(void)
 {
     devctx_lock();
-    for (int i = 0; i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         for (int k = 0; k < d->narenas; k++)
             pthread_mutex_lock(&d->arenas[k]->lock);
         pthread_mutex_lock(&d->fence_lock);
@@ -540,8 +540,8 @@ void device_fork_prepare(void)
 
 void device_fork_release(void)
 {
-    for (int i = device_created_count() - 1; i >= 0; i--) {
-        gm_device_t *d = device_at(i);
+    for (int i = devctx_created_count() - 1; i >= 0; i--) {
+        gm_device_t *d = devctx_at(i);
         pthread_mutex_unlock(&d->fence_lock);
         for (int k = d->narenas - 1; k >= 0; k--)
             pthread_mutex_unlock(&d->arenas[k]->lock);

@@ -310,7 +310,7 @@ GM_UNCHECKED static dlsym_fn find_real_dlsym(void)
  * caller's lookup then goes to glibc untouched). RTLD_NEXT lookups are left alone: they are
  * relative to their caller, and an interposer asking for the next cuGetProcAddress wraps it
  * itself. */
-__attribute__((visibility("hidden"), used)) GM_UNCHECKED void *gm_dlsym_filter(void *handle, const char *name)
+__attribute__((visibility("hidden"), used)) GM_UNCHECKED void *drvhooks_dlsym_filter(void *handle, const char *name)
 {
     if (unlikely(!gm_real_dlsym))
         __atomic_store_n(&gm_real_dlsym, find_real_dlsym(), __ATOMIC_RELEASE);
@@ -330,9 +330,9 @@ __asm__(".pushsection .text\n"
         ".globl dlsym\n"
         ".type dlsym, @function\n"
         "dlsym:\n"
-        ".globl gm_dlsym_entry\n"
-        ".hidden gm_dlsym_entry\n"
-        "gm_dlsym_entry:\n"
+        ".globl drvhooks_dlsym_entry\n"
+        ".hidden drvhooks_dlsym_entry\n"
+        "drvhooks_dlsym_entry:\n"
         "    .cfi_startproc\n"
         "    pushq %rdi\n"
         "    .cfi_adjust_cfa_offset 8\n"
@@ -340,7 +340,7 @@ __asm__(".pushsection .text\n"
         "    .cfi_adjust_cfa_offset 8\n"
         "    subq $8, %rsp\n"
         "    .cfi_adjust_cfa_offset 8\n"
-        "    call gm_dlsym_filter\n"
+        "    call drvhooks_dlsym_filter\n"
         "    addq $8, %rsp\n"
         "    .cfi_adjust_cfa_offset -8\n"
         "    popq %rsi\n"
@@ -467,8 +467,8 @@ GM_UNCHECKED static int is_ours(void *fn)
             if (fn == copies[k][i])
                 return 1;
 #ifdef GM_DLSYM_INTERPOSED
-    extern char gm_dlsym_entry[];
-    if (fn == (void *)gm_dlsym_entry)
+    extern char drvhooks_dlsym_entry[];
+    if (fn == (void *)drvhooks_dlsym_entry)
         return 1;
 #endif
     return 0;

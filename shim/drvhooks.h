@@ -11,6 +11,6 @@ int cuGreenCtxStreamCreate(void **ph, void *green, unsigned flags, int prio);
 int cuGetProcAddress(const char *sym, void **pfn, int ver, unsigned long long flags);
 int cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status);
 /* The exported dlsym's first step: a wrapper for a watched name, else NULL (glibc's answers). */
-void *gm_dlsym_filter(void *handle, const char *name);
+void *drvhooks_dlsym_filter(void *handle, const char *name);
 
 #endif

@@ -329,7 +329,7 @@ void evlog_open(void)
     uint8_t *meta = calloc(1, cap);
     size_t meta_len = meta ? build_meta(meta, cap) : 0;
     uint32_t header_size = (uint32_t)gm_round_up(sizeof(gmlog_file_header_t) + meta_len, GMLOG_HEADER_ALIGN);
-    int err = evlog_reserve(fd, 0, header_size);
+    int err = logstate_reserve(fd, 0, header_size);
     void *map = err ? MAP_FAILED : mmap(NULL, header_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         diag_warn_once(&gm_log.warned, "cannot write the log %s: %s; the program goes on without it",
@@ -368,7 +368,7 @@ void evlog_open(void)
         gm_log.max_slots = 4;
     gm_log.keep = gm_log.max_slots != 0;
     if (!gm_log.exit_key_made)
-        gm_log.exit_key_made = pthread_key_create(&evlog_exit_key, ring_thread_exit) == 0;
+        gm_log.exit_key_made = pthread_key_create(&evlog_exit_key, logring_thread_exit) == 0;
     __atomic_add_fetch(&gm_log.gen, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&gm_log.enabled, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&gm_log.lock);
@@ -387,7 +387,7 @@ void evlog_close(uint32_t reason)
         rec.reason = reason;
         evlog_append(&rec, sizeof rec, gm_now_ns());
     }
-    checkpoint_stop();
+    logstate_checkpoint_stop();
     pthread_mutex_lock(&gm_log.lock);
     if (!gm_log.closed) {
         gm_log.closed = 1;
@@ -399,7 +399,7 @@ void evlog_close(uint32_t reason)
             diag_verbose("could not trim the log: %s", strerror(errno));
         if (gm_log.hdr)
             gm_log.hdr->chunks_at_close = chunks;
-        evlog_mark_closed(reason);
+        logstate_mark_closed(reason);
     }
     pthread_mutex_unlock(&gm_log.lock);
 }
@@ -410,8 +410,8 @@ void evlog_abandon(void)
     __atomic_add_fetch(&gm_log.gen, 1, __ATOMIC_RELEASE);
     gm_log.closed = 1;
     gm_log.keep = 0;
-    ring_forget();
-    checkpoint_forget();
+    logring_forget();
+    logstate_checkpoint_forget();
     if (gm_log.hdr)
         munmap(gm_log.hdr, gm_log.header_size);
     gm_log.hdr = NULL;
@@ -472,7 +472,7 @@ void evlog_append2(void *rec, size_t fixed, const void *tail, size_t tail_len, u
     if (unlikely(gm_log.keep) && (KEEP_MASK >> ((gmlog_rec_t *)rec)->type & 1) && !gm_log_tls.in_checkpoint)
         rel = logkeep_add(rec, fixed, tail, tail_len, len, rel);
     if (unlikely(!gm_log_tls.chunk || gm_log_tls.gen != __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED) || gm_log_tls.used + len + sizeof(gmlog_clock_t) > GMLOG_CHUNK_SIZE)) {
-        if (ring_switch_chunk(rel))
+        if (logring_switch_chunk(rel))
             return;
     }
     if (unlikely(rel < gm_log_tls.base))
@@ -733,7 +733,7 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *ctx)
             memset(&dfl, 0, sizeof dfl);
             dfl.sa_handler = SIG_DFL;
             sigemptyset(&dfl.sa_mask);
-            evlog_mark_closed(GMLOG_CLOSE_SIGNAL | (uint32_t)sig << 8);
+            logstate_mark_closed(GMLOG_CLOSE_SIGNAL | (uint32_t)sig << 8);
             sigaction(sig, &dfl, NULL);
             return; /* the fault comes again, now with the default action */
         } else if (old->sa_handler != SIG_DFL) {
@@ -741,7 +741,7 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *ctx)
             return;
         }
         /* The default action ends the process: close the log, then let it. */
-        evlog_mark_closed(GMLOG_CLOSE_SIGNAL | (uint32_t)sig << 8);
+        logstate_mark_closed(GMLOG_CLOSE_SIGNAL | (uint32_t)sig << 8);
         sigaction(sig, old, NULL);
         raise(sig);
         return;

@@ -31,7 +31,7 @@ const char *evlog_path(void);
  * and ALLOC records, appended with the evlog_* helpers); returns the records it appended.
  * `start_mono` turns gm_now_ns() into log time. Set once, before the log opens. */
 typedef uint64_t (*evlog_cut_fn)(uint64_t start_mono);
-void evlog_set_cut(evlog_cut_fn fn);
+void checkpoint_set_cut(evlog_cut_fn fn);
 
 /* Every record goes through here but the hit path's that fit the thread's chunk as they are
  * (evlog_alloc, evlog_free, evlog_cached_*: the same words, stored directly): `rec` is a complete

@@ -1,10 +1,10 @@
-/* gm_fall_back: the one way from pooling to pass-through. Never stops the program. */
+/* fallback_engage: the one way from pooling to pass-through. Never stops the program. */
 #include "fallback.h"
 #include "diag.h"
 #include "evlog.h"
 #include "state.h"
 
-void gm_fall_back(const char *why)
+void fallback_engage(const char *why)
 {
     static int once;
     diag_warn_once(&once, "%s; falling back to pass-through (the program goes on without the pool)", why);

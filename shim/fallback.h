@@ -4,6 +4,6 @@
 #define GM_FALLBACK_H
 
 /* One warning, one WARNING record, then pass-through for good. */
-void gm_fall_back(const char *why);
+void fallback_engage(const char *why);
 
 #endif

@@ -1,5 +1,5 @@
 /* Recording and polling fences. Events are recycled; nothing here blocks: a wait for a fence is
- * the fence policy's (fencepol.c), made on fences_oldest_pending_event outside the fence lock, and only
+ * the fence policy's (fencepol.c), made on fence_oldest_pending_event outside the fence lock, and only
  * instead of growing or failing. */
 #include "fence.h"
 #include "common.h"
@@ -65,7 +65,7 @@ static int ring_push(gm_fences_t *f)
     return 0;
 }
 
-cudaError_t fences_issue(gm_fences_t *f, int ask_idle)
+cudaError_t fence_issue(gm_fences_t *f, int ask_idle)
 {
     f->failed = NULL;
     if (ring_push(f))
@@ -141,7 +141,7 @@ static int event_done(cudaEvent_t ev, cudaError_t *err)
     return -1;
 }
 
-cudaError_t fences_poll(gm_fences_t *f)
+cudaError_t fence_poll(gm_fences_t *f)
 {
     cudaError_t err = cudaSuccess;
     cudaEvent_t newest_all = f->count >= GM_FENCE_BATCH ? ring_at(f, f->count - 1)->all : NULL;
@@ -174,29 +174,29 @@ cudaError_t fences_poll(gm_fences_t *f)
     return cudaSuccess;
 }
 
-cudaEvent_t fences_oldest_pending_event(gm_fences_t *f)
+cudaEvent_t fence_oldest_pending_event(gm_fences_t *f)
 {
     if (!f->count)
         return NULL;
     gm_fence_t *fe = ring_at(f, 0);
     if (fe->all)
         return fe->all;
-    /* fences_poll drops completed events from the end: the last one is still to complete. */
+    /* fence_poll drops completed events from the end: the last one is still to complete. */
     return fe->nev ? fe->ev[fe->nev - 1] : NULL;
 }
 
-int fences_newest_events(const gm_fences_t *f)
+int fence_newest_events(const gm_fences_t *f)
 {
     const gm_fence_t *fe = f->count ? ring_at((gm_fences_t *)f, f->count - 1) : NULL;
     return fe ? fe->nev + (fe->all != NULL) : 0;
 }
 
-int fences_outstanding(const gm_fences_t *f)
+int fence_outstanding(const gm_fences_t *f)
 {
     return f->count;
 }
 
-cudaError_t fences_order(gm_fences_t *f)
+cudaError_t fence_order(gm_fences_t *f)
 {
     uint64_t seq = f->issued;
     if (seq <= f->ordered)
@@ -238,7 +238,7 @@ cudaError_t fences_order(gm_fences_t *f)
     return err;
 }
 
-cudaError_t fences_order_stream(gm_fences_t *f, cudaStream_t s)
+cudaError_t fence_order_stream(gm_fences_t *f, cudaStream_t s)
 {
     /* The fences' own events, not a new one on the legacy stream: this may run while a blocking
      * stream captures, when work queued on the legacy stream would invalidate the capture. */
@@ -257,7 +257,7 @@ cudaError_t fences_order_stream(gm_fences_t *f, cudaStream_t s)
     return err;
 }
 
-void fences_add_stream(gm_fences_t *f, cudaStream_t s)
+void fence_add_stream(gm_fences_t *f, cudaStream_t s)
 {
     for (int i = 0; i < f->nstreams; i++)
         if (f->streams[i] == s)
@@ -266,7 +266,7 @@ void fences_add_stream(gm_fences_t *f, cudaStream_t s)
         f->streams[f->nstreams++] = s;
 }
 
-void fences_retire_stream(gm_fences_t *f, cudaStream_t s)
+void fence_retire_stream(gm_fences_t *f, cudaStream_t s)
 {
     cudaEvent_t ev;
     if (grow((void **)&f->retired, &f->retired_cap, sizeof *f->retired, f->nretired + 1) ||
@@ -279,7 +279,7 @@ void fences_retire_stream(gm_fences_t *f, cudaStream_t s)
     f->retired[f->nretired++] = ev;
 }
 
-void fences_remove_stream(gm_fences_t *f, cudaStream_t s)
+void fence_remove_stream(gm_fences_t *f, cudaStream_t s)
 {
     for (int i = 0; i < f->nstreams; i++)
         if (f->streams[i] == s) {
@@ -288,7 +288,7 @@ void fences_remove_stream(gm_fences_t *f, cudaStream_t s)
         }
 }
 
-void fences_forget(gm_fences_t *f)
+void fence_forget(gm_fences_t *f)
 {
     for (int i = 0; i < f->ring_cap; i++) {
         free(f->ring[i].ev);

@@ -16,7 +16,7 @@
 typedef struct gm_fence {
     uint64_t seq;
     cudaEvent_t all;        /* GPU order: the legacy stream's event after its waits for this
-                             * fence's events (fences_order): it completes only once every fence
+                             * fence's events (fence_order): it completes only once every fence
                              * up to this one has, so one query retires them all (or NULL) */
     int nev;
     int cap;
@@ -32,7 +32,7 @@ typedef struct gm_fences {
     int nretired, retired_cap;
     cudaEvent_t *spare;     /* recycled events */
     int nspare, spare_cap;
-    const char *failed;     /* what the last failed fences_issue could not do: the runtime call's
+    const char *failed;     /* what the last failed fence_issue could not do: the runtime call's
                              * name, or NULL when host memory ran out */
     /* Read by every free and poll: a cache line of their own, away from the fields written
      * under the lock. */
@@ -48,37 +48,37 @@ typedef struct gm_fences {
  * event it would save, and the events on the streams are never queried (`all` answers for them).
  * The caller holds the device's fence lock, has the device current, and is in relaxed capture
  * mode. On failure `failed` names what failed (NULL: no host memory, cudaErrorMemoryAllocation). */
-cudaError_t fences_issue(gm_fences_t *f, int ask_idle);
+cudaError_t fence_issue(gm_fences_t *f, int ask_idle);
 /* The events the newest fence recorded. */
-int fences_newest_events(const gm_fences_t *f);
+int fence_newest_events(const gm_fences_t *f);
 /* Advances `done` over completed fences without blocking. Returns a CUDA error other than
  * cudaErrorNotReady, or cudaSuccess. Under GPU order a fence's `all` event answers for it and
  * every fence before it: one query of the newest fence's can retire them all, and otherwise one
  * query a fence, from the oldest, instead of one per event. */
-cudaError_t fences_poll(gm_fences_t *f);
+cudaError_t fence_poll(gm_fences_t *f);
 /* An event of the oldest outstanding fence not yet seen complete (its `all` where it has one;
  * NULL if none), for a caller that waits on it without holding the fences' lock: once that lock
  * is dropped the event may be recycled into a newer fence, which only makes the wait longer,
  * never too short. */
-cudaEvent_t fences_oldest_pending_event(gm_fences_t *f);
-int fences_outstanding(const gm_fences_t *f);
+cudaEvent_t fence_oldest_pending_event(gm_fences_t *f);
+int fence_outstanding(const gm_fences_t *f);
 /* Ordering on the GPU instead of the CPU (GMSHIM_GPU_ORDER): makes work queued from now on wait,
  * on the GPU, for every fence issued so far — the legacy stream waits for the fences' events on
  * the other streams, every known non-blocking stream waits for the legacy stream, and blocking
  * and per-thread streams follow the legacy stream by CUDA's implicit synchronization. Then
  * `ordered` = `issued`; the legacy stream's event after its waits becomes the newest fence's
- * `all`. Same locking as fences_issue. */
-cudaError_t fences_order(gm_fences_t *f);
+ * `all`. Same locking as fence_issue. */
+cudaError_t fence_order(gm_fences_t *f);
 /* A non-blocking stream created while ordered fences may still run on the GPU waits for their
  * events. */
-cudaError_t fences_order_stream(gm_fences_t *f, cudaStream_t s);
+cudaError_t fence_order_stream(gm_fences_t *f, cudaStream_t s);
 
-void fences_add_stream(gm_fences_t *f, cudaStream_t s);
+void fence_add_stream(gm_fences_t *f, cudaStream_t s);
 /* Records an event on a stream about to be destroyed; the next fence waits for it too. */
-void fences_retire_stream(gm_fences_t *f, cudaStream_t s);
-void fences_remove_stream(gm_fences_t *f, cudaStream_t s);
+void fence_retire_stream(gm_fences_t *f, cudaStream_t s);
+void fence_remove_stream(gm_fences_t *f, cudaStream_t s);
 /* Device reset: the runtime destroyed our events and streams; drop them without CUDA calls.
  * Every outstanding fence counts as done. */
-void fences_forget(gm_fences_t *f);
+void fence_forget(gm_fences_t *f);
 
 #endif

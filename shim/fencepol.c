@@ -37,15 +37,15 @@ static void poll_locked(gm_device_t *d)
     /* GPU order: what the fences cover is reusable already; polling only recycles events. */
     int batch = device_gpu_order(d) && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
     cudaError_t err = cudaSuccess;
-    if (fences_outstanding(f) >= batch) {
+    if (fence_outstanding(f) >= batch) {
         uint64_t t0 = gm_now_ns();
-        err = fences_poll(f);
+        err = fence_poll(f);
         d->polls++;
         d->poll_ns += gm_now_ns() - t0;
     }
     pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess)
-        device_note_cuda_failure(d, "cudaEventQuery", err);
+        devctx_note_cuda_failure(d, "cudaEventQuery", err);
 }
 
 size_t fencepol_harvest(gm_arena_t *a, int blocking)
@@ -80,7 +80,7 @@ static void log_fence(gm_arena_t *a, unsigned why, uint64_t seq, unsigned events
 }
 
 /* Records a fence covering every free so far, on every arena, for reason `why` (enum
- * gmlog_fence_why). Caller holds the arena lock and is inside device_ctx_enter, with the fence
+ * gmlog_fence_why). Caller holds the arena lock and is inside devctx_enter, with the fence
  * lock held, which this releases. */
 static int no_host_memory_warned;
 
@@ -92,8 +92,8 @@ static int issue_locked(gm_arena_t *a, unsigned why)
         return -1; /* an event on a capturing stream would join the capture, a query end it */
     }
     uint64_t t0 = gm_now_ns(); /* two clock reads against tens of runtime calls */
-    cudaError_t err = fences_issue(&d->fences, !device_gpu_order(d));
-    cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fences_order(&d->fences) : cudaSuccess;
+    cudaError_t err = fence_issue(&d->fences, !device_gpu_order(d));
+    cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fence_order(&d->fences) : cudaSuccess;
     uint64_t t1 = gm_now_ns();
     d->fence_ns += t1 - t0;
     if (d->fence_gap) {
@@ -104,13 +104,13 @@ static int issue_locked(gm_arena_t *a, unsigned why)
                          __ATOMIC_RELAXED);
     }
     uint64_t seq = d->fences.issued;
-    unsigned events = err == cudaSuccess ? (unsigned)fences_newest_events(&d->fences) : 0;
+    unsigned events = err == cudaSuccess ? (unsigned)fence_newest_events(&d->fences) : 0;
     pthread_mutex_unlock(&d->fence_lock);
     if (order_err != cudaSuccess) /* the fence stands: its blocks wait for it on the CPU */
-        device_note_cuda_failure(d, "cudaStreamWaitEvent", order_err);
+        devctx_note_cuda_failure(d, "cudaStreamWaitEvent", order_err);
     if (err != cudaSuccess) {
         if (d->fences.failed)
-            device_note_cuda_failure(d, d->fences.failed, err);
+            devctx_note_cuda_failure(d, d->fences.failed, err);
         else /* the host's memory, not the runtime's: the next fence may find some */
             diag_warn_once(&no_host_memory_warned, "no host memory for a fence on device %d; freed memory "
                                                    "stays pending until a later fence is recorded", d->id);
@@ -134,14 +134,14 @@ cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq)
     cudaError_t err = cudaSuccess;
     while (device_done(d) < seq && err == cudaSuccess) {
         pthread_mutex_lock(&d->fence_lock);
-        cudaEvent_t ev = fences_oldest_pending_event(&d->fences);
+        cudaEvent_t ev = fence_oldest_pending_event(&d->fences);
         pthread_mutex_unlock(&d->fence_lock);
         if (ev)
             err = REAL_CALL(cudaEventSynchronize, ev);
         if (err == cudaSuccess) {
             pthread_mutex_lock(&d->fence_lock);
-            err = fences_outstanding(&d->fences) ? fences_poll(&d->fences) : cudaSuccess;
-            int left = fences_outstanding(&d->fences);
+            err = fence_outstanding(&d->fences) ? fence_poll(&d->fences) : cudaSuccess;
+            int left = fence_outstanding(&d->fences);
             pthread_mutex_unlock(&d->fence_lock);
             if (!ev && !left)
                 break;
@@ -162,7 +162,7 @@ size_t fencepol_wait_oldest(gm_arena_t *a)
             return fencepol_take_in(a) + 1;
     }
     pthread_mutex_lock(&d->fence_lock);
-    int any = fences_outstanding(&d->fences);
+    int any = fence_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
     if (!any && (!fencepol_open_set_waiting(a) || fencepol_issue(a, GMLOG_FENCE_BY_NEED)))
         return 0;
@@ -170,7 +170,7 @@ size_t fencepol_wait_oldest(gm_arena_t *a)
     uint64_t seq = device_done(d) + 1;
     cudaError_t err = fencepol_wait_until_done(d, seq);
     if (err != cudaSuccess) {
-        device_note_cuda_failure(d, "cudaEventSynchronize", err);
+        devctx_note_cuda_failure(d, "cudaEventSynchronize", err);
         return 0;
     }
     a->n.fence_waits++;
@@ -204,11 +204,11 @@ GM_NOINLINE void fencepol_poll_now(gm_arena_t *a)
         return;
     }
     gm_ctx_t c;
-    device_ctx_enter(d, &c); /* the runtime is asked, or the cache cap may free segments */
+    devctx_enter(d, &c); /* the runtime is asked, or the cache cap may free segments */
     if (ask)
         poll_locked(d);
     fencepol_take_in(a);
-    device_ctx_leave(&c);
+    devctx_leave(&c);
 }
 
 GM_NOINLINE void fencepol_fence_now(gm_arena_t *a, gm_open_set_t *open)
@@ -225,10 +225,10 @@ GM_NOINLINE void fencepol_fence_now(gm_arena_t *a, gm_open_set_t *open)
     if (pthread_mutex_trylock(&d->fence_lock) != 0)
         return; /* before any runtime call, as in fencepol_poll_now */
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
+    devctx_enter(d, &c);
     if (issue_locked(a, GMLOG_FENCE_BY_FREES) == 0)
         fencepol_harvest(a, 0);
-    device_ctx_leave(&c);
+    devctx_leave(&c);
 }
 
 /* ---- GMSHIM_GPU_ORDER and the devices in use ------------------------------------------------ */
@@ -263,14 +263,14 @@ static void gpu_order_stop(gm_device_t *d, int say)
     if (device_done(d) >= seq)
         return;
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
+    devctx_enter(d, &c);
     cudaError_t err = fencepol_wait_until_done(d, seq);
-    device_ctx_leave(&c);
+    devctx_leave(&c);
     if (err != cudaSuccess)
-        device_note_cuda_failure(d, "cudaEventSynchronize", err);
+        devctx_note_cuda_failure(d, "cudaEventSynchronize", err);
 }
 
-void device_note_used(int id)
+void fencepol_note_used(int id)
 {
     if (unlikely(id < 0 || id >= GM_MAX_DEVICES))
         return; /* no pool can exist there */
@@ -351,7 +351,7 @@ void fencepol_streams_unwatched(const char *why)
     gpu_order_stop(d, 0);
 }
 
-void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
+void fencepol_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
 {
     if (!(flags & cudaStreamNonBlocking))
         return; /* the legacy stream's event covers blocking streams; they follow its waits */
@@ -360,26 +360,26 @@ void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags)
      * blocks already handed out may still be in use by work before their fences. */
     int order = d->gpu_order_ever;
     if (order)
-        device_ctx_enter(d, &c);
+        devctx_enter(d, &c);
     pthread_mutex_lock(&d->fence_lock);
-    fences_add_stream(&d->fences, s);
-    cudaError_t err = order ? fences_order_stream(&d->fences, s) : cudaSuccess;
+    fence_add_stream(&d->fences, s);
+    cudaError_t err = order ? fence_order_stream(&d->fences, s) : cudaSuccess;
     pthread_mutex_unlock(&d->fence_lock);
     if (order)
-        device_ctx_leave(&c);
+        devctx_leave(&c);
     if (err != cudaSuccess)
-        device_note_cuda_failure(d, "cudaStreamWaitEvent", err);
+        devctx_note_cuda_failure(d, "cudaStreamWaitEvent", err);
 }
 
-void device_stream_destroyed(gm_device_t *d, cudaStream_t s)
+void fencepol_stream_destroyed(gm_device_t *d, cudaStream_t s)
 {
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
+    devctx_enter(d, &c);
     pthread_mutex_lock(&d->fence_lock);
-    fences_remove_stream(&d->fences, s);
+    fence_remove_stream(&d->fences, s);
     /* Work queued on the stream still runs after cudaStreamDestroy returns: blocks freed from
      * now on must wait for it too. The last event on it joins the next fence. */
-    fences_retire_stream(&d->fences, s);
+    fence_retire_stream(&d->fences, s);
     pthread_mutex_unlock(&d->fence_lock);
-    device_ctx_leave(&c);
+    devctx_leave(&c);
 }

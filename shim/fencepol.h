@@ -1,7 +1,7 @@
 /* The fence policy: when a device's frees get a fence, when fences are polled and waited for,
  * when freed blocks come back, and GMSHIM_GPU_ORDER's hold on a process that uses one device.
  * The fences themselves (events on streams) are fence.c. Callers hold the arena's lock and, for
- * anything that may ask the runtime, are inside device_ctx_enter. */
+ * anything that may ask the runtime, are inside devctx_enter. */
 #ifndef GM_FENCEPOL_H
 #define GM_FENCEPOL_H
 
@@ -79,7 +79,7 @@ static inline void fencepol_count_free(gm_arena_t *a, size_t size, uint64_t issu
  * device is in use; when a second one comes into use, the first device's blocks handed out under
  * GPU order are waited for (their fences complete) before this returns, and its freed memory
  * waits on the CPU from then on: the other device's work could touch it. */
-void device_note_used(int id);
+void fencepol_note_used(int id);
 /* For a pool being created (under the table's lock): whether GPU order applies to it. */
 int fencepol_gpu_order_for(int id);
 /* A stream gmshim cannot make wait for its fences came into use (a stream of another context,
@@ -88,7 +88,7 @@ int fencepol_gpu_order_for(int id);
  * for first) and says so once; =1 goes on and warns once. */
 void fencepol_streams_unwatched(const char *why);
 /* A stream created or destroyed through the hooks. */
-void device_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags);
-void device_stream_destroyed(gm_device_t *d, cudaStream_t s);
+void fencepol_stream_created(gm_device_t *d, cudaStream_t s, unsigned flags);
+void fencepol_stream_destroyed(gm_device_t *d, cudaStream_t s);
 
 #endif

@@ -1,6 +1,6 @@
 /* The hit path (hit.h): an arena lock, a best fit, a hash insert, a record; a free is a hash
  * delete, a record and a list push. A reader should take it in at once: whatever is rare goes
- * through a call to device_alloc_generic (the miss), capheap_alloc (a capture) or the fence
+ * through a call to slowpath_alloc (the miss), capheap_alloc (a capture) or the fence
  * policy. A free is logged inside the arena lock, before its block can be reused. */
 #include "hit.h"
 #include "capheap.h"
@@ -25,17 +25,17 @@ static __thread unsigned char my_arena __attribute__((tls_model("initial-exec"))
 static __thread unsigned char my_contention __attribute__((tls_model("initial-exec")));
 static __thread unsigned char my_uncontended __attribute__((tls_model("initial-exec")));
 
-void device_use_arena(int index)
+void hit_use_arena(int index)
 {
     my_arena = (unsigned char)(index < 0 ? 0 : index);
 }
 
-int device_my_arena(void)
+int hit_my_arena(void)
 {
     return my_arena;
 }
 
-int device_note_lock(int contended)
+int hit_note_lock(int contended)
 {
     if (!contended) {
         if (my_contention && ++my_uncontended >= GM_FORGIVEN) {
@@ -65,12 +65,12 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
          * moves the arena's cache lines to the other CPU: that counts as meeting too. */
         int met = a->last_user != me;
         a->last_user = me;
-        if (likely(!device_note_lock(met)) || device_captures(d))
+        if (likely(!hit_note_lock(met)) || device_captures(d))
             return a;
         pthread_mutex_unlock(&a->lock); /* the table's lock comes before arena locks */
         move = 1;
     } else {
-        move = device_note_lock(1) && !device_captures(d);
+        move = hit_note_lock(1) && !device_captures(d);
     }
     if (move) {
         int n = device_move_arena(d, i);
@@ -90,11 +90,11 @@ static gm_arena_t *arena_lock_for_alloc(gm_device_t *d)
 static GM_COLD gm_block_t *live_insert_failed(gm_block_t *b)
 {
     pool_free_block(b->seg->heap, b, gm_now_ns());
-    gm_fall_back("out of host memory for the table of live blocks");
+    fallback_engage("out of host memory for the table of live blocks");
     return NULL;
 }
 
-cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
+cudaError_t hit_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
 {
     size_t rounded = pool_round(size);
     /* A small request: the thread's own cache first, without the arena lock. */
@@ -132,7 +132,7 @@ cudaError_t device_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
                 : pool_alloc(&a->general, rounded, size);
         if (unlikely(!b)) {
             t0 = gm_now_ns();
-            b = device_alloc_generic(a, tc, rounded, size, site, &flags, &err);
+            b = slowpath_alloc(a, tc, rounded, size, site, &flags, &err);
         }
     }
     if (likely(b != NULL) && !b->tc_owner) {
@@ -220,9 +220,9 @@ static gm_free_result_t free_in_arena(gm_arena_t *a, gm_block_t *b, uint32_t sit
         pool_free_block(heap, b, now ? now : gm_now_unordered_ns());
         if (d->cache_limit && !device_captures(d) && seg->free_since_ns) {
             gm_ctx_t c;
-            device_ctx_enter(d, &c);
+            devctx_enter(d, &c);
             segments_enforce_cache_limit(a);
-            device_ctx_leave(&c);
+            devctx_leave(&c);
         }
     } else {
         evlog_free(d->id, GMLOG_F_DEFERRED, key, site, now, t0);
@@ -253,7 +253,7 @@ static GM_NOINLINE void cache_free_after(gm_device_t *d, gm_tcache_t *tc, int sa
         tcache_shrink(tc);
 }
 
-gm_free_result_t device_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
+gm_free_result_t hit_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t *err)
 {
     uintptr_t key = (uintptr_t)ptr;
     if (!key)

@@ -63,7 +63,7 @@ static void fork_child(void)
         return;
     /* The child's CUDA is unusable and the parent's log and blocks are not its own. Forked
      * while another thread was starting gmshim, it never starts it again: that start may hold
-     * the loader's locks, copied held into this child (gm_init returns at once here). */
+     * the loader's locks, copied held into this child (init_start returns at once here). */
     evlog_abandon();
     trim_forget();
     warn_forget();
@@ -103,7 +103,7 @@ static void init_impl(void)
     clock_init(!strcmp(options_get_str(GM_OPT_CLOCK), "auto"));
     if (real_resolve() == 0)
         diag_verbose("no CUDA runtime found yet; calls will be resolved when it is loaded");
-    evlog_set_cut(checkpoint_cut);
+    checkpoint_set_cut(checkpoint_cut);
     evlog_open();
     stacks_init();
     atexit(at_exit);
@@ -125,7 +125,7 @@ static void init_impl(void)
     warn_start(); /* pass-through too: its blocks, or PyTorch's tensors, are counted alike */
 }
 
-void gm_init(void)
+void init_start(void)
 {
     /* glibc's pthread_once runs init_impl again in the child of a fork that came during it. */
     if (__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_CHILD)

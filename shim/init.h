@@ -6,7 +6,7 @@
 
 #include "state.h"
 
-void gm_init(void);
+void init_start(void);
 
 /* 1: the hook should handle the call (and must gm_leave); 0: forward it untouched. */
 static inline int gm_enter(void)
@@ -15,7 +15,7 @@ static inline int gm_enter(void)
         return 0;
     gm_depth = 1;
     if (unlikely(__atomic_load_n(&gm_state, __ATOMIC_ACQUIRE) == GM_UNINIT))
-        gm_init();
+        init_start();
     return 1;
 }
 

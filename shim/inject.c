@@ -60,7 +60,7 @@ GM_EXPORT int InitializeInjection(void)
         }
         cupti_set_injecting(1);
         gm_depth = 1;
-        gm_init();
+        init_start();
         gm_depth = 0;
         cupti_set_injecting(0);
     }

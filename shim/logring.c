@@ -71,7 +71,7 @@ static int map_extent_locked(size_t e, int ahead)
         extent_t *n = realloc(gm_log.extents, ncap * sizeof *n);
         if (!n) {
             if (!ahead)
-                evlog_stop_writing("out of host memory", ENOMEM);
+                logstate_stop_writing("out of host memory", ENOMEM);
             return -1;
         }
         gm_log.extents = n;
@@ -81,24 +81,24 @@ static int map_extent_locked(size_t e, int ahead)
     uint32_t slot = pick_slot_locked(&reused);
     if (slot == NO_SLOT) {
         if (!ahead)
-            evlog_stop_writing("out of host memory", ENOMEM);
+            logstate_stop_writing("out of host memory", ENOMEM);
         return -1;
     }
     off_t off = slot_offset(slot);
     uint32_t usable = EXTENT_CHUNKS;
     /* A reused slot's blocks are the file's already (cheap to reserve again); a copy-on-write
      * file system may still need new ones, found here rather than as a SIGBUS. */
-    int err = evlog_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES), short_err = err;
+    int err = logstate_reserve(gm_log.fd, off, (off_t)EXTENT_BYTES), short_err = err;
     while (err && !ahead && !reused && usable > 1) {
         usable /= 2;
-        err = evlog_reserve(gm_log.fd, off, (off_t)usable * GMLOG_CHUNK_SIZE);
+        err = logstate_reserve(gm_log.fd, off, (off_t)usable * GMLOG_CHUNK_SIZE);
     }
     void *addr = err ? MAP_FAILED : mmap(NULL, EXTENT_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, gm_log.fd, off);
     if (addr == MAP_FAILED) {
         if (!reused)
             gm_log.nslots--;
         if (!ahead)
-            evlog_stop_writing(err ? "cannot extend the file" : "cannot map the file", err ? err : errno);
+            logstate_stop_writing(err ? "cannot extend the file" : "cannot map the file", err ? err : errno);
         return -1;
     }
     if (reused && !gm_log.wrapped) {
@@ -147,7 +147,7 @@ static void maybe_unmap_locked(size_t e, after_unlock_t *after)
 /* This thread gives its chunk up (it claims another, or ends). Its release is timed now, or at
  * `rel` if later: never before a record the chunk holds (a caller may log records timed after
  * the one it is about to write). gm_log.lock held. */
-void ring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
+void logring_release_chunk_locked(uint64_t rel, after_unlock_t *after)
 {
     if (!gm_log_tls.chunk || gm_log_tls.gen != __atomic_load_n(&gm_log.gen, __ATOMIC_RELAXED))
         return;
@@ -187,7 +187,7 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
             return NULL;
         x = &gm_log.extents[e];
         if (pos >= x->usable) {
-            evlog_stop_writing("cannot extend the file", x->short_err ? x->short_err : ENOSPC);
+            logstate_stop_writing("cannot extend the file", x->short_err ? x->short_err : ENOSPC);
             return NULL;
         }
         if (pos == 0) {
@@ -232,14 +232,14 @@ static uint8_t *claim_chunk_locked(uint64_t rel, after_unlock_t *after)
     return chunk;
 }
 
-GM_NOINLINE int ring_switch_chunk(uint64_t rel)
+GM_NOINLINE int logring_switch_chunk(uint64_t rel)
 {
     after_unlock_t after = {0};
     pthread_mutex_lock(&gm_log.lock);
-    ring_release_chunk_locked(rel, &after);
+    logring_release_chunk_locked(rel, &after);
     uint8_t *chunk = claim_chunk_locked(rel, &after);
     pthread_mutex_unlock(&gm_log.lock);
-    ring_after_unlock(&after);
+    logring_after_unlock(&after);
     if (!chunk) {
         gm_log_tls.chunk = NULL;
         return -1;
@@ -256,16 +256,16 @@ GM_NOINLINE int ring_switch_chunk(uint64_t rel)
 }
 
 /* A thread that ends gives up its chunk, so that its extent can be unmapped (and reused). */
-void ring_thread_exit(void *unused)
+void logring_thread_exit(void *unused)
 {
     (void)unused;
     if (!gm_log_tls.chunk)
         return;
     after_unlock_t after = {0};
     pthread_mutex_lock(&gm_log.lock);
-    ring_release_chunk_locked(gm_now_ns() - gm_log.start_mono, &after);
+    logring_release_chunk_locked(gm_now_ns() - gm_log.start_mono, &after);
     pthread_mutex_unlock(&gm_log.lock);
-    ring_after_unlock(&after);
+    logring_after_unlock(&after);
 }
 
 /* Faults in the pages of extent e, if it is still this log's and mapped: the helper thread's
@@ -294,10 +294,10 @@ static void populate_extent(size_t e, unsigned gen)
     if (gen == gm_log.gen && e < gm_log.nextents && gm_log.extents[e].addr == addr)
         maybe_unmap_locked(e, &after); /* its writers may all have moved on meanwhile */
     pthread_mutex_unlock(&gm_log.lock);
-    ring_after_unlock(&after);
+    logring_after_unlock(&after);
 }
 
-void ring_after_unlock(const after_unlock_t *after)
+void logring_after_unlock(const after_unlock_t *after)
 {
     for (int i = 0; i < after->nunmap; i++)
         munmap(after->unmap[i], EXTENT_BYTES);
@@ -305,11 +305,11 @@ void ring_after_unlock(const after_unlock_t *after)
         logstate_request_populate(populate_extent, after->populate - 1, after->populate_gen) != 0)
         populate_extent(after->populate - 1, after->populate_gen);
     if (after->checkpoint)
-        checkpoint_request();
+        logstate_checkpoint_request();
 }
 
 /* In a fork child, the one thread left: no fault-in is under way. */
-void ring_forget(void)
+void logring_forget(void)
 {
     populating = NULL;
     for (size_t i = 0; i < gm_log.nextents; i++)

@@ -21,7 +21,7 @@ pthread_key_t evlog_exit_key;
 
 /* posix_fallocate, except past the file size limit (`ulimit -f`), where the kernel would send
  * SIGXFSZ, which ends the program: EFBIG then. */
-int evlog_reserve(int fd, off_t off, off_t len)
+int logstate_reserve(int fd, off_t off, off_t len)
 {
     struct rlimit lim;
     if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && (rlim_t)(off + len) > lim.rlim_cur)
@@ -30,7 +30,7 @@ int evlog_reserve(int fd, off_t off, off_t len)
 }
 
 /* Header fields of a clean end; async-signal-safe (plain stores into the mapped header). */
-void evlog_mark_closed(uint32_t reason)
+void logstate_mark_closed(uint32_t reason)
 {
     gmlog_file_header_t *h = gm_log.hdr;
     if (!h)
@@ -49,7 +49,7 @@ void evlog_mark_closed(uint32_t reason)
     __atomic_or_fetch(&h->flags, GMLOG_F_CLOSED, __ATOMIC_RELEASE);
 }
 
-void evlog_mark_alive(void)
+void logstate_mark_alive(void)
 {
     gmlog_file_header_t *h = gm_log.hdr;
     if (!h || (__atomic_load_n(&h->flags, __ATOMIC_ACQUIRE) & GMLOG_F_CLOSED))
@@ -60,14 +60,14 @@ void evlog_mark_alive(void)
     __atomic_store_n(&h->alive_ns, now - gm_log.start_mono, __ATOMIC_RELAXED);
 }
 
-void evlog_stop_writing(const char *why, int err)
+void logstate_stop_writing(const char *why, int err)
 {
-    /* EFBIG is never the kernel's here (evlog_reserve stops short of SIGXFSZ): say which limit. */
+    /* EFBIG is never the kernel's here (logstate_reserve stops short of SIGXFSZ): say which limit. */
     diag_warn_once(&gm_log.warned, "the log %s stopped: %s: %s; the program goes on", gm_log.path, why,
                    err == EFBIG ? "the file size limit (ulimit -f) is reached" : strerror(err));
     __atomic_store_n(&gm_log.enabled, 0, __ATOMIC_RELEASE);
     gm_log.closed = 1;
-    evlog_mark_closed(GMLOG_CLOSE_DISK);
+    logstate_mark_closed(GMLOG_CLOSE_DISK);
 }
 
 
@@ -96,7 +96,7 @@ static void *helper_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&C.lock);
         while (!C.wanted && !C.populate && !C.stop) {
-            evlog_mark_alive();
+            logstate_mark_alive();
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += (time_t)(GMLOG_ALIVE_PERIOD_NS / 1000000000u);
@@ -144,7 +144,7 @@ static int start_helper_locked(void)
     return -1; /* unbounded, nothing is lost: the writers fault their pages in themselves */
 }
 
-void checkpoint_request(void)
+void logstate_checkpoint_request(void)
 {
     if (!C.write)
         return; /* no writer installed (a program that links the writer alone) */
@@ -170,7 +170,7 @@ int logstate_request_populate(void (*fn)(size_t extent, unsigned gen), size_t ex
     return ok ? 0 : -1;
 }
 
-void checkpoint_stop(void)
+void logstate_checkpoint_stop(void)
 {
     pthread_mutex_lock(&C.lock);
     C.stop = 1;
@@ -178,7 +178,7 @@ void checkpoint_stop(void)
     pthread_mutex_unlock(&C.lock);
 }
 
-void checkpoint_forget(void)
+void logstate_checkpoint_forget(void)
 {
     /* A fork child has no helper thread, and its locks may have been copied held. */
     pthread_mutex_init(&C.lock, NULL);

@@ -90,26 +90,26 @@ extern pthread_key_t evlog_exit_key;
 
 /* logstate.c */
 /* posix_fallocate, except past the file size limit (`ulimit -f`): EFBIG then. */
-int evlog_reserve(int fd, off_t off, off_t len);
+int logstate_reserve(int fd, off_t off, off_t len);
 /* Header fields of a clean end; async-signal-safe. */
-void evlog_mark_closed(uint32_t reason);
+void logstate_mark_closed(uint32_t reason);
 /* The header's alive_ns: now (the process is alive), while the log is open. */
-void evlog_mark_alive(void);
+void logstate_mark_alive(void);
 /* The log stops (disk full, out of memory) with its one warning. gm_log.lock held. */
-void evlog_stop_writing(const char *why, int err);
+void logstate_stop_writing(const char *why, int err);
 
 /* The log's helper thread (logstate.c): asked for a checkpoint or to fault an extent in (started
  * the first time), told to stop; forgotten with every copy in a fork child. For a checkpoint it
- * runs the writer installed here (checkpoint.c's, by evlog_set_cut); without one that request
+ * runs the writer installed here (checkpoint.c's, by checkpoint_set_cut); without one that request
  * does nothing. To fault extent `extent` of log generation `gen` in it calls fn (logring.c's);
  * -1 when the thread cannot run (the caller calls fn itself). A newer request replaces one not
  * yet served. */
 #define KEEP_MASK ((1u << GMLOG_SITE) | (1u << GMLOG_STRING) | (1u << GMLOG_MODULE) | \
                    (1u << GMLOG_DEVICE) | (1u << GMLOG_LIMIT) | (1u << GMLOG_MARK) | (1u << GMLOG_OOM))
-void checkpoint_request(void);
+void logstate_checkpoint_request(void);
 int logstate_request_populate(void (*fn)(size_t extent, unsigned gen), size_t extent, unsigned gen);
-void checkpoint_stop(void);
-void checkpoint_forget(void);
+void logstate_checkpoint_stop(void);
+void logstate_checkpoint_forget(void);
 void logstate_set_checkpoint_writer(void (*write)(void));
 
 #endif

@@ -130,7 +130,7 @@ static int map_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64
     if (rc) {
         unwind(addr, tokens, done);
         if (rc != CUDA_ERROR_OUT_OF_MEMORY)
-            device_note_cuda_failure(d, "cuMemMap", cudaErrorMemoryAllocation);
+            devctx_note_cuda_failure(d, "cuMemMap", cudaErrorMemoryAllocation);
         return -1;
     }
     device_reserved_add(d, n * PAGE);
@@ -158,14 +158,14 @@ static int unmap_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, cons
      * the pool reuse memory ahead of). */
     if (!pass->synced) {
         if (REAL_CALL(cudaDeviceSynchronize) != cudaSuccess) {
-            device_note_cuda_failure(a->dev, "cudaDeviceSynchronize", cudaErrorUnknown);
+            devctx_note_cuda_failure(a->dev, "cudaDeviceSynchronize", cudaErrorUnknown);
             return -1;
         }
         pass->synced = 1;
     }
     uint64_t t0 = gm_now_ns();
     if (api.unmap(addr, n * PAGE) != 0) { /* one mapping: one page (vmm.c gives them one by one) */
-        device_note_cuda_failure(a->dev, "cuMemUnmap", cudaErrorInvalidValue);
+        devctx_note_cuda_failure(a->dev, "cuMemUnmap", cudaErrorInvalidValue);
         return -1;
     }
     api.release(tokens[0]);
@@ -191,7 +191,7 @@ cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_bloc
         return cudaErrorNotSupported; /* no addresses left: the caller takes a classic segment */
     if (!pool_add_range(h, (uintptr_t)base, size, pool_is_small(rounded), gm_now_ns())) {
         api.address_free(base, size);
-        gm_fall_back("out of host memory for the pool's bookkeeping");
+        fallback_engage("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
     *bp = vmm_alloc(h, rounded, requested, map_cb, a, &refused);

@@ -4,7 +4,7 @@
  * and class, as large as the device; each 2 MiB page its own physical allocation, mapped where a
  * block needs it, readable and writable by the device and every peer that can reach it, logged as
  * a SEGMENT_ALLOC / SEGMENT_FREE of one page (flag GMLOG_SEG_VMM). The caller holds the arena lock
- * and is inside device_ctx_enter; nothing here maps or unmaps while a capture runs. */
+ * and is inside devctx_enter; nothing here maps or unmaps while a capture runs. */
 #ifndef GM_RANGES_H
 #define GM_RANGES_H
 

@@ -40,7 +40,7 @@ cudaError_t segments_grow(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t ro
     gm_segment_t *seg = pool_add_segment(heap, (uintptr_t)p, size, pool_is_small(rounded), gm_now_ns());
     if (!seg) {
         REAL_CALL(cudaFree, p);
-        gm_fall_back("out of host memory for the pool's bookkeeping");
+        fallback_engage("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
     device_reserved_add(a->dev, size);
@@ -55,7 +55,7 @@ int segments_release(gm_arena_t *a, gm_segment_t *seg)
     log_segment(a, GMLOG_SEGMENT_FREE, seg, gm_now_ns());
     cudaError_t err = REAL_CALL(cudaFree, (void *)seg->base);
     if (err != cudaSuccess) {
-        device_note_cuda_failure(a->dev, "cudaFree", err);
+        devctx_note_cuda_failure(a->dev, "cudaFree", err);
         return -1;
     }
     device_reserved_sub(a->dev, seg->size);

@@ -1,6 +1,6 @@
 /* Driver segments: asking the driver for a segment and giving whole free ones back, the cache
  * cap of one arena, and whether a segment fits under the device cap. The caller holds the arena
- * lock and is inside device_ctx_enter; nothing here runs while a capture is under way. */
+ * lock and is inside devctx_enter; nothing here runs while a capture is under way. */
 #ifndef GM_SEGMENTS_H
 #define GM_SEGMENTS_H
 

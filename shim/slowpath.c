@@ -14,7 +14,7 @@
 
 #include <stdlib.h>
 
-size_t device_trim(gm_device_t *d, uint64_t idle_ns)
+size_t slowpath_trim(gm_device_t *d, uint64_t idle_ns)
 {
     size_t bytes = 0;
     for (int i = 0; i < device_narenas(d); i++) {
@@ -22,7 +22,7 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
         pthread_mutex_lock(&a->lock);
         if (!device_captures(d)) {
             gm_ctx_t c;
-            device_ctx_enter(d, &c);
+            devctx_enter(d, &c);
             uint64_t t0 = gm_now_ns();
             tcache_drain(a, NULL, GM_TCACHE_ALL); /* an idle thread's cache holds its segments too */
             /* Frees GMSHIM_FENCE_SHARE left without a fence get one: the next pass finds them done. */
@@ -34,7 +34,7 @@ size_t device_trim(gm_device_t *d, uint64_t idle_ns)
             if (nseg)
                 logrec_empty_cache(d->id, idle_ns ? GMLOG_EMPTY_IDLE : GMLOG_EMPTY_PERIODIC, b, nseg, t0);
             bytes += b;
-            device_ctx_leave(&c);
+            devctx_leave(&c);
         }
         pthread_mutex_unlock(&a->lock);
     }
@@ -85,20 +85,20 @@ static size_t cache_trim_ranges(gm_device_t *d, size_t cap, size_t whole)
         size_t keep = (size_t)((unsigned __int128)idle[i] * room / total);
         gm_ctx_t c;
         pthread_mutex_lock(&a->lock);
-        device_ctx_enter(d, &c);
+        devctx_enter(d, &c);
         uint64_t t0 = gm_now_ns();
         unsigned npages = 0;
         size_t bytes = ranges_release_idle(a, keep, 0, 0, &npages);
         if (npages)
             logrec_empty_cache(d->id, GMLOG_EMPTY_CACHE_LIMIT, bytes, npages, t0);
         released += bytes;
-        device_ctx_leave(&c);
+        devctx_leave(&c);
         pthread_mutex_unlock(&a->lock);
     }
     return released;
 }
 
-unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
+unsigned long long slowpath_cache_trim(gm_device_t *d, int *waiting)
 {
     size_t cap = d->cache_limit;
     if (!cap)
@@ -114,10 +114,10 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
         capturing = device_captures(d);
         if (!capturing) {
             gm_ctx_t c;
-            device_ctx_enter(d, &c);
+            devctx_enter(d, &c);
             tcache_drain(a, NULL, GM_TCACHE_ALL);
             fencepol_harvest(a, 1);
-            device_ctx_leave(&c);
+            devctx_leave(&c);
             const gm_heap_t *h = &a->general;
             pending += pool_pending_bytes(h);
             if (unfenced < 0 && fencepol_open_set_waiting(a))
@@ -146,9 +146,9 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
         pthread_mutex_lock(&a->lock);
         if (fencepol_open_set_waiting(a) && !device_captures(d)) {
             gm_ctx_t c;
-            device_ctx_enter(d, &c);
+            devctx_enter(d, &c);
             fencepol_issue(a, GMLOG_FENCE_BY_TRIM);
-            device_ctx_leave(&c);
+            devctx_leave(&c);
         }
         pthread_mutex_unlock(&a->lock);
     }
@@ -170,7 +170,7 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
                 break;
             }
             gm_ctx_t c;
-            device_ctx_enter(d, &c);
+            devctx_enter(d, &c);
             uint64_t t0 = gm_now_ns();
             size_t bytes = 0;
             unsigned nseg = 0;
@@ -186,7 +186,7 @@ unsigned long long device_cache_trim(gm_device_t *d, int *waiting)
             if (nseg)
                 logrec_empty_cache(d->id, GMLOG_EMPTY_CACHE_LIMIT, bytes, nseg, t0);
             released += bytes;
-            device_ctx_leave(&c);
+            devctx_leave(&c);
             pthread_mutex_unlock(&a->lock);
         }
     }
@@ -228,16 +228,16 @@ static size_t empty_other_arenas(gm_arena_t *self, int reason)
     return bytes;
 }
 
-size_t device_empty_cache(gm_device_t *d, int reason)
+size_t slowpath_empty_cache(gm_device_t *d, int reason)
 {
     size_t bytes = 0;
     for (int i = 0; i < device_narenas(d); i++) {
         gm_arena_t *a = d->arenas[i];
         gm_ctx_t c;
         pthread_mutex_lock(&a->lock);
-        device_ctx_enter(d, &c);
+        devctx_enter(d, &c);
         bytes += empty_cache_locked(a, reason);
-        device_ctx_leave(&c);
+        devctx_leave(&c);
         pthread_mutex_unlock(&a->lock);
     }
     return bytes;
@@ -366,9 +366,9 @@ cudaError_t slowpath_exact(gm_arena_t *a, size_t size, uint32_t site, void **out
     gm_ctx_t c;
     if (device_limit(d)) {
         size_t seg = size;
-        device_ctx_enter(d, &c);
+        devctx_enter(d, &c);
         int fits = fits_limit(a, &seg, size);
-        device_ctx_leave(&c);
+        devctx_leave(&c);
         if (!fits) {
             a->n.ooms++;
             gmlog_oom_t rec;
@@ -392,9 +392,9 @@ cudaError_t slowpath_exact(gm_arena_t *a, size_t size, uint32_t site, void **out
          * asked again only if some went back, as the caller would be without gmshim otherwise. */
         oflags |= GMLOG_OOM_RELEASED;
         size_t waited_fences = a->n.fence_waits;
-        device_ctx_enter(d, &c);
+        devctx_enter(d, &c);
         size_t released = empty_cache_locked(a, GMLOG_EMPTY_OOM) + empty_other_arenas(a, GMLOG_EMPTY_OOM);
-        device_ctx_leave(&c);
+        devctx_leave(&c);
         if (a->n.fence_waits != waited_fences)
             oflags |= GMLOG_OOM_WAITED;
         if (released) {
@@ -420,12 +420,12 @@ static int wait_oldest_cb(void *a)
     return fencepol_wait_oldest(a) != 0;
 }
 
-GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, gm_tcache_t *tc, size_t rounded, size_t size,
+GM_NOINLINE gm_block_t *slowpath_alloc(gm_arena_t *a, gm_tcache_t *tc, size_t rounded, size_t size,
                                              uint32_t site, unsigned *flags, cudaError_t *err)
 {
     gm_device_t *d = a->dev;
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
+    devctx_enter(d, &c);
     int small = pool_is_small(rounded);
     gm_block_t *b = NULL;
     const gm_heap_t *h = &a->general;
@@ -464,7 +464,7 @@ GM_NOINLINE gm_block_t *device_alloc_generic(gm_arena_t *a, gm_tcache_t *tc, siz
         b = policy_alloc_waiting(&a->general, rounded, size, d->pending_wait, &waits);
     if (!b)
         b = grow(a, rounded, size, site, flags, err);
-    device_ctx_leave(&c);
+    devctx_leave(&c);
     return b;
 }
 

@@ -19,7 +19,7 @@
 
 #define MAX_NATIVE 64
 #define MAX_PY 64
-#define TCACHE_SIZE 256
+#define SITECACHE_SIZE 256
 
 typedef struct slot {
     uint64_t key;
@@ -48,16 +48,17 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static idmap_t sites, strings;
 static uint32_t next_site = 1, next_string = 1;
 
-typedef struct tcache {
-    slot_t slot[TCACHE_SIZE];
-} tcache_t;
-static __thread tcache_t *tcache __attribute__((tls_model("initial-exec")));
-static pthread_key_t tcache_key;
+/* A thread's cache of site ids by stack hash ("tcache" is tcache.c's freed blocks only). */
+typedef struct sitecache {
+    slot_t slot[SITECACHE_SIZE];
+} sitecache_t;
+static __thread sitecache_t *sitecache __attribute__((tls_model("initial-exec")));
+static pthread_key_t sitecache_key;
 
 /* At thread exit; a later key's destructor that allocates on this thread starts afresh. */
-static void tcache_free(void *p)
+static void sitecache_free(void *p)
 {
-    tcache = NULL;
+    sitecache = NULL;
     free(p);
 }
 
@@ -122,7 +123,7 @@ void stacks_init(void)
     keep_labels = enabled && options_get(GM_OPT_WARN);
     if (!enabled)
         return;
-    if (pthread_key_create(&tcache_key, tcache_free) != 0) {
+    if (pthread_key_create(&sitecache_key, sitecache_free) != 0) {
         enabled = 0;
         return;
     }
@@ -257,13 +258,13 @@ uint32_t stacks_intern_string(const char *s)
     return id;
 }
 
-static slot_t *tcache_slot(uint64_t key)
+static slot_t *sitecache_slot(uint64_t key)
 {
-    if (!tcache) {
-        tcache = calloc(1, sizeof *tcache);
-        pthread_setspecific(tcache_key, tcache);
+    if (!sitecache) {
+        sitecache = calloc(1, sizeof *sitecache);
+        pthread_setspecific(sitecache_key, sitecache);
     }
-    return tcache ? &tcache->slot[key & (TCACHE_SIZE - 1)] : NULL;
+    return sitecache ? &sitecache->slot[key & (SITECACHE_SIZE - 1)] : NULL;
 }
 
 #define MAX_SKIPPED 40
@@ -299,7 +300,7 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
         for (int i = 0; i < npy; i++)
             quick = mix(quick, py[i].code ^ ((uint64_t)(uint32_t)py[i].addr << 40));
         quick = mix(quick, (uint64_t)npy) | 1;
-        qs = tcache_slot(quick);
+        qs = sitecache_slot(quick);
         if (qs && qs->key == quick)
             return qs->id;
     }
@@ -342,7 +343,7 @@ static uint32_t site_capture(const void *caller, int (*skip_fn)(uintptr_t pc))
         key = mix(key, (uintptr_t)raw[skip + i]);
     key = mix(key, pykey);
     key = mix(key, (uint64_t)n << 32 | (uint32_t)npy) | 1;
-    slot_t *s = tcache_slot(key);
+    slot_t *s = sitecache_slot(key);
     uint32_t id;
     if (s && s->key == key) {
         id = s->id;

@@ -108,7 +108,7 @@ static int make_dirs(const char *path)
 
 /* ---- the install ---------------------------------------------------------------------------- */
 
-int torchload_is_allocator_lib(const char *path)
+int torchbuild_is_allocator_lib(const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -198,7 +198,7 @@ static int find_cuda_include(const char *root, char *out, size_t len)
     return -1;
 }
 
-int torchload_find_install(const char *c10_path, torch_install_t *out, char *why, size_t why_len)
+int torchbuild_find_install(const char *c10_path, torch_install_t *out, char *why, size_t why_len)
 {
     memset(out, 0, sizeof *out);
     /* .../torch/lib/libc10_cuda.so → .../torch */
@@ -240,12 +240,12 @@ int torchload_find_install(const char *c10_path, torch_install_t *out, char *why
     return 0;
 }
 
-void torchload_bridge_name(const torch_install_t *t, char *out, size_t len)
+void torchbuild_bridge_name(const torch_install_t *t, char *out, size_t len)
 {
     snprintf(out, len, "torch-%s-%s.so", t->version, GM_BRIDGE_HASH);
 }
 
-int torchload_cache_dir(char *out, size_t len)
+int torchbuild_cache_dir(char *out, size_t len)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
@@ -392,7 +392,7 @@ static int compile_bridge(const torch_install_t *t, const char *src_dir, const c
     return -1;
 }
 
-int torchload_build(const torch_install_t *t, const char *dir, const char *name, int again, long timeout_ms,
+int torchbuild_build(const torch_install_t *t, const char *dir, const char *name, int again, long timeout_ms,
                     char *why, size_t why_len)
 {
     char final[PATH_MAX], log[PATH_MAX], lock[PATH_MAX], tmp[PATH_MAX], path[PATH_MAX + 32];

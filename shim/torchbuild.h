@@ -15,20 +15,20 @@ typedef struct torch_install {
 } torch_install_t;
 
 /* Whether `path` names PyTorch's CUDA allocator library (libc10_cuda.so). */
-int torchload_is_allocator_lib(const char *path);
+int torchbuild_is_allocator_lib(const char *path);
 /* The torch install that `c10_path` (.../torch/lib/libc10_cuda.so) belongs to. 0, or -1 with
  * the reason in `why`: no version file, no headers, headers without the trace tracker, no CUDA
  * headers. */
-int torchload_find_install(const char *c10_path, torch_install_t *out, char *why, size_t why_len);
+int torchbuild_find_install(const char *c10_path, torch_install_t *out, char *why, size_t why_len);
 /* The bridge's file name for this install: "torch-<version>-<source hash>.so". */
-void torchload_bridge_name(const torch_install_t *t, char *out, size_t len);
+void torchbuild_bridge_name(const torch_install_t *t, char *out, size_t len);
 /* The per-user cache: $XDG_CACHE_HOME/gmshim/torch or $HOME/.cache/gmshim/torch. -1: neither. */
-int torchload_cache_dir(char *out, size_t len);
+int torchbuild_cache_dir(char *out, size_t len);
 /* Builds the bridge into dir/name with $CXX (else c++), the process waiting (at most
  * `timeout_ms`); the compiler's output goes to dir/name.log. A failed build's log stops later
  * builds, unless `again` (asked for by name): then it is removed, once the directory is trusted.
  * 0, or -1 with the reason. */
-int torchload_build(const torch_install_t *t, const char *dir, const char *name, int again, long timeout_ms,
+int torchbuild_build(const torch_install_t *t, const char *dir, const char *name, int again, long timeout_ms,
                     char *why, size_t why_len);
 /* Whether path is a regular file. */
 int torchbuild_is_file(const char *path);

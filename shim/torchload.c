@@ -98,7 +98,7 @@ static void add_machinery(const char *path)
 static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
 {
     span_want_t *w = arg;
-    if (info->dlpi_name && torchload_is_allocator_lib(info->dlpi_name) && objects_exec_span(info, &w->span) == 0) {
+    if (info->dlpi_name && torchbuild_is_allocator_lib(info->dlpi_name) && objects_exec_span(info, &w->span) == 0) {
         w->found = 1;
         return 1;
     }
@@ -156,10 +156,10 @@ static void torch_emptied(void)
         return;
     int depth = gm_depth;
     gm_depth = 1; /* the pool's own CUDA calls must pass through */
-    for (int i = 0; i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         if (d)
-            device_empty_cache(d, GMLOG_EMPTY_API);
+            slowpath_empty_cache(d, GMLOG_EMPTY_API);
     }
     gm_depth = depth;
 }
@@ -258,9 +258,9 @@ static int look_in(const char *dir, const char *name, char *why, size_t why_len)
 static int find_bridge(const char *c10_path, torch_install_t *t, char *so, size_t so_len, char *dir, size_t dir_len,
                        char *name, size_t name_len, char *passed, size_t passed_len, char *why, size_t why_len)
 {
-    if (torchload_find_install(c10_path, t, why, why_len) != 0)
+    if (torchbuild_find_install(c10_path, t, why, why_len) != 0)
         return -1;
-    torchload_bridge_name(t, name, name_len);
+    torchbuild_bridge_name(t, name, name_len);
     const char *own = trust_own_dir();
     if (own && snprintf(dir, dir_len, "%s/gmshim-torch", own) < (int)dir_len) {
         int r = look_in(dir, name, passed ? passed : why, passed ? passed_len : why_len);
@@ -269,7 +269,7 @@ static int find_bridge(const char *c10_path, torch_install_t *t, char *so, size_
             return 0;
         }
     }
-    if (torchload_cache_dir(dir, dir_len) != 0) {
+    if (torchbuild_cache_dir(dir, dir_len) != 0) {
         snprintf(why, why_len, "no per-user cache directory (neither XDG_CACHE_HOME nor HOME is set)");
         return -1;
     }
@@ -304,7 +304,7 @@ int torchload_attach_for(const char *c10_path, int build, char *why, size_t why_
         diag_warn("building the PyTorch bridge for torch %s into %s (once per torch version; this "
                   "process waits for it)", t.version, dir);
         uint64_t t0 = gm_now_ns();
-        if (torchload_build(&t, dir, name, 0, BUILD_TIMEOUT_MS, why, why_len) != 0)
+        if (torchbuild_build(&t, dir, name, 0, BUILD_TIMEOUT_MS, why, why_len) != 0)
             return -1;
         diag_warn("PyTorch bridge built in %.1f s", (double)(gm_now_ns() - t0) / 1e9);
     }
@@ -357,7 +357,7 @@ void torchload_examine(const void *caller)
     uintptr_t pc = (uintptr_t)caller;
     int known = remembered(pc);
     Dl_info info;
-    if (known || !dladdr(caller, &info) || !info.dli_fname || !torchload_is_allocator_lib(info.dli_fname)) {
+    if (known || !dladdr(caller, &info) || !info.dli_fname || !torchbuild_is_allocator_lib(info.dli_fname)) {
         if (!known)
             remember(pc);
         torchload_last_plain = caller; /* asked again only once another caller came */
@@ -390,19 +390,19 @@ GM_EXPORT int gmshim_torch_bridge_build(const char *torch_dir, const char *out_d
     torch_install_t t;
     if (!torch_dir || !path || !len || snprintf(c10, sizeof c10, "%s/lib/libc10_cuda.so", torch_dir) >= (int)sizeof c10)
         return -1;
-    if (torchload_find_install(c10, &t, why, sizeof why) != 0) {
+    if (torchbuild_find_install(c10, &t, why, sizeof why) != 0) {
         diag_warn("no PyTorch bridge: %s", why);
         return -1;
     }
     if (out_dir)
         snprintf(dir, sizeof dir, "%s", out_dir);
-    else if (torchload_cache_dir(dir, sizeof dir) != 0) {
+    else if (torchbuild_cache_dir(dir, sizeof dir) != 0) {
         diag_warn("no PyTorch bridge: neither XDG_CACHE_HOME nor HOME is set");
         return -1;
     }
-    torchload_bridge_name(&t, name, sizeof name);
+    torchbuild_bridge_name(&t, name, sizeof name);
     /* Asked for by name: an earlier failure is tried again. */
-    if (torchload_build(&t, dir, name, 1, BUILD_TIMEOUT_MS, why, sizeof why) != 0) {
+    if (torchbuild_build(&t, dir, name, 1, BUILD_TIMEOUT_MS, why, sizeof why) != 0) {
         diag_warn("no PyTorch bridge: %s", why);
         return -1;
     }
@@ -421,7 +421,7 @@ GM_EXPORT int gmshim_torch_bridge_prepare(const char *torch_dir, int build, char
         return -1;
     int found = find_bridge(c10, &t, so, sizeof so, dir, sizeof dir, name, sizeof name, NULL, 0, msg, len);
     if (found == 1 && build) {
-        if (torchload_build(&t, dir, name, 0, BUILD_TIMEOUT_MS, msg, len) != 0)
+        if (torchbuild_build(&t, dir, name, 0, BUILD_TIMEOUT_MS, msg, len) != 0)
             return -1;
         found = 0;
     } else if (found == 1) {

@@ -60,8 +60,8 @@ static trim_upstream_fn upstream;
 
 static int any_capture(void)
 {
-    for (int i = 0; i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         if (d && device_captures(d))
             return 1;
     }
@@ -74,21 +74,21 @@ static void empty_upstream(uint64_t idle_ns)
     if (!fn || any_capture())
         return;
     gm_ctx_t c;
-    device_ctx_enter(NULL, &c);
+    devctx_enter(NULL, &c);
     gm_depth = 0;
     fn(idle_ns);
     gm_depth = 1;
-    device_ctx_leave(&c);
+    devctx_leave(&c);
 }
 
 /* The cache cap's pass on every device; returns whether freed memory still waits for the GPU. */
 static int poll_passes(int cache)
 {
     int waiting = 0;
-    for (int i = 0; cache && i < device_created_count(); i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; cache && i < devctx_created_count(); i++) {
+        gm_device_t *d = devctx_at(i);
         if (d)
-            device_cache_trim(d, &waiting);
+            slowpath_cache_trim(d, &waiting);
     }
     return waiting;
 }
@@ -136,10 +136,10 @@ static void *trim_main(void *arg)
         pthread_mutex_unlock(&lock);
         if (trim) {
             empty_upstream((uint64_t)idle_ms * 1000000u);
-            for (int i = 0; i < device_created_count(); i++) {
-                gm_device_t *d = device_at(i);
+            for (int i = 0; i < devctx_created_count(); i++) {
+                gm_device_t *d = devctx_at(i);
                 if (d)
-                    device_trim(d, (uint64_t)idle_ms * 1000000u);
+                    slowpath_trim(d, (uint64_t)idle_ms * 1000000u);
             }
             next = now;
             add_ms(&next, interval_ms);

@@ -192,8 +192,8 @@ static void sample_all(int mark)
     gm_depth = 1; /* nothing below may come back through the hooks */
     pthread_mutex_lock(&W.lock);
     int pooled[GM_MAX_DEVICES] = {0};
-    for (int i = 0; i < device_created_count() && !W.done; i++) {
-        gm_device_t *d = device_at(i);
+    for (int i = 0; i < devctx_created_count() && !W.done; i++) {
+        gm_device_t *d = devctx_at(i);
         if (d && d->id >= 0 && d->id < GM_MAX_DEVICES) {
             pooled[d->id] = 1;
             sample(d->id, d, mark);
@@ -202,7 +202,7 @@ static void sample_all(int mark)
     /* Devices with tensors and no pool (expandable segments: PyTorch maps its own memory) */
     for (int id = 0; id < GM_MAX_DEVICES && !W.done; id++)
         if (!pooled[id] && warntensor_seen(id))
-            sample(id, device_peek(id), mark);
+            sample(id, devctx_peek(id), mark);
     pthread_mutex_unlock(&W.lock);
     gm_depth = depth;
 }

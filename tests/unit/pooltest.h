@@ -18,21 +18,21 @@ static inline void setup(void)
     options_reset();
     d = device_get(0);
     ck_assert_ptr_nonnull(d);
-    device_use_arena(0);
+    hit_use_arena(0);
 }
 
 static inline void *alloc_or_fail(size_t n)
 {
     void *p = NULL;
-    cudaError_t e = device_alloc(d, n, 0, &p);
-    ck_assert_msg(e == cudaSuccess, "device_alloc(%zu) = %d", n, (int)e);
+    cudaError_t e = hit_alloc(d, n, 0, &p);
+    ck_assert_msg(e == cudaSuccess, "hit_alloc(%zu) = %d", n, (int)e);
     return p;
 }
 
 static inline void free_ok(void *p)
 {
     cudaError_t e = cudaErrorUnknown;
-    ck_assert_msg(device_free(d, p, 0, &e) == GM_FREE_DONE && e == cudaSuccess, "device_free(%p)", p);
+    ck_assert_msg(hit_free(d, p, 0, &e) == GM_FREE_DONE && e == cudaSuccess, "hit_free(%p)", p);
 }
 
 static inline gmshim_stats_t stats(void)
@@ -52,7 +52,7 @@ typedef struct job {
 static inline void *in_arena(void *arg)
 {
     job_t *j = arg;
-    device_use_arena(j->arena);
+    hit_use_arena(j->arena);
     if (j->in)
         free_ok(j->in);
     if (j->size)
@@ -108,7 +108,7 @@ static inline void complete_fences(void)
 static inline int outstanding(void)
 {
     pthread_mutex_lock(&d->fence_lock);
-    int n = fences_outstanding(&d->fences);
+    int n = fence_outstanding(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
     return n;
 }

@@ -17,15 +17,15 @@
 
 START_TEST(test_a_block_during_a_capture_comes_from_its_heap)
 {
-    gm_heap_t *heap = device_graph_heap(d, &heap, 7);
+    gm_heap_t *heap = capheap_graph_heap(d, &heap, 7);
     ck_assert_ptr_nonnull(heap);
-    device_set_captures(d, 1, heap);
+    capheap_set_captures(d, 1, heap);
     ck_assert_int_eq(device_captures(d), 1);
     void *p = alloc_or_fail(4096);
     ck_assert_msg(pool_find_segment(heap, (uintptr_t)p) != NULL, "%p is not in the capture's heap", p);
     ck_assert_ptr_null(pool_find_segment(&d->arenas[0]->general, (uintptr_t)p));
     free_ok(p);
-    device_set_captures(d, -1, NULL);
+    capheap_set_captures(d, -1, NULL);
     ck_assert_int_eq(device_captures(d), 0);
     void *q = alloc_or_fail(4096);
     ck_assert_msg(pool_find_segment(heap, (uintptr_t)q) == NULL, "after the capture a block came from its heap");
@@ -46,25 +46,25 @@ START_TEST(test_a_capture_takes_over_a_whole_free_segment_before_asking_the_driv
     pthread_mutex_unlock(&a->lock);
     ck_assert_uint_eq(stats().allocated.current, 0);
     unsigned long long mallocs = stats().driver_mallocs;
-    gm_heap_t *heap = device_graph_heap(d, &heap, 8);
-    device_set_captures(d, 1, heap);
+    gm_heap_t *heap = capheap_graph_heap(d, &heap, 8);
+    capheap_set_captures(d, 1, heap);
     void *p = alloc_or_fail(4096);
     ck_assert_uint_eq(stats().driver_mallocs, mallocs);
     ck_assert_ptr_nonnull(pool_find_segment(heap, (uintptr_t)p));
     free_ok(p);
-    device_set_captures(d, -1, NULL);
+    capheap_set_captures(d, -1, NULL);
 }
 END_TEST
 
 START_TEST(test_a_released_heap_returns_its_memory_pending_on_the_next_fence)
 {
-    gm_heap_t *heap = device_graph_heap(d, &heap, 9);
-    device_set_captures(d, 1, heap);
+    gm_heap_t *heap = capheap_graph_heap(d, &heap, 9);
+    capheap_set_captures(d, 1, heap);
     void *p = alloc_or_fail(4096);
     free_ok(p);
-    device_set_captures(d, -1, NULL);
+    capheap_set_captures(d, -1, NULL);
     uint64_t next = device_issued(d) + 1;
-    device_release_graph_heap(d, heap);
+    capheap_release_graph_heap(d, heap);
     gm_heap_t *general = &d->arenas[0]->general;
     ck_assert_msg(pool_find_segment(general, (uintptr_t)p) != NULL, "the segment did not come back");
     ck_assert_uint_eq(pool_newest_pending_seq(general), next);

@@ -87,10 +87,10 @@ static void *fence_all_the_while(void *arg)
         gm_arena_t *a = d->arenas[0];
         pthread_mutex_lock(&a->lock);
         gm_ctx_t c;
-        device_ctx_enter(d, &c);
+        devctx_enter(d, &c);
         if (fencepol_issue(a, GMLOG_FENCE_BY_NEED) == 0)
             __atomic_add_fetch(&f->fences, 1, __ATOMIC_RELEASE);
-        device_ctx_leave(&c);
+        devctx_leave(&c);
         pthread_mutex_unlock(&a->lock);
     }
     return NULL;
@@ -111,7 +111,7 @@ START_TEST(test_a_capture_being_begun_is_not_fenced)
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     capture_stream_created(s, 0);
-    device_stream_created(d, s, cudaStreamNonBlocking);
+    fencepol_stream_created(d, s, cudaStreamNonBlocking);
     fencing_t f = {0, 0};
     pthread_t th;
     pthread_create(&th, NULL, fence_all_the_while, &f);
@@ -143,7 +143,7 @@ START_TEST(test_a_capture_being_begun_is_not_fenced)
     ck_assert_msg(valid == 2000 && fs.captures_invalidated == 0,
                   "%d of 2000 captures stayed valid (%llu invalidated) beside %llu fences", valid,
                   fs.captures_invalidated, f.fences);
-    device_stream_destroyed(d, s);
+    fencepol_stream_destroyed(d, s);
     capture_stream_destroyed(s);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }

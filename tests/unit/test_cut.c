@@ -29,16 +29,16 @@ static void setup(void)
     options_reset();
     d = device_get(0);
     ck_assert_ptr_nonnull(d);
-    device_use_arena(0);
+    hit_use_arena(0);
 }
 
 START_TEST(test_a_cut_counts_every_segment_and_live_block)
 {
     void *p[5];
     for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(device_alloc(d, (size_t)(1 + i) << 20, 7, &p[i]), cudaSuccess);
+        ck_assert_int_eq(hit_alloc(d, (size_t)(1 + i) << 20, 7, &p[i]), cudaSuccess);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p[0], 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_free(d, p[0], 0, &err), GM_FREE_DONE);
     /* 1 CUT, the segments (one per large request here), 4 live blocks. */
     uint64_t n = cut_all_devices(0);
     ck_assert_msg(n >= 1 + 1 + 4 && n <= 1 + 5 + 4, "the cut wrote %llu records", (unsigned long long)n);
@@ -50,7 +50,7 @@ END_TEST
 START_TEST(test_the_hit_paths_records_after_a_cut_are_timed_after_it)
 {
     void *p;
-    ck_assert_int_eq(device_alloc(d, 4096, 7, &p), cudaSuccess);
+    ck_assert_int_eq(hit_alloc(d, 4096, 7, &p), cudaSuccess);
     uint64_t before = gm_now_ns();
     cut_all_devices(0);
     pthread_mutex_lock(&d->arenas[0]->lock);
@@ -58,7 +58,7 @@ START_TEST(test_the_hit_paths_records_after_a_cut_are_timed_after_it)
     pthread_mutex_unlock(&d->arenas[0]->lock);
     ck_assert_uint_gt(newest, before);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
 }
 END_TEST
 
@@ -85,7 +85,7 @@ START_TEST(test_an_exact_segment_is_the_drivers_and_a_cut_keeps_it_exact)
     ck_assert_uint_eq(bytes_in_use() - before, 2u << 20);
     cut_all_devices(0);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
     ck_assert_int_eq(err, cudaSuccess);
     ck_assert_uint_eq(bytes_in_use(), before);
     evlog_close(GMLOG_CLOSE_EXIT);
@@ -121,9 +121,9 @@ static void *adder(void *arg)
     int n = device_add_arena(d); /* a thread that contended moves to a new arena */
     added_ns = gm_now_ns();
     if (n > 0) {
-        device_use_arena(n);
+        hit_use_arena(n);
         void *p;
-        device_alloc(d, 1 << 20, 0, &p);
+        hit_alloc(d, 1 << 20, 0, &p);
     }
     return NULL;
 }

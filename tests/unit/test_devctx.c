@@ -22,15 +22,15 @@ static void setup(void)
 START_TEST(test_the_current_device_follows_cudaSetDevice)
 {
     ck_assert_ptr_nonnull(device_get(0));
-    ck_assert_int_eq(device_is_only(), 0);
+    ck_assert_int_eq(devctx_is_only(), 0);
     int dev = -1;
-    ck_assert_int_eq(device_current(&dev), 0);
+    ck_assert_int_eq(devctx_current(&dev), 0);
     ck_assert_int_eq(dev, 0);
     ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
-    ck_assert_int_eq(device_current(&dev), 0);
+    ck_assert_int_eq(devctx_current(&dev), 0);
     ck_assert_int_eq(dev, 1);
     ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
-    ck_assert_int_eq(device_current(&dev), 0);
+    ck_assert_int_eq(devctx_current(&dev), 0);
     ck_assert_int_eq(dev, 0);
 }
 END_TEST
@@ -41,7 +41,7 @@ START_TEST(test_a_pool_call_runs_on_its_device_and_restores_the_callers)
     ck_assert_ptr_nonnull(d1);
     ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
     gm_ctx_t c;
-    device_ctx_enter(d1, &c);
+    devctx_enter(d1, &c);
     int dev = -1;
     ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
     ck_assert_int_eq(dev, 1);
@@ -49,7 +49,7 @@ START_TEST(test_a_pool_call_runs_on_its_device_and_restores_the_callers)
     ck_assert_int_eq(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
     ck_assert_int_eq(mode, cudaStreamCaptureModeRelaxed);
     ck_assert_int_eq(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess); /* relaxed again */
-    device_ctx_leave(&c);
+    devctx_leave(&c);
     ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
     ck_assert_int_eq(dev, 0);
     mode = cudaStreamCaptureModeRelaxed;
@@ -60,15 +60,15 @@ END_TEST
 
 START_TEST(test_the_table_lists_pools_in_creation_order)
 {
-    ck_assert_int_eq(device_created_count(), 0);
-    ck_assert_ptr_null(device_peek(1));
+    ck_assert_int_eq(devctx_created_count(), 0);
+    ck_assert_ptr_null(devctx_peek(1));
     gm_device_t *d1 = device_get(1), *d0 = device_get(0);
-    ck_assert_int_eq(device_created_count(), 2);
-    ck_assert_ptr_eq(device_at(0), d1);
-    ck_assert_ptr_eq(device_at(1), d0);
-    ck_assert_ptr_null(device_at(2));
-    ck_assert_ptr_eq(device_peek(1), d1);
-    ck_assert_ptr_null(device_peek(GM_MAX_DEVICES));
+    ck_assert_int_eq(devctx_created_count(), 2);
+    ck_assert_ptr_eq(devctx_at(0), d1);
+    ck_assert_ptr_eq(devctx_at(1), d0);
+    ck_assert_ptr_null(devctx_at(2));
+    ck_assert_ptr_eq(devctx_peek(1), d1);
+    ck_assert_ptr_null(devctx_peek(GM_MAX_DEVICES));
 }
 END_TEST
 

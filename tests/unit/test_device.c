@@ -39,7 +39,7 @@ START_TEST(test_reset_forgets_every_arena)
     ck_assert_msg(st.reserved.current == 0 && st.allocated.current == 0, "reserved %llu allocated %llu",
                   st.reserved.current, st.allocated.current);
     cudaError_t e;
-    ck_assert_int_eq(device_free(d, j.out, 0, &e), GM_FREE_NOT_FOUND);
+    ck_assert_int_eq(hit_free(d, j.out, 0, &e), GM_FREE_NOT_FOUND);
     void *p = alloc_or_fail(1 << 20);
     free_ok(p);
 }

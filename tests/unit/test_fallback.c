@@ -11,8 +11,8 @@
 
 static void fall_back_twice(void)
 {
-    gm_fall_back("first reason");
-    gm_fall_back("second reason");
+    fallback_engage("first reason");
+    fallback_engage("second reason");
 }
 
 START_TEST(test_pooling_falls_back_once_with_one_warning)

@@ -28,7 +28,7 @@ static void known_streams(cudaStream_t *s, int n)
 {
     for (int i = 0; i < n; i++) {
         ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
-        fences_add_stream(&f, s[i]);
+        fence_add_stream(&f, s[i]);
     }
 }
 
@@ -38,15 +38,15 @@ START_TEST(test_a_fence_waits_for_a_kernel_on_a_known_nonblocking_stream)
     known_streams(&s, 1);
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 100000), cudaSuccess);
-    ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
+    ck_assert_int_eq(fence_issue(&f, 1), cudaSuccess);
     ck_assert_uint_eq(f.issued, 1);
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_msg(f.done == 0 || __atomic_load_n(&ran, __ATOMIC_ACQUIRE),
                   "fence seen complete while the kernel before it still ran");
     fakecuda_drain();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 1);
-    ck_assert_int_eq(fences_outstanding(&f), 0);
+    ck_assert_int_eq(fence_outstanding(&f), 0);
 }
 END_TEST
 
@@ -56,15 +56,15 @@ START_TEST(test_the_last_work_of_a_retired_stream_joins_the_next_fence)
     known_streams(&s, 1);
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 100000), cudaSuccess);
-    fences_retire_stream(&f, s);
-    fences_remove_stream(&f, s);
+    fence_retire_stream(&f, s);
+    fence_remove_stream(&f, s);
     ck_assert_int_eq(f.nstreams, 0);
-    ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_issue(&f, 1), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_msg(f.done == 0 || __atomic_load_n(&ran, __ATOMIC_ACQUIRE),
                   "a fence after the stream's retirement did not wait for its last kernel");
     fakecuda_drain();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 1);
 }
 END_TEST
@@ -72,13 +72,13 @@ END_TEST
 START_TEST(test_fences_complete_in_order_and_forget_counts_them_done)
 {
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
+        ck_assert_int_eq(fence_issue(&f, 1), cudaSuccess);
     ck_assert_uint_eq(f.issued, 3);
-    ck_assert_ptr_nonnull(fences_oldest_pending_event(&f));
-    fences_forget(&f);
+    ck_assert_ptr_nonnull(fence_oldest_pending_event(&f));
+    fence_forget(&f);
     ck_assert_uint_eq(f.done, f.issued);
-    ck_assert_int_eq(fences_outstanding(&f), 0);
-    ck_assert_ptr_null(fences_oldest_pending_event(&f));
+    ck_assert_int_eq(fence_outstanding(&f), 0);
+    ck_assert_ptr_null(fence_oldest_pending_event(&f));
 }
 END_TEST
 
@@ -92,8 +92,8 @@ static unsigned long long event_queries(void)
 static void issue_ordered(int n)
 {
     for (int i = 0; i < n; i++) {
-        ck_assert_int_eq(fences_issue(&f, 0), cudaSuccess);
-        ck_assert_int_eq(fences_order(&f), cudaSuccess);
+        ck_assert_int_eq(fence_issue(&f, 0), cudaSuccess);
+        ck_assert_int_eq(fence_order(&f), cudaSuccess);
     }
 }
 
@@ -123,11 +123,11 @@ START_TEST(test_a_fence_that_does_not_ask_records_an_event_on_every_stream)
     cudaStream_t s[NS];
     known_streams(s, NS);
     unsigned long long q0 = stream_queries();
-    ck_assert_int_eq(fences_issue(&f, 0), cudaSuccess);
+    ck_assert_int_eq(fence_issue(&f, 0), cudaSuccess);
     ck_assert_uint_eq(stream_queries() - q0, 0);
     ck_assert_int_eq(fence_at(0)->nev, 1 + NS);
     fakecuda_drain(); /* the events recorded, the streams are idle again */
-    ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
+    ck_assert_int_eq(fence_issue(&f, 1), cudaSuccess);
     ck_assert_uint_eq(stream_queries() - q0, NS);
     ck_assert_int_eq(fence_at(1)->nev, 1); /* the idle streams need none */
 }
@@ -146,11 +146,11 @@ START_TEST(test_a_gpu_order_poll_retires_a_fence_of_many_events_in_one_query)
     ck_assert_msg(!__atomic_load_n(&ran, __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
     ck_assert_int_eq(fence_at(0)->nev, 1 + NS);
     ck_assert_ptr_nonnull(fence_at(0)->all);
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 0);
     fakecuda_drain();
     unsigned long long q0 = event_queries();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 1);
     ck_assert_uint_eq(event_queries() - q0, 1);
 }
@@ -173,13 +173,13 @@ START_TEST(test_a_gpu_order_fence_waits_for_its_streams_though_its_legacy_event_
     issue_ordered(2); /* fence 2's legacy event completes at once; its events on the streams do not */
     ck_assert_int_eq(cudaEventSynchronize(fence_at(1)->ev[0]), cudaSuccess);
     unsigned long long q0 = event_queries();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     unsigned long long asked = event_queries() - q0;
     ck_assert_msg(!__atomic_load_n(&second, __ATOMIC_ACQUIRE), "the kernels ended too soon for the test");
     ck_assert_uint_eq(f.done, 1);
     ck_assert_msg(asked <= 2, "%llu event queries to retire one fence and find the next running", asked);
     fakecuda_drain();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 3);
 }
 END_TEST
@@ -194,14 +194,14 @@ START_TEST(test_a_gpu_order_poll_far_behind_the_gpu_asks_little)
     ck_assert_int_eq(fakecuda_launch(cudaStreamLegacy, mark, &ran, 1000000), cudaSuccess);
     issue_ordered(39);
     unsigned long long q0 = event_queries();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     unsigned long long asked = event_queries() - q0;
     ck_assert_msg(!__atomic_load_n(&ran, __ATOMIC_ACQUIRE), "the kernel ended too soon for the test");
     ck_assert_uint_eq(f.done, 1);
-    ck_assert_msg(asked <= 3, "%llu event queries for %d fences", asked, fences_outstanding(&f) + 1);
+    ck_assert_msg(asked <= 3, "%llu event queries for %d fences", asked, fence_outstanding(&f) + 1);
     fakecuda_drain();
     q0 = event_queries();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 40);
     ck_assert_msg(event_queries() - q0 <= 2, "%llu event queries once the GPU is through",
                   event_queries() - q0);
@@ -217,12 +217,12 @@ START_TEST(test_a_poll_without_gpu_order_walks_from_the_oldest_fence)
     int ran = 0;
     ck_assert_int_eq(fakecuda_launch(s, mark, &ran, 300000), cudaSuccess);
     for (int i = 0; i < 20; i++)
-        ck_assert_int_eq(fences_issue(&f, 1), cudaSuccess);
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+        ck_assert_int_eq(fence_issue(&f, 1), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_msg(f.done == 0 || __atomic_load_n(&ran, __ATOMIC_ACQUIRE),
                   "a fence counted complete while the stream's kernel before it still ran");
     fakecuda_drain();
-    ck_assert_int_eq(fences_poll(&f), cudaSuccess);
+    ck_assert_int_eq(fence_poll(&f), cudaSuccess);
     ck_assert_uint_eq(f.done, 20);
 }
 END_TEST

@@ -33,7 +33,7 @@ START_TEST(test_fence_covers_a_kernel_on_a_nonblocking_stream)
 {
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    device_stream_created(d, s, cudaStreamNonBlocking);
+    fencepol_stream_created(d, s, cudaStreamNonBlocking);
     static int done;
     void *p = alloc_or_fail(2 << 20);
     ck_assert_int_eq(fakecuda_launch(s, late_write, p, 100000), cudaSuccess);
@@ -50,12 +50,12 @@ START_TEST(test_work_of_a_destroyed_stream_is_still_fenced)
 {
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    device_stream_created(d, s, cudaStreamNonBlocking);
+    fencepol_stream_created(d, s, cudaStreamNonBlocking);
     static int done;
     void *p = alloc_or_fail(2 << 20);
     ck_assert_int_eq(fakecuda_launch(s, late_write, p, 100000), cudaSuccess);
     ck_assert_int_eq(fakecuda_launch(s, mark_done, &done, 0), cudaSuccess);
-    device_stream_destroyed(d, s);
+    fencepol_stream_destroyed(d, s);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     free_ok(p);
     void *q = alloc_or_fail(2 << 20);
@@ -71,21 +71,21 @@ START_TEST(test_a_fence_recorded_by_one_arena_covers_the_frees_another_counted)
     d->fence_frees = N;
     ck_assert_int_eq(device_add_arena(d), 1);
     void *p[N], *q[N];
-    device_use_arena(1);
+    hit_use_arena(1);
     for (int i = 0; i < N; i++)
         p[i] = alloc_or_fail(4096);
-    device_use_arena(0);
+    hit_use_arena(0);
     for (int i = 0; i < N; i++)
         q[i] = alloc_or_fail(4096);
     unsigned long long before = stats().fences;
-    device_use_arena(1);
+    hit_use_arena(1);
     for (int i = 0; i < N - 1; i++)
         free_ok(p[i]);
-    device_use_arena(0);
+    hit_use_arena(0);
     for (int i = 0; i < N; i++)
         free_ok(q[i]); /* the N-th free records a fence: it covers arena 1's frees too */
     ck_assert_uint_eq(stats().fences, before + 1);
-    device_use_arena(1);
+    hit_use_arena(1);
     free_ok(p[N - 1]); /* arena 1 has counted one free since that fence, not N */
     ck_assert_uint_eq(stats().fences, before + 1);
 }
@@ -94,7 +94,7 @@ END_TEST
 static void *wait_in_arena_1(void *arg)
 {
     void **block = arg;
-    device_use_arena(1);
+    hit_use_arena(1);
     free_ok(*block);                  /* pending behind the long kernel */
     *block = alloc_or_fail(64u << 20); /* it fits best: waits for the kernel's fence */
     return NULL;
@@ -103,9 +103,9 @@ static void *wait_in_arena_1(void *arg)
 START_TEST(test_a_wait_for_the_gpu_does_not_hold_up_other_arenas)
 {
     ck_assert_int_eq(device_add_arena(d), 1);
-    device_use_arena(1);
+    hit_use_arena(1);
     void *big = alloc_or_fail(64u << 20);
-    device_use_arena(0);
+    hit_use_arena(0);
     void *small = alloc_or_fail(4096);
     ck_assert_int_eq(fakecuda_launch(0, NULL, NULL, 1000000), cudaSuccess); /* 1 s of GPU work */
     pthread_t th;
@@ -128,7 +128,7 @@ START_TEST(test_gpu_order_retires_fences_only_after_the_gpu_and_in_batches)
 {
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    device_stream_created(d, s, cudaStreamNonBlocking);
+    fencepol_stream_created(d, s, cudaStreamNonBlocking);
     static int done;
     void *p = alloc_or_fail(4 << 20);
     ck_assert_int_eq(fakecuda_launch(s, late_write, p, 300000), cudaSuccess);
@@ -180,12 +180,12 @@ static int issue_a_fence(void)
     gm_arena_t *a = d->arenas[0];
     pthread_mutex_lock(&a->lock);
     gm_ctx_t c;
-    device_ctx_enter(d, &c);
+    devctx_enter(d, &c);
     ck_assert_int_eq(fencepol_issue(a, GMLOG_FENCE_BY_NEED), 0);
-    device_ctx_leave(&c);
+    devctx_leave(&c);
     pthread_mutex_unlock(&a->lock);
     pthread_mutex_lock(&d->fence_lock);
-    int events = fences_newest_events(&d->fences);
+    int events = fence_newest_events(&d->fences);
     pthread_mutex_unlock(&d->fence_lock);
     return events;
 }
@@ -197,7 +197,7 @@ START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
     cudaStream_t s[3];
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
-        device_stream_created(d, s[i], cudaStreamNonBlocking);
+        fencepol_stream_created(d, s[i], cudaStreamNonBlocking);
     }
     static int done;
     void *p = alloc_or_fail(2 << 20);
@@ -213,7 +213,7 @@ START_TEST(test_a_fence_records_no_event_on_an_idle_stream)
     free_ok(q);
     fakecuda_drain();
     for (int i = 0; i < 3; i++) {
-        device_stream_destroyed(d, s[i]);
+        fencepol_stream_destroyed(d, s[i]);
         ck_assert_int_eq(cudaStreamDestroy(s[i]), cudaSuccess);
     }
 }
@@ -227,7 +227,7 @@ START_TEST(test_a_gpu_order_fence_asks_no_stream_whether_it_is_idle)
     cudaStream_t s[3];
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), cudaSuccess);
-        device_stream_created(d, s[i], cudaStreamNonBlocking);
+        fencepol_stream_created(d, s[i], cudaStreamNonBlocking);
     }
     fakecuda_drain();
     struct fakecuda_stats before, after;
@@ -240,7 +240,7 @@ START_TEST(test_a_gpu_order_fence_asks_no_stream_whether_it_is_idle)
     ck_assert_uint_eq(after.stream_waits - before.stream_waits, 3 + 3);
     fakecuda_drain();
     for (int i = 0; i < 3; i++) {
-        device_stream_destroyed(d, s[i]);
+        fencepol_stream_destroyed(d, s[i]);
         ck_assert_int_eq(cudaStreamDestroy(s[i]), cudaSuccess);
     }
 }
@@ -333,11 +333,11 @@ START_TEST(test_the_trimmer_fences_frees_left_open)
     free_ok(big);
     ck_assert(fencepol_open_set_waiting(d->arenas[0]));
     unsigned long long fences = stats().fences, released = stats().driver_frees;
-    device_trim(d, 0);
+    slowpath_trim(d, 0);
     ck_assert_uint_eq(stats().fences, fences + 1);
     ck_assert(!fencepol_open_set_waiting(d->arenas[0]));
     fakecuda_drain();
-    device_trim(d, 0);
+    slowpath_trim(d, 0);
     ck_assert_uint_gt(stats().driver_frees, released);
 }
 END_TEST

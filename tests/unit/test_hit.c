@@ -53,7 +53,7 @@ START_TEST(test_a_thread_that_contends_one_time_in_three_moves)
 {
     int moved = 0;
     for (int k = 0; k < 3000 && !moved; k++)
-        moved = device_note_lock(k % 3 == 0);
+        moved = hit_note_lock(k % 3 == 0);
     ck_assert_msg(moved, "a thread meeting another on every third lock never moved");
 }
 END_TEST
@@ -61,7 +61,7 @@ END_TEST
 START_TEST(test_a_thread_that_rarely_contends_stays)
 {
     for (int k = 0; k < 100000; k++)
-        ck_assert_msg(!device_note_lock(k % 20 == 0), "moved after %d locks, one in 20 contended", k);
+        ck_assert_msg(!hit_note_lock(k % 20 == 0), "moved after %d locks, one in 20 contended", k);
 }
 END_TEST
 

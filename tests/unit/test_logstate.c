@@ -24,8 +24,8 @@ START_TEST(test_space_past_the_file_size_limit_is_refused_not_signalled)
     ck_assert_int_ge(fd, 0);
     struct rlimit lim = {1 << 20, 1 << 20};
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    ck_assert_int_eq(evlog_reserve(fd, 0, 4096), 0);
-    ck_assert_int_eq(evlog_reserve(fd, 0, 2 << 20), EFBIG);
+    ck_assert_int_eq(logstate_reserve(fd, 0, 4096), 0);
+    ck_assert_int_eq(logstate_reserve(fd, 0, 2 << 20), EFBIG);
     close(fd);
     unlink(path);
 }
@@ -46,9 +46,9 @@ static int threads(void)
 START_TEST(test_a_checkpoint_request_without_a_writer_starts_no_thread)
 {
     int before = threads();
-    checkpoint_request();
+    logstate_checkpoint_request();
     ck_assert_int_eq(threads(), before);
-    checkpoint_stop();
+    logstate_checkpoint_stop();
 }
 END_TEST
 
@@ -93,7 +93,7 @@ START_TEST(test_a_populate_request_runs_on_the_helper_thread_with_its_extent)
     ck_assert_uint_eq(gen, 3);
     ck_assert_msg(!pthread_equal(by, pthread_self()), "the caller faulted the extent in itself");
     ck_assert_int_ge(threads(), before + 1); /* a sanitizer may start a thread of its own too */
-    checkpoint_stop();
+    logstate_checkpoint_stop();
 }
 END_TEST
 
@@ -120,7 +120,7 @@ START_TEST(test_the_idle_helper_thread_marks_the_process_alive_in_the_header)
     while (nanosleep(&nap, &nap) != 0)
         ;
     uint64_t alive = __atomic_load_n(&hdr.alive_ns, __ATOMIC_RELAXED), now = mono_now() - gm_log.start_mono;
-    checkpoint_stop();
+    logstate_checkpoint_stop();
     gm_log.hdr = NULL;
     ck_assert_msg(alive >= GMLOG_ALIVE_PERIOD_NS && alive <= now,
                   "2.5 s after the helper started, the header says alive at %llu ns (now %llu)",

@@ -89,7 +89,7 @@ START_TEST(test_an_empty_cache_unmaps_and_releases_the_idle_pages)
     free_ok(b);
     settle();
     ck_assert_uint_eq(device_reserved(d), 6 * MiB); /* 2 pages large, 1 page small */
-    device_empty_cache(d, GMLOG_EMPTY_API);
+    slowpath_empty_cache(d, GMLOG_EMPTY_API);
     ck_assert_uint_eq(device_reserved(d), 0);
     ck_assert_uint_eq(fake_bytes(), 0);
     ck_assert_uint_eq(stats().reserved.current, 0);
@@ -105,7 +105,7 @@ START_TEST(test_idle_pages_go_back_one_by_one)
     void *a = alloc_or_fail(30 * MiB), *b = alloc_or_fail(4 * MiB);
     free_ok(a);
     settle();
-    ck_assert_uint_eq(device_empty_cache(d, GMLOG_EMPTY_API), 30 * MiB);
+    ck_assert_uint_eq(slowpath_empty_cache(d, GMLOG_EMPTY_API), 30 * MiB);
     ck_assert_uint_eq(fake_bytes(), 4 * MiB);
     void *e = alloc_or_fail(20 * MiB); /* a's addresses again */
     ck_assert_ptr_eq(e, a);
@@ -113,11 +113,11 @@ START_TEST(test_idle_pages_go_back_one_by_one)
     settle();
     void *g = alloc_or_fail(4 * MiB); /* e's first two pages */
     ck_assert_ptr_eq(g, a);
-    device_empty_cache(d, GMLOG_EMPTY_API);
+    slowpath_empty_cache(d, GMLOG_EMPTY_API);
     ck_assert_uint_eq(fake_bytes(), 8 * MiB); /* e's other eight pages went */
     free_ok(g);
     settle();
-    device_empty_cache(d, GMLOG_EMPTY_API);
+    slowpath_empty_cache(d, GMLOG_EMPTY_API);
     ck_assert_uint_eq(fake_bytes(), 4 * MiB);
     free_ok(b);
 }
@@ -139,7 +139,7 @@ static void release_under_queued_kernel(const char *option, const char *cap)
         void *q = alloc_or_fail(300); /* takes in the ordered fence; the cap then trims */
         free_ok(q);
     } else {
-        device_empty_cache(d, GMLOG_EMPTY_API);
+        slowpath_empty_cache(d, GMLOG_EMPTY_API);
     }
     fakecuda_drain(); /* the kernel ran on mapped memory, or this process is gone */
     unsetenv(option);
@@ -184,14 +184,14 @@ START_TEST(test_the_device_cap_counts_pages_and_releases_idle_ones_first)
     __atomic_store_n(&d->limit, (size_t)8 << 20, __ATOMIC_RELAXED);
     void *a = alloc_or_fail(6 * MiB);
     void *p = NULL;
-    ck_assert_int_eq(device_alloc(d, 4 * MiB, 0, &p), cudaErrorMemoryAllocation);
+    ck_assert_int_eq(hit_alloc(d, 4 * MiB, 0, &p), cudaErrorMemoryAllocation);
     cudaGetLastError();
     free_ok(a);
     settle();
     void *b = alloc_or_fail(7 * MiB); /* a's pages serve it */
     free_ok(b);
     ck_assert_uint_le(device_reserved(d), 8 * MiB);
-    device_empty_cache(d, GMLOG_EMPTY_API);
+    slowpath_empty_cache(d, GMLOG_EMPTY_API);
     /* A hole too small for the request, its pages idle: they go back so that the tail fits. */
     void *hole = alloc_or_fail(4 * MiB), *live = alloc_or_fail(2 * MiB);
     free_ok(hole);

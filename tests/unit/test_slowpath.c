@@ -51,7 +51,7 @@ START_TEST(test_empty_cache_returns_every_arena_segment)
     run_in_arena(&j);
     job_t k = {.arena = 1, .in = j.out};
     run_in_arena(&k);
-    size_t released = device_empty_cache(d, 2);
+    size_t released = slowpath_empty_cache(d, 2);
     ck_assert_uint_eq(released, 70u << 20);
     struct fakecuda_stats f;
     fakecuda_get_stats(0, &f);
@@ -66,18 +66,18 @@ START_TEST(test_a_thread_out_of_blocks_reuses_frees_another_arenas_fence_covered
     d->fence_frees = 0;
     d->fence_bytes = (size_t)1 << 40; /* no periodic fences but the one made below */
     ck_assert_int_eq(device_add_arena(d), 1);
-    device_use_arena(1);
+    hit_use_arena(1);
     void *a = alloc_or_fail(1 << 20), *b = alloc_or_fail(1 << 20); /* one whole small segment */
-    device_use_arena(0);
+    hit_use_arena(0);
     void *x = alloc_or_fail(4096);
-    device_use_arena(1);
+    hit_use_arena(1);
     free_ok(a);
-    device_use_arena(0);
+    hit_use_arena(0);
     d->fence_frees = 1;
     free_ok(x); /* arena 0's fence covers arena 1's free of a */
     d->fence_frees = 0;
     fakecuda_drain(); /* the fence has completed; no thread has asked yet */
-    device_use_arena(1);
+    hit_use_arena(1);
     free_ok(b); /* not covered by any fence yet */
     struct fakecuda_stats before, after;
     fakecuda_get_stats(0, &before);
@@ -130,7 +130,7 @@ START_TEST(test_cache_pass_holds_the_cap_across_every_arena)
     for (int round = 0; round < 200 && waiting; round++) {
         fakecuda_drain(); /* the GPU catches up with the fence the pass recorded */
         waiting = 0;
-        device_cache_trim(d, &waiting);
+        slowpath_cache_trim(d, &waiting);
     }
     gmshim_stats_t st = stats();
     struct fakecuda_stats f;
@@ -148,7 +148,7 @@ START_TEST(test_cache_pass_never_waits_for_the_gpu)
 {
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    device_stream_created(d, s, cudaStreamNonBlocking);
+    fencepol_stream_created(d, s, cudaStreamNonBlocking);
     void *p[4];
     for (int i = 0; i < 4; i++)
         p[i] = alloc_or_fail(32u << 20);
@@ -158,7 +158,7 @@ START_TEST(test_cache_pass_never_waits_for_the_gpu)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int waiting = 0;
-    unsigned long long released = device_cache_trim(d, &waiting);
+    unsigned long long released = slowpath_cache_trim(d, &waiting);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     ck_assert_msg(ms < 200 && waiting && !released, "the pass took %.0f ms, waiting %d, released %llu", ms,
@@ -166,7 +166,7 @@ START_TEST(test_cache_pass_never_waits_for_the_gpu)
     ck_assert_uint_eq(stats().reserved.current, 128u << 20);
     fakecuda_drain();
     waiting = 0;
-    device_cache_trim(d, &waiting);
+    slowpath_cache_trim(d, &waiting);
     ck_assert_msg(stats().reserved.current == CACHE_CAP, "after the kernel: reserved %llu",
                   stats().reserved.current);
 }
@@ -181,20 +181,20 @@ START_TEST(test_cache_pass_makes_no_call_during_a_capture)
     for (int i = 0; i < 4; i++)
         free_ok(p[i]);
     fakecuda_drain();
-    device_set_captures(d, 1, NULL);
+    capheap_set_captures(d, 1, NULL);
     fakecuda_reset_stats();
     int waiting = 0;
-    ck_assert_uint_eq(device_cache_trim(d, &waiting), 0);
+    ck_assert_uint_eq(slowpath_cache_trim(d, &waiting), 0);
     struct fakecuda_stats f;
     fakecuda_get_stats(0, &f);
     ck_assert_msg(waiting && f.frees == 0 && f.event_records == 0 && f.event_queries == 0,
                   "during a capture: waiting %d, frees %llu, records %llu, queries %llu", waiting, f.frees,
                   f.event_records, f.event_queries);
-    device_set_captures(d, -1, NULL);
+    capheap_set_captures(d, -1, NULL);
     for (int round = 0; round < 200 && waiting; round++) {
         fakecuda_drain();
         waiting = 0;
-        device_cache_trim(d, &waiting);
+        slowpath_cache_trim(d, &waiting);
     }
     ck_assert_uint_eq(stats().reserved.current, CACHE_CAP);
 }

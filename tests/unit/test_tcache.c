@@ -63,13 +63,13 @@ START_TEST(test_a_freed_block_comes_back_to_its_thread_without_the_arena_lock)
         usleep(100);
     /* Were the hit to take the arena lock, it would wait here until the test's timeout. */
     void *q = NULL, *r = NULL;
-    ck_assert_int_eq(device_alloc(d, 4096, 0, &q), cudaSuccess);
+    ck_assert_int_eq(hit_alloc(d, 4096, 0, &q), cudaSuccess);
     free_ok(q);
     atomic_store(&h.state, 2);
     pthread_join(th, NULL);
     ck_assert_ptr_eq(q, p);
     fences_done();
-    ck_assert_int_eq(device_alloc(d, 4000, 0, &r), cudaSuccess); /* the same rounded size */
+    ck_assert_int_eq(hit_alloc(d, 4000, 0, &r), cudaSuccess); /* the same rounded size */
     ck_assert_ptr_eq(r, p);
     gmshim_stats_t st = stats();
     ck_assert_msg(st.allocs == 3 && st.frees == 2 && st.cache_hits == 2, "allocs %llu frees %llu hits %llu",
@@ -137,14 +137,14 @@ START_TEST(test_a_block_freed_by_another_thread_goes_to_the_arena)
                   st.allocated.current);
     /* The block is no longer this thread's: its free again is a double free, refused. */
     cudaError_t e;
-    ck_assert_int_eq(device_free(d, p, 0, &e), GM_FREE_NOT_FOUND);
+    ck_assert_int_eq(hit_free(d, p, 0, &e), GM_FREE_NOT_FOUND);
 }
 END_TEST
 
 static void *free_refused(void *p)
 {
     cudaError_t e = cudaSuccess;
-    ck_assert_int_eq(device_free(d, p, 0, &e), GM_FREE_NOT_FOUND);
+    ck_assert_int_eq(hit_free(d, p, 0, &e), GM_FREE_NOT_FOUND);
     return NULL;
 }
 
@@ -154,7 +154,7 @@ START_TEST(test_a_double_free_of_a_cached_block_is_refused_as_one)
     free_ok(p);
     ck_assert_uint_eq(sums().bytes, 4096);
     cudaError_t e = cudaSuccess;
-    ck_assert_int_eq(device_free(d, p, 0, &e), GM_FREE_NOT_FOUND);
+    ck_assert_int_eq(hit_free(d, p, 0, &e), GM_FREE_NOT_FOUND);
     int kind = -1;
     ck_assert_int_eq(device_owns_address(d, (uintptr_t)p, &kind), 1);
     ck_assert_int_eq(kind, GMLOG_WARN_DOUBLE_FREE);
@@ -213,7 +213,7 @@ START_TEST(test_empty_cache_takes_back_every_cached_block)
     free_ok(alloc_or_fail(4096));
     fences_done();
     ck_assert_uint_eq(stats().reserved.current, 2u << 20);
-    device_empty_cache(d, GMLOG_EMPTY_API);
+    slowpath_empty_cache(d, GMLOG_EMPTY_API);
     gmshim_stats_t st = stats();
     ck_assert_msg(st.reserved.current == 0 && sums().bytes == 0, "reserved %llu, cached in threads %llu",
                   st.reserved.current, (unsigned long long)sums().bytes);
@@ -311,12 +311,12 @@ START_TEST(test_a_capture_never_takes_from_a_cache)
     void *keep = alloc_or_fail(4096); /* its segment is never wholly free: no capture takes it over */
     free_ok(p);
     fences_done();
-    gm_heap_t *heap = device_graph_heap(d, &heap, 11);
-    device_set_captures(d, 1, heap);
+    gm_heap_t *heap = capheap_graph_heap(d, &heap, 11);
+    capheap_set_captures(d, 1, heap);
     void *q = alloc_or_fail(4096);
     ck_assert_msg(pool_find_segment(heap, (uintptr_t)q) != NULL, "%p is not in the capture's heap", q);
     free_ok(q);
-    device_set_captures(d, -1, NULL);
+    capheap_set_captures(d, -1, NULL);
     void *r = alloc_or_fail(4096);
     ck_assert_ptr_eq(r, p);
     free_ok(r);
@@ -332,7 +332,7 @@ START_TEST(test_a_reset_forgets_the_caches)
     device_forget(d);
     ck_assert_uint_eq(sums().bytes, 0);
     cudaError_t e;
-    ck_assert_int_eq(device_free(d, q, 0, &e), GM_FREE_NOT_FOUND);
+    ck_assert_int_eq(hit_free(d, q, 0, &e), GM_FREE_NOT_FOUND);
     void *r = alloc_or_fail(4096);
     free_ok(r);
     ck_assert_uint_eq(sums().bytes, 4096);

@@ -243,7 +243,7 @@ START_TEST(test_a_wrapped_log_keeps_the_tensors_allocated_before_the_wrap)
 {
     setenv("GMSHIM_LOG_LIMIT", "64M", 1);
     setenv("GMSHIM_STACK_DEPTH", "2", 1);
-    evlog_set_cut(torchev_cut); /* what init installs, less the pools' cut: no device here */
+    checkpoint_set_cut(torchev_cut); /* what init installs, less the pools' cut: no device here */
     const char *log = open_log();
     ck_assert_msg(evlog_bounded(), "GMSHIM_LOG_LIMIT=64M did not bound the log");
     unsigned long churn = 1200000;

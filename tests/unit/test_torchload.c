@@ -50,14 +50,14 @@ START_TEST(test_the_install_is_read_from_the_allocator_library_path)
     const char *c10 = fake_torch(TORCH_2_11, 1, 1);
     torch_install_t t;
     char why[512] = "";
-    ck_assert_msg(torchload_find_install(c10, &t, why, sizeof why) == 0, "refused: %s", why);
+    ck_assert_msg(torchbuild_find_install(c10, &t, why, sizeof why) == 0, "refused: %s", why);
     ck_assert_msg(!strcmp(t.version, "2.11.0+cu130"), "version '%s'", t.version);
     ck_assert_msg(strstr(t.root, "/site-packages/torch") && t.cuda_include[0], "root %s, CUDA %s", t.root,
                   t.cuda_include);
     char name[128];
-    torchload_bridge_name(&t, name, sizeof name);
+    torchbuild_bridge_name(&t, name, sizeof name);
     ck_assert_msg(!strncmp(name, "torch-2.11.0+cu130-", 19) && strstr(name, ".so"), "name %s", name);
-    ck_assert_msg(torchload_is_allocator_lib(c10) && !torchload_is_allocator_lib("/x/libtorch_cuda.so"),
+    ck_assert_msg(torchbuild_is_allocator_lib(c10) && !torchbuild_is_allocator_lib("/x/libtorch_cuda.so"),
                   "allocator library not told apart");
 }
 END_TEST
@@ -67,7 +67,7 @@ START_TEST(test_an_annotated_version_is_read)
     const char *c10 = fake_torch("__version__: str = \"2.4.1\"\n", 1, 1);
     torch_install_t t;
     char why[512] = "";
-    ck_assert_msg(torchload_find_install(c10, &t, why, sizeof why) == 0 && !strcmp(t.version, "2.4.1"),
+    ck_assert_msg(torchbuild_find_install(c10, &t, why, sizeof why) == 0 && !strcmp(t.version, "2.4.1"),
                   "version '%s' (%s)", t.version, why);
 }
 END_TEST
@@ -159,7 +159,7 @@ START_TEST(test_first_use_builds_into_the_cache_and_attaches)
     ck_assert_msg(torchload_attach_for(c10, 1, why, sizeof why) == 0, "not attached: %s", why);
     ck_assert_msg(calls_of("cxx-ok") == 1, "compiler called %d times", calls_of("cxx-ok"));
     char dir[PATH_MAX];
-    ck_assert_int_eq(torchload_cache_dir(dir, sizeof dir), 0);
+    ck_assert_int_eq(torchbuild_cache_dir(dir, sizeof dir), 0);
     ck_assert_msg(strstr(dir, "/cache/gmshim/torch") != NULL, "cache dir %s", dir);
     counts_t c = read_back(log);
     ck_assert_msg(c.by_type[GMLOG_T_ALLOC] > 0, "the fake bridge's events are not in the log");
@@ -172,10 +172,10 @@ START_TEST(test_a_built_bridge_is_reused_without_the_compiler)
     use_fake_bridge();
     torch_install_t t;
     char why[1024] = "", dir[PATH_MAX], name[128];
-    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
-    ck_assert_int_eq(torchload_cache_dir(dir, sizeof dir), 0);
-    torchload_bridge_name(&t, name, sizeof name);
-    ck_assert_msg(torchload_build(&t, dir, name, 0, 60000, why, sizeof why) == 0, "build: %s", why);
+    ck_assert_int_eq(torchbuild_find_install(c10, &t, why, sizeof why), 0);
+    ck_assert_int_eq(torchbuild_cache_dir(dir, sizeof dir), 0);
+    torchbuild_bridge_name(&t, name, sizeof name);
+    ck_assert_msg(torchbuild_build(&t, dir, name, 0, 60000, why, sizeof why) == 0, "build: %s", why);
     stub_compiler("cxx-never", "exit 1");
     ck_assert_msg(torchload_attach_for(c10, 1, why, sizeof why) == 0, "not attached: %s", why);
     ck_assert_msg(calls_of("cxx-never") == 0, "the compiler ran again");
@@ -280,10 +280,10 @@ static void build_into_cache(const char *c10, char *so, size_t len)
 {
     torch_install_t t;
     char why[1024] = "", dir[PATH_MAX], name[128];
-    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
-    ck_assert_int_eq(torchload_cache_dir(dir, sizeof dir), 0);
-    torchload_bridge_name(&t, name, sizeof name);
-    ck_assert_msg(torchload_build(&t, dir, name, 0, 60000, why, sizeof why) == 0, "build: %s", why);
+    ck_assert_int_eq(torchbuild_find_install(c10, &t, why, sizeof why), 0);
+    ck_assert_int_eq(torchbuild_cache_dir(dir, sizeof dir), 0);
+    torchbuild_bridge_name(&t, name, sizeof name);
+    ck_assert_msg(torchbuild_build(&t, dir, name, 0, 60000, why, sizeof why) == 0, "build: %s", why);
     snprintf(so, len, "%s/%s", dir, name);
 }
 
@@ -340,8 +340,8 @@ START_TEST(test_a_relative_preload_does_not_look_where_the_program_moved)
     torch_install_t t;
     char why[1024] = "", name[128], w[PATH_MAX], planted[PATH_MAX + 200], torch[PATH_MAX], inc[PATH_MAX + 64],
          file[PATH_MAX + 128], env_cuda[PATH_MAX + 16], env_cache[PATH_MAX + 32];
-    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
-    torchload_bridge_name(&t, name, sizeof name);
+    ck_assert_int_eq(torchbuild_find_install(c10, &t, why, sizeof why), 0);
+    torchbuild_bridge_name(&t, name, sizeof name);
     snprintf(w, sizeof w, "%s/shared", scratch());
     snprintf(planted, sizeof planted, "%s/gmshim-torch", w);
     mkdir_p(planted);
@@ -460,8 +460,8 @@ START_TEST(test_a_build_by_name_tries_again_only_in_a_trusted_directory)
     char torch[PATH_MAX], out[PATH_MAX], log[PATH_MAX + 200], name[128], path[PATH_MAX + 200] = "", why[1024] = "";
     snprintf(torch, sizeof torch, "%s/site-packages/torch", scratch());
     torch_install_t t;
-    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
-    torchload_bridge_name(&t, name, sizeof name);
+    ck_assert_int_eq(torchbuild_find_install(c10, &t, why, sizeof why), 0);
+    torchbuild_bridge_name(&t, name, sizeof name);
     snprintf(out, sizeof out, "%s/bridges", scratch());
     mkdir_p(out);
     snprintf(log, sizeof log, "%s/%s.log", out, name);
@@ -498,14 +498,14 @@ START_TEST(test_cuda_headers_without_crt_are_passed_over)
     setenv("CUDA_HOME", dir, 1);
     torch_install_t t;
     char why[512] = "";
-    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
+    ck_assert_int_eq(torchbuild_find_install(c10, &t, why, sizeof why), 0);
     ck_assert_msg(strstr(t.cuda_include, "/toolkit/include") != NULL, "chose %s", t.cuda_include);
     /* complete, the wheel's own headers come first */
     snprintf(dir, sizeof dir, "%s/site-packages/nvidia/cu13/include/crt", scratch());
     mkdir_p(dir);
     snprintf(file, sizeof file, "%s/host_config.h", dir);
     write_text(file, "");
-    ck_assert_int_eq(torchload_find_install(c10, &t, why, sizeof why), 0);
+    ck_assert_int_eq(torchbuild_find_install(c10, &t, why, sizeof why), 0);
     ck_assert_msg(strstr(t.cuda_include, "/nvidia/cu13/include") != NULL, "chose %s", t.cuda_include);
 }
 END_TEST
@@ -581,12 +581,12 @@ START_TEST(test_with_pytorchs_cache_off_its_empty_cache_empties_the_pool)
     setenv("GMSHIM_LOG", logp, 1); /* not in the working directory */
     options_reset();
     const char *so = real_bridge(_i);
-    gm_init();
+    init_start();
     gm_device_t *d = device_get(0);
     void *p = NULL;
-    ck_assert_int_eq(device_alloc(d, 64u << 20, 0, &p), cudaSuccess);
+    ck_assert_int_eq(hit_alloc(d, 64u << 20, 0, &p), cudaSuccess);
     cudaError_t err;
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
     ck_assert_msg(device_reserved(d) >= (64u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not hooked: %s", why);
@@ -612,12 +612,12 @@ START_TEST(test_with_pytorchs_cache_on_its_empty_cache_also_empties_the_pool)
     setenv("GMSHIM_LOG", logp, 1);
     options_reset();
     const char *so = real_bridge(_i);
-    gm_init();
+    init_start();
     gm_device_t *d = device_get(0);
     void *p = NULL;
-    ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
+    ck_assert_int_eq(hit_alloc(d, 32u << 20, 0, &p), cudaSuccess);
     cudaError_t err; /* freed, not given back: the fence it waits for is the pool's business */
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
     ck_assert_msg(device_reserved(d) >= (32u << 20), "nothing cached: %llu", (unsigned long long)device_reserved(d));
@@ -637,12 +637,12 @@ START_TEST(test_the_trimmer_empties_pytorchs_cache_when_it_had_events)
     setenv("GMSHIM_LOG", logp, 1);
     options_reset();
     const char *so = real_bridge(_i);
-    gm_init();
+    init_start();
     gm_device_t *d = device_get(0);
     void *p = NULL;
     cudaError_t err;
-    ck_assert_int_eq(device_alloc(d, 32u << 20, 0, &p), cudaSuccess);
-    ck_assert_int_eq(device_free(d, p, 0, &err), GM_FREE_DONE);
+    ck_assert_int_eq(hit_alloc(d, 32u << 20, 0, &p), cudaSuccess);
+    ck_assert_int_eq(hit_free(d, p, 0, &err), GM_FREE_DONE);
     size_t cached = device_reserved(d);
     char why[1024] = "";
     ck_assert_msg(torchload_attach_file(so, NULL, why, sizeof why) == 0, "not attached: %s", why);
