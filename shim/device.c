@@ -424,6 +424,19 @@ static int site_bytes_cmp(const void *x, const void *y)
     return a->site < b->site ? -1 : a->site > b->site;
 }
 
+size_t device_site_bytes_merge(gm_site_bytes_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, site_bytes_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && v[m - 1].site == v[i].site)
+            v[m - 1].bytes += v[i].bytes;
+        else
+            v[m++] = v[i];
+    }
+    return m;
+}
+
 size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out)
 {
     size_t want = 0, n = 0;
@@ -450,15 +463,7 @@ size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out)
         }
         pthread_mutex_unlock(&a->lock);
     }
-    qsort(v, n, sizeof *v, site_bytes_cmp);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (m && v[m - 1].site == v[i].site)
-            v[m - 1].bytes += v[i].bytes;
-        else
-            v[m++] = v[i];
-    }
-    return m;
+    return device_site_bytes_merge(v, n);
 }
 
 void device_get_stats(gm_device_t *d, gmshim_stats_t *out)

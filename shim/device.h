@@ -50,6 +50,8 @@ typedef struct gm_site_bytes {
     uint64_t bytes;
 } gm_site_bytes_t;
 size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out);
+/* v[0..n) sorted by site, each site's bytes summed into one entry: the entries left. */
+size_t device_site_bytes_merge(gm_site_bytes_t *v, size_t n);
 /* gmshim_set_limit: the cap on device `id` (0 = none); releases cache above it. */
 int device_set_limit(int id, size_t bytes);
 

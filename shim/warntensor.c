@@ -168,12 +168,6 @@ void warntensor_disarm(int dev)
     pthread_mutex_unlock(&K.lock);
 }
 
-static int by_site(const void *x, const void *y)
-{
-    const gm_site_bytes_t *a = x, *b = y;
-    return a->site < b->site ? -1 : a->site > b->site;
-}
-
 size_t warntensor_site_bytes(int dev, gm_site_bytes_t **out)
 {
     size_t n = 0;
@@ -193,16 +187,8 @@ size_t warntensor_site_bytes(int dev, gm_site_bytes_t **out)
         free(v);
         return 0;
     }
-    qsort(v, n, sizeof *v, by_site);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (m && v[m - 1].site == v[i].site)
-            v[m - 1].bytes += v[i].bytes;
-        else
-            v[m++] = v[i];
-    }
     *out = v;
-    return m;
+    return device_site_bytes_merge(v, n);
 }
 
 void warntensor_forget(void)
