@@ -5,6 +5,7 @@
  * trace, or the viewer's backward replay breaks: every block live at the end lies in a segment,
  * and each segment's blocks tile it exactly. */
 #include "export_memviz.h"
+#include "pickle.h"
 #include "vec.h"
 #include "outfile.h"
 #include "output.h"
@@ -16,173 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- the pickle writer ------------------------------------------------------------------- */
-
-enum {
-    K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME_US, K_FRAMES, K_FILENAME, K_LINE, K_NAME, K_COMPILE_CONTEXT,
-    K_USER_METADATA, K_CATEGORY, K_DEVICE_FREE, K_DEVICE, K_ADDRESS, K_TOTAL_SIZE, K_ALLOCATED_SIZE,
-    K_ACTIVE_SIZE, K_REQUESTED_SIZE, K_SEGMENT_TYPE, K_SEGMENT_POOL_ID, K_IS_EXPANDABLE, K_BLOCKS, K_STATE,
-    K_STAGE, V_ALLOC, V_FREE_REQUESTED, V_FREE_COMPLETED, V_SEGMENT_ALLOC, V_SEGMENT_FREE, V_OOM, V_SNAPSHOT,
-    V_ACTIVE_ALLOCATED, V_ACTIVE_PENDING_FREE, V_INACTIVE, V_LARGE, V_SMALL, V_NA, V_EMPTY, V_START, V_END, V_POOL, V_UNKNOWN, V_SEGMENT_MAP,
-    V_SEGMENT_UNMAP, NKEYS
-};
-
-static const char *const key_text[NKEYS] = {
-    "action", "addr", "size", "stream", "time_us", "frames", "filename", "line", "name", "compile_context",
-    "user_metadata", "category", "device_free", "device", "address", "total_size", "allocated_size",
-    "active_size", "requested_size", "segment_type", "segment_pool_id", "is_expandable", "blocks", "state",
-    "stage", "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot",
-    "active_allocated", "active_pending_free", "inactive", "large", "small", "N/A", "", "START", "END", "gmshim pool", "unknown",
-    "segment_map", "segment_unmap"};
-
-#define PK_BATCH 1000   /* items per APPENDS / SETITEMS, as Python's pickler (and JS spread limits) */
-#define PK_DEPTH 16
-
-typedef struct pk {
-    FILE *f;
-    uint32_t memo;                /* next memo index */
-    uint32_t key[NKEYS];          /* memo index + 1 of each interned string */
-    uint32_t count[PK_DEPTH];     /* items of each open list since its last APPENDS */
-    int depth;
-} pk_t;
-
-static void pk_byte(pk_t *p, int c)
-{
-    fputc(c, p->f);
-}
-
-static void pk_u32(pk_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        pk_byte(p, (int)(v >> (8 * i)) & 0xff);
-}
-
-static uint32_t pk_memoize(pk_t *p)
-{
-    pk_byte(p, 0x94);
-    return p->memo++;
-}
-
-static void pk_get(pk_t *p, uint32_t idx)
-{
-    if (idx < 256) {
-        pk_byte(p, 'h');
-        pk_byte(p, (int)idx);
-    } else {
-        pk_byte(p, 'j');
-        pk_u32(p, idx);
-    }
-}
-
-static void pk_int(pk_t *p, uint64_t v)
-{
-    if (v < 256) {
-        pk_byte(p, 'K');
-        pk_byte(p, (int)v);
-    } else if (v < 65536) {
-        pk_byte(p, 'M');
-        pk_byte(p, (int)(v & 0xff));
-        pk_byte(p, (int)(v >> 8));
-    } else if (v < 0x80000000u) {
-        pk_byte(p, 'J');
-        pk_u32(p, (uint32_t)v);
-    } else { /* LONG1: little-endian two's complement, a zero byte when the top bit is set */
-        uint8_t b[9];
-        int n = 0;
-        for (uint64_t x = v; x; x >>= 8)
-            b[n++] = (uint8_t)(x & 0xff);
-        if (b[n - 1] & 0x80)
-            b[n++] = 0;
-        pk_byte(p, 0x8a);
-        pk_byte(p, n);
-        fwrite(b, 1, (size_t)n, p->f);
-    }
-}
-
-/* A str: the log's bytes as valid UTF-8 (a bad byte becomes U+FFFD), whatever they were. */
-static void pk_str(pk_t *p, const char *s)
-{
-    const unsigned char *u = (const unsigned char *)(s ? s : "");
-    size_t n = strlen((const char *)u), out = 0;
-    for (size_t i = 0; i < n;) {
-        int k = xr_utf8_len(u + i, n - i);
-        out += k ? (size_t)k : 3;
-        i += k ? (size_t)k : 1;
-    }
-    if (out < 256) {
-        pk_byte(p, 0x8c);
-        pk_byte(p, (int)out);
-    } else {
-        pk_byte(p, 'X');
-        pk_u32(p, (uint32_t)out);
-    }
-    for (size_t i = 0; i < n;) {
-        int k = xr_utf8_len(u + i, n - i);
-        if (k)
-            fwrite(u + i, 1, (size_t)k, p->f);
-        else
-            fwrite("\xef\xbf\xbd", 1, 3, p->f);
-        i += k ? (size_t)k : 1;
-    }
-}
-
-/* One of the strings every event repeats: written once, then fetched from the memo. */
-static void pk_key(pk_t *p, int k)
-{
-    if (p->key[k]) {
-        pk_get(p, p->key[k] - 1);
-        return;
-    }
-    pk_str(p, key_text[k]);
-    p->key[k] = pk_memoize(p) + 1;
-}
-
-static void pk_dict(pk_t *p)
-{
-    pk_byte(p, '}');
-    pk_byte(p, '(');
-}
-
-static void pk_dict_end(pk_t *p)
-{
-    pk_byte(p, 'u');
-}
-
-/* A list; with `memo`, its memo index (memoized before the MARK, where the unpickler's stack
- * top is the list) is stored there. */
-static void pk_list_memo(pk_t *p, uint32_t *memo)
-{
-    pk_byte(p, ']');
-    if (memo)
-        *memo = pk_memoize(p) + 1;
-    if (p->depth < PK_DEPTH)
-        p->count[p->depth] = 0;
-    p->depth++;
-    pk_byte(p, '(');
-}
-
-/* Before each item of the innermost open list. */
-static void pk_item(pk_t *p)
-{
-    int d = p->depth - 1;
-    if (d >= 0 && d < PK_DEPTH && p->count[d]++ == PK_BATCH) {
-        pk_byte(p, 'e');
-        pk_byte(p, '(');
-        p->count[d] = 1;
-    }
-}
-
-static void pk_list(pk_t *p)
-{
-    pk_list_memo(p, NULL);
-}
-
-static void pk_list_end(pk_t *p)
-{
-    pk_byte(p, 'e');
-    p->depth--;
-}
-
 /* ---- the snapshot ------------------------------------------------------------------------- */
 
 typedef struct mv_mark {
@@ -191,7 +25,7 @@ typedef struct mv_mark {
 } mv_mark_t;
 
 typedef struct mv {
-    pk_t pk;
+    pickle_t pk;
     const export_opts_t *o;
     const rd_log_t *lf;
     const model_t *m;
@@ -216,17 +50,17 @@ static uint64_t time_us(const mv_t *v, uint64_t t)
 /* A native frame: the function, its source file (or the module), its line. */
 static void frame_dict(mv_t *v, const site_frame_t *fr)
 {
-    pk_t *p = &v->pk;
-    pk_item(p);
-    pk_dict(p);
+    pickle_t *p = &v->pk;
+    pickle_item(p);
+    pickle_dict(p);
     char name[SITE_NAME_MAX * 4];
-    pk_key(p, K_NAME);
-    pk_str(p, site_frame_name(fr, name, sizeof name));
-    pk_key(p, K_FILENAME);
-    pk_str(p, fr->file ? fr->file : fr->module ? fr->module : "??");
-    pk_key(p, K_LINE);
-    pk_int(p, fr->line);
-    pk_dict_end(p);
+    pickle_key(p, K_NAME);
+    pickle_str(p, site_frame_name(fr, name, sizeof name));
+    pickle_key(p, K_FILENAME);
+    pickle_str(p, fr->file ? fr->file : fr->module ? fr->module : "??");
+    pickle_key(p, K_LINE);
+    pickle_int(p, fr->line);
+    pickle_dict_end(p);
 }
 
 /* A site's frames, innermost first: the native ones (the allocation is made in native code),
@@ -234,73 +68,73 @@ static void frame_dict(mv_t *v, const site_frame_t *fr)
  * Written once; later a memo fetch. */
 static void frames(mv_t *v, uint32_t site)
 {
-    pk_t *p = &v->pk;
+    pickle_t *p = &v->pk;
     const model_sitedef_t *s = site ? model_site(v->m, site) : NULL;
     size_t idx = s ? (size_t)(s - v->m->sites) : 0;
     uint32_t *memo = s ? &v->site_memo[idx] : &v->empty_frames;
     if (*memo) {
-        pk_get(p, *memo - 1);
+        pickle_get(p, *memo - 1);
         return;
     }
     site_frame_t *fr = malloc(SITE_MAX_FRAMES * sizeof *fr);
     size_t n = fr && s ? site_frames(v->m, site, fr, SITE_MAX_FRAMES) : 0;
     size_t npy = s && s->npy < n ? s->npy : n;
     int order = v->o->python_frames;
-    pk_list_memo(p, memo);
+    pickle_list_memo(p, memo);
     for (size_t i = 0; order != SITE_PY_RECORDED && i < npy; i++)
         frame_dict(v, &fr[i]);
     for (size_t i = npy; i < n && !(order == SITE_PY_ONLY && npy); i++)
         frame_dict(v, &fr[i]);
     for (size_t i = 0; order == SITE_PY_RECORDED && i < npy; i++)
         frame_dict(v, &fr[i]);
-    pk_list_end(p);
+    pickle_list_end(p);
     free(fr);
 }
 
 static void entry_begin(mv_t *v, int action, uint64_t t)
 {
-    pk_t *p = &v->pk;
-    pk_item(p);
-    pk_dict(p);
-    pk_key(p, K_ACTION);
-    pk_key(p, action);
-    pk_key(p, K_TIME_US);
-    pk_int(p, time_us(v, t));
-    pk_key(p, K_COMPILE_CONTEXT);
-    pk_key(p, V_NA);
-    pk_key(p, K_USER_METADATA);
-    pk_key(p, V_EMPTY);
+    pickle_t *p = &v->pk;
+    pickle_item(p);
+    pickle_dict(p);
+    pickle_key(p, K_ACTION);
+    pickle_key(p, action);
+    pickle_key(p, K_TIME_US);
+    pickle_int(p, time_us(v, t));
+    pickle_key(p, K_COMPILE_CONTEXT);
+    pickle_key(p, V_NA);
+    pickle_key(p, K_USER_METADATA);
+    pickle_key(p, V_EMPTY);
     v->entries++;
 }
 
 static void entry_end(mv_t *v, uint64_t stream, uint32_t site)
 {
-    pk_t *p = &v->pk;
-    pk_key(p, K_STREAM);
-    pk_int(p, stream);
-    pk_key(p, K_FRAMES);
+    pickle_t *p = &v->pk;
+    pickle_key(p, K_STREAM);
+    pickle_int(p, stream);
+    pickle_key(p, K_FRAMES);
     frames(v, site);
-    pk_dict_end(p);
+    pickle_dict_end(p);
 }
 
 static void category(mv_t *v, const xr_t *x, const xr_block_t *b)
 {
     if (!v->categories)
         return;
-    pk_key(&v->pk, K_CATEGORY);
+    pickle_key(&v->pk, K_CATEGORY);
     if (b->kind == GMLOG_KIND_POOL)
-        pk_key(&v->pk, V_POOL);
+        pickle_key(&v->pk, V_POOL);
     else
-        pk_str(&v->pk, x->dev[b->dev].lib[b->lib]);
+        pickle_str(&v->pk, x->dev[b->dev].lib[b->lib]);
 }
 
 static void block_entry(mv_t *v, const xr_t *x, int action, const xr_block_t *b, uint64_t t, uint32_t site)
 {
     entry_begin(v, action, t);
-    pk_key(&v->pk, K_ADDR);
-    pk_int(&v->pk, b->ptr);
-    pk_key(&v->pk, K_SIZE);
-    pk_int(&v->pk, b->size);
+    pickle_key(&v->pk, K_ADDR);
+    pickle_int(&v->pk, b->ptr);
+    pickle_key(&v->pk, K_SIZE);
+    pickle_int(&v->pk, b->size);
     category(v, x, b);
     entry_end(v, b->stream, site);
 }
@@ -308,10 +142,10 @@ static void block_entry(mv_t *v, const xr_t *x, int action, const xr_block_t *b,
 static void segment_entry(mv_t *v, int action, uint64_t base, uint64_t size, uint64_t t, uint32_t site)
 {
     entry_begin(v, action, t);
-    pk_key(&v->pk, K_ADDR);
-    pk_int(&v->pk, base);
-    pk_key(&v->pk, K_SIZE);
-    pk_int(&v->pk, size);
+    pickle_key(&v->pk, K_ADDR);
+    pickle_int(&v->pk, base);
+    pickle_key(&v->pk, K_SIZE);
+    pickle_int(&v->pk, size);
     entry_end(v, 0, site);
 }
 
@@ -376,10 +210,10 @@ static void on_oom(mv_t *v, const xr_event_t *e)
     const gmlog_oom_t *r = (const gmlog_oom_t *)e->rec->p;
     flush_segment(v, NULL);
     entry_begin(v, V_OOM, e->rec->t);
-    pk_key(&v->pk, K_SIZE);
-    pk_int(&v->pk, r->request);
-    pk_key(&v->pk, K_DEVICE_FREE);
-    pk_int(&v->pk, r->driver_free);
+    pickle_key(&v->pk, K_SIZE);
+    pickle_int(&v->pk, r->request);
+    pickle_key(&v->pk, K_DEVICE_FREE);
+    pickle_int(&v->pk, r->driver_free);
     entry_end(v, 0, r->site);
 }
 
@@ -459,20 +293,20 @@ static int by_ptr(const void *a, const void *b)
 /* A block's state in PyTorch's words: V_ACTIVE_ALLOCATED, V_ACTIVE_PENDING_FREE or V_INACTIVE. */
 static void block_dict(mv_t *v, uint64_t addr, uint64_t size, uint64_t req, int state, uint32_t site)
 {
-    pk_t *p = &v->pk;
-    pk_item(p);
-    pk_dict(p);
-    pk_key(p, K_ADDRESS);
-    pk_int(p, addr);
-    pk_key(p, K_SIZE);
-    pk_int(p, size);
-    pk_key(p, K_REQUESTED_SIZE);
-    pk_int(p, req);
-    pk_key(p, K_STATE);
-    pk_key(p, state);
-    pk_key(p, K_FRAMES);
+    pickle_t *p = &v->pk;
+    pickle_item(p);
+    pickle_dict(p);
+    pickle_key(p, K_ADDRESS);
+    pickle_int(p, addr);
+    pickle_key(p, K_SIZE);
+    pickle_int(p, size);
+    pickle_key(p, K_REQUESTED_SIZE);
+    pickle_int(p, req);
+    pickle_key(p, K_STATE);
+    pickle_key(p, state);
+    pickle_key(p, K_FRAMES);
     frames(v, state != V_INACTIVE ? site : 0);
-    pk_dict_end(p);
+    pickle_dict_end(p);
 }
 
 typedef struct mv_seg {
@@ -497,7 +331,7 @@ static uint64_t block_part(const xr_block_t *b, uint64_t at, uint64_t end, uint6
 
 static void segment_dict(mv_t *v, const mv_seg_t *s)
 {
-    pk_t *p = &v->pk;
+    pickle_t *p = &v->pk;
     uint64_t end = s->base + s->size, used = 0, pending = 0, req = 0, at = s->base;
     for (size_t i = 0; i <= s->n; i++) {
         const xr_block_t *b = i < s->n ? s->blk[i] : s->carried;
@@ -511,34 +345,34 @@ static void segment_dict(mv_t *v, const mv_seg_t *s)
             req += r;
         }
     }
-    pk_item(p);
-    pk_dict(p);
-    pk_key(p, K_DEVICE);
-    pk_int(p, (uint64_t)s->dev);
-    pk_key(p, K_ADDRESS);
-    pk_int(p, s->base);
-    pk_key(p, K_TOTAL_SIZE);
-    pk_int(p, s->size);
-    pk_key(p, K_ALLOCATED_SIZE);
-    pk_int(p, used);
-    pk_key(p, K_ACTIVE_SIZE);
-    pk_int(p, used + pending);
-    pk_key(p, K_REQUESTED_SIZE);
-    pk_int(p, req);
-    pk_key(p, K_STREAM);
-    pk_int(p, s->stream);
-    pk_key(p, K_SEGMENT_TYPE);
-    pk_key(p, s->size <= (2u << 20) ? V_SMALL : V_LARGE);
-    pk_key(p, K_SEGMENT_POOL_ID);
-    pk_int(p, 0);
-    pk_int(p, s->graph);
-    pk_byte(p, 0x86);
-    pk_key(p, K_IS_EXPANDABLE);
-    pk_byte(p, s->expandable ? 0x88 : 0x89);
-    pk_key(p, K_FRAMES);
+    pickle_item(p);
+    pickle_dict(p);
+    pickle_key(p, K_DEVICE);
+    pickle_int(p, (uint64_t)s->dev);
+    pickle_key(p, K_ADDRESS);
+    pickle_int(p, s->base);
+    pickle_key(p, K_TOTAL_SIZE);
+    pickle_int(p, s->size);
+    pickle_key(p, K_ALLOCATED_SIZE);
+    pickle_int(p, used);
+    pickle_key(p, K_ACTIVE_SIZE);
+    pickle_int(p, used + pending);
+    pickle_key(p, K_REQUESTED_SIZE);
+    pickle_int(p, req);
+    pickle_key(p, K_STREAM);
+    pickle_int(p, s->stream);
+    pickle_key(p, K_SEGMENT_TYPE);
+    pickle_key(p, s->size <= (2u << 20) ? V_SMALL : V_LARGE);
+    pickle_key(p, K_SEGMENT_POOL_ID);
+    pickle_int(p, 0);
+    pickle_int(p, s->graph);
+    pickle_byte(p, 0x86);
+    pickle_key(p, K_IS_EXPANDABLE);
+    pickle_byte(p, s->expandable ? 0x88 : 0x89);
+    pickle_key(p, K_FRAMES);
     frames(v, s->site);
-    pk_key(p, K_BLOCKS);
-    pk_list(p);
+    pickle_key(p, K_BLOCKS);
+    pickle_list(p);
     if (s->carried) { /* the rest of a block that began in a page before */
         uint64_t r, size = block_part(s->carried, at, end, &r);
         block_dict(v, at, size, r, s->carried->pending ? V_ACTIVE_PENDING_FREE : V_ACTIVE_ALLOCATED, s->carried->site);
@@ -556,8 +390,8 @@ static void segment_dict(mv_t *v, const mv_seg_t *s)
     }
     if (at < end)
         block_dict(v, at, end - at, 0, V_INACTIVE, 0);
-    pk_list_end(p);
-    pk_dict_end(p);
+    pickle_list_end(p);
+    pickle_dict_end(p);
 }
 
 /* One device's segments: the pool's with their blocks; a pool block outside every segment, and
@@ -616,40 +450,40 @@ static int device_segments(mv_t *v, const xr_t *x, int dev)
 
 static void annotations(mv_t *v, uint64_t end_t, int dev)
 {
-    pk_t *p = &v->pk;
-    pk_list(p);
+    pickle_t *p = &v->pk;
+    pickle_list(p);
     for (size_t i = 0; i < v->nmarks; i++) {
         for (int stage = 0; stage < 2; stage++) { /* a mark opens an annotation the next one ends */
             uint64_t t = stage ? (i + 1 < v->nmarks ? v->marks[i + 1].t : end_t) : v->marks[i].t;
-            pk_item(p);
-            pk_dict(p);
-            pk_key(p, K_STAGE);
-            pk_key(p, stage ? V_END : V_START);
-            pk_key(p, K_NAME);
-            pk_str(p, v->marks[i].label);
-            pk_key(p, K_DEVICE);
-            pk_int(p, (uint64_t)dev);
-            pk_key(p, K_TIME_US);
-            pk_int(p, time_us(v, t));
-            pk_dict_end(p);
+            pickle_item(p);
+            pickle_dict(p);
+            pickle_key(p, K_STAGE);
+            pickle_key(p, stage ? V_END : V_START);
+            pickle_key(p, K_NAME);
+            pickle_str(p, v->marks[i].label);
+            pickle_key(p, K_DEVICE);
+            pickle_int(p, (uint64_t)dev);
+            pickle_key(p, K_TIME_US);
+            pickle_int(p, time_us(v, t));
+            pickle_dict_end(p);
         }
     }
-    pk_list_end(p);
+    pickle_list_end(p);
 }
 
 static void settings(mv_t *v)
 {
-    pk_t *p = &v->pk;
-    pk_dict(p);
-    pk_str(p, "PYTORCH_CUDA_ALLOC_CONF");
-    pk_key(p, V_EMPTY);
-    pk_str(p, "expandable_segments");
-    pk_byte(p, 0x89);
-    pk_str(p, "written_by");
-    pk_str(p, "gmshim " GMSHIM_VERSION_STRING);
-    pk_str(p, "gmshim_log");
-    pk_str(p, v->lf->name);
-    pk_dict_end(p);
+    pickle_t *p = &v->pk;
+    pickle_dict(p);
+    pickle_str(p, "PYTORCH_CUDA_ALLOC_CONF");
+    pickle_key(p, V_EMPTY);
+    pickle_str(p, "expandable_segments");
+    pickle_byte(p, 0x89);
+    pickle_str(p, "written_by");
+    pickle_str(p, "gmshim " GMSHIM_VERSION_STRING);
+    pickle_str(p, "gmshim_log");
+    pickle_str(p, v->lf->name);
+    pickle_dict_end(p);
 }
 
 /* One pass over the log for device d: its trace. The last pass's replay is kept (*keep) for
@@ -669,19 +503,19 @@ static int device_trace(mv_t *v, rd_log_t *lf, int d, xr_t **keep)
     v->dev = d;
     v->in_window = !v->o->from;
     v->seg_waiting = 0;
-    pk_item(&v->pk);
-    pk_list(&v->pk);
+    pickle_item(&v->pk);
+    pickle_list(&v->pk);
     int rc = xr_run(x, lf, v->m, each_event, v);
     flush_segment(v, NULL);
     if (v->categories && v->entries) { /* MemoryViz.js needs "unknown" among the categories */
         entry_begin(v, V_SNAPSHOT, x->last_t);
-        pk_key(&v->pk, K_SIZE);
-        pk_int(&v->pk, 0);
-        pk_key(&v->pk, K_CATEGORY);
-        pk_key(&v->pk, V_UNKNOWN);
+        pickle_key(&v->pk, K_SIZE);
+        pickle_int(&v->pk, 0);
+        pickle_key(&v->pk, K_CATEGORY);
+        pickle_key(&v->pk, V_UNKNOWN);
         entry_end(v, 0, 0);
     }
-    pk_list_end(&v->pk);
+    pickle_list_end(&v->pk);
     v->collect_marks = 0;
     if (*keep) {
         xr_free(*keep);
@@ -702,47 +536,47 @@ static int outside_memory(const model_t *m)
 
 static int snapshot(mv_t *v, rd_log_t *lf)
 {
-    pk_t *p = &v->pk;
+    pickle_t *p = &v->pk;
     const model_t *m = v->m;
     int ndev = m->ndev > 0 ? m->ndev : 1, first = -1;
     xr_t *x = NULL;
-    pk_byte(p, 0x80);
-    pk_byte(p, 4);
-    pk_dict(p);
-    pk_str(p, "device_traces");
-    pk_list(p);
+    pickle_byte(p, 0x80);
+    pickle_byte(p, 4);
+    pickle_dict(p);
+    pickle_str(p, "device_traces");
+    pickle_list(p);
     v->collect_marks = 1;
     for (int d = 0; d < ndev; d++) {
         int wanted = m->dev[d] && (v->o->device < 0 || v->o->device == d);
         if (wanted && first < 0)
             first = d;
         if (!wanted) {
-            pk_item(p);
-            pk_list(p);
-            pk_list_end(p);
+            pickle_item(p);
+            pickle_list(p);
+            pickle_list_end(p);
         } else if (device_trace(v, lf, d, &x)) {
             return -1;
         }
     }
-    pk_list_end(p);
+    pickle_list_end(p);
     if (!x) { /* no device (or not the one asked for): the state is still a replay's */
         v->dev = -1;
         x = calloc(1, sizeof *x);
         if (!x || xr_run(x, lf, m, each_event, v))
             return -1;
     }
-    pk_str(p, "segments");
-    pk_list(p);
+    pickle_str(p, "segments");
+    pickle_list(p);
     for (int d = 0; d < ndev; d++)
         if (m->dev[d] && (v->o->device < 0 || v->o->device == d) && device_segments(v, x, d))
             return -1;
-    pk_list_end(p);
-    pk_str(p, "external_annotations");
+    pickle_list_end(p);
+    pickle_str(p, "external_annotations");
     annotations(v, x->last_t, first < 0 ? 0 : first);
-    pk_str(p, "allocator_settings");
+    pickle_str(p, "allocator_settings");
     settings(v);
-    pk_dict_end(p);
-    pk_byte(p, '.');
+    pickle_dict_end(p);
+    pickle_byte(p, '.');
     xr_free(x);
     free(x);
     return 0;
