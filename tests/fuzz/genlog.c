@@ -72,8 +72,8 @@ static uint64_t rnd(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: genlog OUT.gmlog [EVENTS] [THREADS]\n");
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: genlog OUT.gmlog [EVENTS] [THREADS] [steps|random|loop]\n");
         return 2;
     }
     uint64_t events = argc > 2 ? strtoull(argv[2], NULL, 10) : 100000000ull;
