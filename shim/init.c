@@ -6,6 +6,7 @@
 #include "cut.h"
 #include "device.h"
 #include "diag.h"
+#include "drvmem.h"
 #include "evlog.h"
 #include "ledger.h"
 #include "options.h"
@@ -69,6 +70,7 @@ static void fork_child(void)
     trim_forget();
     warn_forget();
     ledger_forget();
+    drvmem_forget();
     __atomic_store_n(&gm_state, GM_CHILD, __ATOMIC_RELEASE);
 }
 
