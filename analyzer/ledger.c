@@ -362,7 +362,7 @@ const ledger_set_t *ledger_of(const model_t *m)
     return set;
 }
 
-const ledger_t *ledger_oom(const ledger_set_t *s, uint64_t seq)
+const ledger_t *ledger_at_oom(const ledger_set_t *s, uint64_t seq)
 {
     for (size_t i = 0; s && i < s->nooms; i++)
         if (s->ooms[i].seq == seq)

@@ -57,7 +57,7 @@ typedef struct ledger_set {
  * LEDGER records or the replay ran out of memory). Thread-safe. */
 const ledger_set_t *ledger_of(const model_t *m);
 /* The ledger of the OOM at record seq, or NULL. */
-const ledger_t *ledger_oom(const ledger_set_t *s, uint64_t seq);
+const ledger_t *ledger_at_oom(const ledger_set_t *s, uint64_t seq);
 /* A term's words: "tensors", "library libnccl.so.2", "process 4242 `python eval.py`". */
 const char *ledger_term_label(const ledger_term_t *t, int torch, char *buf, size_t len);
 /* The term outside the pool that decides an OOM of `request` bytes: the largest of the other

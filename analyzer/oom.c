@@ -165,7 +165,7 @@ static void plan_split_text(FILE *f, const cause_t *c)
 /* The card at the failure, and the term outside the pool that decided it, with its remedy. */
 static void card_text(FILE *f, const model_t *m, const model_oom_t *o)
 {
-    const ledger_t *l = o->history ? NULL : ledger_oom(ledger_of(m), o->seq);
+    const ledger_t *l = o->history ? NULL : ledger_at_oom(ledger_of(m), o->seq);
     if (!l)
         return;
     char a[32], lbl[160], rem[320];
@@ -181,7 +181,7 @@ static void card_text(FILE *f, const model_t *m, const model_oom_t *o)
 
 static void card_json(json_t *j, const model_t *m, const model_oom_t *o)
 {
-    const ledger_t *l = o->history ? NULL : ledger_oom(ledger_of(m), o->seq);
+    const ledger_t *l = o->history ? NULL : ledger_at_oom(ledger_of(m), o->seq);
     if (!l)
         return;
     char lbl[160], rem[320];
