@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NVML_SUCCESS 0
@@ -124,20 +125,26 @@ static int add_list(void *dev, procs_fn fn, int v1, nvml_proc_t *out, int n, int
 {
     if (!fn)
         return n;
-    static __thread union { nvml_proc_v1_t a[PROCS_MAX]; nvml_proc_v2_t b[PROCS_MAX]; } buf;
-    unsigned count = PROCS_MAX;
-    int r = fn(dev, &count, v1 ? (void *)buf.a : (void *)buf.b);
-    if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE)
+    /* On the heap: no thread-local buffer (a library loaded by dlopen has little static TLS). */
+    union procs { nvml_proc_v1_t a[PROCS_MAX]; nvml_proc_v2_t b[PROCS_MAX]; } *buf = malloc(sizeof *buf);
+    if (!buf)
         return n;
+    unsigned count = PROCS_MAX;
+    int r = fn(dev, &count, v1 ? (void *)buf->a : (void *)buf->b);
+    if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE) {
+        free(buf);
+        return n;
+    }
     if (count > PROCS_MAX)
         count = PROCS_MAX; /* insufficient size: the first PROCS_MAX were not written; none */
     if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+        free(buf);
         *all += (int)count;
         return n;
     }
     for (unsigned i = 0; i < count; i++) {
-        uint32_t pid = v1 ? buf.a[i].pid : buf.b[i].pid;
-        unsigned long long used = v1 ? buf.a[i].used : buf.b[i].used;
+        uint32_t pid = v1 ? buf->a[i].pid : buf->b[i].pid;
+        unsigned long long used = v1 ? buf->a[i].used : buf->b[i].used;
         int seen = 0;
         for (int k = 0; k < n && k < max && !seen; k++)
             seen = out[k].pid == pid;
@@ -147,6 +154,7 @@ static int add_list(void *dev, procs_fn fn, int v1, nvml_proc_t *out, int n, int
             out[n] = (nvml_proc_t){pid, used == NVML_NOT_AVAILABLE ? UINT64_MAX : (uint64_t)used};
         n++;
     }
+    free(buf);
     return n;
 }
 
