@@ -58,6 +58,7 @@ all: $(LIB) $(CLI) fake $(INTEG_BIN) $(BENCH_BIN)
 include tests/fake/fake.mk
 -include tests/fuzz/fuzz.mk
 -include tests/fake_cupti/fake_cupti.mk
+-include tests/fake_nvml/fake_nvml.mk
 include tests/failtest/failtest.mk
 
 $(BUILD) $(BUILD)/common $(BUILD)/shim $(BUILD)/analyzer $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/bench:

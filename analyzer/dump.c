@@ -397,6 +397,32 @@ static void tensor_fields(out_t *o, const rd_rec_t *r)
     f_u64(o, "pool", t->pool);
 }
 
+/* The card's ledger sample: the driver's and NVML's figures, then each other process. */
+static void ledger_fields(out_t *o, const rd_rec_t *r)
+{
+    static const char *const whys[] = {"?", "start", "oom", "mark", "periodic", "exit"};
+    const gmlog_ledger_t *x = (const gmlog_ledger_t *)r->p;
+    f_name(o, "why", r->flags < 6 ? whys[r->flags] : "?");
+    f_u64(o, "total", x->total);
+    f_u64(o, "driver_free", x->driver_free);
+    f_u64(o, "context", x->context);
+    f_u64(o, "self_used", x->self_used);
+    f_u64(o, "others", x->others);
+    f_u64(o, "status", x->status);
+    const gmlog_ledger_proc_t *p;
+    unsigned n = rd_ledger_procs(r, &p);
+    f_u64(o, "processes", n);
+    for (unsigned i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "pid%u", i);
+        f_u64(o, key, p[i].pid);
+        snprintf(key, sizeof key, "command%u", i);
+        f_u64(o, key, p[i].command);
+        snprintf(key, sizeof key, "used%u", i);
+        f_u64(o, key, p[i].used);
+    }
+}
+
 /* A record's fields after its time, thread, type and device. */
 static void fields(out_t *o, const rd_rec_t *r)
 {
@@ -437,6 +463,9 @@ static void fields(out_t *o, const rd_rec_t *r)
     case GMLOG_CUT:
     case GMLOG_AT:
         checkpoint_fields(o, r);
+        break;
+    case GMLOG_LEDGER:
+        ledger_fields(o, r);
         break;
     default:
         f_u64(o, "len", r->len);

@@ -534,6 +534,11 @@ static int step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         fn(x, &e, arg);
         return changed(x, r, 0, fn, arg);
     case GMLOG_EMPTY_CACHE: e.type = XR_EMPTY_CACHE; dev_of(x, r->device); break;
+    case GMLOG_LEDGER:
+        if (r->ckpt || !dev_of(x, r->device))
+            return 0;
+        e.type = XR_LEDGER;
+        break;
     default: return 0;
     }
     fn(x, &e, arg);
@@ -559,6 +564,8 @@ int xr_run(xr_t *x, rd_log_t *lf, const model_t *m, xr_fn fn, void *arg)
         x->events++;
         if (step(x, &r, fn, arg))
             return -1;
+        if (x->stop_events && x->events >= x->stop_events)
+            break;
     }
     return 0;
 }

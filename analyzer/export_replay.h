@@ -62,6 +62,7 @@ enum {
     XR_SEGMENT_MAP,               /* an expandable segment grew (seg: it, as it is now; rec: the
                                    * T_SEGMENT_MAP, with the pages) */
     XR_SEGMENT_UNMAP,             /* it shrank or split (seg: NULL; rec: the T_SEGMENT_UNMAP) */
+    XR_LEDGER,                    /* the card sampled (rec: the LEDGER record) */
 };
 
 typedef struct xr_event {
@@ -97,6 +98,7 @@ struct xr {
     int stop_mark_id;             /* stop after this mark (0: never) */
     const char *stop_mark_label;
     int stopped;
+    uint64_t stop_events;         /* stop once this many records were handed on (0: never) */
     char label[1024];
     ev_dec_t ev;                  /* the decoder (events.h), seeded with the model's PyTorch devices */
 };

@@ -7,6 +7,7 @@
 #include "causes.h"
 #include "advice.h"
 #include "oom.h"
+#include "ledger.h"
 #include "output.h"
 #include "sites.h"
 
@@ -161,6 +162,42 @@ static void plan_split_text(FILE *f, const cause_t *c)
     split_text(f, &c->split, "  ");
 }
 
+/* The card at the failure, and the term outside the pool that decided it, with its remedy. */
+static void card_text(FILE *f, const model_t *m, const model_oom_t *o)
+{
+    const ledger_t *l = o->history ? NULL : ledger_at_oom(ledger_of(m), o->seq);
+    if (!l)
+        return;
+    char a[32], lbl[160], rem[320];
+    fprintf(f, "  card     the device's %s at the failure:\n", rep_bytes(l->total, a));
+    ledger_text(f, l, "    ");
+    const ledger_term_t *t = ledger_deciding(l, o->rec.request);
+    if (t) {
+        fprintf(f, "  %soutside%s  %s held %s: without it the request would have fit\n", rep_red(), rep_reset(),
+                ledger_term_label(t, l->torch, lbl, sizeof lbl), rep_bytes(t->bytes, a));
+        fprintf(f, "  remedy   %s\n", ledger_remedy(t, rem, sizeof rem));
+    }
+}
+
+static void card_json(json_t *j, const model_t *m, const model_oom_t *o)
+{
+    const ledger_t *l = o->history ? NULL : ledger_at_oom(ledger_of(m), o->seq);
+    if (!l)
+        return;
+    char lbl[160], rem[320];
+    ledger_json(j, "ledger", l);
+    const ledger_term_t *t = ledger_deciding(l, o->rec.request);
+    if (!t)
+        return;
+    json_obj(j, "deciding_term");
+    json_str(j, "term", ledger_term_label(t, l->torch, lbl, sizeof lbl));
+    if (t->kind == LK_PROCESS)
+        json_u64(j, "pid", t->pid);
+    json_u64(j, "bytes", t->bytes);
+    json_str(j, "remedy", ledger_remedy(t, rem, sizeof rem));
+    json_obj_end(j);
+}
+
 static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsigned n)
 {
     FILE *f = c->out;
@@ -203,6 +240,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
                 rep_bytes(o->transient, b), epoch_label(m, o, lbl, sizeof lbl));
     }
     fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), replayed ? cz.why : v.why);
+    card_text(f, m, o);
     if (replayed && cz.cannot_tell[0])
         fprintf(f, "  %scannot tell%s: %s\n", rep_yellow(), rep_reset(), cz.cannot_tell);
     if (replayed)
@@ -332,6 +370,7 @@ static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
     json_bool(j, "replayed", replayed);
     if (replayed)
         cause_json(j, m, &cz);
+    card_json(j, m, o);
     json_obj(j, "evidence");
     json_u64(j, "request_rounded", v.request);
     json_u64(j, "available", v.available);

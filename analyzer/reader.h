@@ -210,6 +210,8 @@ unsigned rd_min_len(unsigned type);
 /* A name for a record type ("alloc", "free", ...), or NULL for unknown types. */
 const char *rd_type_name(unsigned type);
 
+/* A LEDGER record's other processes: how many its length holds of those it counts. */
+unsigned rd_ledger_procs(const rd_rec_t *rec, const gmlog_ledger_proc_t **procs);
 /* Tails of variable-length records, bounds-checked against rec->len. Each returns 0, or -1
  * when the counts in the record do not fit in it. */
 int rd_site_frames(const rd_rec_t *rec, const uint64_t **native, unsigned *nnative,

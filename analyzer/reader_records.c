@@ -114,11 +114,26 @@ void rd_swap_record(uint8_t *buf, unsigned len)
     case GMLOG_T_SEGMENT_UNMAP: case GMLOG_T_OOM:
         sw64(buf + 8), sw64(buf + 16), sw64(buf + 24), sw32(buf + 32), sw32(buf + 36);
         break;
+    case GMLOG_LEDGER:
+        for (unsigned o = 8; o < 48; o += 8)
+            sw64(buf + o);
+        sw32(buf + 48), sw32(buf + 52);
+        for (unsigned o = 56; o + 16 <= len; o += 16)
+            sw32(buf + o), sw32(buf + o + 4), sw64(buf + o + 8);
+        break;
     default:
         break;
     }
 }
 
+
+unsigned rd_ledger_procs(const rd_rec_t *rec, const gmlog_ledger_proc_t **procs)
+{
+    const gmlog_ledger_t *l = (const gmlog_ledger_t *)rec->p;
+    unsigned room = rec->len > sizeof *l ? (unsigned)((rec->len - sizeof *l) / sizeof **procs) : 0;
+    *procs = (const gmlog_ledger_proc_t *)(rec->p + sizeof *l);
+    return l->nprocs < room ? l->nprocs : room;
+}
 
 int rd_site_frames(const rd_rec_t *rec, const uint64_t **native, unsigned *nnative,
                    const gmlog_pyframe_t **py, unsigned *npy)

@@ -3,6 +3,7 @@
  * fences, unpooled and foreign allocations, warnings. It needs no per-site state, so it is the
  * fastest report: it must stay a single streaming pass. */
 #include "summary.h"
+#include "ledger.h"
 #include "output.h"
 
 #include <inttypes.h>
@@ -202,6 +203,9 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
         if (d->warnings[i])
             json_u64(j, warn_names[i], d->warnings[i]);
     json_obj_end(j);
+    const ledger_set_t *ls = ledger_of(m);
+    if (ls && d->id >= 0 && d->id < 255 && ls->peak[d->id].valid)
+        ledger_json(j, "ledger_at_peak", &ls->peak[d->id]);
 }
 
 void rep_summary_json(cli_ctx_t *c, const model_t *m)
@@ -351,6 +355,13 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
             if (d->warnings[i])
                 fprintf(f, " %s %s", warn_names[i], rep_count(d->warnings[i], a));
         fputc('\n', f);
+    }
+    const ledger_set_t *ls = ledger_of(m);
+    if (ls && d->id >= 0 && d->id < 255 && ls->peak[d->id].valid) {
+        const ledger_t *l = &ls->peak[d->id];
+        fprintf(f, "  card          at the peak of this process's use (%s into the run), the device's %s:\n",
+                rep_dur(l->t, a), rep_bytes(l->total, b));
+        ledger_text(f, l, "    ");
     }
 }
 

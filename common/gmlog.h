@@ -137,7 +137,8 @@ enum gmlog_type {
     GMLOG_T_SEGMENT_MAP = 29,
     GMLOG_T_SEGMENT_UNMAP = 30,
     GMLOG_T_OOM = 31,
-    GMLOG_TYPE_MAX = 31,         /* the writer's keep mask is 32 bits wide: widen it past 31 */
+    GMLOG_LEDGER = 32,           /* the card's memory outside the log's events: context, other processes */
+    GMLOG_TYPE_MAX = 32,         /* the writer's keep mask is 64 bits wide: widen it past 63 */
 };
 
 /* Allocation kinds (bits 2..4 of ALLOC and FREE flags). */
@@ -478,5 +479,51 @@ typedef struct gmlog_tensor {
     uint32_t site;               /* gmshim's call site, captured in the allocating thread */
     uint32_t pool;               /* 0: PyTorch's default pool; else a private pool (CUDA graph) */
 } gmlog_tensor_t;
+
+/* ---- the card's ledger (GMLOG_LEDGER) ------------------------------------------------------
+ * What the log's events cannot say about a device's memory, sampled by the shim (shim/ledger.c)
+ * at the device's first use, after each failed allocation, at marks (at most one a second) and
+ * every GMSHIM_LEDGER_INTERVAL: the driver's free bytes, the CUDA context and module code, this
+ * process's use and every other process's on the same GPU as NVML gives them. The analyzer adds
+ * the pool's and the libraries' figures from the events (analyzer/ledger.c). */
+enum gmlog_ledger_why {
+    GMLOG_LEDGER_START = 1,      /* the device's first use (the context term is measured here) */
+    GMLOG_LEDGER_OOM = 2,        /* an allocation failed (after its OOM record) */
+    GMLOG_LEDGER_MARK = 3,       /* a mark (gmshim_mark) */
+    GMLOG_LEDGER_PERIODIC = 4,   /* GMSHIM_LEDGER_INTERVAL */
+    GMLOG_LEDGER_EXIT = 5,
+};
+
+/* status bits */
+#define GMLOG_LEDGER_NVML 0x01          /* NVML answered: self_used, others and the entries hold */
+#define GMLOG_LEDGER_CTX_CREATED 0x02   /* context: the driver's free bytes before its creation less
+                                         * after (NVML before, the driver after) */
+#define GMLOG_LEDGER_CTX_FIRST 0x04     /* context: this process's use (NVML) at the device's first
+                                         * use, before gmshim's first allocation on it (the context
+                                         * existed already) */
+#define GMLOG_LEDGER_TRUNCATED 0x08     /* more processes than the record holds: others counts all */
+#define GMLOG_LEDGER_UNKNOWN_USE 0x10   /* a process NVML lists without its use (another container) */
+
+#define GMLOG_LEDGER_MAX_PROCS 64
+#define GMLOG_UNKNOWN UINT64_MAX
+
+/* GMLOG_LEDGER, 56 bytes + 16 per process; h.flags = why (enum gmlog_ledger_why). */
+typedef struct gmlog_ledger {
+    gmlog_rec_t h;               /* the CUDA device */
+    uint64_t total;              /* the device's memory (the driver's) */
+    uint64_t driver_free;        /* the driver's free bytes now (GMLOG_UNKNOWN: not read) */
+    uint64_t context;            /* the CUDA context and module code (status says how); 0: unknown */
+    uint64_t self_used;          /* NVML: this process's use of the device (GMLOG_UNKNOWN: not given) */
+    uint64_t others;             /* NVML: every other process's use, summed (GMLOG_UNKNOWN: no NVML) */
+    uint32_t nprocs;             /* gmlog_ledger_proc_t entries that follow (other processes) */
+    uint32_t status;             /* GMLOG_LEDGER_* bits */
+} gmlog_ledger_t;
+
+typedef struct gmlog_ledger_proc {
+    uint32_t pid;                /* as NVML gives it (another PID namespace's, perhaps) */
+    uint32_t command;            /* string id (GMLOG_STRING) of its command line, arguments joined
+                                  * by spaces; 0: unknown (not in this PID namespace) */
+    uint64_t used;               /* bytes (GMLOG_UNKNOWN: NVML does not say) */
+} gmlog_ledger_proc_t;
 
 #endif

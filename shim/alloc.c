@@ -9,6 +9,7 @@
 #include "fallback.h"
 #include "fencepol.h"
 #include "hit.h"
+#include "ledger.h"
 #include "logrec.h"
 #include "options.h"
 #include "real.h"
@@ -45,6 +46,14 @@ static void set_last_error(cudaError_t err)
     devctx_leave(&c);
 }
 
+/* A failed allocation: the card's ledger sampled now, outside every pool lock. */
+static GM_NOINLINE cudaError_t oom_sampled(int dev, cudaError_t err)
+{
+    if (err == cudaErrorMemoryAllocation)
+        ledger_oom(dev);
+    return err;
+}
+
 cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
 {
     if (unlikely(!out || size == 0 || size > GM_MAX_REQUEST || alloc_state() == GM_CHILD))
@@ -60,12 +69,17 @@ cudaError_t alloc_malloc(void **out, size_t size, const void *caller)
     hint_device = dev;
     torchload_note_malloc(caller); /* PyTorch's allocator: follow it from inside (torchload.h) */
     uint32_t site = stacks_site_from(caller);
-    if (alloc_state() != GM_POOLED)
-        return device_alloc_pass(d, size, site, gm_now_ns(), out);
+    if (alloc_state() != GM_POOLED) {
+        cudaError_t err = device_alloc_pass(d, size, site, gm_now_ns(), out);
+        return unlikely(err != cudaSuccess) ? oom_sampled(dev, err) : err;
+    }
     cudaError_t err = torchload_caching_caller(caller) ? device_alloc_exact(d, size, site, out)
                                                       : hit_alloc(d, size, site, out);
-    if (unlikely(err != cudaSuccess && alloc_state() == GM_PASSTHROUGH))
-        return device_alloc_pass(d, size, site, gm_now_ns(), out); /* gmshim gave up: the driver */
+    if (likely(err == cudaSuccess))
+        return err;
+    if (unlikely(alloc_state() == GM_PASSTHROUGH))
+        return oom_sampled(dev, device_alloc_pass(d, size, site, gm_now_ns(), out)); /* gmshim gave up */
+    oom_sampled(dev, err);
     if (err == cudaErrorMemoryAllocation && REAL_CALL(cudaPeekAtLastError) != err)
         set_last_error(err);
     return err;
@@ -207,6 +221,7 @@ GM_COLD void alloc_unpooled_oom(size_t size)
     }
     r.site = stacks_site();
     logrec_oom(dev, GMLOG_OOM_ASYNC, &r);
+    ledger_oom(dev);
 }
 
 void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)

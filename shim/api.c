@@ -6,6 +6,7 @@
 #include "evlog.h"
 #include "gmshim.h"
 #include "init.h"
+#include "ledger.h"
 #include "slowpath.h"
 #include "warn.h"
 
@@ -21,6 +22,7 @@ GM_EXPORT int gmshim_mark(const char *label)
     init_start();
     int rc = evlog_mark(label ? label : "", 0);
     warn_mark();
+    ledger_mark();
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include "devctx.h"
 #include "evlog.h"
 #include "fencepol.h"
+#include "ledger.h"
 #include "logrec.h"
 #include "options.h"
 #include "ranges.h"
@@ -71,6 +72,7 @@ static void log_device(gm_device_t *d, size_t free_bytes)
 
 static gm_device_t *device_create(int id)
 {
+    ledger_device_opening(id); /* before the runtime call that may create the context */
     fencepol_note_used(id);
     devctx_lock();
     gm_device_t *d = devctx_find_locked(id);
@@ -118,6 +120,7 @@ static gm_device_t *device_create(int id)
     log_device(d, free_bytes);
     if (d->limit)
         logrec_limit(d->id, device_limit(d));
+    ledger_device_opened(d);
     return d;
 }
 

@@ -13,9 +13,12 @@
  * stop GMSHIM_GPU_ORDER=auto. The driver's mapping calls (cuMemAddressReserve, cuMemCreate,
  * cuMemMap) handed out by cuGetProcAddress are wrapped too, for one thing only: PyTorch's
  * expandable segments make no cudaMalloc, so their first mapping is where the PyTorch bridge
- * attaches (torchload.h). */
+ * attaches (torchload.h). cuMemAlloc_v2 and cuMemFree_v2, handed out by cuGetProcAddress or
+ * dlsym, are wrapped to log what libraries with their own runtime take from the driver, named by
+ * the library (drvmem.h): the card's ledger. */
 #include "drvhooks.h"
 #include "alloc.h"
+#include "drvmem.h"
 #include "fencepol.h"
 #include "init.h"
 #include "torchload.h"
@@ -39,8 +42,11 @@ typedef cu_result_t (*proc2_fn)(const char *, void **, int, unsigned long long, 
 typedef cu_result_t (*reserve_fn)(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 typedef cu_result_t (*mem_create_fn)(unsigned long long *, size_t, const void *, unsigned long long);
 typedef cu_result_t (*mem_map_fn)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+typedef cu_result_t (*mem_alloc_fn)(unsigned long long *, size_t);
+typedef cu_result_t (*mem_free_fn)(unsigned long long);
 
-enum kind { K_CREATE, K_CREATE_PRIO, K_DESTROY, K_GREEN, K_PROC, K_PROC2, K_RESERVE, K_MEM_CREATE, K_MEM_MAP, K_COUNT };
+enum kind { K_CREATE, K_CREATE_PRIO, K_DESTROY, K_GREEN, K_PROC, K_PROC2, K_RESERVE, K_MEM_CREATE, K_MEM_MAP,
+            K_MEM_ALLOC, K_MEM_FREE, K_COUNT };
 #define COPIES 4 /* distinct driver functions one kind may come as (versions, aliases) */
 
 static const struct {
@@ -52,7 +58,8 @@ static const struct {
     {"cuGreenCtxStreamCreate", K_GREEN}, {"cuGetProcAddress", K_PROC},
     {"cuGetProcAddress_v2", K_PROC2},  /* the exported ones end here (exported_real's indexes) */
     {"cuMemAddressReserve", K_RESERVE}, {"cuMemCreate", K_MEM_CREATE},
-    {"cuMemMap", K_MEM_MAP},
+    {"cuMemMap", K_MEM_MAP},            {"cuMemAlloc_v2", K_MEM_ALLOC},
+    {"cuMemFree_v2", K_MEM_FREE},
 };
 
 /* The driver's functions behind each wrapper copy (set once, by compare-and-swap). */
@@ -217,6 +224,25 @@ static void *wrap_proc_result(const char *symbol, void *fn, int version);
     {                                                                                             \
         mapping_made_by(__builtin_return_address(0));                                             \
         return ((mem_map_fn)real[K_MEM_MAP][i])(p, size, offset, h, flags);                       \
+    }                                                                                             \
+    static cu_result_t mem_alloc_##i(unsigned long long *p, size_t size)                          \
+    {                                                                                             \
+        if (!gm_enter())                                                                          \
+            return ((mem_alloc_fn)real[K_MEM_ALLOC][i])(p, size);                                 \
+        uint64_t t0 = gm_now_ns();                                                                \
+        cu_result_t r = ((mem_alloc_fn)real[K_MEM_ALLOC][i])(p, size);                            \
+        drvmem_alloc(r, r == 0 && p ? *p : 0, size, t0);                                          \
+        gm_leave();                                                                               \
+        return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t mem_free_##i(unsigned long long p)                                         \
+    {                                                                                             \
+        if (!gm_enter())                                                                          \
+            return ((mem_free_fn)real[K_MEM_FREE][i])(p);                                         \
+        drvmem_free(p);                                                                           \
+        cu_result_t r = ((mem_free_fn)real[K_MEM_FREE][i])(p);                                    \
+        gm_leave();                                                                               \
+        return r;                                                                                 \
     }
 COPY(0)
 COPY(1)
@@ -228,6 +254,7 @@ static void *const copies[K_COUNT][COPIES] = {
     COPIES_OF(create), COPIES_OF(create_prio), COPIES_OF(destroy),
     COPIES_OF(green),  COPIES_OF(proc),        COPIES_OF(proc2),
     COPIES_OF(reserve), COPIES_OF(mem_create), COPIES_OF(mem_map),
+    COPIES_OF(mem_alloc), COPIES_OF(mem_free),
 };
 
 GM_UNCHECKED static int same_name(const char *a, const char *b)
@@ -317,7 +344,8 @@ __attribute__((visibility("hidden"), used)) GM_UNCHECKED void *drvhooks_dlsym_fi
     int w = watched_index(name);
     /* The mapping calls only as cuGetProcAddress hands them out (PyTorch's path): gmshim's own
      * pool finds the driver's by dlsym and must get them, not its wrappers. */
-    if (w < 0 || watched[w].kind >= K_RESERVE || handle == RTLD_NEXT || !gm_real_dlsym)
+    enum kind k = w < 0 ? K_COUNT : watched[w].kind;
+    if (w < 0 || (k >= K_RESERVE && k <= K_MEM_MAP) || handle == RTLD_NEXT || !gm_real_dlsym)
         return NULL;
     void *fn = gm_real_dlsym(handle, name);
     return fn ? wrap(watched[w].kind, fn) : NULL;

@@ -6,7 +6,9 @@
 #include "cut.h"
 #include "device.h"
 #include "diag.h"
+#include "drvmem.h"
 #include "evlog.h"
+#include "ledger.h"
 #include "options.h"
 #include "real.h"
 #include "stacks.h"
@@ -67,6 +69,8 @@ static void fork_child(void)
     evlog_abandon();
     trim_forget();
     warn_forget();
+    ledger_forget();
+    drvmem_forget();
     __atomic_store_n(&gm_state, GM_CHILD, __ATOMIC_RELEASE);
 }
 
@@ -84,6 +88,7 @@ static void at_exit(void)
         return;
     trim_stop();
     warn_stop();
+    ledger_stop();
     stacks_note_totals();
     evlog_close(GMLOG_CLOSE_EXIT);
 }
@@ -123,6 +128,7 @@ static void init_impl(void)
     if (pooled)
         trim_start();
     warn_start(); /* pass-through too: its blocks, or PyTorch's tensors, are counted alike */
+    ledger_start();
 }
 
 void init_start(void)

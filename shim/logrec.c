@@ -135,3 +135,17 @@ void logrec_cut(int dev, const gmlog_cut_t *figures, uint64_t cut_ns, uint64_t n
     c.cut_ns = cut_ns;
     evlog_append(&c, sizeof c, now);
 }
+
+void logrec_ledger(int dev, unsigned why, const gmlog_ledger_t *fixed, const gmlog_ledger_proc_t *procs,
+                   unsigned nprocs)
+{
+    if (!evlog_enabled())
+        return;
+    gmlog_ledger_t rec = *fixed;
+    if (nprocs > GMLOG_LEDGER_MAX_PROCS)
+        nprocs = GMLOG_LEDGER_MAX_PROCS;
+    rec.nprocs = nprocs;
+    size_t tail = (size_t)nprocs * sizeof *procs;
+    evlog_hdr(&rec.h, GMLOG_LEDGER, sizeof rec + tail, dev, why);
+    evlog_append2(&rec, sizeof rec, procs, tail, gm_now_ns());
+}

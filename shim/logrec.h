@@ -28,6 +28,10 @@ void logrec_fence_wait(int dev, uint64_t seq, uint64_t now, uint64_t t0);
 void logrec_empty_cache(int dev, int reason, uint64_t bytes, unsigned segments, uint64_t t0);
 void logrec_reset(int dev, uint64_t reserved_bytes, uint64_t live_bytes);
 void logrec_capture(int dev, int event, uint64_t stream, uint64_t graph, uint32_t id, unsigned mode);
+/* The card's ledger for a device (GMLOG_LEDGER): `fixed` carries every field but the header, then
+ * nprocs other processes. */
+void logrec_ledger(int dev, unsigned why, const gmlog_ledger_t *fixed, const gmlog_ledger_proc_t *procs,
+                   unsigned nprocs);
 /* A checkpoint's device cut: `figures` carries every field but the header and cut_ns. */
 void logrec_cut(int dev, const gmlog_cut_t *figures, uint64_t cut_ns, uint64_t now);
 

@@ -104,8 +104,8 @@ void logstate_stop_writing(const char *why, int err);
  * does nothing. To fault extent `extent` of log generation `gen` in it calls fn (logring.c's);
  * -1 when the thread cannot run (the caller calls fn itself). A newer request replaces one not
  * yet served. */
-#define KEEP_MASK ((1u << GMLOG_SITE) | (1u << GMLOG_STRING) | (1u << GMLOG_MODULE) | \
-                   (1u << GMLOG_DEVICE) | (1u << GMLOG_LIMIT) | (1u << GMLOG_MARK) | (1u << GMLOG_OOM))
+#define KEEP_MASK ((1ull << GMLOG_SITE) | (1ull << GMLOG_STRING) | (1ull << GMLOG_MODULE) | \
+                   (1ull << GMLOG_DEVICE) | (1ull << GMLOG_LIMIT) | (1ull << GMLOG_MARK) | (1ull << GMLOG_OOM))
 void logstate_checkpoint_request(void);
 int logstate_request_populate(void (*fn)(size_t extent, unsigned gen), size_t extent, unsigned gen);
 void logstate_checkpoint_stop(void);

@@ -117,6 +117,13 @@ static option_row_t table[GM_OPT__COUNT] = {
         .doc = "print once to stderr when a device's low-water mark rises step after step (marks, else "
         "troughs of allocated bytes): the growth per step, the call site growing most, and when the "
         "device is full at that rate", .max = 1},
+    [GM_OPT_LEDGER] = {.name = "GMSHIM_LEDGER", .kind = GM_KIND_BOOL, .default_text = "1",
+        .doc = "sample the card for the ledger (docs/ledger.md): the driver's free bytes, the CUDA "
+        "context, and other processes on the same GPU through NVML where present; at each device's "
+        "first use, each failed allocation, marks and every GMSHIM_LEDGER_INTERVAL", .max = 1},
+    [GM_OPT_LEDGER_INTERVAL] = {.name = "GMSHIM_LEDGER_INTERVAL", .kind = GM_KIND_SECONDS, .default_text = "10",
+        .doc = "seconds between the ledger's periodic samples; 0 = only at first use, OOMs and marks",
+        .max = SECONDS_MAX_MS},
 };
 
 int options_parse_bool(const char *s, long long *out)

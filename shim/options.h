@@ -30,6 +30,8 @@ typedef enum gm_option {
     GM_OPT_CLOCK,
     GM_OPT_THREAD_CACHE,
     GM_OPT_WARN,
+    GM_OPT_LEDGER,
+    GM_OPT_LEDGER_INTERVAL,
     GM_OPT__COUNT
 } gm_option_t;
 

@@ -101,6 +101,15 @@ unsigned fakecuda_vmm_access(const void *p);
  * streams the driver makes now belong to it. */
 void fakecuda_private_context(int on);
 
+/* The card as the fake NVML shows it (tests/fake/fake_nvml.c): a device's capacity, this process's
+ * use of it (its context, FAKECUDA_CONTEXT, once made at the device's first memory call, and every
+ * allocation) and whether the context exists; 0, or -1 for no such device. */
+int fakecuda_card(int device, unsigned long long *capacity, unsigned long long *self_used, int *context_made);
+/* Other process i of FAKECUDA_OTHERS="PID:SIZE[:NAME],..." (on device 0, whose capacity they
+ * take): 0, or -1 past the last. */
+int fakecuda_other(int i, unsigned *pid, unsigned long long *bytes, const char **name);
+int fakecuda_device_count(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -43,6 +43,66 @@ static unsigned long long parse_size(const char *s)
     return 0;
 }
 
+static void fk_init(void);
+
+/* FAKECUDA_OTHERS="PID:SIZE[:NAME],...": other processes holding memory of device 0. */
+#define FK_MAX_OTHERS 8
+static struct { unsigned pid; unsigned long long bytes; char name[64]; } fk_others[FK_MAX_OTHERS];
+static int fk_nothers;
+
+static void parse_others(const char *e)
+{
+    char buf[1024];
+    if (!e || !*e || strlen(e) >= sizeof buf)
+        return;
+    strcpy(buf, e);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item && fk_nothers < FK_MAX_OTHERS; item = strtok_r(NULL, ",", &save)) {
+        char *size = strchr(item, ':');
+        if (!size)
+            continue;
+        *size++ = 0;
+        char *name = strchr(size, ':');
+        if (name)
+            *name++ = 0;
+        fk_others[fk_nothers].pid = (unsigned)strtoul(item, NULL, 10);
+        fk_others[fk_nothers].bytes = parse_size(size);
+        snprintf(fk_others[fk_nothers].name, sizeof fk_others[0].name, "%s", name ? name : "");
+        fk_dev[0].others += (size_t)fk_others[fk_nothers].bytes;
+        fk_nothers++;
+    }
+}
+
+int fakecuda_card(int device, unsigned long long *capacity, unsigned long long *self_used, int *context_made)
+{
+    pthread_once(&fk_once, fk_init);
+    if (device < 0 || device >= fk_ndev)
+        return -1;
+    pthread_mutex_lock(&fk_mu);
+    *capacity = fk_dev[device].capacity;
+    *self_used = fk_dev[device].st.bytes_in_use;
+    *context_made = fk_dev[device].context_made;
+    pthread_mutex_unlock(&fk_mu);
+    return 0;
+}
+
+int fakecuda_other(int i, unsigned *pid, unsigned long long *bytes, const char **name)
+{
+    pthread_once(&fk_once, fk_init);
+    if (i < 0 || i >= fk_nothers)
+        return -1;
+    *pid = fk_others[i].pid;
+    *bytes = fk_others[i].bytes;
+    *name = fk_others[i].name;
+    return 0;
+}
+
+int fakecuda_device_count(void)
+{
+    pthread_once(&fk_once, fk_init);
+    return fk_ndev;
+}
+
 /* In a child the parent's workers do not exist and fk_mu may be held by one of them: every
  * entry point checks fk_forked first and never takes the lock. */
 static void fk_atfork_child(void)
@@ -66,10 +126,15 @@ static void fk_init(void)
         else
             fprintf(stderr, "fakecuda: ignoring malformed FAKECUDA_MEM=%s\n", e);
     }
+    unsigned long long context = 0;
+    if ((e = getenv("FAKECUDA_CONTEXT")) && *e)
+        context = parse_size(e);
     for (int i = 0; i < FK_MAX_DEV; i++) {
         fk_dev[i].capacity = (size_t)cap;
+        fk_dev[i].context = (size_t)context;
         fk_dev[i].pool.device = i;
     }
+    parse_others(getenv("FAKECUDA_OTHERS"));
     pthread_atfork(NULL, NULL, fk_atfork_child);
 }
 

@@ -6,6 +6,7 @@
 #include "fake_internal.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <string.h>
 
 static char fk_contexts[FK_MAX_DEV];
@@ -81,6 +82,32 @@ static int green_stream_create(void **ph, void *green, unsigned flags, int prio)
     return cu_of(fk_stream_create((cudaStream_t *)ph, flags, prio));
 }
 
+/* cuMemAlloc_v2 / cuMemFree_v2, as a library with its own runtime reaches them: device memory
+ * counted against the device's capacity like the runtime's (CUDA_ERROR_OUT_OF_MEMORY = 2). */
+static int mem_alloc(unsigned long long *p, size_t n)
+{
+    if (fk_enter() != cudaSuccess)
+        return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+    void *out = NULL;
+    cudaError_t e = !p || !n ? cudaErrorInvalidValue : fk_dev_alloc(fk_cur_dev, n, FK_M_DEVICE, &out);
+    if (e == cudaSuccess)
+        *p = (unsigned long long)(uintptr_t)out;
+    pthread_mutex_unlock(&fk_mu);
+    return e == cudaSuccess ? 0 : e == cudaErrorMemoryAllocation ? 2 : 1;
+}
+
+static int mem_free(unsigned long long p)
+{
+    if (fk_enter() != cudaSuccess)
+        return 3;
+    struct fk_alloc *a = fk_find_alloc((void *)(uintptr_t)p);
+    int ok = a && a->base == (char *)(uintptr_t)p && a->kind == FK_M_DEVICE;
+    if (ok)
+        fk_dev_release(a);
+    pthread_mutex_unlock(&fk_mu);
+    return ok ? 0 : 1;
+}
+
 static int get_proc(const char *sym, void **pfn, int ver, unsigned long long flags);
 static int get_proc2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status);
 
@@ -97,6 +124,8 @@ static const struct {
     {"cuStreamCreateWithPriority", (void *)stream_create_prio},
     {"cuStreamDestroy", (void *)stream_destroy},
     {"cuGreenCtxStreamCreate", (void *)green_stream_create},
+    {"cuMemAlloc_v2", (void *)mem_alloc},
+    {"cuMemFree_v2", (void *)mem_free},
 };
 
 /* As libcuda: "cuGetProcAddress" asked for CUDA 12.5 or later is the _v2 one. */

@@ -129,6 +129,9 @@ struct fk_alloc {
 /* ---- devices ------------------------------------------------------------------------------- */
 struct fk_device {
     size_t capacity;
+    size_t context;             /* FAKECUDA_CONTEXT, charged at the device's first memory call */
+    int context_made;
+    size_t others;              /* FAKECUDA_OTHERS' bytes (device 0): other processes' */
     struct fakecuda_stats st;   /* st.bytes_in_use is the authoritative in-use count */
     struct CUstream_st *legacy;
     struct CUstream_st *streams;
@@ -175,6 +178,7 @@ cudaError_t fk_dev_alloc(int device, size_t n, int kind, void **out);
 void fk_dev_release(struct fk_alloc *a);
 void fk_free_ptr_if_live(void *p);              /* for deferred frees: ignore if already gone */
 void fk_device_reset_memory(int device);
+void fk_make_context(int device);           /* the device's context, once (fk_mu held) */
 int fk_charge(int device, size_t n);             /* 0, or -1 when over capacity */
 void fk_uncharge(int device, size_t n);
 /* A mapping of the driver's virtual memory calls (fake_vmm.c): a region of device memory that

@@ -113,10 +113,21 @@ static char *map_aligned(size_t n)
     return a;
 }
 
-int fk_charge(int device, size_t n)
+void fk_make_context(int device)
 {
     struct fk_device *d = &fk_dev[device];
-    if (d->st.bytes_in_use > d->capacity || n > d->capacity - d->st.bytes_in_use)
+    if (!d->context_made) {
+        d->context_made = 1;
+        d->st.bytes_in_use += d->context;
+    }
+}
+
+int fk_charge(int device, size_t n)
+{
+    fk_make_context(device);
+    struct fk_device *d = &fk_dev[device];
+    size_t cap = d->capacity > d->others ? d->capacity - d->others : 0;
+    if (d->st.bytes_in_use > cap || n > cap - d->st.bytes_in_use)
         return -1;
     d->st.bytes_in_use += n;
     if (d->st.bytes_in_use > d->st.peak_bytes)
@@ -306,6 +317,7 @@ void fk_device_reset_memory(int device)
     free(v);
     fk_vmm_reset(device);
     fk_dev[device].st.bytes_in_use = 0;
+    fk_dev[device].context_made = 0; /* the reset destroyed the context */
 }
 
 /* ---- cudaMalloc / cudaFree and relatives ------------------------------------------------- */
@@ -351,8 +363,10 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {
     FK_ENTER();
     struct fk_device *d = &fk_dev[fk_cur_dev];
+    fk_make_context(fk_cur_dev);
+    size_t used = d->st.bytes_in_use + d->others;
     if (free_bytes)
-        *free_bytes = d->capacity > d->st.bytes_in_use ? d->capacity - d->st.bytes_in_use : 0;
+        *free_bytes = d->capacity > used ? d->capacity - used : 0;
     if (total)
         *total = d->capacity;
     return fk_leave(cudaSuccess);

@@ -59,6 +59,7 @@ int main(void)
     srunner_add_suite(sr, analyzer_symbolize_suite());
     srunner_add_suite(sr, analyzer_json_suite());
     srunner_add_suite(sr, analyzer_oom_suite());
+    srunner_add_suite(sr, analyzer_ledger_suite());
     srunner_add_suite(sr, analyzer_cli_suite());
     srunner_add_suite(sr, analyzer_args_suite());
     srunner_add_suite(sr, analyzer_ranks_suite());

@@ -56,6 +56,7 @@ Suite *analyzer_model_suite(void);
 Suite *analyzer_symbolize_suite(void);
 Suite *analyzer_json_suite(void);
 Suite *analyzer_oom_suite(void);
+Suite *analyzer_ledger_suite(void);
 Suite *analyzer_plan_suite(void);
 Suite *analyzer_split_suite(void);
 Suite *analyzer_advice_suite(void);

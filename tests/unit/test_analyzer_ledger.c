@@ -1,0 +1,145 @@
+/* The card's ledger end to end: tests/integration/ledger_card under the preload with the fake
+ * NVML (another process holding 1.5 GiB, a 300 MiB context) and a library taking memory through
+ * the driver; `gmshim summary` and `gmshim oom` must name every term and add up to the card. */
+#include "suites.h"
+#include "test_analyzer_cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB (1ull << 20)
+
+static char logpath[4096];
+
+/* Runs ledger_card in `mode` with `extra` in its environment; its stdout and stderr. */
+static char *run_card(const char *mode, const char *extra)
+{
+    static char logenv[4200], libpath[4200];
+    snprintf(logpath, sizeof logpath, "%s/card.gmlog", temp_dir());
+    snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", logpath);
+    snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", build_path("fake_nvml"));
+    const char *argv[] = {build_path("tests/integration/ledger_card"), mode, NULL};
+    const char *env[] = {logenv, libpath, "FAKECUDA_MEM=4G", "FAKECUDA_CONTEXT=300M", extra, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, env, 1, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "expected OOM"), "ledger_card %s exited %d:\n%s", mode, rc, out);
+    return out;
+}
+
+static char *analyze(const char *cmd, int json)
+{
+    const char *argv[] = {build_path("gmshim"), json ? "--json" : "--color=never", cmd, logpath, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, NULL, 0, &out);
+    ck_assert_msg(rc == 0, "gmshim %s exited %d:\n%s", cmd, rc, out);
+    return out;
+}
+
+/* The JSON ledger object named `key` (its first one): its total and the sum of its terms. */
+static void ledger_sums(const char *json, const char *key, uint64_t *total, uint64_t *sum, unsigned *terms)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"%s\":{", key);
+    const char *l = strstr(json, want);
+    ck_assert_msg(l != NULL, "no %s in:\n%s", key, json);
+    const char *t = strstr(l, "\"total\":"), *end = strstr(l, "]");
+    ck_assert_msg(t && end, "a ledger without total or terms:\n%s", l);
+    *total = strtoull(t + 8, NULL, 10);
+    *sum = 0;
+    *terms = 0;
+    for (const char *b = strstr(l, "\"bytes\":"); b && b < end; b = strstr(b + 1, "\"bytes\":")) {
+        *sum += strtoull(b + 8, NULL, 10);
+        (*terms)++;
+    }
+}
+
+/* The bytes of the first term whose JSON object holds `needle` in the ledger named key. */
+static uint64_t term_bytes(const char *json, const char *key, const char *needle)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"%s\":{", key);
+    const char *l = strstr(json, want), *end = l ? strstr(l, "]") : NULL;
+    const char *n = l ? strstr(l, needle) : NULL;
+    if (!n || n > end)
+        return 0;
+    const char *b = strstr(n, "\"bytes\":");
+    return b && b < end ? strtoull(b + 8, NULL, 10) : 0;
+}
+
+START_TEST(test_every_term_of_the_card_adds_up_to_the_device_total)
+{
+    free(run_card("oom", NULL));
+    const char *keys[] = {"ledger_at_peak", "ledger"};
+    const char *cmds[] = {"summary", "oom"};
+    for (int k = 0; k < 2; k++) {
+        char *j = analyze(cmds[k], 1);
+        uint64_t total, sum;
+        unsigned n;
+        ledger_sums(j, keys[k], &total, &sum, &n);
+        ck_assert_msg(total == 4096 * MiB && sum == total && n >= 5,
+                      "%s: %u terms add up to %" PRIu64 " of %" PRIu64 ":\n%s", cmds[k], n, sum, total, j);
+        uint64_t lib = term_bytes(j, keys[k], "\"name\":\"libfakenccl.so\"");
+        uint64_t ctx = term_bytes(j, keys[k], "\"term\":\"context\"");
+        uint64_t proc = term_bytes(j, keys[k], "\"command\":\"sleep 60\"");
+        ck_assert_msg(lib == 640 * MiB, "%s: the library's term is %" PRIu64 ":\n%s", cmds[k], lib, j);
+        ck_assert_msg(ctx == 300 * MiB && strstr(strstr(j, "\"term\":\"context\""), "\"measured\":true"),
+                      "%s: the context is %" PRIu64 ", measured at its creation:\n%s", cmds[k], ctx, j);
+        ck_assert_msg(proc == 1536 * MiB, "%s: the other process held %" PRIu64 ":\n%s", cmds[k], proc, j);
+        free(j);
+    }
+}
+END_TEST
+
+START_TEST(test_an_oom_another_process_decides_names_it_with_its_remedy)
+{
+    free(run_card("oom", NULL));
+    char *t = analyze("oom", 0);
+    ck_assert_msg(strstr(t, "outside  another process, pid ") && strstr(t, "`sleep 60` held 1.50 GiB") &&
+                      strstr(t, "stop or move the other process"),
+                  "the OOM does not name the other process:\n%s", t);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_an_oom_a_librarys_buffers_decide_names_the_library)
+{
+    free(run_card("libheavy", NULL));
+    char *j = analyze("oom", 1);
+    const char *d = strstr(j, "\"deciding_term\":");
+    ck_assert_msg(d && strstr(d, "library libfakenccl.so") && strstr(d, "NCCL_BUFFSIZE"),
+                  "the library is not the deciding term:\n%s", j);
+    free(j);
+}
+END_TEST
+
+START_TEST(test_without_nvml_the_card_still_adds_up_and_nothing_is_printed)
+{
+    char *out = run_card("oom", "FAKE_NVML_FAIL=1");
+    ck_assert_msg(!strstr(out, "gmshim["), "NVML's failure printed something:\n%s", out);
+    free(out);
+    char *j = analyze("oom", 1);
+    uint64_t total, sum;
+    unsigned n;
+    ledger_sums(j, "ledger", &total, &sum, &n);
+    ck_assert_msg(sum == total && total == 4096 * MiB, "%" PRIu64 " of %" PRIu64 ":\n%s", sum, total, j);
+    ck_assert_msg(!strstr(j, "\"term\":\"process\"") && strstr(j, "\"term\":\"context\"") &&
+                      strstr(strstr(j, "\"term\":\"context\""), "\"measured\":false"),
+                  "without NVML: no process, the context inferred:\n%s", j);
+    free(j);
+}
+END_TEST
+
+Suite *analyzer_ledger_suite(void)
+{
+    Suite *s = suite_create("analyzer_ledger");
+    TCase *tc = tcase_create("card");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_every_term_of_the_card_adds_up_to_the_device_total);
+    tcase_add_test(tc, test_an_oom_another_process_decides_names_it_with_its_remedy);
+    tcase_add_test(tc, test_an_oom_a_librarys_buffers_decide_names_the_library);
+    tcase_add_test(tc, test_without_nvml_the_card_still_adds_up_and_nothing_is_printed);
+    suite_add_tcase(s, tc);
+    return s;
+}
