@@ -2,6 +2,7 @@
  * never reads what the arrays hold. */
 #include "vec.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,8 @@ void *vec_grow_raw(void *arr, size_t *cap, size_t need, size_t elem, size_t min)
         return arr;
     if (!elem)
         return NULL;
-    size_t max = SIZE_MAX / elem, ncap = *cap > min ? *cap : (min ? min : 1);
+    /* No object is larger than PTRDIFF_MAX bytes: larger needs are refused, not asked of realloc. */
+    size_t max = (size_t)PTRDIFF_MAX / elem, ncap = *cap > min ? *cap : (min ? min : 1);
     if (need > max)
         return NULL;
     while (ncap < need)
