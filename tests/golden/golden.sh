@@ -39,7 +39,7 @@ unset GMSHIM_SYMBOL_PATH GMSHIM_ANALYZER_THREADS NO_COLOR || true
 # makes opening any other absolute path fail (a module path recorded in a fixture, a system
 # library, a debug file), so each output is what a fresh clone on a new machine prints. A
 # sanitizer build's runtime ($GMSHIM_TEST_PRELOAD) must come first.
-CONFINED="LD_PRELOAD=${GMSHIM_TEST_PRELOAD:+$GMSHIM_TEST_PRELOAD }$CONFINE CONFINE_ROOTS=$ROOT:$BUILD"
+CONFINED="LD_PRELOAD=${GMSHIM_TEST_PRELOAD:+$GMSHIM_TEST_PRELOAD:}$CONFINE CONFINE_ROOTS=$ROOT:$BUILD"
 # shellcheck disable=SC2086 # the assignments split on purpose
 probe=$(env $CONFINED "$GMSHIM" summary /bin/sh 2>&1 > /dev/null || true)
 case $probe in
