@@ -268,6 +268,26 @@ static void compose(ledger_t *l, const model_t *m, const sample_t *s, uint64_t t
     }
 }
 
+/* ---- one moment, for the pictures ---------------------------------------------------------- */
+
+int ledger_now(const xr_t *x, const model_t *m, unsigned dev, const rd_rec_t *rec, ledger_t *l)
+{
+    memset(l, 0, sizeof *l);
+    if (dev >= GMLOG_NO_DEVICE || !rec || rec->len < sizeof(gmlog_ledger_t))
+        return -1;
+    sample_t *s = malloc(sizeof *s);
+    if (!s)
+        return -1;
+    keep_sample(s, rec);
+    l->dev = (int)dev;
+    l->t = rec->t;
+    pool_side(x, m, dev, l);
+    compose(l, m, s, x->dev[dev].total, 0, 0);
+    free(s);
+    l->valid = l->total != 0;
+    return l->valid ? 0 : -1;
+}
+
 /* ---- building and keeping ------------------------------------------------------------------- */
 
 static ledger_set_t *build(const model_t *m)
