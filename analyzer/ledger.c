@@ -434,6 +434,11 @@ static const char *kind_key(int kind)
     return kind >= 0 && kind <= LK_UNNAMED ? keys[kind] : "unnamed";
 }
 
+const char *ledger_term_key(const ledger_term_t *t)
+{
+    return kind_key(t->kind);
+}
+
 const ledger_term_t *ledger_deciding(const ledger_t *l, uint64_t request)
 {
     uint64_t free_bytes = 0;

@@ -63,6 +63,8 @@ int ledger_now(const xr_t *x, const model_t *m, unsigned dev, const rd_rec_t *re
 const ledger_t *ledger_at_oom(const ledger_set_t *s, uint64_t seq);
 /* A term's words: "tensors", "library libnccl.so.2", "process 4242 `python eval.py`". */
 const char *ledger_term_label(const ledger_term_t *t, int torch, char *buf, size_t len);
+/* A term's JSON key: "tensors", "library", "process"... */
+const char *ledger_term_key(const ledger_term_t *t);
 /* The term outside the pool that decides an OOM of `request` bytes: the largest of the other
  * processes, the libraries, the program's own allocations around the pool and the context whose
  * bytes with the free ones would have held the request; NULL when none would. */

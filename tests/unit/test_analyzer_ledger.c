@@ -131,6 +131,63 @@ START_TEST(test_without_nvml_the_card_still_adds_up_and_nothing_is_printed)
 }
 END_TEST
 
+/* gmshim or python3 with arguments up to NULL: exit status, output in *out. */
+static int runv(char **out, const char *const *args)
+{
+    return run_program(args, NULL, 0, out);
+}
+
+static char *read_file(const char *path)
+{
+    size_t n;
+    uint8_t *raw = gm_slurp(path, &n);
+    char *b = realloc(raw, n + 1);
+    ck_assert_msg(b != NULL, "out of memory reading %s", path);
+    b[n] = 0;
+    return b;
+}
+
+START_TEST(test_the_pictures_carry_the_cards_terms)
+{
+    free(run_card("oom", NULL));
+    char trace[4200], snap[4200], html[4200], svg[4200], *out = NULL;
+    snprintf(trace, sizeof trace, "%s/card.json", temp_dir());
+    snprintf(snap, sizeof snap, "%s/card.pickle", temp_dir());
+    snprintf(html, sizeof html, "%s/card.html", temp_dir());
+    snprintf(svg, sizeof svg, "%s/card.svg", temp_dir());
+    const char *gm = build_path("gmshim");
+    int rc = runv(&out, (const char *const[]){gm, "export", "perfetto", "-o", trace, logpath, NULL});
+    ck_assert_msg(rc == 0, "export perfetto exited %d:\n%s", rc, out);
+    free(out);
+    rc = runv(&out, (const char *const[]){"/usr/bin/env", "python3", "tests/export/check_perfetto.py", trace, "--card",
+                                          "another process, pid", NULL});
+    ck_assert_msg(rc == 0 && strstr(out, "card samples "), "the trace's card counters:\n%s", out);
+    free(out);
+    rc = runv(&out, (const char *const[]){gm, "export", "memory-viz", "-o", snap, logpath, NULL});
+    ck_assert_msg(rc == 0, "export memory-viz exited %d:\n%s", rc, out);
+    free(out);
+    rc = runv(&out, (const char *const[]){"/usr/bin/env", "python3", "tests/export/check_memviz.py", snap,
+                                          "--expect-ledger", "process", "--expect-ledger", "context", NULL});
+    ck_assert_msg(rc == 0, "the snapshot's gmshim_ledger:\n%s", out);
+    free(out);
+    rc = runv(&out, (const char *const[]){gm, "timeline", "--html", html, logpath, NULL});
+    ck_assert_msg(rc == 0, "timeline --html exited %d:\n%s", rc, out);
+    free(out);
+    rc = runv(&out, (const char *const[]){gm, "timeline", "--svg", svg, logpath, NULL});
+    ck_assert_msg(rc == 0, "timeline --svg exited %d:\n%s", rc, out);
+    free(out);
+    char *page = read_file(html), *image = read_file(svg);
+    ck_assert_msg(page && strstr(page, "\"k\":[") && strstr(page, "\"card\":[[") &&
+                      strstr(page, "another process, pid ") && strstr(page, "CUDA context and module code"),
+                  "the page carries no card band or terms");
+    ck_assert_msg(image && strstr(image, "<g class=\"card\"><title>the card's ledger at ") &&
+                      strstr(image, "`sleep 60`"),
+                  "the SVG draws no card band");
+    free(page);
+    free(image);
+}
+END_TEST
+
 Suite *analyzer_ledger_suite(void)
 {
     Suite *s = suite_create("analyzer_ledger");
@@ -140,6 +197,7 @@ Suite *analyzer_ledger_suite(void)
     tcase_add_test(tc, test_an_oom_another_process_decides_names_it_with_its_remedy);
     tcase_add_test(tc, test_an_oom_a_librarys_buffers_decide_names_the_library);
     tcase_add_test(tc, test_without_nvml_the_card_still_adds_up_and_nothing_is_printed);
+    tcase_add_test(tc, test_the_pictures_carry_the_cards_terms);
     suite_add_tcase(s, tc);
     return s;
 }
