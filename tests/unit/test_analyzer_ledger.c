@@ -99,6 +99,7 @@ START_TEST(test_an_oom_another_process_decides_names_it_with_its_remedy)
     ck_assert_msg(strstr(t, "outside  another process, pid ") && strstr(t, "`sleep 60` held 1.50 GiB") &&
                       strstr(t, "stop or move the other process"),
                   "the OOM does not name the other process:\n%s", t);
+    ck_assert_msg(!strstr(t, "GMSHIM_CUPTI=1"), "the ledger names the term, yet the CUPTI hint is still given:\n%s", t);
     free(t);
 }
 END_TEST
