@@ -3,6 +3,7 @@
  * the driver; `gmshim summary` and `gmshim oom` must name every term and add up to the card. */
 #include "suites.h"
 #include "test_analyzer_cli.h"
+#include "testlog.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -189,6 +190,60 @@ START_TEST(test_the_pictures_carry_the_cards_terms)
 }
 END_TEST
 
+/* A wrapped log: its checkpoint repeats the device's last LEDGER sample (an AT, then the copy),
+ * from before the space was reused; the summary's ledger still names the other process. */
+START_TEST(test_a_wrapped_log_keeps_its_sample_through_the_checkpoint)
+{
+    const uint64_t ms = 1000000;
+    tlog_t b;
+    tlog_begin(&b, GMLOG_F_WRAPPED);
+    tlog_chunk(&b, 1002, 0, 0, 1000 * ms);
+    tlog_checkpoint(&b, 1000 * ms, GMLOG_CKPT_BEGIN, 1, 1000 * ms);
+    tlog_device(&b, 1000 * ms, "Fake GPU", 4096 * MiB);
+    tlog_at(&b, 1000 * ms, 5 * ms);
+    struct {
+        gmlog_ledger_t l;
+        gmlog_ledger_proc_t p[1];
+    } r;
+    memset(&r, 0, sizeof r);
+    r.l.h.type = GMLOG_LEDGER;
+    r.l.h.flags = GMLOG_LEDGER_START;
+    r.l.total = 4096 * MiB;
+    r.l.driver_free = 2048 * MiB;
+    r.l.context = 300 * MiB;
+    r.l.self_used = 300 * MiB;
+    r.l.others = 1024 * MiB;
+    r.l.nprocs = 1;
+    r.l.status = GMLOG_LEDGER_NVML | GMLOG_LEDGER_CTX_CREATED;
+    r.p[0].pid = 4242;
+    r.p[0].used = 1024 * MiB;
+    tlog_rec(&b, &r, sizeof r, 1000 * ms);
+    gmlog_cut_t cut = {.h = {GMLOG_CUT, 0, 0, 0, 0}, .cut_ns = 1001 * ms, .requested = MiB, .allocated = MiB,
+                       .reserved = 64 * MiB, .cached = 63 * MiB, .peak_requested = MiB, .peak_allocated = MiB,
+                       .peak_reserved = 64 * MiB, .allocs = 1, .segments = 1, .blocks = 1};
+    tlog_cut(&b, 1001 * ms, &cut);
+    tlog_segment(&b, 1001 * ms, GMLOG_SEGMENT_ALLOC, TLOG_SEG, 64 * MiB);
+    tlog_alloc(&b, 1001 * ms, TLOG_A, MiB, 0, 0);
+    tlog_checkpoint(&b, 1002 * ms, GMLOG_CKPT_END, 1, 1000 * ms);
+    tlog_end_chunk(&b);
+    tlog_chunk(&b, 7, 1, 0, 1100 * ms);
+    tlog_alloc(&b, 1100 * ms, TLOG_D, 2 * MiB, 0, 0);
+    tlog_end_chunk(&b);
+    snprintf(logpath, sizeof logpath, "%s/wrapped.gmlog", temp_dir());
+    ck_assert_msg(tlog_write(&b, logpath) == 0, "cannot write %s", logpath);
+    tlog_free_buf(&b);
+    char *j = analyze("summary", 1);
+    uint64_t total, sum;
+    unsigned n;
+    ledger_sums(j, "ledger_at_peak", &total, &sum, &n);
+    ck_assert_msg(total == 4096 * MiB && sum == total, "%" PRIu64 " of %" PRIu64 ":\n%s", sum, total, j);
+    ck_assert_msg(term_bytes(j, "ledger_at_peak", "\"pid\":4242") == 1024 * MiB &&
+                      term_bytes(j, "ledger_at_peak", "\"term\":\"context\"") == 300 * MiB,
+                  "the checkpoint's sample (pid 4242, a 300 MiB context) is not in the ledger:\n%s", j);
+    free(j);
+}
+END_TEST
+
 Suite *analyzer_ledger_suite(void)
 {
     Suite *s = suite_create("analyzer_ledger");
@@ -199,6 +254,7 @@ Suite *analyzer_ledger_suite(void)
     tcase_add_test(tc, test_an_oom_a_librarys_buffers_decide_names_the_library);
     tcase_add_test(tc, test_without_nvml_the_card_still_adds_up_and_nothing_is_printed);
     tcase_add_test(tc, test_the_pictures_carry_the_cards_terms);
+    tcase_add_test(tc, test_a_wrapped_log_keeps_its_sample_through_the_checkpoint);
     suite_add_tcase(s, tc);
     return s;
 }
