@@ -1,10 +1,12 @@
 /* `gmshim export memory-viz`: a log as PyTorch's memory snapshot, a pickle (protocol 4, the
  * opcodes PyTorch's own snapshots use and MemoryViz.js reads) of {device_traces, segments,
- * external_annotations, allocator_settings}. Written here in C, streaming: each site's frames
+ * external_annotations, allocator_settings}, and gmshim_ledger: the card's ledger (ledger.h) at
+ * each device's last sample, a key the viewer does not read. Written in C, streaming: each site's frames
  * once (memoized), referenced by every event of it. The end state (segments) must agree with the
  * trace, or the viewer's backward replay breaks: every block live at the end lies in a segment,
  * and each segment's blocks tile it exactly. */
 #include "export_memviz.h"
+#include "ledger.h"
 #include "pickle.h"
 #include "vec.h"
 #include "outfile.h"
@@ -40,6 +42,7 @@ typedef struct mv {
     mv_mark_t *marks;             /* in the window (first pass) */
     size_t nmarks, capmarks;
     int collect_marks, from_seen, to_seen;
+    ledger_t *card[256];          /* each device's ledger at its last sample (up to --to) */
 } mv_t;
 
 static uint64_t time_us(const mv_t *v, uint64_t t)
@@ -243,6 +246,13 @@ static void each_event(xr_t *x, const xr_event_t *e, void *arg)
     }
     if ((int)e->dev != v->dev)
         return;
+    if (e->type == XR_LEDGER && e->dev < 256) { /* the state at a sample, window or not */
+        if (!v->card[e->dev])
+            v->card[e->dev] = malloc(sizeof *v->card[e->dev]);
+        if (v->card[e->dev] && ledger_now(x, v->m, e->dev, e->rec, v->card[e->dev]))
+            v->card[e->dev]->valid = 0;
+        return;
+    }
     int emit = v->in_window && !e->state;
     if (e->type == XR_SEGMENT_FREE) {
         if (emit)
@@ -525,6 +535,52 @@ static int device_trace(mv_t *v, rd_log_t *lf, int d, xr_t **keep)
     return rc;
 }
 
+/* The ledgers as [{device, time_us, total, terms: [{term, bytes, measured, name | pid, command}]}]:
+ * only the pool's memory and the libraries' can be segments; the context and other processes
+ * are not this process's blocks, so they are named here beside them. */
+static void ledgers(mv_t *v)
+{
+    pickle_t *p = &v->pk;
+    pickle_list(p);
+    for (int d = 0; d < 256; d++) {
+        const ledger_t *l = v->card[d];
+        if (!l || !l->valid)
+            continue;
+        pickle_item(p);
+        pickle_dict(p);
+        pickle_key(p, K_DEVICE);
+        pickle_int(p, (uint64_t)d);
+        pickle_key(p, K_TIME_US);
+        pickle_int(p, time_us(v, l->t));
+        pickle_str(p, "total");
+        pickle_int(p, l->total);
+        pickle_str(p, "terms");
+        pickle_list(p);
+        char label[160];
+        for (unsigned i = 0; i < l->nterms; i++) {
+            const ledger_term_t *t = &l->term[i];
+            pickle_item(p);
+            pickle_dict(p);
+            pickle_str(p, "term");
+            pickle_str(p, ledger_term_key(t));
+            pickle_str(p, "label");
+            pickle_str(p, ledger_term_label(t, l->torch, label, sizeof label));
+            if (t->kind == LK_PROCESS) {
+                pickle_str(p, "pid");
+                pickle_int(p, t->pid);
+            }
+            pickle_key(p, K_SIZE);
+            pickle_int(p, t->bytes);
+            pickle_str(p, "measured");
+            pickle_byte(p, t->measured ? 0x88 : 0x89);
+            pickle_dict_end(p);
+        }
+        pickle_list_end(p);
+        pickle_dict_end(p);
+    }
+    pickle_list_end(p);
+}
+
 static int outside_memory(const model_t *m)
 {
     for (int i = 0; i < m->ndev; i++)
@@ -575,6 +631,8 @@ static int snapshot(mv_t *v, rd_log_t *lf)
     annotations(v, x->last_t, first < 0 ? 0 : first);
     pickle_str(p, "allocator_settings");
     settings(v);
+    pickle_str(p, "gmshim_ledger");
+    ledgers(v);
     pickle_dict_end(p);
     pickle_byte(p, '.');
     xr_free(x);
@@ -632,6 +690,8 @@ static void memviz_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
         for (size_t i = 0; i < v->nmarks; i++)
             free(v->marks[i].label);
         free(v->marks);
+        for (int d = 0; d < 256; d++)
+            free(v->card[d]);
     }
     free(v);
     free(memo);

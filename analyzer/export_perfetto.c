@@ -2,10 +2,13 @@
  * chrome://tracing). One process per log, named after its rank, host and pid, on the wall
  * clock (microseconds since the Unix epoch) so that ranks line up; per device counters, the
  * OOMs, cache releases and marks as instants, the epochs between marks as slices. Counters are
- * downsampled to maxima over a stated bucket, never cut short. */
+ * downsampled to maxima over a stated bucket, never cut short. The card's ledger (ledger.h) is
+ * one counter per term, written at each of the shim's samples, never bucketed (they are rare). */
 #include "export_perfetto.h"
+#include "ledger.h"
 #include "oom_classify.h"
 #include "outfile.h"
+#include "vec.h"
 #include "output.h"
 
 #include <errno.h>
@@ -42,6 +45,8 @@ typedef struct pf {
     uint64_t mark_t;
     uint32_t mark_id;
     char mark_label[256];
+    struct pf_card { int dev, written; uint64_t now, emitted; char name[200]; } *card; /* the ledger's tracks */
+    size_t ncard, capcard;
 } pf_t;
 
 #define TID_MARKS 1
@@ -262,6 +267,59 @@ static void on_device(pf_t *p, const xr_t *x, const xr_event_t *e)
     json_obj_end(p->j);
 }
 
+/* The track of one term of device dev (made when first met), or -1 when out of memory. */
+static long card_track(pf_t *p, int dev, const char *label)
+{
+    char name[200];
+    snprintf(name, sizeof name, "device %d card: %s", dev, label);
+    for (size_t i = 0; i < p->ncard; i++)
+        if (p->card[i].dev == dev && !strcmp(p->card[i].name, name))
+            return (long)i;
+    struct pf_card *c = vec_grow(p->card, &p->capcard, p->ncard + 1, sizeof *c, 16);
+    if (!c)
+        return -1;
+    p->card = c;
+    c = &p->card[p->ncard];
+    memset(c, 0, sizeof *c);
+    c->dev = dev;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    return (long)p->ncard++;
+}
+
+/* The card's ledger at a sample: a counter per term (two processes of one command line share
+ * one, summed); a term gone since (a process ended) goes to 0. */
+static void on_ledger(pf_t *p, const xr_t *x, const xr_event_t *e)
+{
+    ledger_t *l = malloc(sizeof *l);
+    if (!l || ledger_now(x, p->m, e->dev, e->rec, l)) {
+        free(l);
+        return;
+    }
+    char label[160];
+    for (size_t k = 0; k < p->ncard; k++)
+        if (p->card[k].dev == (int)e->dev)
+            p->card[k].now = 0;
+    for (unsigned i = 0; i < l->nterms; i++) {
+        long k = card_track(p, (int)e->dev, ledger_term_label(&l->term[i], l->torch, label, sizeof label));
+        if (k >= 0)
+            p->card[k].now += l->term[i].bytes;
+    }
+    free(l);
+    for (size_t k = 0; k < p->ncard; k++) {
+        struct pf_card *c = &p->card[k];
+        if (c->dev != (int)e->dev || (c->written && c->now == c->emitted))
+            continue;
+        c->written = 1;
+        c->emitted = c->now;
+        event_head(p, c->name, "C", e->rec->t, 0);
+        json_obj(p->j, "args");
+        json_u64(p->j, "bytes", c->now);
+        json_obj_end(p->j);
+        json_obj_end(p->j);
+        p->samples++;
+    }
+}
+
 static void each_event(xr_t *x, const xr_event_t *e, void *arg)
 {
     pf_t *p = arg;
@@ -271,6 +329,7 @@ static void each_event(xr_t *x, const xr_event_t *e, void *arg)
     case XR_EMPTY_CACHE: on_empty_cache(p, e); break;
     case XR_MARK: on_mark(p, e); break;
     case XR_DEVICE: on_device(p, x, e); break;
+    case XR_LEDGER: on_ledger(p, x, e); break;
     default: break;
     }
 }
@@ -362,6 +421,7 @@ static void perfetto_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
     if (p->res)
         fprintf(stderr, "gmshim export: %s: counter resolution %s (--resolution)\n", lf->name, rep_dur(p->res, dur));
     r->samples += p->samples;
+    free(p->card);
     free(p);
 }
 

@@ -534,8 +534,8 @@ static int step(xr_t *x, const rd_rec_t *r, xr_fn fn, void *arg)
         fn(x, &e, arg);
         return changed(x, r, 0, fn, arg);
     case GMLOG_EMPTY_CACHE: e.type = XR_EMPTY_CACHE; dev_of(x, r->device); break;
-    case GMLOG_LEDGER:
-        if (r->ckpt || !dev_of(x, r->device))
+    case GMLOG_LEDGER: /* a wrapped log's checkpoint repeats each device's last sample, at its time */
+        if ((r->ckpt && r->ckpt != RD_CKPT_HISTORY) || !dev_of(x, r->device))
             return 0;
         e.type = XR_LEDGER;
         break;

@@ -268,6 +268,26 @@ static void compose(ledger_t *l, const model_t *m, const sample_t *s, uint64_t t
     }
 }
 
+/* ---- one moment, for the pictures ---------------------------------------------------------- */
+
+int ledger_now(const xr_t *x, const model_t *m, unsigned dev, const rd_rec_t *rec, ledger_t *l)
+{
+    memset(l, 0, sizeof *l);
+    if (dev >= GMLOG_NO_DEVICE || !rec || rec->len < sizeof(gmlog_ledger_t))
+        return -1;
+    sample_t *s = malloc(sizeof *s);
+    if (!s)
+        return -1;
+    keep_sample(s, rec);
+    l->dev = (int)dev;
+    l->t = rec->t;
+    pool_side(x, m, dev, l);
+    compose(l, m, s, x->dev[dev].total, 0, 0);
+    free(s);
+    l->valid = l->total != 0;
+    return l->valid ? 0 : -1;
+}
+
 /* ---- building and keeping ------------------------------------------------------------------- */
 
 static ledger_set_t *build(const model_t *m)
@@ -333,9 +353,29 @@ fail:
     return NULL;
 }
 
+/* A model's address is reused once it is freed (the ranks' verdict and the sections hold one
+ * model at a time): a kept set is the model's only if the log it read is the same too. */
+typedef struct kept_key {
+    const model_t *m;
+    uint64_t records, last_t, start_ns;
+    uint32_t pid;
+    char name[256];
+} kept_key_t;
+
+static void key_of(const model_t *m, kept_key_t *k)
+{
+    memset(k, 0, sizeof *k);
+    k->m = m;
+    k->records = m->records;
+    k->last_t = m->last_t;
+    k->start_ns = m->lf->hdr.start_realtime_ns;
+    k->pid = m->lf->hdr.pid;
+    snprintf(k->name, sizeof k->name, "%s", m->lf->name ? m->lf->name : "");
+}
+
 static struct {
     pthread_mutex_t lock;
-    struct kept { const model_t *m; ledger_set_t *set; } *kept;
+    struct kept { kept_key_t key; ledger_set_t *set; } *kept;
     size_t n, cap;
 } K = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -343,9 +383,11 @@ const ledger_set_t *ledger_of(const model_t *m)
 {
     if (!m || !m->lf || !m->by_type[GMLOG_LEDGER])
         return NULL;
+    kept_key_t key;
+    key_of(m, &key);
     pthread_mutex_lock(&K.lock);
     for (size_t i = 0; i < K.n; i++)
-        if (K.kept[i].m == m) {
+        if (!memcmp(&K.kept[i].key, &key, sizeof key)) {
             ledger_set_t *s = K.kept[i].set;
             pthread_mutex_unlock(&K.lock);
             return s;
@@ -356,7 +398,7 @@ const ledger_set_t *ledger_of(const model_t *m)
     struct kept *k = vec_grow(K.kept, &K.cap, K.n + 1, sizeof *k, 8);
     if (k) {
         K.kept = k;
-        K.kept[K.n++] = (struct kept){m, set};
+        K.kept[K.n++] = (struct kept){key, set};
     }
     pthread_mutex_unlock(&K.lock);
     return set;
@@ -412,6 +454,11 @@ static const char *kind_key(int kind)
     static const char *const keys[] = {"tensors", "pending", "cache_reusable", "cache_fragmented", "graph_pools",
                                        "unpooled", "library", "context", "process", "free", "unnamed"};
     return kind >= 0 && kind <= LK_UNNAMED ? keys[kind] : "unnamed";
+}
+
+const char *ledger_term_key(const ledger_term_t *t)
+{
+    return kind_key(t->kind);
 }
 
 const ledger_term_t *ledger_deciding(const ledger_t *l, uint64_t request)

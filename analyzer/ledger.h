@@ -56,10 +56,15 @@ typedef struct ledger_set {
 /* The ledgers of a log whose model is m (built once per model and kept; NULL when the log has no
  * LEDGER records or the replay ran out of memory). Thread-safe. */
 const ledger_set_t *ledger_of(const model_t *m);
+/* The ledger of device dev as the replay x stands, with the LEDGER sample rec (an XR_LEDGER
+ * event's): the pictures' (timeline, Perfetto) at each sample. 0, or -1 when it says nothing. */
+int ledger_now(const xr_t *x, const model_t *m, unsigned dev, const rd_rec_t *rec, ledger_t *l);
 /* The ledger of the OOM at record seq, or NULL. */
 const ledger_t *ledger_at_oom(const ledger_set_t *s, uint64_t seq);
 /* A term's words: "tensors", "library libnccl.so.2", "process 4242 `python eval.py`". */
 const char *ledger_term_label(const ledger_term_t *t, int torch, char *buf, size_t len);
+/* A term's JSON key: "tensors", "library", "process"... */
+const char *ledger_term_key(const ledger_term_t *t);
 /* The term outside the pool that decides an OOM of `request` bytes: the largest of the other
  * processes, the libraries, the program's own allocations around the pool and the context whose
  * bytes with the free ones would have held the request; NULL when none would. */

@@ -210,6 +210,7 @@ static __attribute__((noinline)) void step_checkpoint(model_t *m, const rd_rec_t
     case GMLOG_LIMIT: on_limit(m, r); break;
     case GMLOG_MARK: on_mark(m, r); break;
     case GMLOG_OOM: model_on_oom(m, r); break;
+    case GMLOG_LEDGER: m->by_type[GMLOG_LEDGER]++; break; /* a device's last sample (ledger.c reads it) */
     default: break;
     }
 }

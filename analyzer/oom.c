@@ -56,6 +56,16 @@ static const char *const practices[5][5] = {
         NULL},
 };
 
+/* The generic hint to run with CUPTI, once the card's ledger already names the term outside the
+ * pool that decided the OOM, says nothing more: it is left out. */
+static int practice_shown(const model_t *m, const model_oom_t *o, int cause, int k)
+{
+    if (cause != OOM_OUTSIDE || k != 0 || o->history)
+        return 1;
+    const ledger_t *l = ledger_at_oom(ledger_of(m), o->seq);
+    return !l || !ledger_deciding(l, o->rec.request);
+}
+
 static const char *epoch_label(const model_t *m, const model_oom_t *o, char *buf, size_t len)
 {
     char t[32];
@@ -141,7 +151,8 @@ static void remedies_text(FILE *f, const model_t *m, const model_oom_t *o, const
     else if (replayed)
         fprintf(f, "    - settings: %s\n", c->tested);
     for (int i = 0; practices[v->cause][i]; i++)
-        fprintf(f, "    - %s\n", practices[v->cause][i]);
+        if (practice_shown(m, o, v->cause, i))
+            fprintf(f, "    - %s\n", practices[v->cause][i]);
     if (replayed && c->cause == OOM_LEAK && c->leak_site)
         fprintf(f, "    - the line to look at: %s\n", site_label(m, c->leak_site, lbl, sizeof lbl));
     else if (replayed && (c->cause == OOM_TRANSIENT || c->cause == OOM_CAPACITY) && c->fail_site)
@@ -436,7 +447,8 @@ static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
         json_str(j, NULL, r);
     }
     for (int k = 0; practices[v.cause][k]; k++)
-        json_str(j, NULL, practices[v.cause][k]);
+        if (practice_shown(m, o, v.cause, k))
+            json_str(j, NULL, practices[v.cause][k]);
     json_arr_end(j);
     json_obj_end(j);
 }

@@ -3,6 +3,7 @@
  * built (ranks_job.c) and printed (ranks_text.c, ranks_json.c). */
 #include "ranks_int.h"
 
+#include "ledger.h"
 #include "oom_classify.h"
 #include "ranks.h"
 #include "output.h"
@@ -52,6 +53,39 @@ int ranks_wanted(int n, char *const *paths)
     rd_close(lf);
     free(lf);
     return want;
+}
+
+/* The other processes of one ledger: the most each held. */
+static void guests_of(ranks_log_t *r, const ledger_t *l)
+{
+    for (unsigned i = 0; l && l->valid && i < l->nterms; i++) {
+        const ledger_term_t *t = &l->term[i];
+        if (t->kind != LK_PROCESS)
+            continue;
+        unsigned k = 0;
+        while (k < r->nguests && r->guest[k].pid != t->pid)
+            k++;
+        if (k == r->nguests) {
+            if (k == RANKS_GUESTS)
+                continue;
+            r->nguests++;
+            r->guest[k].pid = t->pid;
+            r->guest[k].bytes = 0;
+        }
+        if (t->bytes > r->guest[k].bytes)
+            r->guest[k].bytes = t->bytes;
+    }
+}
+
+static void summarise_card(ranks_log_t *r, const model_t *m)
+{
+    const ledger_set_t *s = ledger_of(m);
+    if (!s)
+        return;
+    for (int d = 0; d < 256; d++)
+        guests_of(r, &s->peak[d]);
+    for (size_t i = 0; i < s->nooms; i++)
+        guests_of(r, &s->ooms[i]);
 }
 
 static void summarise(ranks_log_t *r, rd_log_t *lf, model_t *m)
@@ -118,6 +152,7 @@ static void summarise(ranks_log_t *r, rd_log_t *lf, model_t *m)
         pthread_mutex_unlock(&label_lock);
         r->ntop = k;
     }
+    summarise_card(r, m);
 }
 
 static void collect_one(ranks_log_t *r, const char *path)

@@ -18,6 +18,8 @@
  * known alive) come within this of each other: ranks of a run live at once. */
 #define RANKS_RUN_GAP_NS 60000000000ull
 #define RANKS_IDS 8
+#define RANKS_GUESTS 16            /* other processes kept per log from its card's ledger */
+#define RANKS_CROWDS 8
 
 enum {
     RANKS_FAIL_NONE = 0,
@@ -54,7 +56,19 @@ typedef struct ranks_log {
     unsigned ntop;
     char ids[RANKS_IDS][128];  /* what identifies the run: "TORCHELASTIC_RUN_ID=x" (GMLOG_META_JOB) */
     unsigned nids;
+    struct { uint32_t pid; uint64_t bytes; } guest[RANKS_GUESTS]; /* other processes on its GPUs
+                               * (the card's ledger at each device's peak and OOMs: the most each held) */
+    unsigned nguests;
 } ranks_log_t;
+
+/* A rank whose GPU held other ranks' processes (their contexts): matched by host and pid. */
+typedef struct crowd {
+    int log;                   /* the rank whose GPU it was */
+    int others[RANKS_GUESTS];  /* the other ranks' logs... */
+    uint64_t bytes[RANKS_GUESTS]; /* ...and what each held there */
+    int n;
+    uint64_t total;
+} crowd_t;
 
 /* Where the latest moment a log's process is known alive comes from. */
 enum { RANKS_ALIVE_CLOSE, RANKS_ALIVE_RECORD, RANKS_ALIVE_BEAT, RANKS_ALIVE_MTIME };
@@ -76,6 +90,8 @@ typedef struct job {
     int outlier;               /* -1 none */
     uint64_t t0;               /* the earliest start */
     char run[400];             /* what identifies the run ("TORCHELASTIC_RUN_ID=x, ..."), "" none */
+    crowd_t crowd[RANKS_CROWDS]; /* in rank order */
+    int ncrowd;
 } job_t;
 
 /* The others grouped by how they ended: one group per end state, in rank order. */
@@ -111,6 +127,9 @@ const char *ranks_job_end_words(const ranks_log_t *r, char *buf, size_t len);
 const char *ranks_job_end_kind(const ranks_log_t *r);
 const char *ranks_job_who(const ranks_log_t *r, char *buf, size_t len);
 const char *ranks_job_gap_text(int64_t ns, char *buf, size_t len);
+
+/* The remedy of a crowded GPU, one sentence. */
+extern const char *const ranks_job_crowd_text;
 
 /* Runs: run_of[i] gets each log's run (0.., by their earliest start); returns the count. */
 int ranks_runs_group(const ranks_log_t *r, int n, int *run_of);

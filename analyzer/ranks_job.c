@@ -290,6 +290,38 @@ static void job_outlier(job_t *j)
     free(lives);
 }
 
+const char *const ranks_job_crowd_text =
+    "each rank should make its own GPU current before its first CUDA call (torch.cuda.set_device(LOCAL_RANK), "
+    "or CUDA_VISIBLE_DEVICES set per rank) and load tensors with map_location: a context on another rank's GPU "
+    "costs that GPU its memory";
+
+/* Ranks whose GPU held other ranks' processes: a guest pid of one log that is another log's pid on
+ * the same host. */
+static void job_crowded(job_t *j)
+{
+    const ranks_log_t *r = j->r;
+    for (int a = 0; a < j->readable && j->ncrowd < RANKS_CROWDS; a++) {
+        int i = j->order[a];
+        crowd_t *c = &j->crowd[j->ncrowd];
+        memset(c, 0, sizeof *c);
+        c->log = i;
+        for (int b = 0; b < j->readable; b++) {
+            int k = j->order[b];
+            if (k == i || strcmp(r[k].host, r[i].host))
+                continue;
+            for (unsigned g = 0; g < r[i].nguests; g++)
+                if (r[i].guest[g].pid == r[k].pid && c->n < RANKS_GUESTS) {
+                    c->others[c->n] = k;
+                    c->bytes[c->n++] = r[i].guest[g].bytes;
+                    c->total += r[i].guest[g].bytes;
+                    break;
+                }
+        }
+        if (c->n)
+            j->ncrowd++;
+    }
+}
+
 void ranks_job_build(job_t *j, const ranks_log_t *r, int n)
 {
     memset(j, 0, sizeof *j);
@@ -318,6 +350,7 @@ void ranks_job_build(job_t *j, const ranks_log_t *r, int n)
     job_first(j);
     job_missing(j);
     job_outlier(j);
+    job_crowded(j);
     ranks_runs_name(r, j->order, j->readable, j->run, sizeof j->run);
 }
 

@@ -156,6 +156,31 @@ static void imbalance(json_t *js, const job_t *j)
     json_obj_end(js);
 }
 
+/* "crowded": [{rank, pid, bytes, others: [{rank, pid, bytes}]}]: GPUs that held other ranks' processes. */
+static void crowded(json_t *js, const job_t *j)
+{
+    json_arr(js, "crowded");
+    for (int k = 0; k < j->ncrowd; k++) {
+        const crowd_t *c = &j->crowd[k];
+        json_obj(js, NULL);
+        rank_id(js, &j->r[c->log]);
+        json_u64(js, "pid", j->r[c->log].pid);
+        json_u64(js, "bytes", c->total);
+        json_arr(js, "others");
+        for (int i = 0; i < c->n; i++) {
+            json_obj(js, NULL);
+            rank_id(js, &j->r[c->others[i]]);
+            json_u64(js, "pid", j->r[c->others[i]].pid);
+            json_u64(js, "bytes", c->bytes[i]);
+            json_obj_end(js);
+        }
+        json_arr_end(js);
+        json_obj_end(js);
+    }
+    json_arr_end(js);
+    json_str(js, "crowded_remedy", j->ncrowd ? ranks_job_crowd_text : NULL);
+}
+
 /* The run's fields into the open object. */
 void ranks_json_job(json_t *js, const job_t *j)
 {
@@ -183,4 +208,5 @@ void ranks_json_job(json_t *js, const job_t *j)
         pattern |= ranks_job_pattern(j, &g[k]);
     json_str(js, "pattern", pattern ? "collective_timeout_after_peer_failure" : NULL);
     imbalance(js, j);
+    crowded(js, j);
 }

@@ -158,6 +158,31 @@ static void imbalance_text(FILE *f, const job_t *j)
     }
 }
 
+/* Ranks whose GPU held other ranks' processes (their CUDA contexts, at least). */
+static const char *rank_pid(const ranks_log_t *x, char *buf, size_t len)
+{
+    if (x->rank >= 0)
+        snprintf(buf, len, "rank %d (pid %u)", x->rank, x->pid);
+    else
+        snprintf(buf, len, "pid %u", x->pid);
+    return buf;
+}
+
+static void crowded_text(FILE *f, const job_t *j)
+{
+    char a[32], b[64];
+    for (int k = 0; k < j->ncrowd; k++) {
+        const crowd_t *c = &j->crowd[k];
+        fprintf(f, "%scrowded%s        %s: its GPU also held %d other rank%s' processes (%s in all):", rep_yellow(),
+                rep_reset(), rank_pid(&j->r[c->log], b, sizeof b), c->n, c->n == 1 ? "" : "s",
+                rep_bytes(c->total, a));
+        for (int i = 0; i < c->n; i++)
+            fprintf(f, "%s %s %s", i ? "," : "", rank_pid(&j->r[c->others[i]], b, sizeof b),
+                    rep_bytes(c->bytes[i], a));
+        fprintf(f, "\n               %s\n", ranks_job_crowd_text);
+    }
+}
+
 void ranks_text_job(cli_ctx_t *c, const job_t *j, const char *heading)
 {
     FILE *f = c->out;
@@ -174,5 +199,6 @@ void ranks_text_job(cli_ctx_t *c, const job_t *j, const char *heading)
     missing_and_clocks_text(f, j);
     fprintf(f, "\n");
     imbalance_text(f, j);
+    crowded_text(f, j);
     fputc('\n', f);
 }

@@ -1,6 +1,7 @@
 /* The timeline's data (timeline.h): a log replayed (export_replay.c) into each device's figures
- * over time, its top live sites and its flame graphs; and what the SVG (timeline_svg.c) and the
- * page (timeline_html.c) both use to write it. Every string from the log is escaped. */
+ * over time, its top live sites, its flame graphs and the card's ledger at its samples; and what
+ * the SVG (timeline_svg.c) and the page (timeline_html.c) both use to write it. Every string
+ * from the log is escaped. */
 #include "timeline.h"
 #include "outfile.h"
 #include "output.h"
@@ -144,6 +145,31 @@ static void on_changed(tl_run_t *r, const xr_t *x, tl_dev_t *d, uint64_t ns)
     }
 }
 
+uint64_t tl_card_band(const ledger_t *l)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; l && i < l->nterms; i++)
+        if (l->term[i].kind == LK_CONTEXT || l->term[i].kind == LK_PROCESS)
+            v += l->term[i].bytes;
+    return v;
+}
+
+/* A LEDGER sample: the bucket's ledger is the last one in it. */
+static void on_card(tl_run_t *r, const xr_t *x, tl_dev_t *d, const xr_event_t *e)
+{
+    size_t b = bucket_of(r->t, e->rec->t);
+    if (!d->card[b] && !(d->card[b] = malloc(sizeof *d->card[b]))) {
+        r->failed = 1;
+        return;
+    }
+    if (ledger_now(x, r->t->m, e->dev, e->rec, d->card[b])) {
+        free(d->card[b]);
+        d->card[b] = NULL;
+        return;
+    }
+    d->kmax[b] = tl_card_band(d->card[b]);
+}
+
 static void collect_event(xr_t *x, const xr_event_t *e, void *arg)
 {
     tl_run_t *r = arg;
@@ -176,6 +202,7 @@ static void collect_event(xr_t *x, const xr_event_t *e, void *arg)
         snapshot_live(t, d, label, ns);
         break;
     }
+    case XR_LEDGER: on_card(r, x, d, e); break;
     default: break;
     }
 }
@@ -207,6 +234,15 @@ int tl_collect(tl_log_t *t, rd_log_t *lf, const model_t *m, xr_t *x)
                 d->rmax[b] = d->rlast[b] = d->rlast[b - 1];
                 d->omax[b] = d->olast[b] = d->olast[b - 1];
             }
+        /* the card's band holds from one sample to the next */
+        for (size_t b = 0; b < TL_BUCKETS; b++) {
+            if (d->card[b])
+                d->ncard++;
+            else if (b)
+                d->kmax[b] = d->kmax[b - 1];
+            if (d->ncard && d->rmax[b] + d->omax[b] + d->kmax[b] > d->peak_card)
+                d->peak_card = d->rmax[b] + d->omax[b] + d->kmax[b];
+        }
     }
     return 0;
 }
@@ -221,6 +257,8 @@ void tl_log_free(tl_log_t *t)
             free(d->snap[k].slot);
             free(d->snap[k].bytes);
         }
+        for (size_t b = 0; b < TL_BUCKETS; b++)
+            free(d->card[b]);
         free(d->live);
         free(d);
         t->dev[i] = NULL;
@@ -274,6 +312,8 @@ uint64_t tl_vtop(const tl_dev_t *d, const model_dev_t *md, uint64_t *cap)
     uint64_t v = d->peak_reserved > d->peak_allocated ? d->peak_reserved : d->peak_allocated;
     if (d->peak_outside > v)
         v = d->peak_outside;
+    if (d->peak_card > v)
+        v = d->peak_card;
     *cap = md && md->limit_max ? md->limit_max : md ? md->total : 0;
     if (*cap && *cap <= v * 2 && *cap > v)
         v = *cap;

@@ -1,11 +1,13 @@
 /* The timeline's data (timeline.c): per device of a log, allocated, reserved and the memory
- * outside the pool in buckets over the run, the top live call sites at each bucket's end, and
- * the live bytes by call site at the peak and at each OOM (the flame graphs). The page's script
- * and style are in timeline_page.h. */
+ * outside the pool in buckets over the run, the top live call sites at each bucket's end, the
+ * live bytes by call site at the peak and at each OOM (the flame graphs), and the card's ledger
+ * (ledger.h) at the last of the shim's samples in each bucket. The page's script and style are
+ * in timeline_page.h. */
 #ifndef GM_TIMELINE_H
 #define GM_TIMELINE_H
 
 #include "export_replay.h"
+#include "ledger.h"
 
 #define TL_BUCKETS 800
 #define TL_TOP 3                  /* sites named under the mouse */
@@ -34,6 +36,10 @@ typedef struct tl_dev {
     int peak_taken;
     tl_snap_t snap[TL_FLAMES];
     unsigned nsnap, ooms;
+    ledger_t *card[TL_BUCKETS];   /* the ledger at the bucket's last sample (NULL: none in it) */
+    uint64_t kmax[TL_BUCKETS];    /* the CUDA context and other processes, as last sampled */
+    uint64_t peak_card;           /* the highest of reserved + outside + kmax in a bucket */
+    int ncard;                    /* buckets with a sample */
 } tl_dev_t;
 
 typedef struct tl_log {
@@ -56,6 +62,9 @@ size_t tl_slot(const model_t *m, uint32_t site);
 void tl_xml(FILE *f, const char *s);
 /* A round top for a chart of values up to v. */
 uint64_t tl_nice_max(uint64_t v);
+/* The ledger's band: the CUDA context and other processes' bytes (what the card holds beside
+ * this process's memory). */
+uint64_t tl_card_band(const ledger_t *l);
 /* The top of a device's chart; *cap gets the device's cap or total (0: unknown). */
 uint64_t tl_vtop(const tl_dev_t *d, const model_dev_t *md, uint64_t *cap);
 

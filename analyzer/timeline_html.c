@@ -168,6 +168,33 @@ static void panel_ooms(json_t *j, const tl_log_t *t, const tl_dev_t *d)
     json_arr_end(j);
 }
 
+/* The card's ledger at each bucket's last sample: [bucket, t, total, label, bytes, label, bytes...]. */
+static void panel_card(json_t *j, const tl_dev_t *d)
+{
+    char label[160], words[180];
+    json_arr(j, "card");
+    for (size_t b = 0; b < TL_BUCKETS; b++) {
+        const ledger_t *l = d->card[b];
+        if (!l)
+            continue;
+        json_arr(j, NULL);
+        json_u64(j, NULL, b);
+        json_u64(j, NULL, l->t);
+        json_u64(j, NULL, l->total);
+        for (unsigned i = 0; i < l->nterms; i++) {
+            const ledger_term_t *tm = &l->term[i];
+            if (!tm->bytes && tm->kind != LK_TENSORS && tm->kind != LK_FREE)
+                continue;
+            snprintf(words, sizeof words, "%s%s", ledger_term_label(tm, l->torch, label, sizeof label),
+                     tm->measured ? "" : " (inferred)");
+            json_str(j, NULL, words);
+            json_u64(j, NULL, tm->bytes);
+        }
+        json_arr_end(j);
+    }
+    json_arr_end(j);
+}
+
 static void panel_json(json_t *j, const tl_log_t *t, const tl_dev_t *d, uint8_t *slot_used)
 {
     const model_dev_t *md = t->m->dev[d->id];
@@ -186,6 +213,10 @@ static void panel_json(json_t *j, const tl_log_t *t, const tl_dev_t *d, uint8_t 
     series(j, "r", d->rmax);
     if (d->peak_outside)
         series(j, "o", d->omax);
+    if (d->ncard) {
+        series(j, "k", d->kmax);
+        panel_card(j, d);
+    }
     json_arr(j, "libs");
     for (unsigned i = 0; i < xd->nlibs; i++)
         json_str(j, NULL, xd->lib[i]);

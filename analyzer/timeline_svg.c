@@ -1,5 +1,6 @@
 /* `gmshim timeline`: allocated and reserved bytes over time for each device of each log, with
- * the memory outside the pool, the device total, the marks and the OOMs, as one self-contained
+ * the memory outside the pool, the card's ledger (the CUDA context and other processes stacked
+ * on top, its terms on hover), the device total, the marks and the OOMs, as one self-contained
  * SVG, or an HTML page to explore: zoom and pan, the top live call sites under the mouse, the
  * OOMs' causes on hover and click, the live bytes by call site at the peak and at each OOM as a
  * flame graph. The output must open with no network (no external fonts, scripts or styles)
@@ -53,6 +54,41 @@ static void svg_area(FILE *f, const svg_frame_t *g, const uint64_t *v, const cha
     if (closed)
         fprintf(f, " L%.1f %.1f Z", sx(g, g->tmax), sy(g, 0));
     fputs("\"/>\n", f);
+}
+
+/* The card's ledger: the CUDA context and other processes stacked on reserved + outside the pool,
+ * the last sample's terms as its title. */
+static void svg_card(FILE *f, const svg_frame_t *g, const tl_dev_t *d)
+{
+    char a[32], t[32], label[160];
+    const ledger_t *last = NULL;
+    for (size_t i = 0; i < TL_BUCKETS; i++)
+        if (d->card[i])
+            last = d->card[i];
+    if (!last)
+        return;
+    fputs("<g class=\"card\"><title>", f);
+    fprintf(f, "the card's ledger at %s (%s):", rep_time(last->t, t), rep_bytes(last->total, a));
+    for (unsigned i = 0; i < last->nterms; i++) {
+        const ledger_term_t *tm = &last->term[i];
+        if (!tm->bytes && tm->kind != LK_TENSORS && tm->kind != LK_FREE)
+            continue;
+        fprintf(f, "\n%s ", rep_bytes(tm->bytes, a));
+        tl_xml(f, ledger_term_label(tm, last->torch, label, sizeof label));
+        fputs(tm->measured ? "" : " (inferred)", f);
+    }
+    fputs("</title><path d=\"", f);
+    for (size_t i = 0; i < TL_BUCKETS; i++) {
+        uint64_t t0 = g->tmax * i / TL_BUCKETS, t1 = g->tmax * (i + 1) / TL_BUCKETS;
+        uint64_t hi = d->rmax[i] + d->omax[i] + d->kmax[i];
+        fprintf(f, "%s%.1f %.1f L%.1f %.1f", i ? " L" : "M", sx(g, t0), sy(g, hi), sx(g, t1), sy(g, hi));
+    }
+    for (size_t i = TL_BUCKETS; i-- > 0;) {
+        uint64_t t0 = g->tmax * i / TL_BUCKETS, t1 = g->tmax * (i + 1) / TL_BUCKETS;
+        uint64_t lo = d->rmax[i] + d->omax[i];
+        fprintf(f, " L%.1f %.1f L%.1f %.1f", sx(g, t1), sy(g, lo), sx(g, t0), sy(g, lo));
+    }
+    fputs(" Z\"/></g>\n", f);
 }
 
 static void svg_axes(FILE *f, const svg_frame_t *g)
@@ -113,16 +149,16 @@ static void svg_marks(FILE *f, const svg_frame_t *g, const model_t *m)
 
 static void svg_legend(FILE *f, const svg_frame_t *g, const tl_dev_t *d, uint64_t cap, const model_dev_t *md)
 {
-    static const char *const cls[] = {"res", "alloc", "outside", "cap", "mark", "oomdot"};
-    const char *names[] = {"reserved", "allocated", "outside the pool",
+    static const char *const cls[] = {"res", "alloc", "outside", "cardkey", "cap", "mark", "oomdot"};
+    const char *names[] = {"reserved", "allocated", "outside the pool", "CUDA context and other processes",
                            md && md->limit_max ? "GMSHIM_DEVICE_LIMIT" : "device total", "mark", "OOM"};
     int x = ML, y = g->y0 + 32;
-    for (int i = 0; i < 6; i++) {
-        if ((i == 2 && !d->peak_outside) || (i == 3 && !cap))
+    for (int i = 0; i < 7; i++) {
+        if ((i == 2 && !d->peak_outside) || (i == 3 && !d->ncard) || (i == 4 && !cap))
             continue;
-        if (i < 3)
+        if (i < 4)
             fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" class=\"%s\"/>", x, y - 9, cls[i]);
-        else if (i < 5)
+        else if (i < 6)
             fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" class=\"%s\"/>", x, x + 12, y - 4, y - 4, cls[i]);
         else
             fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"4\" class=\"%s\"/>", x + 6, y - 4, cls[i]);
@@ -154,6 +190,8 @@ static void svg_panel(FILE *f, const tl_log_t *t, const tl_dev_t *d, int y0, int
     svg_axes(f, &g);
     svg_area(f, &g, d->rmax, "res", 1);
     svg_area(f, &g, d->amax, "alloc", 1);
+    if (d->ncard)
+        svg_card(f, &g, d);
     if (d->peak_outside)
         svg_area(f, &g, d->omax, "outside", 0);
     if (cap && cap <= g.vtop)
@@ -185,6 +223,7 @@ static const char svg_style[] =
     ".res{fill:#cfe3f7;stroke:#4a90d9;stroke-width:1}"
     ".alloc{fill:#f6c28b;stroke:#e07b00;stroke-width:1;fill-opacity:.85}"
     ".outside{fill:#b9e3b5;stroke:#2e9e44;stroke-width:1.5;fill-opacity:.6}"
+    ".card path,.cardkey{fill:#e0d4ee;stroke:#8a63b5;stroke-width:1;fill-opacity:.7}"
     ".mark{stroke:#666;stroke-width:1;stroke-dasharray:3 3}"
     ".markband rect{fill:#555}"
     ".mlabel{font-size:9px;fill:#555;text-anchor:end}"
@@ -335,6 +374,11 @@ static void timeline_json_one(cli_ctx_t *c, rd_log_t *lf, model_t *m, void *arg)
             json_arr_end(j);
         }
         json_arr_end(j);
+        json_arr(j, "card"); /* the card's ledger at each bucket's last sample */
+        for (size_t k = 0; k < TL_BUCKETS; k++)
+            if (d->card[k])
+                ledger_json(j, NULL, d->card[k]);
+        json_arr_end(j);
         json_obj_end(j);
     }
     json_arr_end(j);
@@ -372,13 +416,16 @@ static const char usage[] =
     "\n"
     "Draws allocated and reserved bytes over time, one chart per device of each log, with the\n"
     "memory outside the pool, the device total (or GMSHIM_DEVICE_LIMIT), the marks (dashed lines;\n"
-    "a band when they are too many to tell apart) and the OOMs (red). Both are self-contained (no\n"
-    "network). The HTML page is a tool to explore: the wheel or its buttons zoom, a drag pans, a\n"
-    "double click shows the whole run; hovering names the top live call sites at that moment;\n"
+    "a band when they are too many to tell apart) and the OOMs (red); where the log has the card's\n"
+    "ledger (docs/ledger.md), the CUDA context and other processes as a band on top of reserved and\n"
+    "outside the pool. Both are self-contained (no network). The HTML page is a tool to explore:\n"
+    "the wheel or its buttons zoom, a drag pans, a double click shows the whole run; hovering\n"
+    "names the top live call sites at that moment and the card's terms at the last sample;\n"
     "hovering or clicking an OOM shows its cause, request and evidence; under each chart a flame\n"
     "graph shows the live bytes by call site at the peak and at each OOM. '-' as FILE writes to\n"
     "stdout. --json writes the series instead: per device, points of [bucket start ns, allocated\n"
-    "max, reserved max, outside the pool max], with the marks and OOMs.\n"
+    "max, reserved max, outside the pool max] and the card's ledger at each bucket's last sample\n"
+    "(card), with the marks and OOMs.\n"
     "\n"
     "  -s, --svg FILE   write an SVG image\n"
     "  -H, --html FILE  write an HTML page\n"

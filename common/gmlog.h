@@ -415,7 +415,7 @@ typedef struct gmlog_limit {
  *   CHECKPOINT (flags BEGIN)
  *   copies of every SITE, STRING, MODULE, DEVICE and LIMIT record written so far (verbatim)
  *   history: for the most recent marks and OOMs before `at_ns`, an AT record then a verbatim
- *     copy of the MARK or OOM record
+ *     copy of the MARK or OOM record; then for each device its last LEDGER sample, likewise
  *   per device with PyTorch's tensor events: CUT (flags GMLOG_CUT_TORCH), its T_SEGMENT_ALLOC,
  *     T_ALLOC and T_FREE_REQUESTED records (see gmlog_cut_t)
  *   per device: CUT, then one SEGMENT_ALLOC per segment the device holds, then one ALLOC per

@@ -62,6 +62,16 @@ static void write_checkpoint(void)
         evlog_append(&a, sizeof a, now);
         n += 1 + append_copy(k, now);
     }
+    for (unsigned dev = 0; dev < 256; dev++) { /* each device's last sample, at its own time */
+        const kept_t *k = logkeep_ledger(dev);
+        if (!k || k->at > at)
+            continue;
+        gmlog_at_t a;
+        evlog_hdr(&a.h, GMLOG_AT, sizeof a, GMLOG_NO_DEVICE, 0);
+        a.at_ns = k->at;
+        evlog_append(&a, sizeof a, now);
+        n += 1 + append_copy(k, now);
+    }
     logkeep_copied_history(at);
     logkeep_unlock();
     if (C.cut)

@@ -18,6 +18,7 @@ static struct {
     kept_t *history[KEEP_HISTORY];             /* a ring: marks and OOMs */
     uint64_t nhistory;
     uint64_t history_at;                       /* the newest checkpoint that copied the history */
+    kept_t *ledger[256];                       /* each device's last LEDGER sample */
 } K = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 uint64_t logkeep_add(const void *rec, size_t fixed, const void *tail, size_t tail_len, size_t len,
@@ -29,7 +30,13 @@ uint64_t logkeep_add(const void *rec, size_t fixed, const void *tail, size_t tai
     kept_t *k = NULL;
     if ((type == GMLOG_MARK || type == GMLOG_OOM || type == GMLOG_LIMIT) && K.history_at && rel <= K.history_at)
         rel = K.history_at + 1;
-    if (type == GMLOG_MARK || type == GMLOG_OOM) {
+    if (type == GMLOG_LEDGER) { /* only the last: a sample says all a former one did */
+        unsigned dev = ((const gmlog_rec_t *)rec)->device;
+        if ((k = malloc(need))) {
+            free(K.ledger[dev]);
+            K.ledger[dev] = k;
+        }
+    } else if (type == GMLOG_MARK || type == GMLOG_OOM) {
         k = malloc(need);
         if (k) {
             free(K.history[K.nhistory % KEEP_HISTORY]);
@@ -51,7 +58,7 @@ uint64_t logkeep_add(const void *rec, size_t fixed, const void *tail, size_t tai
             K.defs_len += need;
         }
     }
-    if (!k && type != GMLOG_MARK && type != GMLOG_OOM)
+    if (!k && type != GMLOG_MARK && type != GMLOG_OOM && type != GMLOG_LEDGER)
         K.defs_full = 1;
     if (k) {
         k->at = rel;
@@ -77,6 +84,10 @@ void logkeep_forget(void)
     }
     K.nhistory = 0;
     K.history_at = 0;
+    for (size_t i = 0; i < 256; i++) {
+        free(K.ledger[i]);
+        K.ledger[i] = NULL;
+    }
 }
 
 void logkeep_lock(void)
@@ -108,4 +119,9 @@ const kept_t *logkeep_history(uint64_t i)
 void logkeep_copied_history(uint64_t at)
 {
     K.history_at = at;
+}
+
+const kept_t *logkeep_ledger(unsigned dev)
+{
+    return dev < 256 ? K.ledger[dev] : NULL;
 }

@@ -1,5 +1,6 @@
 /* The copies a bounded log's checkpoints repeat: every SITE, STRING, MODULE, DEVICE and LIMIT
- * record (up to 64 MiB of them) and the most recent marks and OOMs, kept as they are written.
+ * record (up to 64 MiB of them), the most recent marks and OOMs, and each device's last LEDGER
+ * sample (the card's context and other processes), kept as they are written.
  * Part of the log writer; nothing outside it includes this. */
 #ifndef GM_LOGKEEP_H
 #define GM_LOGKEEP_H
@@ -34,5 +35,7 @@ const uint8_t *logkeep_defs(size_t *len);
 uint64_t logkeep_history_count(void);
 const kept_t *logkeep_history(uint64_t i);
 void logkeep_copied_history(uint64_t at);
+/* Device dev's last LEDGER sample, or NULL. */
+const kept_t *logkeep_ledger(unsigned dev);
 
 #endif

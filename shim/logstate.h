@@ -105,7 +105,8 @@ void logstate_stop_writing(const char *why, int err);
  * -1 when the thread cannot run (the caller calls fn itself). A newer request replaces one not
  * yet served. */
 #define KEEP_MASK ((1ull << GMLOG_SITE) | (1ull << GMLOG_STRING) | (1ull << GMLOG_MODULE) | \
-                   (1ull << GMLOG_DEVICE) | (1ull << GMLOG_LIMIT) | (1ull << GMLOG_MARK) | (1ull << GMLOG_OOM))
+                   (1ull << GMLOG_DEVICE) | (1ull << GMLOG_LIMIT) | (1ull << GMLOG_MARK) | (1ull << GMLOG_OOM) | \
+                   (1ull << GMLOG_LEDGER))
 void logstate_checkpoint_request(void);
 int logstate_request_populate(void (*fn)(size_t extent, unsigned gen), size_t extent, unsigned gen);
 void logstate_checkpoint_stop(void);

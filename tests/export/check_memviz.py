@@ -2,13 +2,15 @@
 """Checks a memory snapshot pickle the way PyTorch's readers use it (standard library only).
 
 usage: check_memviz.py SNAPSHOT.pickle [--expect-allocs N] [--expect-oom N] [--expect-categories]
+                       [--expect-ledger TERM]
 
 It loads the file with Python's pickle module, checks the structure PyTorch's snapshots have
 (segments with blocks, device_traces entries, frames as {filename, line, name}), that each
 segment's blocks tile it (torch.cuda._memory_viz stats asserts this), and replays the trace
 backwards from the segments as pytorch.org/memory_viz does: every block freed must be live
 again before its free, inside a segment live then; a block whose free was requested and not
-completed (active_pending_free) still holds its place. Prints one summary line; exits 1 on the
+completed (active_pending_free) still holds its place. gmshim's own key, gmshim_ledger (the
+card's ledger per device), must add up to each device's total. Prints one summary line; exits 1 on the
 first problem, naming it.
 """
 import bisect
@@ -110,6 +112,25 @@ def replay_backwards(snap, dev):
             bisect.insort(bases, e["addr"])
 
 
+def check_ledger(ledgers):
+    """gmshim_ledger: [{device, time_us, total, terms: [{term, label, size, measured}]}], adding up."""
+    terms = set()
+    if not isinstance(ledgers, list):
+        fail(f"gmshim_ledger is {type(ledgers).__name__}, not a list")
+    for l in ledgers:
+        for k in ("device", "time_us", "total", "terms"):
+            if k not in l:
+                fail(f"a ledger lacks {k}: {l!r}")
+        for t in l["terms"]:
+            if not {"term", "label", "size", "measured"} <= set(t) or not isinstance(t["measured"], bool):
+                fail(f"device {l['device']}: a ledger term {t!r}")
+            terms.add(t["term"])
+        if sum(t["size"] for t in l["terms"]) != l["total"]:
+            fail(f"device {l['device']}: the ledger's terms add up to {sum(t['size'] for t in l['terms'])}, "
+                 f"the device has {l['total']}")
+    return terms
+
+
 def main():
     args = sys.argv[1:]
     if not args:
@@ -143,11 +164,13 @@ def main():
     for a in snap["external_annotations"]:
         if set(a) != {"stage", "name", "device", "time_us"} or a["stage"] not in ("START", "END"):
             fail(f"annotation {a!r}")
+    ledger_terms = check_ledger(snap.get("gmshim_ledger", []))
     framed = sum(1 for t in snap["device_traces"] for e in t if e["action"] == "alloc" and e["frames"])
     print(f"segments {len(snap['segments'])} reserved {reserved} allocated {allocated} "
           f"alloc {count['alloc']} free {count['free_completed']} segment_alloc {count['segment_alloc']} "
           f"segment_free {count['segment_free']} oom {count['oom']} pending {pending_all[0]} with_frames {framed} "
-          f"annotations {len(snap['external_annotations'])} categories {sorted(categories)}")
+          f"annotations {len(snap['external_annotations'])} categories {sorted(categories)} "
+          f"ledger {sorted(ledger_terms)}")
     i = 1
     while i < len(args):
         want = args[i]
@@ -157,6 +180,8 @@ def main():
             fail(f"{count['oom']} oom entries, {args[i + 1]} expected")
         if want == "--expect-categories" and not categories:
             fail("no categories: the memory outside the pool is not named")
+        if want == "--expect-ledger" and args[i + 1] not in ledger_terms:
+            fail(f"no ledger term {args[i + 1]!r} among {sorted(ledger_terms)}")
         i += 1 if want == "--expect-categories" else 2
 
 

@@ -3,6 +3,7 @@
 
 usage: check_perfetto.py TRACE.json [--processes N] [--peak-allocated BYTES...] [--ooms N]
                          [--resolution-ns NS] [--outside] [--peak SERIES=BYTES] [--last SERIES=BYTES]
+                         [--card TERM]
 
 The format's rules as the viewers apply them: a top object with a "traceEvents" list; every
 event an object with a known "ph", a string "name", integer "pid" and "tid", a numeric "ts"
@@ -10,7 +11,9 @@ event an object with a known "ph", a string "name", integer "pid" and "tid", a n
 "dur" of zero or more; instants ("i") with a scope of g, p or t; metadata ("M") naming
 processes and threads with the args each takes. Then what gmshim promises: per device the
 counter tracks requested, allocated, reserved, cached and pending; one named process per log;
-the OOMs as instants with cause and request; counters never past the peaks the reports give.
+the OOMs as instants with cause and request; counters never past the peaks the reports give;
+the card's ledger ("device N card: TERM" counters, written together at each sample) adding up
+to the device's total at every sample.
 Prints one summary line; exits 1 naming the first problem.
 """
 import collections
@@ -57,6 +60,26 @@ def check_event(i, e):
             fail(f"event {i}: metadata {e['name']!r} with args {e.get('args')!r}")
 
 
+def check_card(tracks):
+    """The card's terms of a device, as they stand at each sample, add up to its total."""
+    by_dev = collections.defaultdict(dict)
+    for (pid, name), s in tracks.items():
+        if " card: " in name:
+            by_dev[(pid, name.split()[1])][name] = sorted(s, key=lambda p: p[0])
+    samples = 0
+    for (pid, dev), terms in by_dev.items():
+        total = tracks.get((pid, f"device {dev} total"))
+        if not total:
+            fail(f"pid {pid} device {dev}: card terms without a total counter")
+        total = total[-1][1]
+        for ts in sorted({t for s in terms.values() for t, _ in s}):
+            now = sum(next((v for t, v in reversed(s) if t <= ts), 0) for s in terms.values())
+            if now != total:
+                fail(f"pid {pid} device {dev}: the card's terms add up to {now} at {ts}, the device has {total}")
+            samples += 1
+    return samples
+
+
 def main():
     args = sys.argv[1:]
     if not args:
@@ -87,9 +110,10 @@ def main():
             fail(f"an OOM instant without cause and request: {o}")
     peaks = sorted(max(v for _, v in s) for (pid, n), s in tracks.items() if n.endswith(" allocated"))
     outside = [n for _, n in tracks if "outside the pool" in n]
+    card = check_card(tracks)
     print(f"events {len(events)} processes {len(procs)} counter tracks {len(tracks)} "
           f"samples {sum(len(s) for s in tracks.values())} ooms {len(ooms)} peak_allocated {peaks} "
-          f"outside {sorted(set(outside))}")
+          f"outside {sorted(set(outside))} card samples {card}")
     i = 1
     while i < len(args):
         opt = args[i]
@@ -116,6 +140,11 @@ def main():
                 fail(f"{series} counters {'peak at' if opt == '--peak' else 'end at'} {got}, {want} expected")
         elif opt == "--outside" and not outside:
             fail("no counter of the memory outside the pool")
+        elif opt == "--card":
+            if not card:
+                fail("no sample of the card's ledger")
+            if not any(n.split(" card: ", 1)[-1].startswith(args[i + 1]) for _, n in tracks if " card: " in n):
+                fail(f"no card term {args[i + 1]!r} among {sorted(n for _, n in tracks if ' card: ' in n)}")
         i += 1 if opt == "--outside" else 2
 
 

@@ -17,6 +17,31 @@ static int is_rank_var(const char *kv)
 }
 
 /* Writes one rank's log under dir (gm-rank<r>-<pid>.gmlog) with the times of spec. */
+const char *ranks_test_guests[8];
+
+/* A LEDGER sample of device 0 (NVML's other processes: the spec's guests) at t. */
+static void write_guests(tlog_t *b, uint64_t t, const char *guests)
+{
+    struct {
+        gmlog_ledger_t l;
+        gmlog_ledger_proc_t p[8];
+    } r;
+    memset(&r, 0, sizeof r);
+    r.l.h.type = GMLOG_LEDGER;
+    r.l.h.flags = GMLOG_LEDGER_START;
+    r.l.total = 1024 * TLOG_MiB;
+    r.l.driver_free = r.l.self_used = GMLOG_UNKNOWN;
+    r.l.status = GMLOG_LEDGER_NVML;
+    for (const char *g = guests; g && *g && r.l.nprocs < 8;) {
+        char *end;
+        r.p[r.l.nprocs].pid = (uint32_t)strtoul(g, &end, 10);
+        r.p[r.l.nprocs].used = strtoull(end + 1, &end, 10) * TLOG_MiB;
+        r.l.others += r.p[r.l.nprocs++].used;
+        g = *end ? end + 1 : end;
+    }
+    tlog_rec(b, &r, sizeof r.l + r.l.nprocs * sizeof r.p[0], t);
+}
+
 void ranks_test_write(const char *dir, const spec_t *s, uint32_t pid)
 {
     tlog_t b;
@@ -39,6 +64,8 @@ void ranks_test_write(const char *dir, const spec_t *s, uint32_t pid)
     tlog_chunk(&b, pid, 0, 0, 0);
     tlog_device(&b, 0, "Test GPU", 1024 * TLOG_MiB);
     tlog_site(&b, 0, 1);
+    if (s->rank >= 0 && s->rank < 8 && ranks_test_guests[s->rank])
+        write_guests(&b, 1 * MS, ranks_test_guests[s->rank]);
     tlog_segment(&b, 1 * MS, GMLOG_SEGMENT_ALLOC, TLOG_SEG, 16 * TLOG_MiB);
     tlog_alloc(&b, 1 * MS, TLOG_SEG, 16 * TLOG_MiB, 0, 1);
     if (s->oom_ms >= 0)

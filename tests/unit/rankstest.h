@@ -23,6 +23,9 @@ typedef struct spec {
     const char *host;          /* NULL: node0 */
 } spec_t;
 
+/* Other processes on rank r's GPU, "PID:MiB,PID:MiB", written as a LEDGER sample of its log
+ * (NULL: none); a test sets and clears them. */
+extern const char *ranks_test_guests[8];
 /* Writes one rank's log under dir (gm-rank<r>-<pid>.gmlog) with the times of spec. */
 void ranks_test_write(const char *dir, const spec_t *s, uint32_t pid);
 /* A fresh directory holding the n logs (pids 100, 101, ...). */

@@ -3,6 +3,7 @@
  * the driver; `gmshim summary` and `gmshim oom` must name every term and add up to the card. */
 #include "suites.h"
 #include "test_analyzer_cli.h"
+#include "testlog.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -99,6 +100,7 @@ START_TEST(test_an_oom_another_process_decides_names_it_with_its_remedy)
     ck_assert_msg(strstr(t, "outside  another process, pid ") && strstr(t, "`sleep 60` held 1.50 GiB") &&
                       strstr(t, "stop or move the other process"),
                   "the OOM does not name the other process:\n%s", t);
+    ck_assert_msg(!strstr(t, "GMSHIM_CUPTI=1"), "the ledger names the term, yet the CUPTI hint is still given:\n%s", t);
     free(t);
 }
 END_TEST
@@ -131,6 +133,117 @@ START_TEST(test_without_nvml_the_card_still_adds_up_and_nothing_is_printed)
 }
 END_TEST
 
+/* gmshim or python3 with arguments up to NULL: exit status, output in *out. */
+static int runv(char **out, const char *const *args)
+{
+    return run_program(args, NULL, 0, out);
+}
+
+static char *read_file(const char *path)
+{
+    size_t n;
+    uint8_t *raw = gm_slurp(path, &n);
+    char *b = realloc(raw, n + 1);
+    ck_assert_msg(b != NULL, "out of memory reading %s", path);
+    b[n] = 0;
+    return b;
+}
+
+START_TEST(test_the_pictures_carry_the_cards_terms)
+{
+    free(run_card("oom", NULL));
+    char trace[4200], snap[4200], html[4200], svg[4200], *out = NULL;
+    snprintf(trace, sizeof trace, "%s/card.json", temp_dir());
+    snprintf(snap, sizeof snap, "%s/card.pickle", temp_dir());
+    snprintf(html, sizeof html, "%s/card.html", temp_dir());
+    snprintf(svg, sizeof svg, "%s/card.svg", temp_dir());
+    const char *gm = build_path("gmshim");
+    int rc = runv(&out, (const char *const[]){gm, "export", "perfetto", "-o", trace, logpath, NULL});
+    ck_assert_msg(rc == 0, "export perfetto exited %d:\n%s", rc, out);
+    free(out);
+    rc = runv(&out, (const char *const[]){"/usr/bin/env", "python3", "tests/export/check_perfetto.py", trace, "--card",
+                                          "another process, pid", NULL});
+    ck_assert_msg(rc == 0 && strstr(out, "card samples "), "the trace's card counters:\n%s", out);
+    free(out);
+    rc = runv(&out, (const char *const[]){gm, "export", "memory-viz", "-o", snap, logpath, NULL});
+    ck_assert_msg(rc == 0, "export memory-viz exited %d:\n%s", rc, out);
+    free(out);
+    rc = runv(&out, (const char *const[]){"/usr/bin/env", "python3", "tests/export/check_memviz.py", snap,
+                                          "--expect-ledger", "process", "--expect-ledger", "context", NULL});
+    ck_assert_msg(rc == 0, "the snapshot's gmshim_ledger:\n%s", out);
+    free(out);
+    rc = runv(&out, (const char *const[]){gm, "timeline", "--html", html, logpath, NULL});
+    ck_assert_msg(rc == 0, "timeline --html exited %d:\n%s", rc, out);
+    free(out);
+    rc = runv(&out, (const char *const[]){gm, "timeline", "--svg", svg, logpath, NULL});
+    ck_assert_msg(rc == 0, "timeline --svg exited %d:\n%s", rc, out);
+    free(out);
+    char *page = read_file(html), *image = read_file(svg);
+    ck_assert_msg(page && strstr(page, "\"k\":[") && strstr(page, "\"card\":[[") &&
+                      strstr(page, "another process, pid ") && strstr(page, "CUDA context and module code"),
+                  "the page carries no card band or terms");
+    ck_assert_msg(image && strstr(image, "<g class=\"card\"><title>the card's ledger at ") &&
+                      strstr(image, "`sleep 60`"),
+                  "the SVG draws no card band");
+    free(page);
+    free(image);
+}
+END_TEST
+
+/* A wrapped log: its checkpoint repeats the device's last LEDGER sample (an AT, then the copy),
+ * from before the space was reused; the summary's ledger still names the other process. */
+START_TEST(test_a_wrapped_log_keeps_its_sample_through_the_checkpoint)
+{
+    const uint64_t ms = 1000000;
+    tlog_t b;
+    tlog_begin(&b, GMLOG_F_WRAPPED);
+    tlog_chunk(&b, 1002, 0, 0, 1000 * ms);
+    tlog_checkpoint(&b, 1000 * ms, GMLOG_CKPT_BEGIN, 1, 1000 * ms);
+    tlog_device(&b, 1000 * ms, "Fake GPU", 4096 * MiB);
+    tlog_at(&b, 1000 * ms, 5 * ms);
+    struct {
+        gmlog_ledger_t l;
+        gmlog_ledger_proc_t p[1];
+    } r;
+    memset(&r, 0, sizeof r);
+    r.l.h.type = GMLOG_LEDGER;
+    r.l.h.flags = GMLOG_LEDGER_START;
+    r.l.total = 4096 * MiB;
+    r.l.driver_free = 2048 * MiB;
+    r.l.context = 300 * MiB;
+    r.l.self_used = 300 * MiB;
+    r.l.others = 1024 * MiB;
+    r.l.nprocs = 1;
+    r.l.status = GMLOG_LEDGER_NVML | GMLOG_LEDGER_CTX_CREATED;
+    r.p[0].pid = 4242;
+    r.p[0].used = 1024 * MiB;
+    tlog_rec(&b, &r, sizeof r, 1000 * ms);
+    gmlog_cut_t cut = {.h = {GMLOG_CUT, 0, 0, 0, 0}, .cut_ns = 1001 * ms, .requested = MiB, .allocated = MiB,
+                       .reserved = 64 * MiB, .cached = 63 * MiB, .peak_requested = MiB, .peak_allocated = MiB,
+                       .peak_reserved = 64 * MiB, .allocs = 1, .segments = 1, .blocks = 1};
+    tlog_cut(&b, 1001 * ms, &cut);
+    tlog_segment(&b, 1001 * ms, GMLOG_SEGMENT_ALLOC, TLOG_SEG, 64 * MiB);
+    tlog_alloc(&b, 1001 * ms, TLOG_A, MiB, 0, 0);
+    tlog_checkpoint(&b, 1002 * ms, GMLOG_CKPT_END, 1, 1000 * ms);
+    tlog_end_chunk(&b);
+    tlog_chunk(&b, 7, 1, 0, 1100 * ms);
+    tlog_alloc(&b, 1100 * ms, TLOG_D, 2 * MiB, 0, 0);
+    tlog_end_chunk(&b);
+    snprintf(logpath, sizeof logpath, "%s/wrapped.gmlog", temp_dir());
+    ck_assert_msg(tlog_write(&b, logpath) == 0, "cannot write %s", logpath);
+    tlog_free_buf(&b);
+    char *j = analyze("summary", 1);
+    uint64_t total, sum;
+    unsigned n;
+    ledger_sums(j, "ledger_at_peak", &total, &sum, &n);
+    ck_assert_msg(total == 4096 * MiB && sum == total, "%" PRIu64 " of %" PRIu64 ":\n%s", sum, total, j);
+    ck_assert_msg(term_bytes(j, "ledger_at_peak", "\"pid\":4242") == 1024 * MiB &&
+                      term_bytes(j, "ledger_at_peak", "\"term\":\"context\"") == 300 * MiB,
+                  "the checkpoint's sample (pid 4242, a 300 MiB context) is not in the ledger:\n%s", j);
+    free(j);
+}
+END_TEST
+
 Suite *analyzer_ledger_suite(void)
 {
     Suite *s = suite_create("analyzer_ledger");
@@ -140,6 +253,8 @@ Suite *analyzer_ledger_suite(void)
     tcase_add_test(tc, test_an_oom_another_process_decides_names_it_with_its_remedy);
     tcase_add_test(tc, test_an_oom_a_librarys_buffers_decide_names_the_library);
     tcase_add_test(tc, test_without_nvml_the_card_still_adds_up_and_nothing_is_printed);
+    tcase_add_test(tc, test_the_pictures_carry_the_cards_terms);
+    tcase_add_test(tc, test_a_wrapped_log_keeps_its_sample_through_the_checkpoint);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -126,6 +126,34 @@ START_TEST(test_a_log_never_closed_on_another_host_alive_just_after_the_oom_is_u
 }
 END_TEST
 
+/* Ranks 1 and 2 made contexts on rank 0's GPU (their pids among its card's other processes);
+ * pid 103 there is rank 3's pid but rank 3 runs on another host, and pid 999 is no rank. */
+START_TEST(test_a_rank_whose_gpu_held_other_ranks_contexts_is_named)
+{
+    static const spec_t s[] = {
+        {0, END_EXIT, 0, 0, 600, 500, -1, 0, {"WORLD_SIZE=4"}, NULL},
+        {1, END_EXIT, 0, 0, 600, 500, -1, 0, {"WORLD_SIZE=4"}, NULL},
+        {2, END_EXIT, 0, 0, 600, 500, -1, 0, {"WORLD_SIZE=4"}, NULL},
+        {3, END_EXIT, 0, 0, 600, 500, -1, 0, {"WORLD_SIZE=4"}, "node1"},
+    };
+    ranks_test_guests[0] = "101:200,102:210,103:220,999:50";
+    const char *dir = ranks_test_job(s, 4);
+    ranks_test_guests[0] = NULL;
+    char *v = ranks_test_report(dir, 0);
+    const char *c = strstr(v, "crowded        rank 0 (pid 100): its GPU also held 2 other ranks' processes (410 MiB in all)");
+    ck_assert_msg(c && strstr(c, "(pid 101) 200 MiB, rank 2 (pid 102) 210 MiB\n") &&
+                      strstr(c, "torch.cuda.set_device(LOCAL_RANK)") && !strstr(v, "(pid 103)"),
+                  "rank 0's GPU is not named crowded by ranks 1 and 2 alone:\n%s", v);
+    ck_assert_msg(!strstr(c + 1, "crowded "), "only rank 0's GPU was crowded:\n%s", v);
+    free(v);
+    char *js = ranks_test_report(dir, 1);
+    const char *cj = strstr(js, "\"crowded\":[{\"rank\":0,\"pid\":100,\"bytes\":429916160,\"others\":[{\"rank\":1,"
+                                "\"pid\":101,\"bytes\":209715200},{\"rank\":2,\"pid\":102,\"bytes\":220200960}]}]");
+    ck_assert_msg(cj && strstr(cj, "\"crowded_remedy\":\""), "JSON: rank 0 crowded by ranks 1 and 2:\n%s", js);
+    free(js);
+}
+END_TEST
+
 Suite *analyzer_ranks_job_suite(void)
 {
     Suite *s = suite_create("analyzer_ranks_job");
@@ -137,6 +165,7 @@ Suite *analyzer_ranks_job_suite(void)
     tcase_add_test(tc, test_ranks_ended_at_unknown_times_give_no_first_failure);
     tcase_add_test(tc, test_the_only_rank_not_closed_is_the_failure_at_an_unknown_time);
     tcase_add_test(tc, test_a_log_never_closed_on_another_host_alive_just_after_the_oom_is_uncertain);
+    tcase_add_test(tc, test_a_rank_whose_gpu_held_other_ranks_contexts_is_named);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,5 @@
 /* What a bounded log's checkpoints repeat (shim/logkeep.c): definitions kept in order, marks and
- * OOMs in a ring of the most recent; a mark timed before a checkpoint that already copied the
+ * OOMs in a ring of the most recent, each device's last LEDGER sample; a mark timed before a checkpoint that already copied the
  * history is moved just after it, so that it is in the one or the other. */
 #include "gmlog.h"
 #include "../../shim/logkeep.h"
@@ -55,12 +55,39 @@ START_TEST(test_a_mark_before_copied_history_moves_after_it)
 }
 END_TEST
 
+START_TEST(test_each_devices_last_ledger_sample_is_kept)
+{
+    uint64_t a[8], b[8];
+    rec_of((gmlog_rec_t *)a, GMLOG_LEDGER, sizeof a);
+    rec_of((gmlog_rec_t *)b, GMLOG_LEDGER, sizeof b);
+    gmlog_rec_t h;
+    memcpy(&h, a, sizeof h);
+    h.device = 2;
+    memcpy(a, &h, sizeof h);
+    memcpy(b, &h, sizeof h);
+    a[1] = 111, b[1] = 222;
+    logkeep_add(a, sizeof a, NULL, 0, sizeof a, 100);
+    logkeep_add(b, sizeof b, NULL, 0, sizeof b, 200);
+    logkeep_lock();
+    const kept_t *k = logkeep_ledger(2);
+    ck_assert_msg(k && k->at == 200 && ((const uint64_t *)k->bytes)[1] == 222 && !logkeep_ledger(0),
+                  "device 2's last sample (at 200) is not the one kept: %p", (const void *)k);
+    size_t len;
+    logkeep_defs(&len);
+    ck_assert_msg(len == 0 && logkeep_history_count() == 0, "a sample went among the definitions or the history");
+    logkeep_unlock();
+    logkeep_forget();
+    ck_assert_msg(!logkeep_ledger(2), "a fork child still has the parent's sample");
+}
+END_TEST
+
 Suite *logkeep_suite(void)
 {
     Suite *s = suite_create("logkeep");
     TCase *tc = tcase_create("copies");
     tcase_add_test(tc, test_definitions_are_kept_in_order);
     tcase_add_test(tc, test_a_mark_before_copied_history_moves_after_it);
+    tcase_add_test(tc, test_each_devices_last_ledger_sample_is_kept);
     suite_add_tcase(s, tc);
     return s;
 }
