@@ -11,6 +11,9 @@ int main(void)
     SRunner *sr = srunner_create(pool_suite());
     srunner_add_suite(sr, policy_suite());
     srunner_add_suite(sr, vmm_suite());
+    srunner_add_suite(sr, planpack_suite());
+    srunner_add_suite(sr, steprec_suite());
+    srunner_add_suite(sr, stepplan_suite());
     srunner_add_suite(sr, clock_suite());
     srunner_add_suite(sr, ranges_suite());
     srunner_add_suite(sr, options_suite());

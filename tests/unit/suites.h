@@ -8,6 +8,9 @@
 Suite *pool_suite(void);
 Suite *policy_suite(void);
 Suite *vmm_suite(void);
+Suite *planpack_suite(void);
+Suite *steprec_suite(void);
+Suite *stepplan_suite(void);
 Suite *clock_suite(void);
 Suite *ranges_suite(void);
 Suite *options_suite(void);
