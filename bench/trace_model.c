@@ -351,5 +351,7 @@ int main(int argc, char **argv)
         memset(tab, 0, tabcap * sizeof *tab);
     }
     printf("}\n");
+    free(ops);
+    free(tab);
     return 0;
 }
