@@ -302,6 +302,18 @@ void stepplan_unclaimed(stepplan_t *p)
     p->st.busy++;
 }
 
+void stepplan_release(stepplan_t *p, int32_t s)
+{
+    p->slot[s].state = SLOT_FREE;
+    p->st.planned--;
+    stepplan_unclaimed(p);
+}
+
+uint64_t stepplan_slot_size(const stepplan_t *p, int32_t s)
+{
+    return p->slot[s].size;
+}
+
 /* The live slot starting at off, or -1. */
 static int32_t live_slot_at(const stepplan_t *p, uint64_t off)
 {
@@ -327,6 +339,11 @@ int stepplan_free(stepplan_t *p, uint64_t off, uint64_t seq)
     p->slot[s].state = seq ? SLOT_PENDING : SLOT_FREE;
     p->slot[s].seq = seq;
     return 0;
+}
+
+int32_t stepplan_live_slot(const stepplan_t *p, uint64_t off)
+{
+    return live_slot_at(p, off);
 }
 
 int stepplan_live_at(const stepplan_t *p, uint64_t off, uint64_t *size)

@@ -49,9 +49,16 @@ int32_t stepplan_next(stepplan_t *p, uint64_t key);
 uint64_t stepplan_claim(stepplan_t *p, int32_t s, uint64_t done, uint64_t *off);
 /* An allocation stepplan_next gave a slot for went to the online pool after all. */
 void stepplan_unclaimed(stepplan_t *p);
+/* Slot s, claimed, given back unused (its memory could not be had): free again, and the
+ * allocation counted as the online pool's. */
+void stepplan_release(stepplan_t *p, int32_t s);
+/* The bytes slot s spans (its planned size, rounded to the plan's alignment). */
+uint64_t stepplan_slot_size(const stepplan_t *p, int32_t s);
 /* The planned block at `off` freed, its addresses reusable once fence `seq` completes (0: at
  * once): 0, or -1 when no live block of the plan starts there. */
 int stepplan_free(stepplan_t *p, uint64_t off, uint64_t seq);
+/* The slot of the live block of the plan that starts at off, or -1. */
+int32_t stepplan_live_slot(const stepplan_t *p, uint64_t off);
 /* Whether a live block of the plan starts at off (its size into *size). */
 int stepplan_live_at(const stepplan_t *p, uint64_t off, uint64_t *size);
 

@@ -117,6 +117,10 @@ static option_row_t table[GM_OPT__COUNT] = {
         .doc = "print once to stderr when a device's low-water mark rises step after step (marks, else "
         "troughs of allocated bytes): the growth per step, the call site growing most, and when the "
         "device is full at that rate", .max = 1},
+    [GM_OPT_PLAN] = {.name = "GMSHIM_PLAN", .kind = GM_KIND_BOOL, .default_text = "0",
+        .doc = "learn each device's repeating step (the same call sites and sizes again) and serve it "
+        "from a plan in a growable range of its own, every other allocation from the pool; turns on "
+        "growable ranges (GMSHIM_SEGMENTS=vmm), in which idle pages move while the step is learnt", .max = 1},
 };
 
 int options_parse_bool(const char *s, long long *out)

@@ -30,6 +30,7 @@ typedef enum gm_option {
     GM_OPT_CLOCK,
     GM_OPT_THREAD_CACHE,
     GM_OPT_WARN,
+    GM_OPT_PLAN,
     GM_OPT__COUNT
 } gm_option_t;
 
