@@ -257,19 +257,21 @@ static int map_slot(gm_device_t *d, gm_plan_t *p, uint64_t off, size_t n, uint64
     return rc;
 }
 
-/* Under the lock: slot s taken when its addresses are free; a fence the slot waits for is
- * polled, or under GPU order recorded, once. 0 and *off, or nonzero. */
+/* Under the lock: slot s taken when its addresses are free. A fence the slot waits for is
+ * recorded if it is still to come (as the pool's miss records one; under GPU order it answers at
+ * once), else polled, once. 0 and *off, or nonzero. */
 static uint64_t claim(gm_device_t *d, gm_plan_t *p, int32_t s, uint64_t *off)
 {
     uint64_t w = stepplan_claim(p->sp, s, device_reusable(d), off);
     if (!w || w == STEPPLAN_BUSY)
         return w;
-    if (w <= device_issued(d))
-        fencepol_poll_device(d);
-    else if (device_gpu_order(d) && fencepol_issue_device(d, GMLOG_FENCE_BY_NEED) == 0)
+    if (w > device_issued(d)) {
+        if (fencepol_issue_device(d, GMLOG_FENCE_BY_NEED) != 0)
+            return w;
         p->fences++;
-    else
-        return w;
+    }
+    if (w > device_reusable(d))
+        fencepol_poll_device(d);
     return stepplan_claim(p->sp, s, device_reusable(d), off);
 }
 

@@ -176,6 +176,12 @@ static int unmap_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, cons
     return 0;
 }
 
+/* map_cb for a pass that may also unmap (vmm_alloc_within hands both the same argument). */
+static int map_in_pass(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64_t *tokens)
+{
+    return map_cb(((unmap_pass_t *)arg)->a, seg, addr, n, tokens);
+}
+
 /* The best fit with its pages mapped. While GMSHIM_PLAN learns a step (d->plan_moves), the
  * pages it lacks are first taken from idle ones while mapping would lift the arena's reservation
  * past its peak so far (vmm_alloc_within): the step is learnt near its floor. */
@@ -186,7 +192,7 @@ static gm_block_t *range_alloc(gm_arena_t *a, size_t rounded, size_t requested, 
         return vmm_alloc(h, rounded, requested, map_cb, a, refused);
     unmap_pass_t pass = {a, 0};
     unsigned moved = 0;
-    return vmm_alloc_within(h, rounded, requested, a->bytes.reserved.peak, map_cb, unmap_cb, &pass, refused,
+    return vmm_alloc_within(h, rounded, requested, a->bytes.reserved.peak, map_in_pass, unmap_cb, &pass, refused,
                             &moved);
 }
 

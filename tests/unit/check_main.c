@@ -16,6 +16,7 @@ int main(void)
     srunner_add_suite(sr, stepplan_suite());
     srunner_add_suite(sr, clock_suite());
     srunner_add_suite(sr, ranges_suite());
+    srunner_add_suite(sr, planner_suite());
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, device_suite());
     srunner_add_suite(sr, hit_suite());

@@ -13,6 +13,7 @@ Suite *steprec_suite(void);
 Suite *stepplan_suite(void);
 Suite *clock_suite(void);
 Suite *ranges_suite(void);
+Suite *planner_suite(void);
 Suite *options_suite(void);
 Suite *device_suite(void);
 Suite *hit_suite(void);
