@@ -523,6 +523,7 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
     out->frees += pc.frees;
     out->cache_hits += pc.planned;
     out->allocated.current += pc.allocated;
+    out->allocated.peak += pc.allocated_peak; /* an upper bound, as the arenas' sum is */
     out->requested.current += pc.requested;
     out->plan_allocs = pc.planned;
     out->plan_online = pc.online;
