@@ -170,12 +170,17 @@ $(BUILD)/bench/p5_writer $(BUILD)/bench/p7_torchev: $(BUILD)/bench/%: bench/%.c 
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Ishim $< $(SHIM_LIB_OBJ) $(COMMON_OBJ) -o $@ $(ALL_LDFLAGS) -ldl -lm
 
+# The trace model runs the pool's own code in process (no CUDA).
+$(BUILD)/bench/trace_model: bench/trace_model.c $(COMMON_OBJ) | $(BUILD)/bench
+	@[ "$(V)" != 0 ] || echo "  CC      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(COMMON_OBJ) -o $@ $(ALL_LDFLAGS) -lm
+
 # ---- programs for the GPU machine (built here, carried there with build/) ------------------
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 GPU_ARCH  ?= -gencode arch=compute_90,code=sm_90
 GPU_CU    := $(wildcard tests/gpu/*.cu)
 GPU_BIN   := $(GPU_CU:tests/gpu/%.cu=$(BUILD)/gpu/%) \
-             $(filter-out $(BUILD)/gpu/p5_writer $(BUILD)/gpu/p7_torchev,$(BENCH_SRC:bench/%.c=$(BUILD)/gpu/%))
+             $(filter-out $(BUILD)/gpu/p5_writer $(BUILD)/gpu/p7_torchev $(BUILD)/gpu/trace_model,$(BENCH_SRC:bench/%.c=$(BUILD)/gpu/%))
 
 .PHONY: gpu-build
 gpu-build: $(LIB) $(CLI) $(GPU_BIN)

@@ -97,6 +97,8 @@ static void memory_fields(out_t *o, const rd_rec_t *r)
             f_bool(o, "exact", 1);
         if (r->flags & GMLOG_A_CACHED)
             f_bool(o, "cached", 1);
+        if (r->flags & GMLOG_A_PLANNED)
+            f_bool(o, "planned", 1);
         f_u64(o, "site", a->site);
         f_u64(o, "dur_ns", a->dur_ns);
         break;

@@ -15,11 +15,14 @@ class _Stats(ctypes.Structure):
         [(n, ctypes.c_ulonglong) for n in (
             "allocs", "frees", "cache_hits", "cache_misses", "driver_mallocs", "driver_frees",
             "oom_retries", "ooms", "fences", "fence_waits", "fence_wait_ns", "unpooled_allocs",
-            "foreign_frees", "bad_frees", "limit", "arenas", "fence_ns", "fence_polls", "fence_poll_ns")]
+            "foreign_frees", "bad_frees", "limit", "arenas", "fence_ns", "fence_polls", "fence_poll_ns",
+            "plan_allocs", "plan_online", "plan_busy", "plan_period", "plan_bytes")]
 
 
-# Version 1 of the struct ends at `arenas` (a library from before the fences' times).
+# Version 1 of the struct ends at `arenas` (a library from before the fences' times), version 2 at
+# `fence_poll_ns` (before GMSHIM_PLAN's counters).
 _V1_SIZE = _Stats.arenas.offset + ctypes.sizeof(ctypes.c_ulonglong)
+_V2_SIZE = _Stats.fence_poll_ns.offset + ctypes.sizeof(ctypes.c_ulonglong)
 
 
 def stats(device=0):
@@ -27,9 +30,12 @@ def stats(device=0):
         return None
     st = _Stats()
     st.size = ctypes.sizeof(_Stats)
-    if _lib.gmshim_get_stats(device, ctypes.byref(st)) != 0:
+    for size in (_V2_SIZE, _V1_SIZE):
+        if _lib.gmshim_get_stats(device, ctypes.byref(st)) == 0:
+            break
         st = _Stats()
-        st.size = _V1_SIZE
+        st.size = size
+    else:
         if _lib.gmshim_get_stats(device, ctypes.byref(st)) != 0:
             return None
     out = {}

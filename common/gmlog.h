@@ -161,6 +161,7 @@ enum gmlog_kind {
                                   * cache kept), the driver's memory at exactly the size asked */
 #define GMLOG_A_CACHED 0x40      /* ALLOC: from its thread's cache: a block that thread freed into
                                   * it (GMLOG_F_CACHED), handed back without the arena */
+#define GMLOG_A_PLANNED 0x80     /* ALLOC: placed by GMSHIM_PLAN's planned step, in its own range */
 #define GMLOG_F_DEFERRED 0x01    /* FREE: the block waits for a fence before reuse */
 #define GMLOG_F_GRAPH 0x02       /* FREE: the block returned to a graph's private pool */
 #define GMLOG_F_CACHED 0x20      /* FREE: the block went to its thread's cache, not to the arena */

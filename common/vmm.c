@@ -178,12 +178,25 @@ static size_t unmap_span(gm_heap_t *h, gm_segment_t *seg, size_t first, size_t n
     return bytes;
 }
 
-size_t vmm_release_idle(gm_heap_t *h, size_t keep, uint64_t idle_ns, uint64_t now, vmm_unmap_fn unmap, void *arg,
-                        unsigned *npages)
+/* Idle pages of free block b, those of `skip` only from skip_end on (where a request taking it
+ * ends). */
+static size_t idle_span_but(const gm_block_t *b, const gm_block_t *skip, uintptr_t skip_end, size_t *first)
 {
-    size_t idle = vmm_idle_bytes(h);
-    if (idle <= keep)
-        return 0;
+    size_t n = idle_span(b, first);
+    if (b == skip && n) {
+        size_t lo = gm_round_up(skip_end - b->seg->base, PAGE) / PAGE;
+        if (lo > *first) {
+            n = *first + n > lo ? *first + n - lo : 0;
+            *first = lo;
+        }
+    }
+    return n;
+}
+
+/* Unmaps up to `goal` bytes of idle pages, the longest free first. */
+static size_t release_idle(gm_heap_t *h, size_t goal, uint64_t idle_ns, uint64_t now, vmm_unmap_fn unmap, void *arg,
+                           unsigned *npages, const gm_block_t *skip, uintptr_t skip_end)
+{
     size_t n = 0, room = 0;
     idle_block_t *v = NULL;
     for (gm_segment_t *seg = pool_segments(h); seg; seg = seg->next) {
@@ -191,7 +204,8 @@ size_t vmm_release_idle(gm_heap_t *h, size_t keep, uint64_t idle_ns, uint64_t no
             continue;
         for (gm_block_t *b = seg->first; b; b = b->next) {
             size_t first, span;
-            if (b->state != GM_BLOCK_FREE || !(span = idle_span(b, &first)) || !releasable_in(seg, first, span))
+            if (b->state != GM_BLOCK_FREE || !(span = idle_span_but(b, skip, skip_end, &first)) ||
+                !releasable_in(seg, first, span))
                 continue;
             if (idle_ns && now - b->free_ns < idle_ns)
                 continue;
@@ -209,12 +223,31 @@ size_t vmm_release_idle(gm_heap_t *h, size_t keep, uint64_t idle_ns, uint64_t no
     if (n)
         qsort(v, n, sizeof *v, oldest_first);
     size_t bytes = 0;
-    for (size_t k = 0; k < n && idle - bytes > keep; k++) {
-        size_t first, span = idle_span(v[k].b, &first);
-        bytes += unmap_span(h, v[k].b->seg, first, span, idle - bytes - keep, unmap, arg, npages);
+    for (size_t k = 0; k < n && bytes < goal; k++) {
+        size_t first, span = idle_span_but(v[k].b, skip, skip_end, &first);
+        bytes += unmap_span(h, v[k].b->seg, first, span, goal - bytes, unmap, arg, npages);
     }
     free(v);
     return bytes;
+}
+
+size_t vmm_release_idle(gm_heap_t *h, size_t keep, uint64_t idle_ns, uint64_t now, vmm_unmap_fn unmap, void *arg,
+                        unsigned *npages)
+{
+    size_t idle = vmm_idle_bytes(h);
+    return idle > keep ? release_idle(h, idle - keep, idle_ns, now, unmap, arg, npages, NULL, 0) : 0;
+}
+
+gm_block_t *vmm_alloc_within(gm_heap_t *h, size_t rounded, size_t requested, size_t budget, vmm_map_fn map,
+                             vmm_unmap_fn unmap, void *arg, int *refused, unsigned *moved)
+{
+    const gm_block_t *b = pool_best_fit(h, rounded);
+    if (b && b->seg->vmm) {
+        size_t need = missing_pages(b->seg, b->ptr, rounded) * PAGE, now = h->stats->reserved.current;
+        if (need && now + need > budget)
+            release_idle(h, now + need - budget, 0, 0, unmap, arg, moved, b, b->ptr + rounded);
+    }
+    return vmm_alloc(h, rounded, requested, map, arg, refused);
 }
 
 const char *vmm_check(const gm_heap_t *h)

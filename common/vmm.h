@@ -35,6 +35,13 @@ size_t vmm_idle_bytes(const gm_heap_t *h);
 size_t vmm_release_idle(gm_heap_t *h, size_t keep, uint64_t idle_ns, uint64_t now, vmm_unmap_fn unmap, void *arg,
                         unsigned *npages);
 
+/* As vmm_alloc, but pages it must map are first taken from idle ones (the longest free first,
+ * none of the block it takes) while mapping them would lift the heap's reservation above
+ * `budget`: a reservation that grows only when no idle page is left, for the price of unmapping
+ * and mapping again (a page moved). *moved counts the pages unmapped. */
+gm_block_t *vmm_alloc_within(gm_heap_t *h, size_t rounded, size_t requested, size_t budget, vmm_map_fn map,
+                             vmm_unmap_fn unmap, void *arg, int *refused, unsigned *moved);
+
 /* For the tests: whether every range's page map agrees with its count and covers every live and
  * pending block. NULL or what is wrong. */
 const char *vmm_check(const gm_heap_t *h);

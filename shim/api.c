@@ -51,7 +51,7 @@ GM_EXPORT unsigned long long gmshim_empty_cache(void)
 
 GM_EXPORT int gmshim_get_stats(int device, gmshim_stats_t *out)
 {
-    if (!out || (out->size != sizeof *out && out->size != GMSHIM_STATS_V1_SIZE) || device < 0 ||
+    if (!out || (out->size != sizeof *out && out->size != GMSHIM_STATS_V2_SIZE && out->size != GMSHIM_STATS_V1_SIZE) || device < 0 ||
         device >= GM_MAX_DEVICES)
         return -1;
     unsigned int size = out->size;
@@ -62,7 +62,7 @@ GM_EXPORT int gmshim_get_stats(int device, gmshim_stats_t *out)
         device_get_stats(d, &st);
     st.size = size;
     st.device = device;
-    memcpy(out, &st, size); /* a version 1 caller's struct ends at `arenas` */
+    memcpy(out, &st, size); /* an older caller's struct ends earlier */
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "ledger.h"
 #include "logrec.h"
 #include "options.h"
+#include "planner.h"
 #include "ranges.h"
 #include "real.h"
 #include "slowpath.h"
@@ -109,6 +110,7 @@ static gm_device_t *device_create(int id)
     devctx_leave(&c);
     d->limit = options_device_limit(id, d->total);
     ranges_setup(d);
+    planner_setup(d);
     pool_set_max_split(&a0->general, max_split_for(d)); /* arena 0 came before the ranges */
     int count = 0;
     int only = !devctx_created_count() && REAL_CALL(cudaGetDeviceCount, &count) == cudaSuccess &&
@@ -277,7 +279,7 @@ static int heap_owns(gm_heap_t *heap, uintptr_t ptr, int *kind)
 
 int device_owns_address(gm_device_t *d, uintptr_t ptr, int *kind)
 {
-    int found = 0;
+    int found = d->plan && planner_owns_address(d, ptr, kind);
     for (int i = 0; i < device_narenas(d) && !found; i++) {
         gm_arena_t *a = d->arenas[i];
         pthread_mutex_lock(&a->lock);
@@ -346,6 +348,7 @@ void device_forget(gm_device_t *d)
     for (int i = 0; i < n; i++)
         pthread_mutex_lock(&d->arenas[i]->lock);
     tcache_forget(d); /* before the blocks go, and before the fence lock (cache locks come first) */
+    planner_forget(d);   /* the plan's lock: after the caches', before the fence lock */
     __atomic_add_fetch(&d->resets, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&d->fence_lock);
     uint64_t reserved = device_reserved(d), live = 0;
@@ -516,6 +519,21 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
     out->reserved.current = device_reserved(d);
     out->reserved.peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
 
+    /* The planned step's blocks are the device's allocations too (its pages are in reserved). */
+    planner_counts_t pc;
+    planner_counts(d, &pc);
+    out->allocs += pc.planned;
+    out->frees += pc.frees;
+    out->cache_hits += pc.planned;
+    out->allocated.current += pc.allocated;
+    out->allocated.peak += pc.allocated_peak; /* an upper bound, as the arenas' sum is */
+    out->requested.current += pc.requested;
+    out->plan_allocs = pc.planned;
+    out->plan_online = pc.online;
+    out->plan_busy = pc.busy;
+    out->plan_period = pc.period;
+    out->plan_bytes = pc.top;
+
     pthread_mutex_lock(&d->fence_lock);
     out->fence_ns = d->fence_ns;
     out->fence_polls = d->polls;
@@ -542,6 +560,7 @@ void device_fork_prepare(void)
         gm_device_t *d = devctx_at(i);
         for (int k = 0; k < d->narenas; k++)
             pthread_mutex_lock(&d->arenas[k]->lock);
+        planner_fork_lock(d);
         pthread_mutex_lock(&d->fence_lock);
     }
 }
@@ -551,6 +570,7 @@ void device_fork_release(void)
     for (int i = devctx_created_count() - 1; i >= 0; i--) {
         gm_device_t *d = devctx_at(i);
         pthread_mutex_unlock(&d->fence_lock);
+        planner_fork_unlock(d);
         for (int k = d->narenas - 1; k >= 0; k--)
             pthread_mutex_unlock(&d->arenas[k]->lock);
     }

@@ -91,6 +91,8 @@ struct gm_device {
                                    other device's work starts (fence lock) */
     size_t total;               /* device memory, from cudaMemGetInfo at creation */
     struct gm_ranges *ranges;   /* GMSHIM_SEGMENTS=vmm in use (ranges.c); NULL: classic segments */
+    struct gm_plan *plan;       /* GMSHIM_PLAN (plan.c); NULL: off */
+    int plan_moves;             /* the plan learns: growable ranges move idle pages (atomic) */
     size_t tcache_max;          /* GMSHIM_THREAD_CACHE: bytes a thread's cache holds; 0 = no caches */
     struct gm_tcache *tcaches;  /* the threads' caches (tcache.h), pushed atomically, never removed */
     uint64_t resets;            /* cudaDeviceResets so far (atomic; written under every arena lock) */

@@ -84,9 +84,8 @@ static void log_fence(gm_arena_t *a, unsigned why, uint64_t seq, unsigned events
  * lock held, which this releases. */
 static int no_host_memory_warned;
 
-static int issue_locked(gm_arena_t *a, unsigned why)
+static int issue_locked(gm_device_t *d, gm_arena_t *a, unsigned why)
 {
-    gm_device_t *d = a->dev;
     if (device_captures(d) || __atomic_load_n(&d->captures_beginning, __ATOMIC_SEQ_CST)) {
         pthread_mutex_unlock(&d->fence_lock);
         return -1; /* an event on a capturing stream would join the capture, a query end it */
@@ -116,6 +115,11 @@ static int issue_locked(gm_arena_t *a, unsigned why)
                                                    "stays pending until a later fence is recorded", d->id);
         return -1;
     }
+    if (!a) { /* the plan's fence (fencepol_issue_device): no arena's figures to log with it */
+        if (evlog_enabled())
+            logrec_fence(d->id, why, seq, 0, events, t1, t0);
+        return 0;
+    }
     a->n.fences++;
     a->open = (gm_open_set_t){.seen = seq};
     if (evlog_enabled())
@@ -126,7 +130,28 @@ static int issue_locked(gm_arena_t *a, unsigned why)
 int fencepol_issue(gm_arena_t *a, unsigned why)
 {
     pthread_mutex_lock(&a->dev->fence_lock);
-    return issue_locked(a, why);
+    return issue_locked(a->dev, a, why);
+}
+
+int fencepol_issue_device(gm_device_t *d, unsigned why)
+{
+    if (pthread_mutex_trylock(&d->fence_lock) != 0)
+        return -1;
+    gm_ctx_t c;
+    devctx_enter(d, &c);
+    int rc = issue_locked(d, NULL, why);
+    devctx_leave(&c);
+    return rc;
+}
+
+void fencepol_poll_device(gm_device_t *d)
+{
+    if (pthread_mutex_trylock(&d->fence_lock) != 0)
+        return;
+    gm_ctx_t c;
+    devctx_enter(d, &c);
+    poll_locked(d);
+    devctx_leave(&c);
 }
 
 cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq)
@@ -226,7 +251,7 @@ GM_NOINLINE void fencepol_fence_now(gm_arena_t *a, gm_open_set_t *open)
         return; /* before any runtime call, as in fencepol_poll_now */
     gm_ctx_t c;
     devctx_enter(d, &c);
-    if (issue_locked(a, GMLOG_FENCE_BY_FREES) == 0)
+    if (issue_locked(d, a, GMLOG_FENCE_BY_FREES) == 0)
         fencepol_harvest(a, 0);
     devctx_leave(&c);
 }

@@ -18,6 +18,12 @@ int fencepol_open_set_waiting(gm_arena_t *a);
 /* Records a fence covering every free so far, on every arena, for reason `why` (enum
  * gmlog_fence_why, in its log record): 0, or -1 (a capture, a failure). */
 int fencepol_issue(gm_arena_t *a, unsigned why);
+/* The same for a caller that holds no arena lock (the planned step, planner.c, under its own lock):
+ * skipped (-1) when another thread holds the fence lock; enters the device's context itself. */
+int fencepol_issue_device(gm_device_t *d, unsigned why);
+/* A non-blocking poll of the device's fences without an arena: what completed becomes
+ * device_done (skipped when another thread holds the fence lock). */
+void fencepol_poll_device(gm_device_t *d);
 /* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
 size_t fencepol_wait_oldest(gm_arena_t *a);
 /* Waits until fence `seq` has completed (recording it first if it is still to come). */

@@ -16,7 +16,7 @@ extern "C" {
 
 #include <stddef.h>
 
-#define GMSHIM_API_VERSION 2
+#define GMSHIM_API_VERSION 3
 
 /* current: what is there now; peak: the most there ever was; total: the sum of all ever added.
  * The peaks of `requested` and `allocated` are exact while one thread allocates and the device
@@ -54,10 +54,18 @@ typedef struct gmshim_stats {
                                         under GPU order the streams' waits */
     unsigned long long fence_polls;  /* queries of outstanding fences (are they complete?) */
     unsigned long long fence_poll_ns;    /* their time */
+    /* Since version 3 (GMSHIM_PLAN; all 0 while it is off): */
+    unsigned long long plan_allocs;  /* allocations served from the planned step (counted in allocs) */
+    unsigned long long plan_online;  /* allocations made while the plan served that went to the pool */
+    unsigned long long plan_busy;    /* ...of them: their slot's addresses were still in use */
+    unsigned long long plan_period;  /* allocations of the planned step; 0 while it learns */
+    unsigned long long plan_bytes;   /* addresses of the plan's range (its pages count in reserved) */
 } gmshim_stats_t;
 
 /* The size of version 1's struct, which ends at `arenas`. */
 #define GMSHIM_STATS_V1_SIZE (offsetof(gmshim_stats_t, arenas) + sizeof(unsigned long long))
+/* The size of version 2's struct, which ends at `fence_poll_ns`. */
+#define GMSHIM_STATS_V2_SIZE (offsetof(gmshim_stats_t, fence_poll_ns) + sizeof(unsigned long long))
 
 /* Writes a mark (a phase or iteration boundary) into the event log. Returns 0, or -1 when no
  * log is being written. */
@@ -74,7 +82,7 @@ int gmshim_phase_end(const char *label);
 unsigned long long gmshim_empty_cache(void);
 
 /* Fills *out for `device`, whose `size` says which version the caller knows: sizeof(gmshim_stats_t),
- * or GMSHIM_STATS_V1_SIZE (built against version 1). Returns 0, or -1 for a bad device or size. */
+ * GMSHIM_STATS_V2_SIZE or GMSHIM_STATS_V1_SIZE (built against an older version). Returns 0, or -1 for a bad device or size. */
 int gmshim_get_stats(int device, gmshim_stats_t *out);
 
 /* Caps what gmshim reserves on `device` (0 removes the cap). Returns 0, or -1 for a bad device

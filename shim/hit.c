@@ -9,6 +9,7 @@
 #include "evlog.h"
 #include "fallback.h"
 #include "fencepol.h"
+#include "planner.h"
 #include "real.h"
 #include "segments.h"
 #include "slowpath.h"
@@ -94,7 +95,9 @@ static GM_COLD gm_block_t *live_insert_failed(gm_block_t *b)
     return NULL;
 }
 
-cudaError_t hit_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
+/* The pool's allocation: the thread's cache, else the arena (the miss a call out). */
+static inline __attribute__((always_inline)) cudaError_t pool_path(gm_device_t *d, size_t size, uint32_t site,
+                                                                   void **out)
 {
     size_t rounded = pool_round(size);
     /* A small request: the thread's own cache first, without the arena lock. */
@@ -166,6 +169,45 @@ cudaError_t hit_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
     }
     pthread_mutex_unlock(&a->lock);
     return err;
+}
+
+/* GMSHIM_PLAN: the planned step first; the pool serves the rest, and what it serves is what the
+ * plan learns from. */
+static GM_NOINLINE cudaError_t planned_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
+{
+    if (planner_alloc(d, size, site, out))
+        return cudaSuccess;
+    cudaError_t err = pool_path(d, size, site, out);
+    if (err == cudaSuccess)
+        planner_note_online(d, size, site, (uintptr_t)*out);
+    return err;
+}
+
+cudaError_t hit_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
+{
+    if (unlikely(d->plan != NULL))
+        return planned_alloc(d, size, site, out);
+    return pool_path(d, size, site, out);
+}
+
+/* A free the plan may own: its block's fence counted as an arena's free is (under this thread's
+ * arena lock, after the plan's). PLANNER_NOT_MINE when the pool is to look. */
+static GM_NOINLINE int planned_free(gm_device_t *d, uintptr_t key, uint32_t site, cudaError_t *err)
+{
+    size_t bytes = 0;
+    uint64_t issued = 0;
+    int said = planner_free(d, key, site, &bytes, &issued);
+    if (said != PLANNER_FREED)
+        return said;
+    *err = cudaSuccess;
+    if (issued != UINT64_MAX) {
+        int n = device_narenas(d);
+        gm_arena_t *a = d->arenas[my_arena < n ? my_arena : 0];
+        pthread_mutex_lock(&a->lock);
+        fencepol_count_free(a, bytes, issued);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return PLANNER_FREED;
 }
 
 /* A block the driver handed out itself (pass-through, managed, pitched): forgotten, forwarded. */
@@ -258,6 +300,9 @@ gm_free_result_t hit_free(gm_device_t *d, void *ptr, uint32_t site, cudaError_t 
     uintptr_t key = (uintptr_t)ptr;
     if (!key)
         return GM_FREE_NOT_FOUND; /* the sentinel's key */
+    int planned = unlikely(d->plan != NULL) ? planned_free(d, key, site, err) : PLANNER_NOT_MINE;
+    if (unlikely(planned != PLANNER_NOT_MINE))
+        return planned == PLANNER_FREED ? GM_FREE_DONE : GM_FREE_NOT_FOUND;
     gm_tcache_t *tc = tcache_mine(d);
     int said = tc ? tcache_free(tc, key, site) : 0;
     if (likely(said)) {

@@ -124,6 +124,10 @@ static option_row_t table[GM_OPT__COUNT] = {
     [GM_OPT_LEDGER_INTERVAL] = {.name = "GMSHIM_LEDGER_INTERVAL", .kind = GM_KIND_SECONDS, .default_text = "10",
         .doc = "seconds between the ledger's periodic samples; 0 = only at first use, OOMs and marks",
         .max = SECONDS_MAX_MS},
+    [GM_OPT_PLAN] = {.name = "GMSHIM_PLAN", .kind = GM_KIND_BOOL, .default_text = "0",
+        .doc = "learn each device's repeating step (the same call sites and sizes again) and serve it "
+        "from a plan in a growable range of its own, every other allocation from the pool; turns on "
+        "growable ranges (GMSHIM_SEGMENTS=vmm), in which idle pages move while the step is learnt", .max = 1},
 };
 
 int options_parse_bool(const char *s, long long *out)

@@ -32,6 +32,7 @@ typedef enum gm_option {
     GM_OPT_WARN,
     GM_OPT_LEDGER,
     GM_OPT_LEDGER_INTERVAL,
+    GM_OPT_PLAN,
     GM_OPT__COUNT
 } gm_option_t;
 

@@ -51,7 +51,8 @@ static const char *why_unavailable(gm_device_t *d, struct gm_ranges *r)
 
 void ranges_setup(gm_device_t *d)
 {
-    if (strcmp(options_get_str(GM_OPT_SEGMENTS), "vmm") != 0)
+    /* GMSHIM_PLAN learns in growable ranges and serves from one. */
+    if (strcmp(options_get_str(GM_OPT_SEGMENTS), "vmm") != 0 && !options_get(GM_OPT_PLAN))
         return;
     struct gm_ranges *r = calloc(1, sizeof *r);
     const char *why = r ? why_unavailable(d, r) : "out of host memory";
@@ -175,11 +176,31 @@ static int unmap_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, cons
     return 0;
 }
 
+/* map_cb for a pass that may also unmap (vmm_alloc_within hands both the same argument). */
+static int map_in_pass(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64_t *tokens)
+{
+    return map_cb(((unmap_pass_t *)arg)->a, seg, addr, n, tokens);
+}
+
+/* The best fit with its pages mapped. While GMSHIM_PLAN learns a step (d->plan_moves), the
+ * pages it lacks are first taken from idle ones while mapping would lift the arena's reservation
+ * past its peak so far (vmm_alloc_within): the step is learnt near its floor. */
+static gm_block_t *range_alloc(gm_arena_t *a, size_t rounded, size_t requested, int *refused)
+{
+    gm_heap_t *h = &a->general;
+    if (!__atomic_load_n(&a->dev->plan_moves, __ATOMIC_RELAXED))
+        return vmm_alloc(h, rounded, requested, map_cb, a, refused);
+    unmap_pass_t pass = {a, 0};
+    unsigned moved = 0;
+    return vmm_alloc_within(h, rounded, requested, a->bytes.reserved.peak, map_in_pass, unmap_cb, &pass, refused,
+                            &moved);
+}
+
 cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_block_t **bp)
 {
     gm_heap_t *h = &a->general;
     int refused = 0;
-    if ((*bp = vmm_alloc(h, rounded, requested, map_cb, a, &refused)))
+    if ((*bp = range_alloc(a, rounded, requested, &refused)))
         return cudaSuccess;
     if (refused)
         return cudaErrorMemoryAllocation;
@@ -194,7 +215,7 @@ cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_bloc
         fallback_engage("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
-    *bp = vmm_alloc(h, rounded, requested, map_cb, a, &refused);
+    *bp = range_alloc(a, rounded, requested, &refused);
     return *bp ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
@@ -215,4 +236,55 @@ size_t ranges_release_idle(gm_arena_t *a, size_t keep, uint64_t idle_ns, uint64_
 size_t ranges_idle_bytes(gm_arena_t *a)
 {
     return a->dev->ranges ? vmm_idle_bytes(&a->general) : 0;
+}
+
+/* ---- The planned step's range (plan.c) ------------------------------------------------------ */
+
+int ranges_plan_reserve(gm_device_t *d, size_t size, uintptr_t *base)
+{
+    (void)d;
+    unsigned long long b = 0;
+    if (api.reserve(&b, size, PAGE, 0, 0) != 0)
+        return -1;
+    *base = (uintptr_t)b;
+    return 0;
+}
+
+int ranges_plan_map(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens, uint64_t *last_stamp)
+{
+    struct gm_ranges *r = d->ranges;
+    size_t limit = device_limit(d);
+    if (device_captures(d) || (limit && device_reserved(d) + n * PAGE > limit))
+        return -1;
+    uint64_t t0 = gm_now_ns();
+    size_t done = 0;
+    int rc = 0;
+    for (; done < n; done++) {
+        unsigned long long h = 0;
+        if ((rc = api.create(&h, PAGE, &r->prop, 0)) != 0)
+            break;
+        if ((rc = api.map(addr + done * PAGE, PAGE, 0, h, 0)) != 0) {
+            api.release(h);
+            break;
+        }
+        tokens[done] = h;
+    }
+    if (!rc)
+        rc = api.set_access(addr, n * PAGE, r->access, r->naccess);
+    if (rc) {
+        unwind(addr, tokens, done);
+        memset(tokens, 0, n * sizeof *tokens);
+        if (rc != CUDA_ERROR_OUT_OF_MEMORY)
+            devctx_note_cuda_failure(d, "cuMemMap", cudaErrorMemoryAllocation);
+        return -1;
+    }
+    device_reserved_add(d, n * PAGE);
+    if (evlog_enabled()) {
+        uint64_t now = gm_now_ns();
+        if (now > *last_stamp)
+            *last_stamp = now; /* the plan's allocation in these pages is logged after them */
+        for (size_t i = 0; i < n; i++)
+            evlog_segment(GMLOG_SEGMENT_ALLOC, d->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
+    }
+    return 0;
 }

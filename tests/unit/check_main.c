@@ -11,8 +11,12 @@ int main(void)
     SRunner *sr = srunner_create(pool_suite());
     srunner_add_suite(sr, policy_suite());
     srunner_add_suite(sr, vmm_suite());
+    srunner_add_suite(sr, planpack_suite());
+    srunner_add_suite(sr, steprec_suite());
+    srunner_add_suite(sr, stepplan_suite());
     srunner_add_suite(sr, clock_suite());
     srunner_add_suite(sr, ranges_suite());
+    srunner_add_suite(sr, planner_suite());
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, device_suite());
     srunner_add_suite(sr, hit_suite());

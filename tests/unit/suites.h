@@ -8,8 +8,12 @@
 Suite *pool_suite(void);
 Suite *policy_suite(void);
 Suite *vmm_suite(void);
+Suite *planpack_suite(void);
+Suite *steprec_suite(void);
+Suite *stepplan_suite(void);
 Suite *clock_suite(void);
 Suite *ranges_suite(void);
+Suite *planner_suite(void);
 Suite *options_suite(void);
 Suite *device_suite(void);
 Suite *hit_suite(void);

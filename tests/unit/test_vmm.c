@@ -208,6 +208,54 @@ START_TEST(test_a_mapping_goes_back_only_when_wholly_idle)
 }
 END_TEST
 
+START_TEST(test_a_budget_moves_idle_pages_instead_of_mapping_more)
+{
+    pool_add_range(&heap, BASE, 1024 * MiB, 0, 1);
+    gm_block_t *a = vmm_must(8 * MiB), *b = vmm_must(8 * MiB), *c = vmm_must(2 * MiB);
+    (void)c;
+    pool_free_block(&heap, a, 10); /* 4 idle pages at the bottom */
+    (void)b;
+    ck_assert_uint_eq(stats.reserved.current, 18 * MiB);
+    /* 12 MiB fit only above c: six pages to map, over a budget of the 18 MiB reserved. */
+    int refused = 0;
+    unsigned moved = 0;
+    gm_block_t *d = vmm_alloc_within(&heap, 12 * MiB, 12 * MiB, 18 * MiB, map_fn, unmap_fn, NULL, &refused, &moved);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(d->ptr, BASE + 18 * MiB);
+    ck_assert_uint_eq(moved, 4);
+    ck_assert_uint_eq(stats.reserved.current, 18 * MiB + 12 * MiB - 8 * MiB);
+    CHECK();
+    /* Within the budget nothing moves: the freed b's pages are taken as they are. */
+    pool_free_block(&heap, b, 20);
+    moved = 0;
+    gm_block_t *e = vmm_alloc_within(&heap, 4 * MiB, 4 * MiB, 64 * MiB, map_fn, unmap_fn, NULL, &refused, &moved);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(moved, 0);
+    CHECK();
+}
+END_TEST
+
+START_TEST(test_a_budget_never_unmaps_the_pages_the_request_takes)
+{
+    pool_add_range(&heap, BASE, 1024 * MiB, 0, 1);
+    gm_block_t *a = vmm_must(8 * MiB), *b = vmm_must(2 * MiB);
+    (void)a;
+    pool_free_block(&heap, b, 10); /* the free tail from 8 MiB: page 4 mapped and idle */
+    ck_assert_uint_eq(vmm_idle_bytes(&heap), 2 * MiB);
+    int refused = 0;
+    unsigned moved = 0;
+    /* 4 MiB from 8 MiB: page 4 as it is and page 5 mapped, over the 10 MiB budget; the only
+     * idle page is the request's own. */
+    gm_block_t *d = vmm_alloc_within(&heap, 4 * MiB, 4 * MiB, 10 * MiB, map_fn, unmap_fn, NULL, &refused, &moved);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(d->ptr, BASE + 8 * MiB);
+    ck_assert_uint_eq(moved, 0);
+    ck_assert_uint_eq(unmaps, 0);
+    ck_assert_uint_eq(stats.reserved.current, 12 * MiB);
+    CHECK();
+}
+END_TEST
+
 Suite *vmm_suite(void)
 {
     Suite *s = suite_create("vmm");
@@ -220,6 +268,8 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, test_no_free_block_fitting_asks_for_another_range);
     tcase_add_test(tc, test_a_range_is_never_a_whole_free_segment);
     tcase_add_test(tc, test_a_mapping_goes_back_only_when_wholly_idle);
+    tcase_add_test(tc, test_a_budget_moves_idle_pages_instead_of_mapping_more);
+    tcase_add_test(tc, test_a_budget_never_unmaps_the_pages_the_request_takes);
     suite_add_tcase(s, tc);
     return s;
 }

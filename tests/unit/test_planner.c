@@ -1,0 +1,166 @@
+/* GMSHIM_PLAN (shim/planner.c) under the preload on the fake runtime: a training loop's steps
+ * served from the plan, a departing step served by the pool, no two live blocks overlapping, a
+ * capture, a late kernel on a side stream, a fork, refused frees; the log holds every planned
+ * allocation and free; other programs run unchanged with the plan on. */
+#include "suites.h"
+#include "gmlog.h"
+#include "model.h"
+#include "reader.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Runs plan_steps MODE with the plan on (GPU order `order`), logging to `log` (NULL: off);
+ * returns its output (the caller frees it). */
+static char *plan_steps(const char *mode, const char *order, const char *log)
+{
+    char env_log[4300];
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log ? log : "off");
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_PLAN=1", order, env_log,
+                         strstr(order, "=1") ? "PLAN_STRICT=1" : NULL, NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/plan_steps", env, mode, &out);
+    ck_assert_msg(rc == 0, "plan_steps %s (%s) exited %d:\n%s", mode, order, rc, out);
+    return out;
+}
+
+static unsigned long long field(const char *out, const char *name)
+{
+    const char *at = strstr(out, name);
+    ck_assert_msg(at != NULL, "no '%s' in:\n%s", name, out);
+    return strtoull(at + strlen(name), NULL, 10);
+}
+
+static void each_order(const char *mode)
+{
+    static const char *const orders[] = {"GMSHIM_GPU_ORDER=0", "GMSHIM_GPU_ORDER=1"};
+    for (size_t i = 0; i < 2; i++)
+        free(plan_steps(mode, orders[i], NULL));
+}
+
+START_TEST(test_repeated_steps_are_served_from_the_plan_without_overlap)
+{
+    each_order("steps");
+}
+END_TEST
+
+START_TEST(test_a_departing_step_goes_to_the_pool_and_the_plan_resumes)
+{
+    each_order("depart");
+}
+END_TEST
+
+START_TEST(test_nothing_is_planned_during_a_capture)
+{
+    each_order("capture");
+}
+END_TEST
+
+START_TEST(test_a_slot_freed_under_a_late_kernel_waits_for_it_on_every_stream)
+{
+    each_order("streams");
+}
+END_TEST
+
+START_TEST(test_a_fork_child_forwards_and_the_plan_goes_on)
+{
+    each_order("fork");
+}
+END_TEST
+
+START_TEST(test_double_and_interior_frees_of_planned_blocks_are_refused)
+{
+    each_order("frees");
+}
+END_TEST
+
+/* Off by default: the same program, no plan. */
+START_TEST(test_the_plan_is_off_by_default)
+{
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_LOG=off", "PLAN_EXPECT_NONE=1", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/plan_steps", env, "steps", &out);
+    ck_assert_msg(rc == 0, "plan_steps without GMSHIM_PLAN exited %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* The log: every planned allocation is an ALLOC with the planned flag and has its FREE, its pages
+ * are SEGMENT records, and the model reads it with nothing malformed. */
+START_TEST(test_the_log_holds_every_planned_allocation_and_free)
+{
+    char log[4200];
+    snprintf(log, sizeof log, "%s/plan-steps.gmlog", temp_dir());
+    unlink(log);
+    char *out = plan_steps("steps", "GMSHIM_GPU_ORDER=1", log);
+    unsigned long long planned = field(out, "planned "), allocs = field(out, "allocs ");
+    free(out);
+    rd_log_t lf;
+    ck_assert_msg(rd_open_path(&lf, log) == 0, "the log does not read");
+    rd_rec_t rec;
+    unsigned long long flagged = 0, alloc_recs = 0, free_recs = 0;
+    while (rd_next(&lf, &rec)) {
+        if (rec.type == GMLOG_ALLOC) {
+            alloc_recs++;
+            flagged += (rec.flags & GMLOG_A_PLANNED) != 0;
+        } else if (rec.type == GMLOG_FREE) {
+            free_recs++;
+        }
+    }
+    rd_close(&lf);
+    ck_assert_msg(flagged == planned && planned > 0, "%llu planned ALLOC records, the stats say %llu", flagged,
+                  planned);
+    ck_assert_msg(alloc_recs == allocs && free_recs == allocs, "%llu ALLOC and %llu FREE records for %llu allocations",
+                  alloc_recs, free_recs, allocs);
+    model_t m;
+    memset(&m, 0, sizeof m);
+    ck_assert_msg(rd_open_path(&lf, log) == 0, "the log does not read again");
+    model_build(&m, &lf, MODEL_ALL);
+    model_dev_t *d0 = m.dev[0];
+    ck_assert_ptr_nonnull(d0);
+    ck_assert_uint_eq(m.malformed, 0);
+    ck_assert_uint_eq(d0->bad_segment_frees, 0);
+    ck_assert_uint_eq(d0->allocated, 0);
+    ck_assert_uint_ge(d0->peak_reserved, d0->peak_allocated);
+    model_free(&m);
+    rd_close(&lf);
+    unlink(log);
+}
+END_TEST
+
+#define PLAN "GMSHIM_PLAN=1", "GMSHIM_LOG=off"
+
+/* Programs that know nothing of the plan behave as without it (as under growable ranges, which
+ * the plan turns on: driver call counts are pages there). */
+START_TEST(test_other_programs_run_unchanged_with_the_plan_on)
+{
+    RUN_OK("tests/integration/odd_args", "FAKECUDA_MEM=1G", PLAN);
+    RUN_OK("tests/integration/capture", "FAKECUDA_MEM=1G", PLAN);
+    RUN_OK("tests/integration/threads", "FAKECUDA_MEM=4G", PLAN);
+    RUN_OK("tests/integration/two_devices", "FAKECUDA_MEM=1G", "FAKECUDA_DEVICES=2", PLAN);
+    RUN_OK("tests/integration/fork_child", "FAKECUDA_MEM=1G", PLAN);
+    RUN_OK("tests/integration/device_reset", "FAKECUDA_MEM=1G", PLAN);
+    RUN_OK("tests/integration/reuse_order", "FAKECUDA_MEM=1G", PLAN);
+    RUN_OK("tests/integration/demo_train", "FAKECUDA_MEM=1G", PLAN);
+}
+END_TEST
+
+Suite *planner_suite(void)
+{
+    Suite *s = suite_create("planner");
+    TCase *tc = tcase_create("under the preload");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_repeated_steps_are_served_from_the_plan_without_overlap);
+    tcase_add_test(tc, test_a_departing_step_goes_to_the_pool_and_the_plan_resumes);
+    tcase_add_test(tc, test_nothing_is_planned_during_a_capture);
+    tcase_add_test(tc, test_a_slot_freed_under_a_late_kernel_waits_for_it_on_every_stream);
+    tcase_add_test(tc, test_a_fork_child_forwards_and_the_plan_goes_on);
+    tcase_add_test(tc, test_double_and_interior_frees_of_planned_blocks_are_refused);
+    tcase_add_test(tc, test_the_plan_is_off_by_default);
+    tcase_add_test(tc, test_the_log_holds_every_planned_allocation_and_free);
+    tcase_add_test(tc, test_other_programs_run_unchanged_with_the_plan_on);
+    suite_add_tcase(s, tc);
+    return s;
+}
