@@ -255,7 +255,8 @@ test-wheel: wheel $(CLI) $(INTEG_BIN)
 test-asan: deps
 	$(Q)$(MAKE) --no-print-directory test-run BUILD=build/asan GM_OPT="-O1 -g" \
 	    GM_SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-	    TEST_PRELOAD="$$($(CC) -print-file-name=libasan.so)" FUZZ_BIN=
+	    TEST_PRELOAD="$$($(CC) -print-file-name=libasan.so)" FUZZ_BIN= \
+	    LSAN_OPTIONS="suppressions=$(abspath tests/sanitizers/lsan.supp)"
 test-tsan: deps
 	$(Q)$(MAKE) --no-print-directory test-run BUILD=build/tsan GM_OPT="-O1 -g" \
 	    GM_SAN="-fsanitize=thread" \
