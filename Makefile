@@ -19,8 +19,8 @@ endif
 GM_WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 GM_OPT     ?= -O2 -g
 GM_SAN     ?=
-# The shim and the analyzer share only common/ (the log format, the pool's policy code, the
-# version): the analyzer is built without -Ishim.
+# The shim and the analyzer share only common/ (the log format, the pool's policy and grow code,
+# the version): the analyzer is built without -Ishim.
 GM_CPPFLAGS := -D_GNU_SOURCE -I$(CUDA_HOME)/include -Icommon
 GM_CFLAGS  := -std=c11 $(GM_OPT) $(GM_WARN) -pthread -fno-omit-frame-pointer $(GM_SAN)
 ALL_CFLAGS  = $(GM_CPPFLAGS) $(GM_CFLAGS) $(CFLAGS)

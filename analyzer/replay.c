@@ -1,11 +1,11 @@
 /* The replay engine: a device's decoded events re-run through the shim's own pool code: the
- * data structure (common/pool.c) and the device-level policy (common/policy.c: the tight segment
- * under a cap, GMSHIM_DEVICE_LIMIT's release and retry, waiting for pending frees under
- * GMSHIM_PENDING_WAIT, GMSHIM_CACHE_LIMIT, empty cache), with the driver OOM's release of whole
- * free segments and one retry as shim/slowpath.c grow() does them. Frees wait for a fence until
- * the recording shows it completed (a block of it handed out again, a fence wait, a segment
- * given back) or, as a bound, not at all. One arena per device: a log of several contending
- * threads replays as if they shared one. */
+ * data structure (common/pool.c), the device-level policy (common/policy.c: the tight segment
+ * under a cap, waiting for pending frees under GMSHIM_PENDING_WAIT, GMSHIM_CACHE_LIMIT, empty
+ * cache) and the grow sequence (common/grow.c: GMSHIM_DEVICE_LIMIT's release, the driver OOM's
+ * release of whole free segments and retry, exact segments), over a driver of the recorded
+ * capacity. Frees wait for a fence until the recording shows it completed (a block of it handed
+ * out again, a fence wait, a segment given back) or, as a bound, not at all. One arena per
+ * device: a log of several contending threads replays as if they shared one. */
 #include "replay.h"
 #include "vec.h"
 #include "grow.h"
