@@ -27,6 +27,12 @@ static void *must_exact(size_t size)
     return p;
 }
 
+/* A failed attempt the retry recovered from must not reach the program. */
+static void recovered(const char *what)
+{
+    CHECK(cudaGetLastError() == cudaSuccess, "%s: the retried attempt's error reached the program", what);
+}
+
 static void must_fail(cudaError_t err, const char *what)
 {
     CHECK(err == cudaErrorMemoryAllocation, "%s: %d, not out of memory", what, (int)err);
@@ -42,13 +48,16 @@ int main(void)
         CUDA_OK(cudaFree(fill[i])); /* 180 MiB of whole segments cached */
     CUDA_OK(cudaDeviceSynchronize());
     void *big = must(300 * MiB);     /* only once the cache went back: 1020 MiB */
+    recovered("300 MiB");
     must_fail(cudaMalloc(&p, 30 * MiB), "30 MiB beyond the capacity");
     void *tail = must(4 * MiB); /* 20 MiB does not fit, the tight 4 MiB does: 1024 MiB */
+    recovered("4 MiB");
     must_fail(standin_segment_alloc(&p, 8 * MiB), "an exact segment with nothing cached");
     CUDA_OK(cudaFree(big));
     CUDA_OK(cudaFree(tail));
     CUDA_OK(cudaDeviceSynchronize());
     void *exact = must_exact(200 * MiB); /* only once the 300 MiB segment went back */
+    recovered("an exact 200 MiB");
     void *again = must_exact(16 * MiB);  /* fits at once */
     CUDA_OK(standin_segment_free(exact));
     CUDA_OK(standin_segment_free(again));
