@@ -376,11 +376,6 @@ static size_t grow_release(void *g, int reason, int *waited)
     return empty_cache(((rp_grow_t *)g)->r, 1, 0);
 }
 
-static void grow_oom_seen(void *g, size_t seg)
-{
-    (void)g, (void)seg; /* the replay's figures are those after the release */
-}
-
 static void grow_oom_end(void *g, unsigned flags, size_t seg)
 {
     rp_grow_t *gr = g;
@@ -388,10 +383,10 @@ static void grow_oom_end(void *g, unsigned flags, size_t seg)
         note_failure(gr->r, gr->req, gr->rounded, seg, gr->site, !!(flags & GMLOG_OOM_LIMIT), gr->oom);
 }
 
-static const grow_ops_t grow_ops = {grow_limit, grow_reserved, NULL, grow_segment,
-                                    grow_release, grow_oom_seen, grow_oom_end};
-static const grow_ops_t exact_ops = {grow_limit, grow_reserved, NULL, grow_exact_segment,
-                                     grow_release, grow_oom_seen, grow_oom_end};
+/* No capture to model; a failure's figures are the pool's after the release (note_failure). */
+static const grow_ops_t grow_ops = {grow_limit, grow_reserved, NULL, grow_segment, grow_release, NULL, grow_oom_end};
+static const grow_ops_t exact_ops = {grow_limit, grow_reserved, NULL, grow_exact_segment, grow_release, NULL,
+                                     grow_oom_end};
 
 /* A caching allocator's segment (PyTorch's, its cache kept): from the driver at exactly its size,
  * whatever the pool's settings, as the shim's slowpath_exact asks for it. */

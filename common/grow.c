@@ -27,7 +27,8 @@ static int fits_limit(const grow_ops_t *o, void *arg, size_t *seg, size_t rounde
 static gm_block_t *grow_retry(const grow_ops_t *o, void *arg, gm_heap_t *h, size_t seg, size_t rounded,
                               size_t size, int *fresh)
 {
-    o->oom_seen(arg, seg);
+    if (o->oom_seen)
+        o->oom_seen(arg, seg);
     unsigned flags = GMLOG_OOM_RELEASED;
     int waited = 0;
     o->release(arg, GMLOG_EMPTY_OOM, &waited);
@@ -78,7 +79,8 @@ int grow_exact(const grow_ops_t *o, void *arg, size_t size, gm_block_t **bp)
     int st = o->segment(arg, size, size, size, bp);
     if (st != GROW_OOM)
         return st;
-    o->oom_seen(arg, size);
+    if (o->oom_seen)
+        o->oom_seen(arg, size);
     unsigned flags = GMLOG_OOM_EXACT;
     if (!capturing(o, arg)) {
         /* Asked again only if some went back, as the caller would be without the pool. */

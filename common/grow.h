@@ -25,7 +25,8 @@ typedef struct grow_ops {
     /* The pool's whole free segments, all arenas', back to the driver once their fences
      * completed (reason: GMLOG_EMPTY_*); the bytes; *waited when a fence was waited for. */
     size_t (*release)(void *arg, int reason, int *waited);
-    /* The driver refused seg: the figures of that moment, before anything goes back. */
+    /* The driver refused seg: the figures of that moment, before anything goes back; NULL:
+     * none kept. */
     void (*oom_seen)(void *arg, size_t seg);
     /* The OOM's end, recovered (GMLOG_OOM_RECOVERED) or a failure: its GMLOG_OOM_* flags and
      * the last segment size asked. */

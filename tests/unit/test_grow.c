@@ -47,7 +47,8 @@ static int segment_cb(void *arg, size_t seg, size_t rounded, size_t size, gm_blo
     sc.asked++;
     note("seg %zu:%u ", seg / MiB, (unsigned)answer);
     if (answer == GROW_OK) {
-        gm_segment_t *s = pool_add_segment(&heap, BASE + (uintptr_t)sc.asked * 64 * MiB, seg, pool_is_small(rounded), 1);
+        uintptr_t base = BASE + (uintptr_t)sc.asked * 64 * MiB;
+        gm_segment_t *s = pool_add_segment(&heap, base, seg, pool_is_small(rounded), 1);
         *bp = pool_alloc_fresh(&heap, s, rounded, size);
         sc.reserved += seg;
     }
