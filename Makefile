@@ -19,8 +19,8 @@ endif
 GM_WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 GM_OPT     ?= -O2 -g
 GM_SAN     ?=
-# The shim and the analyzer share only common/ (the log format, the pool's policy code, the
-# version): the analyzer is built without -Ishim.
+# The shim and the analyzer share only common/ (the log format, the pool's policy and grow code,
+# the version): the analyzer is built without -Ishim.
 GM_CPPFLAGS := -D_GNU_SOURCE -I$(CUDA_HOME)/include -Icommon
 GM_CFLAGS  := -std=c11 $(GM_OPT) $(GM_WARN) -pthread -fno-omit-frame-pointer $(GM_SAN)
 ALL_CFLAGS  = $(GM_CPPFLAGS) $(GM_CFLAGS) $(CFLAGS)
@@ -141,13 +141,14 @@ $(BUILD)/tests/integration/%: tests/integration/%.c tests/integration/itest.h sh
 	    -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -Wl,--as-needed -lcudart -Wl,--no-as-needed -ldl
 
 # A library named as PyTorch's allocator (libc10_cuda.so), for the program whose cudaMalloc and
-# cudaFree come from a caching allocator.
+# cudaFree come from a caching allocator (and one whose exact segments go through the grow sequence).
 STANDIN := $(BUILD)/tests/integration/standin/libc10_cuda.so
 $(STANDIN): tests/integration/standin/c10_cuda.c $(FAKE_LIB) | $(BUILD)/tests/integration
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)mkdir -p $(@D) && $(CC) $(ALL_CFLAGS) -shared -fPIC $< -o $@ -L$(BUILD)/fake -lcudart
-$(BUILD)/tests/integration/caching_release: tests/integration/caching_release.c tests/integration/itest.h \
-                                            shim/gmshim.h tests/fakecuda.h $(FAKE_LIB) $(STANDIN)
+$(BUILD)/tests/integration/caching_release $(BUILD)/tests/integration/grow_paths: \
+        $(BUILD)/tests/integration/%: tests/integration/%.c tests/integration/itest.h shim/gmshim.h tests/fakecuda.h \
+        $(FAKE_LIB) $(STANDIN)
 	@[ "$(V)" != 0 ] || echo "  CC      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Ishim -Itests $< -o $@ $(ALL_LDFLAGS) -L$(BUILD)/tests/integration/standin \
 	    -Wl,-rpath,'$$ORIGIN/standin' -l:libc10_cuda.so -L$(BUILD)/fake -Wl,-rpath,'$$ORIGIN/../../fake' -lcudart -ldl

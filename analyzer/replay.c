@@ -1,13 +1,14 @@
 /* The replay engine: a device's decoded events re-run through the shim's own pool code: the
- * data structure (common/pool.c) and the device-level policy (common/policy.c: the tight segment
- * under a cap, GMSHIM_DEVICE_LIMIT's release and retry, waiting for pending frees under
- * GMSHIM_PENDING_WAIT, GMSHIM_CACHE_LIMIT, empty cache), with the driver OOM's release of whole
- * free segments and one retry as shim/slowpath.c grow() does them. Frees wait for a fence until
- * the recording shows it completed (a block of it handed out again, a fence wait, a segment
- * given back) or, as a bound, not at all. One arena per device: a log of several contending
- * threads replays as if they shared one. */
+ * data structure (common/pool.c), the device-level policy (common/policy.c: the tight segment
+ * under a cap, waiting for pending frees under GMSHIM_PENDING_WAIT, GMSHIM_CACHE_LIMIT, empty
+ * cache) and the grow sequence (common/grow.c: GMSHIM_DEVICE_LIMIT's release, the driver OOM's
+ * release of whole free segments and retry, exact segments), over a driver of the recorded
+ * capacity. Frees wait for a fence until the recording shows it completed (a block of it handed
+ * out again, a fence wait, a segment given back) or, as a bound, not at all. One arena per
+ * device: a log of several contending threads replays as if they shared one. */
 #include "replay.h"
 #include "vec.h"
+#include "grow.h"
 #include "policy.h"
 
 #include <pthread.h>
@@ -251,14 +252,15 @@ static int return_held(replay_t *r, size_t keep)
     return any;
 }
 
-/* Waits for every pending free (when asked), then gives back the wholly free segments. */
-static void empty_cache(replay_t *r, int wait, uint64_t idle_ns)
+/* Waits for every pending free (when asked), then gives back the wholly free segments; the
+ * bytes. */
+static size_t empty_cache(replay_t *r, int wait, uint64_t idle_ns)
 {
     unsigned n = 0;
     return_held(r, SIZE_MAX); /* shim/slowpath.c: the caches give their blocks back first */
     if (wait)
         release_to(r, UINT64_MAX);
-    policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
+    return policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
 }
 
 /* ---- allocating ----------------------------------------------------------------------------- */
@@ -305,47 +307,6 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
         res->first = *f;
 }
 
-/* A new segment, as shim/slowpath.c grow(): under a cap the tight size and one release; from
- * the driver, on failure the release of whole free segments and one retry (then the tight size). */
-static gm_block_t *grow(replay_t *r, size_t rounded, size_t req, uint32_t site, int oom, int *grew)
-{
-    int small = pool_is_small(rounded);
-    size_t seg = pool_segment_size(rounded);
-    uint64_t limit = limit_of(r);
-    gm_block_t *b;
-    if (limit) {
-        int ok = policy_fits_limit(limit, r->st.reserved.current, &seg, rounded);
-        if (!ok) {
-            empty_cache(r, 1, 0);
-            ok = policy_fits_limit(limit, r->st.reserved.current, &seg, rounded);
-        }
-        if (!ok) {
-            if ((b = pool_alloc(&r->heap, rounded, req)))
-                return b;
-            note_failure(r, req, rounded, seg, site, 1, oom);
-            return NULL;
-        }
-    }
-    uint64_t cap = driver_cap(r);
-    if (r->st.reserved.current + seg <= cap) {
-        *grew = 1;
-        return add_segment(r, seg, rounded, req);
-    }
-    empty_cache(r, 1, 0);
-    if ((b = pool_alloc(&r->heap, rounded, req)))
-        return b;
-    uint64_t reserved = r->st.reserved.current;
-    size_t tight = policy_tight_segment(rounded);
-    if (reserved + seg > cap && !small && tight < seg)
-        seg = tight;
-    if (reserved + seg <= cap) {
-        *grew = 1;
-        return add_segment(r, seg, rounded, req);
-    }
-    note_failure(r, req, rounded, seg, site, 0, oom);
-    return NULL;
-}
-
 /* After an allocation that succeeded: the run's peaks. */
 static void note_peaks(replay_t *r)
 {
@@ -358,21 +319,45 @@ static void note_peaks(replay_t *r)
         r->res.peak_allocated = alloc;
 }
 
-/* A caching allocator's segment (PyTorch's, its cache kept): from the driver at exactly its size,
- * whatever the pool's settings, as shim/slowpath.c slowpath_exact(): the cap, then the driver's
- * capacity, each after releasing gmshim's cache once. A segment of its own, one block filling it. */
-static gm_block_t *exact_alloc(replay_t *r, size_t size, uint32_t site, int oom)
+/* ---- growing: the shim's sequence (common/grow.c) over the replay's driver ------------------ */
+
+/* One grow or exact segment, as common/grow.c asks the replay for it. */
+typedef struct rp_grow {
+    replay_t *r;
+    size_t req, rounded;
+    uint32_t site;
+    int oom; /* the recorded OOM re-run, or -1 */
+} rp_grow_t;
+
+static size_t grow_limit(void *g)
 {
-    uint64_t limit = limit_of(r);
-    int by_limit = limit && r->st.reserved.current + size > limit;
-    if (by_limit || r->st.reserved.current + size > driver_cap(r))
-        empty_cache(r, 1, 0);
-    by_limit = limit && r->st.reserved.current + size > limit;
-    if (by_limit || r->st.reserved.current + size > driver_cap(r)) {
-        note_failure(r, size, size, size, site, by_limit, oom);
-        return NULL;
-    }
-    uintptr_t base = oom < 0 ? (uintptr_t)r->ev_ptr : 0;
+    return limit_of(((rp_grow_t *)g)->r);
+}
+
+static size_t grow_reserved(void *g)
+{
+    return ((rp_grow_t *)g)->r->st.reserved.current;
+}
+
+/* The driver gives what its capacity leaves. */
+static int grow_segment(void *g, size_t seg, size_t rounded, size_t size, gm_block_t **bp)
+{
+    replay_t *r = ((rp_grow_t *)g)->r;
+    if (r->st.reserved.current + seg > driver_cap(r))
+        return GROW_OOM;
+    *bp = add_segment(r, seg, rounded, size);
+    return GROW_OK;
+}
+
+/* A caching allocator's segment: a segment of its own, one block filling it, at the recorded
+ * address when it is free here. */
+static int grow_exact_segment(void *g, size_t seg, size_t rounded, size_t size, gm_block_t **bp)
+{
+    rp_grow_t *gr = g;
+    replay_t *r = gr->r;
+    if (r->st.reserved.current + size > driver_cap(r))
+        return GROW_OOM;
+    uintptr_t base = gr->oom < 0 ? (uintptr_t)r->ev_ptr : 0;
     int taken = !base || base % GM_ROUND;
     for (const gm_segment_t *s = pool_segments(&r->heap); s && !taken; s = s->next)
         taken = s->base < base + size && base < s->base + s->size; /* the range overlaps one */
@@ -380,8 +365,36 @@ static gm_block_t *exact_alloc(replay_t *r, size_t size, uint32_t site, int oom)
         base = (uintptr_t)r->synth_base;
         r->synth_base += gm_round_up(size, RP_LARGE_ROUND);
     }
-    gm_segment_t *seg = pool_add_segment(&r->heap, base, size, 0, r->now ? r->now : 1);
-    gm_block_t *b = seg ? pool_alloc_fresh(&r->heap, seg, size, size) : NULL;
+    gm_segment_t *s = pool_add_segment(&r->heap, base, size, 0, r->now ? r->now : 1);
+    *bp = s ? pool_alloc_fresh(&r->heap, s, size, size) : NULL;
+    return GROW_OK;
+}
+
+static size_t grow_release(void *g, int reason, int *waited)
+{
+    *waited = 0;
+    return empty_cache(((rp_grow_t *)g)->r, 1, 0);
+}
+
+static void grow_oom_end(void *g, unsigned flags, size_t seg)
+{
+    rp_grow_t *gr = g;
+    if (!(flags & GMLOG_OOM_RECOVERED))
+        note_failure(gr->r, gr->req, gr->rounded, seg, gr->site, !!(flags & GMLOG_OOM_LIMIT), gr->oom);
+}
+
+/* No capture to model; a failure's figures are the pool's after the release (note_failure). */
+static const grow_ops_t grow_ops = {grow_limit, grow_reserved, NULL, grow_segment, grow_release, NULL, grow_oom_end};
+static const grow_ops_t exact_ops = {grow_limit, grow_reserved, NULL, grow_exact_segment, grow_release, NULL,
+                                     grow_oom_end};
+
+/* A caching allocator's segment (PyTorch's, its cache kept): from the driver at exactly its size,
+ * whatever the pool's settings, as the shim's slowpath_exact asks for it. */
+static gm_block_t *exact_alloc(replay_t *r, size_t size, uint32_t site, int oom)
+{
+    rp_grow_t g = {r, size, size, site, oom};
+    gm_block_t *b;
+    grow_exact(&exact_ops, &g, size, &b);
     if (b)
         note_peaks(r);
     return b;
@@ -410,8 +423,10 @@ static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int
     /* Before growing, the caches' blocks come back, as the shim's slow path takes them back. */
     if (!b && return_held(r, rounded))
         b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
-    if (!b)
-        b = grow(r, rounded, req, site, oom, grew);
+    if (!b) {
+        rp_grow_t g = {r, req, rounded, site, oom};
+        b = grow_alloc(&grow_ops, &g, &r->heap, pool_segment_size(rounded), rounded, req, grew);
+    }
     if (b)
         note_peaks(r);
     return b;

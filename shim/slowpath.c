@@ -5,6 +5,7 @@
 #include "slowpath.h"
 #include "devctx.h"
 #include "fencepol.h"
+#include "grow.h"
 #include "logrec.h"
 #include "policy.h"
 #include "ranges.h"
@@ -273,141 +274,146 @@ void slowpath_oom_figures(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_
     rec->site = site;
 }
 
-/* Whether a segment for `rounded` fits under the device cap; may shrink *seg to the request and,
- * if allowed, release the cache to make room. */
-static int fits_limit(gm_arena_t *a, size_t *seg, size_t rounded)
+/* One grow or exact segment of arena a, as common/grow.c runs it: the request, the error the
+ * driver gave last, the runtime's error before the first driver call, the OOM record. */
+typedef struct slowpath_grow {
+    gm_arena_t *a;
+    size_t size;
+    uint32_t site;
+    unsigned asked;   /* driver calls made */
+    cudaError_t err;  /* the last driver call's (out of memory until one is made) */
+    cudaError_t before;
+    void **out;       /* an exact segment's pointer */
+    gmlog_oom_t rec;
+} slowpath_grow_t;
+
+static size_t limit_cb(void *arg)
 {
-    if (segments_fit_limit(a->dev, seg, rounded))
-        return 1;
-    if (device_captures(a->dev))
-        return 0;
-    empty_cache_locked(a, GMLOG_EMPTY_DEVICE_LIMIT);
-    empty_other_arenas(a, GMLOG_EMPTY_DEVICE_LIMIT);
-    return segments_fit_limit(a->dev, seg, rounded);
+    return device_limit(((slowpath_grow_t *)arg)->a->dev);
 }
 
-/* How an OOM's retry ended: recovered (the failed attempt's error cleared, if none was pending
- * before it) or a failure counted. */
-static void oom_outcome(gm_arena_t *a, int recovered, cudaError_t before, unsigned *oflags)
+static size_t reserved_cb(void *arg)
 {
-    if (recovered) {
-        *oflags |= GMLOG_OOM_RECOVERED;
-        if (before == cudaSuccess)
-            REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
-    } else {
-        a->n.ooms++;
-    }
+    return device_reserved(((slowpath_grow_t *)arg)->a->dev);
 }
 
-/* A new segment for the request; on OOM: release the cache, retry once. */
-static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t site,
-                        unsigned *flags, cudaError_t *errp)
+static int capturing_cb(void *arg)
 {
-    gm_device_t *d = a->dev;
-    int small = pool_is_small(rounded);
-    /* A growable range maps only the pages the best fit lacks. */
-    size_t seg = d->ranges && !device_captures(d) ? ranges_bytes_wanted(a, rounded) : pool_segment_size(rounded);
-    if (device_limit(d) && !fits_limit(a, &seg, rounded)) {
-        gm_block_t *b = pool_alloc(&a->general, rounded, size); /* room the release made */
-        if (b)
-            return b;
-        a->n.ooms++;
-        *errp = cudaErrorMemoryAllocation;
-        gmlog_oom_t rec;
-        slowpath_oom_figures(a, &rec, size, seg, 0, 0, site);
-        logrec_oom(d->id, GMLOG_OOM_LIMIT | GMLOG_OOM_RELEASED, &rec);
-        return NULL;
-    }
-    cudaError_t before = REAL_CALL(cudaPeekAtLastError);
-    gm_block_t *b = NULL;
-    cudaError_t err = segments_grow(a, &a->general, seg, rounded, size, &b);
-    if (err == cudaSuccess) {
-        *flags |= GMLOG_A_MISS;
-        return b;
-    }
-    if (err != cudaErrorMemoryAllocation) {
-        *errp = err;
-        return NULL;
-    }
-    /* Out of memory: the driver and the pool as they are now, for the log (the driver's free
-     * and the pool's figures at the same moment), then release and retry. */
+    return device_captures(((slowpath_grow_t *)arg)->a->dev);
+}
+
+/* The driver's answer as the sequence reads it; the error stays here. */
+static int driver_said(slowpath_grow_t *g, cudaError_t err)
+{
+    g->err = err;
+    return err == cudaSuccess ? GROW_OK : err == cudaErrorMemoryAllocation ? GROW_OOM : GROW_FAILED;
+}
+
+static int segment_cb(void *arg, size_t seg, size_t rounded, size_t size, gm_block_t **bp)
+{
+    slowpath_grow_t *g = arg;
+    if (!g->asked++)
+        g->before = REAL_CALL(cudaPeekAtLastError);
+    return driver_said(g, segments_grow(g->a, &g->a->general, seg, rounded, size, bp));
+}
+
+/* The caller's own context and capture mode: the call the caching allocator made. */
+static int exact_segment_cb(void *arg, size_t seg, size_t rounded, size_t size, gm_block_t **bp)
+{
+    slowpath_grow_t *g = arg;
+    if (!g->asked++)
+        g->before = REAL_CALL(cudaPeekAtLastError);
+    else
+        g->a->n.oom_retries++;
+    return driver_said(g, REAL_CALL(cudaMalloc, g->out, size));
+}
+
+/* This arena's cache, then the others' whose lock is free. */
+static size_t release_cb(void *arg, int reason, int *waited)
+{
+    gm_arena_t *a = ((slowpath_grow_t *)arg)->a;
+    uint64_t fence_waits = a->n.fence_waits;
+    size_t bytes = empty_cache_locked(a, reason);
+    bytes += empty_other_arenas(a, reason);
+    *waited = a->n.fence_waits != fence_waits;
+    return bytes;
+}
+
+/* An exact segment's caller is outside the pool's context: the release enters it. */
+static size_t exact_release_cb(void *arg, int reason, int *waited)
+{
+    gm_ctx_t c;
+    devctx_enter(((slowpath_grow_t *)arg)->a->dev, &c);
+    size_t bytes = release_cb(arg, reason, waited);
+    devctx_leave(&c);
+    return bytes;
+}
+
+/* The driver and the pool as they are at the OOM, for the log (the driver's free and the pool's
+ * figures at the same moment). */
+static void oom_seen(slowpath_grow_t *g, size_t seg)
+{
     size_t drv_free = 0, drv_total = 0;
     REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);
-    gmlog_oom_t rec;
-    slowpath_oom_figures(a, &rec, size, seg, drv_free, drv_total, site);
-    unsigned oflags = GMLOG_OOM_RELEASED;
-    a->n.oom_retries++;
-    size_t waited_fences = a->n.fence_waits;
-    empty_cache_locked(a, GMLOG_EMPTY_OOM);
-    empty_other_arenas(a, GMLOG_EMPTY_OOM);
-    if (a->n.fence_waits != waited_fences)
-        oflags |= GMLOG_OOM_WAITED;
-    b = pool_alloc(&a->general, rounded, size);
-    if (!b) {
-        oflags |= GMLOG_OOM_RETRIED;
-        err = segments_grow(a, &a->general, seg, rounded, size, &b);
-        size_t tight = policy_tight_segment(rounded);
-        if (err == cudaErrorMemoryAllocation && !small && tight < seg)
-            err = segments_grow(a, &a->general, seg = tight, rounded, size, &b);
-        if (err == cudaSuccess)
-            *flags |= GMLOG_A_MISS;
-    }
-    oom_outcome(a, b != NULL, before, &oflags);
+    slowpath_oom_figures(g->a, &g->rec, g->size, seg, drv_free, drv_total, g->site);
+}
+
+static void oom_seen_cb(void *arg, size_t seg)
+{
+    slowpath_grow_t *g = arg;
+    oom_seen(g, seg);
+    g->a->n.oom_retries++; /* the pool's room is asked again, whatever the driver says */
+}
+
+static void exact_oom_seen_cb(void *arg, size_t seg)
+{
+    oom_seen(arg, seg);
+}
+
+/* Recovered: the failed attempt's error cleared (if none was pending before it); else a failure
+ * counted. Logged either way. */
+static void oom_end_cb(void *arg, unsigned flags, size_t seg)
+{
+    slowpath_grow_t *g = arg;
+    gm_arena_t *a = g->a;
+    if (flags & GMLOG_OOM_LIMIT) /* no driver call: the pool as the release left it */
+        slowpath_oom_figures(a, &g->rec, g->size, seg, 0, 0, g->site);
+    g->rec.segment = seg;
+    if (!(flags & GMLOG_OOM_RECOVERED))
+        a->n.ooms++;
+    else if (g->before == cudaSuccess)
+        REAL_CALL(cudaGetLastError); /* the failed attempt must not reach the program */
+    logrec_oom(a->dev->id, flags, &g->rec);
+}
+
+static const grow_ops_t grow_ops = {limit_cb, reserved_cb, capturing_cb, segment_cb,
+                                    release_cb, oom_seen_cb, oom_end_cb};
+static const grow_ops_t exact_ops = {limit_cb, reserved_cb, capturing_cb, exact_segment_cb,
+                                     exact_release_cb, exact_oom_seen_cb, oom_end_cb};
+
+/* A new segment for the request (common/grow.c): on OOM, release the cache, retry once. */
+static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t site, unsigned *flags,
+                        cudaError_t *errp)
+{
+    gm_device_t *d = a->dev;
+    /* A growable range maps only the pages the best fit lacks. */
+    size_t seg = d->ranges && !device_captures(d) ? ranges_bytes_wanted(a, rounded) : pool_segment_size(rounded);
+    slowpath_grow_t g = {.a = a, .size = size, .site = site, .err = cudaErrorMemoryAllocation};
+    int fresh;
+    gm_block_t *b = grow_alloc(&grow_ops, &g, &a->general, seg, rounded, size, &fresh);
+    if (fresh)
+        *flags |= GMLOG_A_MISS;
     if (!b)
-        *errp = err;
-    rec.segment = seg;
-    logrec_oom(d->id, oflags, &rec);
+        *errp = g.err;
     return b;
 }
 
 cudaError_t slowpath_exact(gm_arena_t *a, size_t size, uint32_t site, void **out)
 {
-    gm_device_t *d = a->dev;
-    gm_ctx_t c;
-    if (device_limit(d)) {
-        size_t seg = size;
-        devctx_enter(d, &c);
-        int fits = fits_limit(a, &seg, size);
-        devctx_leave(&c);
-        if (!fits) {
-            a->n.ooms++;
-            gmlog_oom_t rec;
-            slowpath_oom_figures(a, &rec, size, size, 0, 0, site);
-            logrec_oom(d->id, GMLOG_OOM_LIMIT | GMLOG_OOM_RELEASED | GMLOG_OOM_EXACT, &rec);
-            return cudaErrorMemoryAllocation;
-        }
-    }
-    /* The caller's own context and capture mode: the call the caching allocator made. */
-    cudaError_t before = REAL_CALL(cudaPeekAtLastError);
-    cudaError_t err = REAL_CALL(cudaMalloc, out, size);
-    if (err != cudaErrorMemoryAllocation)
-        return err;
-    size_t drv_free = 0, drv_total = 0;
-    REAL_CALL(cudaMemGetInfo, &drv_free, &drv_total);
-    gmlog_oom_t rec;
-    slowpath_oom_figures(a, &rec, size, size, drv_free, drv_total, site);
-    unsigned oflags = GMLOG_OOM_EXACT;
-    if (!device_captures(d)) {
-        /* gmshim's own cache (the program's other memory) is what the driver could give back;
-         * asked again only if some went back, as the caller would be without gmshim otherwise. */
-        oflags |= GMLOG_OOM_RELEASED;
-        size_t waited_fences = a->n.fence_waits;
-        devctx_enter(d, &c);
-        size_t released = empty_cache_locked(a, GMLOG_EMPTY_OOM) + empty_other_arenas(a, GMLOG_EMPTY_OOM);
-        devctx_leave(&c);
-        if (a->n.fence_waits != waited_fences)
-            oflags |= GMLOG_OOM_WAITED;
-        if (released) {
-            oflags |= GMLOG_OOM_RETRIED;
-            a->n.oom_retries++;
-            err = REAL_CALL(cudaMalloc, out, size);
-        }
-    } else {
-        oflags |= GMLOG_OOM_CAPTURE;
-    }
-    oom_outcome(a, err == cudaSuccess, before, &oflags);
-    logrec_oom(d->id, oflags, &rec);
-    return err;
+    slowpath_grow_t g = {.a = a, .size = size, .site = site, .err = cudaErrorMemoryAllocation, .out = out};
+    gm_block_t *unused;
+    grow_exact(&exact_ops, &g, size, &unused);
+    return g.err;
 }
 
 static void wait_for_cb(void *a, uint64_t seq)

@@ -10,6 +10,7 @@ int main(void)
         return EXIT_FAILURE;
     SRunner *sr = srunner_create(pool_suite());
     srunner_add_suite(sr, policy_suite());
+    srunner_add_suite(sr, grow_suite());
     srunner_add_suite(sr, vmm_suite());
     srunner_add_suite(sr, planpack_suite());
     srunner_add_suite(sr, steprec_suite());

@@ -4,9 +4,10 @@
 
 #include <check.h>
 
-/* The shim's suites (and common/pool.c's and common/policy.c's), one per module. */
+/* The shim's suites (and common/pool.c's, common/policy.c's and common/grow.c's), one per module. */
 Suite *pool_suite(void);
 Suite *policy_suite(void);
+Suite *grow_suite(void);
 Suite *vmm_suite(void);
 Suite *planpack_suite(void);
 Suite *steprec_suite(void);

@@ -15,8 +15,9 @@
 #define MiB ((uint64_t)1 << 20)
 
 /* Runs build/tests/integration/<prog> (or any build/ program with args) under the preload with
- * extra environment; returns the log's path. */
-static const char *record(const char *prog, const char *const *args, const char *const *extra)
+ * extra environment; returns the log's path; *printed (if asked): what the program printed. */
+static const char *record_printing(const char *prog, const char *const *args, const char *const *extra,
+                                   char **printed)
 {
     static char log[8][512];
     static int next;
@@ -35,8 +36,16 @@ static const char *record(const char *prog, const char *const *args, const char 
     char *out = NULL;
     int rc = run_program(argv, env, 1, &out);
     ck_assert_msg(rc == 0 || rc == 1, "%s exited %d:\n%s", prog, rc, out);
-    free(out);
+    if (printed)
+        *printed = out;
+    else
+        free(out);
     return path;
+}
+
+static const char *record(const char *prog, const char *const *args, const char *const *extra)
+{
+    return record_printing(prog, args, extra, NULL);
 }
 
 static void load(const char *path, rp_log_t *log, rd_log_t *lf)
@@ -189,6 +198,80 @@ START_TEST(test_replay_reproduces_a_caching_allocators_exact_segments)
                   (unsigned long long)wider.failures);
     rp_log_free(&log);
     rd_close(&lf);
+}
+END_TEST
+
+/* The shim's outcome of a grow_paths run: its failed allocations and peak reserved. */
+typedef struct shim_outcome {
+    unsigned long long ooms, peak;
+} shim_outcome_t;
+
+static const char *record_grow_paths(const char *const *env, shim_outcome_t *o)
+{
+    char *out = NULL;
+    const char *path = record_printing("tests/integration/grow_paths", NULL, env, &out);
+    const char *line = strstr(out, "ooms ");
+    ck_assert_msg(line && sscanf(line, "ooms %llu peak_reserved %llu", &o->ooms, &o->peak) == 2,
+                  "grow_paths printed no outcome:\n%s", out);
+    free(out);
+    return path;
+}
+
+static void expect_shims_outcome(const char *what, const rp_log_t *log, const rp_cfg_t *cfg, const shim_outcome_t *o)
+{
+    rp_result_t sim = replay_once(log, cfg);
+    ck_assert_msg(sim.failures == o->ooms && sim.peak_reserved == o->peak,
+                  "%s: the replay failed %llu allocations at a peak of %llu, the shim %llu at %llu", what,
+                  (unsigned long long)sim.failures, (unsigned long long)sim.peak_reserved, o->ooms, o->peak);
+}
+
+/* The same allocations through the shim and through the replay come to the same outcomes on
+ * every turn of the grow sequence (common/grow.c): the driver's OOM released and retried, reused,
+ * the tight segment, an exact segment retried or not; the device cap's release, its tight
+ * segment, its failures. Each run's log replays as recorded, and under the other run's setting
+ * as that run went. */
+START_TEST(test_the_shim_and_the_replay_agree_on_every_turn_of_the_grow_sequence)
+{
+    static const char *const drv_env[] = {"FAKECUDA_MEM=1G", NULL};
+    static const char *const cap_env[] = {"FAKECUDA_MEM=2G", "GMSHIM_DEVICE_LIMIT=1G", NULL};
+    shim_outcome_t drv, cap;
+    const char *drv_path = record_grow_paths(drv_env, &drv);
+    const char *cap_path = record_grow_paths(cap_env, &cap);
+    ck_assert_msg(drv.ooms == 2 && cap.ooms == 2 && drv.peak == 1024 * MiB && cap.peak == 1024 * MiB,
+                  "the shim: %llu and %llu failures, peaks %llu and %llu", drv.ooms, cap.ooms, drv.peak, cap.peak);
+    rd_log_t lf[2];
+    rp_log_t log[2];
+    load(drv_path, &log[0], &lf[0]);
+    load(cap_path, &log[1], &lf[1]);
+    /* The turns the shim took: recovered by a retry (twice, one the tight 4 MiB segment) and by
+     * an exact retry; failed by the driver and, its cache empty, for an exact segment. */
+    unsigned recovered = 0, tight = 0, exact = 0, limit = 0;
+    for (size_t i = 0; i < log[0].nooms; i++) {
+        const rp_oom_t *o = &log[0].ooms[i];
+        recovered += o->recovered;
+        tight += o->recovered && o->rec.segment == 4 * MiB;
+        exact += o->exact;
+    }
+    ck_assert_msg(log[0].nooms == 5 && recovered == 3 && tight == 1 && exact == 2,
+                  "driver: %zu OOMs, %u recovered, %u by the tight segment, %u exact", log[0].nooms, recovered, tight,
+                  exact);
+    for (size_t i = 0; i < log[1].nooms; i++)
+        limit += log[1].ooms[i].by_limit && !log[1].ooms[i].recovered;
+    ck_assert_msg(log[1].nooms == 2 && limit == 2, "cap: %zu OOMs, %u by the cap", log[1].nooms, limit);
+    rp_cfg_t cfg;
+    rp_cfg_recorded(&cfg);
+    expect_shims_outcome("driver, as recorded", &log[0], &cfg, &drv);
+    expect_shims_outcome("cap, as recorded", &log[1], &cfg, &cap);
+    expect_faithful("grow_paths", drv_path, 1);
+    expect_faithful("grow_paths under the cap", cap_path, 1);
+    cfg.device_bytes = 2048 * MiB, cfg.limit = 1024 * MiB;
+    expect_shims_outcome("driver's log under the cap", &log[0], &cfg, &cap);
+    cfg.device_bytes = 1024 * MiB, cfg.limit = 0;
+    expect_shims_outcome("cap's log on the 1 GiB device", &log[1], &cfg, &drv);
+    for (int i = 0; i < 2; i++) {
+        rp_log_free(&log[i]);
+        rd_close(&lf[i]);
+    }
 }
 END_TEST
 
@@ -438,6 +521,7 @@ Suite *analyzer_replay_suite(void)
     tcase_add_test(tc, test_replay_of_a_hand_written_log_fails_where_it_failed);
     tcase_add_test(tc, test_replay_reproduces_a_caching_allocators_exact_segments);
     tcase_add_test(tc, test_recovered_ooms_before_exact_segments_move_the_drivers_capacity_on);
+    tcase_add_test(tc, test_the_shim_and_the_replay_agree_on_every_turn_of_the_grow_sequence);
     tcase_add_test(tc, test_replay_follows_a_generated_logs_segments);
     tcase_add_test(tc, test_replay_reproduces_the_real_traces);
     tcase_add_test(tc, test_frees_at_once_never_reserve_more_than_waiting_for_fences);
