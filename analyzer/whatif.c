@@ -31,6 +31,8 @@ static const char usage[] =
     "memory that grows per step: then the device that lasts the run and 100 steps more). For a log\n"
     "of PyTorch's tensors (GMSHIM_TORCH=keep) the settings tried are PyTorch's, each run by a model\n"
     "of its allocator, whose table follows the recommendation as its evidence.\n"
+    "For a log of gmshim's own pool it also replays the pool made the ways the recording was not:\n"
+    "GMSHIM_SEGMENTS=classic, GMSHIM_SEGMENTS=vmm and GMSHIM_PLAN=1 (the shim's planned step).\n"
     "\n"
     "      --device-limit SIZE  also replay under this GMSHIM_DEVICE_LIMIT (0: none)\n"
     "      --max-split SIZE     ...this GMSHIM_MAX_SPLIT (0: none)\n"
