@@ -572,7 +572,7 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
     rd_rec_t r;
     lf->raw = 1; /* every record as it is: checkpoints' records marked, a wrapped log's old ones too */
     rd_rewind(lf);
-    uint64_t records = 0;
+    uint64_t records = 0, planned = 0, planned_bytes = 0;
     int progress = c->progress && lf->size >= (16u << 20), bar = 0;
     double last = dump_now();
     while (rd_next(lf, &r)) {
@@ -603,6 +603,10 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
         if (r.ckpt == RD_CKPT_SPAN)
             f_bool(&o, "in_checkpoint", 1);
         rd_check_tail(lf, &r); /* what the reports reject makes the dump partial too */
+        if (r.type == GMLOG_ALLOC && (r.flags & GMLOG_A_PLANNED) && r.ckpt != RD_CKPT_SPAN) {
+            planned++;
+            planned_bytes += ((const gmlog_alloc_t *)r.p)->size & GMLOG_SIZE_MASK;
+        }
         fields(&o, &r);
         if (c->json) {
             json_obj_end(o.j);
@@ -613,6 +617,18 @@ int rep_dump(cli_ctx_t *c, rd_log_t *lf)
     }
     if (bar)
         fprintf(c->err, "\r\033[K");
+    if (planned && c->json) { /* what GMSHIM_PLAN served: only where it served something */
+        json_obj(o.j, NULL);
+        json_str(o.j, "record", "planned");
+        json_u64(o.j, "allocs", planned);
+        json_u64(o.j, "bytes", planned_bytes);
+        json_obj_end(o.j);
+        json_line_end(o.j);
+    } else if (planned) {
+        char a[32];
+        fprintf(o.f, "planned: %" PRIu64 " ALLOC records flagged planned (GMSHIM_PLAN's step), %s asked\n", planned,
+                rep_bytes(planned_bytes, a));
+    }
     if (!records && !lf->partial && !c->json)
         fprintf(o.f, "%s\n", RD_NO_RECORDS);
     size_t shown = lf->ndiags < RD_MAX_DIAGS ? lf->ndiags : RD_MAX_DIAGS;
@@ -629,7 +645,8 @@ const char cmd_dump_usage[] =
     "The header, the metadata and every record in time order (threads merged), one a line:\n"
     "time in seconds, thread id, type, device, fields. --json writes one JSON object per line:\n"
     "{\"record\":\"header\",...}, {\"record\":\"meta\",...}, then {\"t\",\"type\",\"tid\",\"device\",\"flags\",\n"
-    "\"offset\", fields...} for each record.\n"
+    "\"offset\", fields...} for each record. A log with allocations GMSHIM_PLAN served ends with their\n"
+    "count and bytes asked ({\"record\":\"planned\",\"allocs\",\"bytes\"}).\n"
     "\n"
     "  -j, --json     one JSON object per line\n"
     "  -h, --help     this text\n";

@@ -217,6 +217,7 @@ typedef struct model_dev {
     uint64_t allocs, frees;                     /* every kind */
     uint64_t allocs_kind[8], frees_kind[8];
     uint64_t exact_allocs;                      /* of kind PASS: a caching allocator's exact segments */
+    uint64_t planned_allocs, planned_bytes;     /* of kind POOL: served by GMSHIM_PLAN's step (bytes asked) */
     uint64_t live_kind_bytes[8], live_kind_count[8];
     uint64_t hits, misses, graph_allocs;
     uint64_t pool_alloc_ns, pool_free_ns, pass_alloc_ns, pass_free_ns;

@@ -360,6 +360,8 @@ static inline __attribute__((always_inline)) void alloc_count(model_t *m, model_
             d->hits++;
         if (ev->flags & GMLOG_A_GRAPH)
             d->graph_allocs++;
+        if (ev->flags & GMLOG_A_PLANNED)
+            d->planned_allocs++, d->planned_bytes += ev->req;
         d->pool_alloc_ns += ev->dur_ns;
     } else if (ev->kind == GMLOG_KIND_PASS) {
         d->pass_alloc_ns += ev->dur_ns;

@@ -72,10 +72,11 @@ void model_cut_block(model_t *m, const rd_rec_t *r, const ev_t *ev)
     }
     /* The cut's counts stand for its allocation: decode it without counting it again. */
     uint64_t hits = d->hits, misses = d->misses, graph = d->graph_allocs, pns = d->pool_alloc_ns;
-    uint64_t qns = d->pass_alloc_ns, kinds[8];
+    uint64_t qns = d->pass_alloc_ns, kinds[8], pa = d->planned_allocs, pb = d->planned_bytes;
     memcpy(kinds, d->allocs_kind, sizeof kinds);
     alloc_count(m, d, ev);
     d->hits = hits, d->misses = misses, d->graph_allocs = graph, d->pool_alloc_ns = pns, d->pass_alloc_ns = qns;
+    d->planned_allocs = pa, d->planned_bytes = pb;
     memcpy(d->allocs_kind, kinds, sizeof kinds);
     int found;
     model_live_t *e = live_upsert(&m->live, ev->ptr, &found);

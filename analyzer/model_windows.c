@@ -114,6 +114,7 @@ void model_add_alloc_counters(model_dev_t *d, const model_dev_t *wd)
         d->allocs_kind[k] += wd->allocs_kind[k], d->frees_kind[k] += wd->frees_kind[k];
     d->hits += wd->hits, d->misses += wd->misses, d->graph_allocs += wd->graph_allocs;
     d->exact_allocs += wd->exact_allocs;
+    d->planned_allocs += wd->planned_allocs, d->planned_bytes += wd->planned_bytes;
     d->pool_alloc_ns += wd->pool_alloc_ns, d->pool_free_ns += wd->pool_free_ns;
     d->pass_alloc_ns += wd->pass_alloc_ns, d->pass_free_ns += wd->pass_free_ns;
 }

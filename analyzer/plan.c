@@ -170,7 +170,14 @@ out:
 }
 
 /* Best-fit-decreasing (largest first) and, where it packs lower, the allocations in the order
- * they were born: no single order wins on every log, and either is a valid plan. */
+ * they were born: no single order wins on every log, and either is a valid plan.
+ * Why not common/planpack.c, the shim's packer: its rule is this one (each block at the lowest
+ * offset free for its life; a line of time is its circle with a period longer than the window),
+ * but it looks at every placed block for each new one, quadratic where this looks at its
+ * neighbours in time through buckets: planpack_place timed on 16 384 random lives (sizes 512 B
+ * to 32 KiB, -O2, the development machine) takes 1.8 s, this packer well under one; and its second order is the longest-lived first, not the born order that packs a
+ * recording's window lower. One rule, two searches: the analyzer's plan is a bound on a whole
+ * run, the shim's one step's slots. */
 uint64_t plan_pack(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n)
 {
     if (!n)

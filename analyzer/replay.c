@@ -7,9 +7,11 @@
  * out again, a fence wait, a segment given back) or, as a bound, not at all. One arena per
  * device: a log of several contending threads replays as if they shared one. */
 #include "replay.h"
+#include "replay_plan.h"
 #include "vec.h"
 #include "grow.h"
 #include "policy.h"
+#include "stepplan.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -81,6 +83,7 @@ static int replay_reuse(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
     uint64_t *born = r->born;
     size_t cap = r->capids, n = log->nids ? log->nids : 1;
     gm_heap_t *h = &r->heap;
+    rplan_destroy(r->plan);
     if (r->stashed)
         pool_reset(h);
     else
@@ -118,6 +121,12 @@ static int replay_reuse(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
     r->cache_cap = cfg->cache_limit == RP_RECORDED ? log->cache_limit : cfg->cache_limit;
     r->pw = cfg->pending_wait < 0 ? log->pending_wait : cfg->pending_wait;
     r->defer = !cfg->frees_at_once && !log->trust_stream_order && log->nfences;
+    /* The plan turns on growable ranges, as in the shim; a guided replay follows the recording's
+     * own segments (a range's pages among them) instead. */
+    int plan = cfg->plan == RP_AS_LOG ? log->plan : cfg->plan == RP_ON;
+    r->vmm = !cfg->guided && (plan || (cfg->vmm == RP_AS_LOG ? log->vmm : cfg->vmm == RP_ON));
+    if (!cfg->guided && plan && !(r->plan = rplan_create(log->nids)))
+        return -1;
     return 0;
 }
 
@@ -133,6 +142,8 @@ int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg)
 
 void replay_free(replay_t *r)
 {
+    rplan_destroy(r->plan);
+    r->plan = NULL;
     pool_destroy(&r->heap);
     free(r->blk);
     free(r->born);
@@ -171,6 +182,8 @@ void replay_end(replay_t *r)
     if (!r)
         return;
     r->log = NULL;
+    rplan_destroy(r->plan);
+    r->plan = NULL;
     pthread_mutex_lock(&stash_lock);
     if (nstash < RP_STASH) {
         stash[nstash++] = r;
@@ -209,6 +222,8 @@ static void enforce_cache_limit(replay_t *r)
     unsigned n = 0;
     if (cap && !r->cfg.guided)
         policy_enforce_cache_limit(&r->heap, cap, remove_segment, r, &n);
+    if (cap && r->vmm) /* the ranges' idle pages over the cap, oldest first */
+        rplan_range_release(&r->heap, cap, 0, 0);
 }
 
 static void release_to(replay_t *r, uint64_t seq)
@@ -260,7 +275,10 @@ static size_t empty_cache(replay_t *r, int wait, uint64_t idle_ns)
     return_held(r, SIZE_MAX); /* shim/slowpath.c: the caches give their blocks back first */
     if (wait)
         release_to(r, UINT64_MAX);
-    return policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
+    size_t freed = policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
+    if (r->vmm)
+        freed += rplan_range_release(&r->heap, 0, idle_ns, r->now);
+    return freed;
 }
 
 /* ---- allocating ----------------------------------------------------------------------------- */
@@ -414,6 +432,37 @@ static int wait_oldest(void *r)
     return seq != 0;
 }
 
+/* GMSHIM_SEGMENTS=vmm's growth, beside grow(): the best fit's missing pages mapped (while the
+ * plan learns, idle pages moved first where the reservation would pass its peak, as
+ * shim/ranges.c), a range added where none has room; refused by the cap, the cache given back
+ * and one retry, as the shim's OOM path. */
+static gm_block_t *grow_vmm(replay_t *r, size_t rounded, size_t req, uint32_t site, int oom, int *grew)
+{
+    int refused = 0;
+    uint64_t budget = r->plan && rplan_learning(r->plan) ? r->st.reserved.peak : 0;
+    gm_block_t *b = rplan_range_alloc(&r->heap, rounded, req, replay_cap_at(r), budget, &refused);
+    if (!b && !refused) {
+        uint64_t size = gm_round_up(r->log->total ? r->log->total : 64ull << 30, GM_VMM_PAGE);
+        size = size < rounded ? gm_round_up(rounded, GM_VMM_PAGE) : size;
+        if (rplan_range_add(&r->heap, (uintptr_t)r->synth_base, (size_t)size, rounded) == 0) {
+            r->synth_base += size;
+            b = rplan_range_alloc(&r->heap, rounded, req, replay_cap_at(r), budget, &refused);
+        }
+    }
+    if (!b) {
+        empty_cache(r, 1, 0);
+        if (!(b = pool_alloc(&r->heap, rounded, req)))
+            b = rplan_range_alloc(&r->heap, rounded, req, replay_cap_at(r), 0, &refused);
+    }
+    if (!b) {
+        uint64_t limit = limit_of(r);
+        note_failure(r, req, rounded, gm_round_up(rounded, GM_VMM_PAGE), site, limit && limit <= driver_cap(r), oom);
+        return NULL;
+    }
+    *grew = 1;
+    return b;
+}
+
 static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int *grew)
 {
     size_t rounded = pool_round(req);
@@ -423,7 +472,9 @@ static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int
     /* Before growing, the caches' blocks come back, as the shim's slow path takes them back. */
     if (!b && return_held(r, rounded))
         b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
-    if (!b) {
+    if (!b && r->vmm) {
+        b = grow_vmm(r, rounded, req, site, oom, grew);
+    } else if (!b) {
         rp_grow_t g = {r, req, rounded, site, oom};
         b = grow_alloc(&grow_ops, &g, &r->heap, pool_segment_size(rounded), rounded, req, grew);
     }
@@ -526,11 +577,76 @@ static void seg_free_recorded(replay_t *r, uint64_t base)
         r->res.divergences++;
 }
 
+/* ---- GMSHIM_PLAN (shim/planner.c, hit.c planned_alloc) ---------------------------------------- */
+
+/* The planned step first: the slot the plan expects, once every block planned over it is freed
+ * and its fence done (a fence it waits for is recorded by need and taken as complete, GPU
+ * order's rule: the replay's bound), its pages mapped (the pool's cache given back first where
+ * they would pass the peak, as the shim). 1 when it served block e->id. */
+static int plan_alloc(replay_t *r, const rp_ev_t *e)
+{
+    size_t rounded = pool_round((size_t)e->x);
+    int32_t s = rplan_next(r->plan, e->site, rounded);
+    if (s < 0)
+        return 0;
+    uint64_t off = 0, w = rplan_claim(r->plan, s, r->released, &off);
+    if (w && w != STEPPLAN_BUSY) {
+        if (w > r->issued)
+            r->issued = w;
+        release_to(r, w);
+        w = rplan_claim(r->plan, s, r->released, &off);
+    }
+    if (w) {
+        rplan_unclaimed(r->plan, -1);
+        return 0;
+    }
+    uint64_t miss = rplan_missing(r->plan, off, rounded);
+    if (miss && !r->plan_released && r->st.reserved.current + miss > r->res.peak_reserved) {
+        empty_cache(r, 0, 0);
+        r->plan_released = 1;
+    }
+    if (miss && r->st.reserved.current + miss > replay_cap_at(r)) {
+        rplan_unclaimed(r->plan, s); /* the cap refuses its pages: the pool's turn */
+        return 0;
+    }
+    if (miss) {
+        rplan_map(r->plan, off, rounded);
+        gm_stat_add(&r->st.reserved, miss);
+        r->plan_released = 0;
+    }
+    gm_stat_add(&r->st.allocated, rplan_taken(r->plan, e->id, s, off));
+    r->blk[e->id] = NULL;
+    r->born[e->id] = rp_ev_t_ns(e);
+    note_peaks(r);
+    return 1;
+}
+
+/* While the plan learns: what the pool served; the plan made, the pool's cache goes. */
+static void plan_note(replay_t *r, const rp_ev_t *e, const gm_block_t *b)
+{
+    (void)b;
+    if (rplan_note(r->plan, e->id, e->site, pool_round((size_t)e->x)))
+        empty_cache(r, 0, 0);
+}
+
+/* A free of a planned block: 1 when it was one. */
+static int plan_free(replay_t *r, uint32_t id, int deferred)
+{
+    uint64_t bytes = 0;
+    rplan_note_free(r->plan, id);
+    if (!rplan_free(r->plan, id, deferred && r->defer ? r->issued + 1 : 0, &bytes))
+        return 0;
+    gm_stat_sub(&r->st.allocated, bytes);
+    return 1;
+}
+
 /* ---- the events ----------------------------------------------------------------------------- */
 
 static void on_alloc(replay_t *r, const rp_ev_t *e)
 {
     int grew;
+    if (r->plan && e->id < r->log->nids && plan_alloc(r, e))
+        return;
     gm_block_t *b = do_alloc(r, (size_t)e->x, e->site, -1, &grew);
     if (grew && r->cfg.guided)
         r->res.divergences++;
@@ -543,10 +659,14 @@ static void on_alloc(replay_t *r, const rp_ev_t *e)
     b->site = e->site;
     r->blk[e->id] = b;
     r->born[e->id] = rp_ev_t_ns(e);
+    if (r->plan)
+        plan_note(r, e, b);
 }
 
 static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
 {
+    if (r->plan && plan_free(r, e->id, deferred))
+        return;
     gm_block_t *b = r->blk[e->id];
     if (!b)
         return;
@@ -563,6 +683,8 @@ static void on_free(replay_t *r, const rp_ev_t *e, int deferred)
 
 static void on_free_cached(replay_t *r, const rp_ev_t *e)
 {
+    if (r->plan && plan_free(r, e->id, e->x != 0)) /* the shim's plan sees its frees first */
+        return;
     gm_block_t *b = r->blk[e->id];
     if (!b || b->tc == GM_TC_CACHED)
         return;
@@ -578,6 +700,12 @@ static void on_alloc_cached(replay_t *r, const rp_ev_t *e)
         on_alloc(r, e);
         return;
     }
+    if (r->plan && rplan_serving(r->plan)) { /* the plan before the thread's cache: asked again */
+        r->blk[e->id] = NULL;
+        unhold(r, b);
+        on_alloc(r, e);
+        return;
+    }
     b->tc = GM_TC_NONE;
     r->held_bytes -= b->size;
     gm_stat_sub(&r->st.requested, b->requested);
@@ -586,6 +714,8 @@ static void on_alloc_cached(replay_t *r, const rp_ev_t *e)
     b->site = e->site;
     r->born[e->id] = rp_ev_t_ns(e);
     note_peaks(r);
+    if (r->plan)
+        plan_note(r, e, b);
 }
 
 static void on_return(replay_t *r, const rp_ev_t *e)
@@ -665,6 +795,8 @@ static void on_reset(replay_t *r)
     memset(&r->st, 0, sizeof r->st);
     r->heap.max_split = r->cfg.max_split == RP_RECORDED ? r->log->max_split : r->cfg.max_split;
     memset(r->blk, 0, (r->log->nids ? r->log->nids : 1) * sizeof *r->blk);
+    if (r->plan)
+        rplan_reset(r->plan);
 }
 
 void replay_run(replay_t *r, size_t until)
@@ -759,7 +891,12 @@ void replay_run(replay_t *r, size_t until)
         r->at++;
         r->res.events++;
         if (r->stop_on_fail && r->res.failures > failures)
-            return;
+            break;
+    }
+    if (r->plan) {
+        rplan_stats_t ps;
+        rplan_stats(r->plan, &ps);
+        r->res.planned = ps.planned, r->res.plan_period = ps.period, r->res.plan_bytes = ps.mapped;
     }
 }
 

@@ -14,6 +14,9 @@
 
 #define RP_RECORDED UINT64_MAX      /* a setting as the log recorded it */
 
+/* A switch of a replay: as the log recorded it (0, what a zeroed configuration says), off, on. */
+enum { RP_AS_LOG = 0, RP_OFF, RP_ON };
+
 #include "replay_events.h"
 
 /* A failed allocation as the log recorded it. */
@@ -36,6 +39,8 @@ typedef struct rp_cfg {
     int frees_at_once;       /* every free reusable at once (a bound: the GPU never lags) */
     int guided;              /* follow the recording's own segment frees and fences (its settings only):
                                 1 also writes what it learns of the fences into the log, 2 only reads */
+    int vmm;                 /* GMSHIM_SEGMENTS=vmm: RP_AS_LOG, RP_OFF (classic), RP_ON */
+    int plan;                /* GMSHIM_PLAN: RP_AS_LOG, RP_OFF, RP_ON (which turns on vmm, as in the shim) */
 } rp_cfg_t;
 
 /* One failed allocation in a replay. */
@@ -61,6 +66,9 @@ typedef struct rp_result {
     uint64_t recorded_passed;/* recorded OOMs the replay got past */
     uint64_t new_failures;   /* allocations that succeeded in the recording and failed here */
     uint64_t divergences;    /* guided: blocks placed elsewhere than recorded */
+    uint64_t planned;        /* GMSHIM_PLAN: allocations served from the plan */
+    uint64_t plan_period;    /* ...the step's allocations (0: no plan made) */
+    uint64_t plan_bytes;     /* ...bytes of the plan's range mapped at the end */
     rp_fail_t first;         /* valid when failures */
     rp_fail_t last;          /* the latest failure */
     double seconds;          /* replay_many: the replay's own time, on its thread */
@@ -94,6 +102,8 @@ typedef struct rp_log {
     int torch_tensors;       /* ...unless its bridge logged its tensors: then they are the blocks */
     int torch_expandable;    /* PyTorch's expandable segments (T_SEGMENT_MAP): the replay's segments
                                 are its classic allocator's, not ranges mapped into one */
+    int vmm, plan;           /* GMSHIM_SEGMENTS=vmm, GMSHIM_PLAN=1 in the recording */
+    uint64_t planned_allocs; /* ALLOC records of the recording's plan (GMLOG_A_PLANNED) */
     int foreign;             /* not written by gmshim's pool (no GMSHIM_* settings): its segments are
                                 followed as recorded, not re-decided */
     int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */
@@ -150,6 +160,9 @@ typedef struct replay {
     rp_result_t res;
     size_t capids;           /* entries blk and born have room for */
     int stashed;             /* the heap was initialized: reused, not re-made */
+    int vmm;                 /* growable ranges (replay_plan.h) */
+    struct rplan *plan;      /* the planned step, NULL: GMSHIM_PLAN off */
+    int plan_released;       /* the pool's cache went since the plan's range last grew */
 } replay_t;
 
 int replay_init(replay_t *r, const rp_log_t *log, const rp_cfg_t *cfg);

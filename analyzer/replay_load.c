@@ -170,6 +170,7 @@ static int on_pool_alloc(loader_t *L, uint64_t t, const ev_t *ev)
     }
     if (table_map_put(&L->map, ev->ptr, id)) /* a pointer 0 is replayed, never found again */
         return -1;
+    L->log->planned_allocs += (ev->flags & GMLOG_A_PLANNED) != 0;
     return push(L->log, cached ? RP_ALLOC_CACHED : RP_ALLOC, t, ev->req, id, ev->site, ev->ptr) ? 0 : -1;
 }
 
@@ -279,6 +280,10 @@ static void read_settings(rp_log_t *log, const rd_log_t *lf)
             log->trust_stream_order = (int)v;
         else if (IS("GMSHIM_IDLE_RELEASE"))
             log->idle_release_ns = v;
+        else if (IS("GMSHIM_SEGMENTS"))
+            log->vmm = !strcmp(eq + 1, "vmm");
+        else if (IS("GMSHIM_PLAN"))
+            log->plan = (int)v;
         else if (IS("GMSHIM_POOL")) {
             log->foreign = 0;
             log->pool_off = !v;

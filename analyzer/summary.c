@@ -197,6 +197,10 @@ void rep_summary_device_json(json_t *j, const model_t *m, const model_dev_t *d)
     json_u64(j, "unmatched_frees", d->unmatched_frees);
     json_u64(j, "captures", d->captures);
     json_u64(j, "graph_allocs", d->graph_allocs);
+    if (d->planned_allocs) { /* only then: the JSON of other logs stays as it was */
+        json_u64(j, "planned_allocs", d->planned_allocs);
+        json_u64(j, "planned_bytes", d->planned_bytes);
+    }
     json_u64(j, "resets", d->resets);
     json_obj(j, "warnings");
     for (int i = 1; i < 7; i++)
@@ -344,6 +348,10 @@ static void device_text(cli_ctx_t *c, const model_t *m, const model_dev_t *d)
     if (d->captures || d->graph_allocs)
         fprintf(f, "  graphs        %s captures, %s allocations from graph pools\n", rep_count(d->captures, a),
                 rep_count(d->graph_allocs, b));
+    if (d->planned_allocs)
+        fprintf(f, "  plan          %s allocations (%s asked) served from GMSHIM_PLAN's planned step, %.1f%% of "
+                "the pool's\n", rep_count(d->planned_allocs, a), rep_bytes(d->planned_bytes, b),
+                100.0 * (double)d->planned_allocs / (double)(d->allocs_kind[GMLOG_KIND_POOL] ? d->allocs_kind[GMLOG_KIND_POOL] : 1));
     if (d->resets)
         fprintf(f, "  resets        %" PRIu64 " cudaDeviceReset\n", d->resets);
     int w = 0;

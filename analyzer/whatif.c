@@ -31,6 +31,8 @@ static const char usage[] =
     "memory that grows per step: then the device that lasts the run and 100 steps more). For a log\n"
     "of PyTorch's tensors (GMSHIM_TORCH=keep) the settings tried are PyTorch's, each run by a model\n"
     "of its allocator, whose table follows the recommendation as its evidence.\n"
+    "For a log of gmshim's own pool it also replays the pool made the ways the recording was not:\n"
+    "GMSHIM_SEGMENTS=classic, GMSHIM_SEGMENTS=vmm and GMSHIM_PLAN=1 (the shim's planned step).\n"
     "\n"
     "      --device-limit SIZE  also replay under this GMSHIM_DEVICE_LIMIT (0: none)\n"
     "      --max-split SIZE     ...this GMSHIM_MAX_SPLIT (0: none)\n"
@@ -245,6 +247,12 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
         fprintf(f, "  %-*s %13s %7s  %s%s\n", w, r->label, rep_bytes(r->res.peak_reserved, a),
                 rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line, (int)i == p->rec ? "  <- recommended" : "");
     }
+    for (size_t i = 0; i < p->nruns; i++) {
+        const wi_run_t *r = &p->runs[i];
+        if (!r->model && (r->res.plan_period || r->res.planned))
+            fprintf(f, "  %s: a step of %" PRIu64 " allocations planned, %" PRIu64 " served from the plan, its "
+                    "range mapping %s\n", r->label, r->res.plan_period, r->res.planned, rep_bytes(r->res.plan_bytes, a));
+    }
     if (p->min_found)
         fprintf(f, "smallest device: %s (the pool reserving at most %s, %s outside it), bisected to 1 MiB in %u "
                 "replays\n", rep_bytes(p->min_device_bytes, a), rep_bytes(p->min_pool_bytes, b),
@@ -283,6 +291,10 @@ static void run_json(json_t *j, const model_t *m, const wi_run_t *r)
         json_str(j, "GMSHIM_CACHE_LIMIT", wi_size(r->cfg.cache_limit, b));
     if (r->cfg.pending_wait >= 0)
         json_str(j, "GMSHIM_PENDING_WAIT", r->cfg.pending_wait ? "1" : "0");
+    if (r->cfg.vmm != RP_AS_LOG)
+        json_str(j, "GMSHIM_SEGMENTS", r->cfg.vmm == RP_ON ? "vmm" : "classic");
+    if (r->cfg.plan != RP_AS_LOG)
+        json_str(j, "GMSHIM_PLAN", r->cfg.plan == RP_ON ? "1" : "0");
     json_obj_end(j);
     json_bool(j, "frees_at_once", r->cfg.frees_at_once);
     if (r->cfg.device_bytes != RP_RECORDED)
@@ -296,6 +308,13 @@ static void run_json(json_t *j, const model_t *m, const wi_run_t *r)
     json_u64(j, "recorded_passed", r->res.recorded_passed);
     json_u64(j, "new_failures", r->res.new_failures);
     json_u64(j, "divergences", r->res.divergences);
+    if (r->res.plan_period || r->res.planned) {
+        json_obj(j, "plan");
+        json_u64(j, "period", r->res.plan_period);
+        json_u64(j, "planned_allocs", r->res.planned);
+        json_u64(j, "range_mapped", r->res.plan_bytes);
+        json_obj_end(j);
+    }
     if (r->res.failures) {
         json_obj(j, "first_failure");
         json_u64(j, "record", r->res.first.record);

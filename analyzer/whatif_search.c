@@ -221,6 +221,39 @@ grid:
     }
 }
 
+/* gmshim's pool made otherwise (a log of its own mode only: PyTorch's cache kept, its segments
+ * are the blocks): classic segments, growable ranges (GMSHIM_SEGMENTS=vmm) and the planned step
+ * (GMSHIM_PLAN=1, in ranges as in the shim), each the recording did not run; those that turn
+ * something on are candidates where the recording failed. */
+static void add_modes(wi_plan_t *p, const rp_log_t *log)
+{
+    if (log->torch_cache_kept || log->torch_tensors || log->foreign || log->pool_off)
+        return;
+    static const struct {
+        const char *name, *value;
+        int vmm, plan;
+    } modes[] = {
+        {"GMSHIM_SEGMENTS", "classic", RP_OFF, RP_OFF},
+        {"GMSHIM_SEGMENTS", "vmm", RP_ON, RP_OFF},
+        {"GMSHIM_PLAN", "1", RP_AS_LOG, RP_ON},
+    };
+    int ran = log->plan ? 2 : log->vmm ? 1 : 0;
+    for (int k = 0; k < 3; k++) {
+        if (k == ran)
+            continue;
+        wi_run_t *r = add_run(p, "");
+        if (!r)
+            return;
+        r->cfg.vmm = modes[k].vmm;
+        r->cfg.plan = modes[k].plan;
+        r->candidate = p->failing && k > ran;
+        snprintf(r->env_name, sizeof r->env_name, "%s", modes[k].name);
+        snprintf(r->env_value, sizeof r->env_value, "%s", modes[k].value);
+        snprintf(r->label, sizeof r->label, "%s=%s%s", modes[k].name, modes[k].value,
+                 log->plan && k < 2 ? " GMSHIM_PLAN=0" : "");
+    }
+}
+
 /* The recording's settings with the pool allowed `pool` bytes (outside kept). */
 static rp_cfg_t capacity_cfg(const wi_plan_t *p, const rp_log_t *log, uint64_t pool)
 {
@@ -327,6 +360,7 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     }
     p->failing = log->recorded.failures > 0;
     add_candidates(p, log, o);
+    add_modes(p, log);
     run_all(log, o, p->runs, p->nruns, &pg);
     if (tlog && model_candidates(p, o)) {
         wi_plan_free(p);

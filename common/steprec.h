@@ -26,6 +26,13 @@ typedef enum steprec_state {
 
 typedef struct steprec steprec_t;
 
+/* An allocation's key: its call site and its size as the pool rounds it (the shim's planner and
+ * the analyzer's planned replay both key by it, so that the replay learns the step the shim does). */
+static inline uint64_t steprec_key(uint32_t site, uint64_t rounded)
+{
+    return rounded ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull);
+}
+
 /* A recogniser that records at most max_allocs allocations (a step is at most half of them).
  * NULL when out of host memory. */
 steprec_t *steprec_create(uint32_t max_allocs);

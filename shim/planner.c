@@ -73,12 +73,6 @@ static inline int plan_state(const gm_plan_t *p)
     return __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
 }
 
-/* The recogniser's key: the call site and the rounded size. */
-static inline uint64_t key_of(uint32_t site, size_t rounded)
-{
-    return (uint64_t)rounded ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull);
-}
-
 static inline int capturing(gm_device_t *d)
 {
     return device_captures(d) || __atomic_load_n(&d->captures_beginning, __ATOMIC_SEQ_CST);
@@ -202,7 +196,7 @@ void planner_note_online(gm_device_t *d, size_t size, uint32_t site, uintptr_t p
     int made = 0;
     pthread_mutex_lock(&p->lock);
     if (p->state == ST_LEARN) {
-        uint32_t tag = steprec_alloc(p->rec, key_of(site, rounded), rounded);
+        uint32_t tag = steprec_alloc(p->rec, steprec_key(site, rounded), rounded);
         if (tag && tags_put(p, ptr, tag)) {
             learning_end(d, p); /* out of host memory: no plan, nothing else changes */
             __atomic_store_n(&p->state, ST_OFF, __ATOMIC_RELEASE);
@@ -286,7 +280,7 @@ int planner_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
         pthread_mutex_unlock(&p->lock);
         return 0;
     }
-    int32_t s = stepplan_next(p->sp, key_of(site, rounded));
+    int32_t s = stepplan_next(p->sp, steprec_key(site, rounded));
     uint64_t off = 0, gen = p->gen;
     if (s < 0) {
         pthread_mutex_unlock(&p->lock);

@@ -23,7 +23,7 @@ START_TEST(test_whatif_answers_in_json_and_exits_by_whether_it_fits)
     free(gm_oom_report("oom_split", NULL, 1));
     char *out = NULL;
     int rc = gm(&out, "--json", "whatif", gm_last_log, NULL);
-    ck_assert_msg(rc == 0 && strstr(out, "\"min_device_bytes\":") && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_MAX_SPLIT\"") &&
+    ck_assert_msg(rc == 0 && strstr(out, "\"min_device_bytes\":") && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_") &&
                   strstr(out, "\"why\":") && strstr(out, "\"runs\":["), "oom_split: rc %d:\n%s", rc, out);
     free(out);
     free(gm_oom_report("oom_capacity", NULL, 1));
@@ -41,6 +41,60 @@ START_TEST(test_whatif_answers_in_json_and_exits_by_whether_it_fits)
     free(out);
     rc = gm(&out, "whatif", "--max-split", "256M", NULL);
     ck_assert_msg(rc == 1, "no log: rc %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* The recommendation, applied to the program that recorded the OOM, gets past it: oom_split's
+ * fragmentation, which a split limit, growable ranges and the planned step all cure (the least
+ * reserved of them named), the setting run again under the fake runtime. */
+START_TEST(test_whatif_recommends_a_setting_that_gets_the_program_past_its_oom)
+{
+    free(gm_oom_report("oom_split", NULL, 1));
+    char *out = NULL;
+    int rc = gm(&out, "--json", "whatif", gm_last_log, NULL);
+    const char *env = strstr(out, "\"recommendation\":{\"env\":{\"");
+    ck_assert_msg(rc == 0 && env, "oom_split: rc %d:\n%s", rc, out);
+    char name[64] = "", value[64] = "", setting[160], prog[4096];
+    ck_assert_msg(sscanf(env + strlen("\"recommendation\":{\"env\":{\""), "%63[^\"]\":\"%63[^\"]", name, value) == 2,
+                  "no setting recommended:\n%s", out);
+    free(out);
+    snprintf(setting, sizeof setting, "%s=%s", name, value);
+    snprintf(prog, sizeof prog, "%s", build_path("tests/integration/oom_split"));
+    const char *argv[] = {prog, NULL};
+    const char *envs[] = {"GMSHIM_LOG=off", "FAKECUDA_MEM=1G", setting, NULL};
+    rc = run_program(argv, envs, 1, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "no OOM"), "oom_split under the recommended %s: rc %d:\n%s", setting, rc, out);
+    free(out);
+}
+END_TEST
+
+/* Whether the run labelled `label` in whatif's JSON failed no allocation (its own object only). */
+static int run_passed(const char *json, const char *label)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\"label\":\"%s\"", label);
+    const char *at = strstr(json, key);
+    ck_assert_msg(at != NULL, "no run '%s' in:\n%s", label, json);
+    const char *next = strstr(at + 1, "\"label\":");
+    char *run = strndup(at, next ? (size_t)(next - at) : strlen(at));
+    int ok = strstr(run, "\"failures\":0,") != NULL;
+    free(run);
+    return ok;
+}
+
+/* GMSHIM_PLAN=1 is recommended where its replay gets past the OOM with headroom (the frag
+ * scenario: its cache's gaps) and never where it fails (the weights scenario: capacity). */
+START_TEST(test_whatif_recommends_the_plan_only_where_it_gets_past_the_oom)
+{
+    char *out = NULL;
+    int rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_frag_own.gmlog", NULL);
+    ck_assert_msg(rc == 0 && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_PLAN\":\"1\"}") &&
+                  run_passed(out, "GMSHIM_PLAN=1"), "frag: rc %d:\n%.2000s", rc, out);
+    free(out);
+    rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_weights_own.gmlog", NULL);
+    ck_assert_msg(!run_passed(out, "GMSHIM_PLAN=1") && !strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_PLAN\""),
+                  "weights: rc %d:\n%.2000s", rc, out);
     free(out);
 }
 END_TEST
@@ -226,6 +280,8 @@ Suite *analyzer_whatif_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_whatif_answers_in_json_and_exits_by_whether_it_fits);
     tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
+    tcase_add_test(tc, test_whatif_recommends_a_setting_that_gets_the_program_past_its_oom);
+    tcase_add_test(tc, test_whatif_recommends_the_plan_only_where_it_gets_past_the_oom);
     tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
     tcase_add_test(tc, test_whatif_sizes_split_limits_by_the_pools_requests_not_exact_segments);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);

@@ -130,6 +130,80 @@ START_TEST(test_the_log_holds_every_planned_allocation_and_free)
 }
 END_TEST
 
+/* A field of the run labelled `label` in whatif's JSON (its first after the label). */
+static unsigned long long run_field(const char *json, const char *label, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\"label\":\"%s\"", label);
+    const char *at = strstr(json, key);
+    ck_assert_msg(at != NULL, "no run '%s' in:\n%s", label, json);
+    return field(at, name);
+}
+
+/* `gmshim --json whatif LOG`'s output (the caller frees it). */
+static char *whatif_json(const char *log)
+{
+    char gmshim[4096];
+    snprintf(gmshim, sizeof gmshim, "%s", build_path("gmshim"));
+    const char *argv[] = {gmshim, "--json", "whatif", log, NULL};
+    char *out = NULL;
+    int rc = run_program(argv, NULL, 0, &out);
+    ck_assert_msg(rc == 0, "whatif %s exited %d:\n%s", log, rc, out);
+    return out;
+}
+
+/* The analyzer's planned replay (analyzer/replay_plan.c) of the shim's own planned run, under
+ * GPU order (a slot's fence answers at once, the replay's rule): the same step, the same
+ * allocations served from the plan, the same bytes of its range mapped, the same peak. */
+START_TEST(test_the_replay_of_a_planned_log_plans_as_the_shim_did)
+{
+    char log[4200];
+    snprintf(log, sizeof log, "%s/plan-replay.gmlog", temp_dir());
+    unlink(log);
+    char *out = plan_steps("steps", "GMSHIM_GPU_ORDER=1", log);
+    unsigned long long planned = field(out, "planned "), bytes = field(out, "bytes "), period = field(out, "period ");
+    free(out);
+    char *j = whatif_json(log);
+    unsigned long long r_planned = run_field(j, "as recorded", "\"planned_allocs\":");
+    unsigned long long r_bytes = run_field(j, "as recorded", "\"range_mapped\":");
+    unsigned long long r_period = run_field(j, "as recorded", "\"period\":");
+    unsigned long long r_peak = run_field(j, "as recorded", "\"peak_reserved\":");
+    unsigned long long rec_peak = field(j, "\"recorded_peak_reserved\":");
+    ck_assert_msg(r_period == period && r_planned == planned && r_bytes == bytes,
+                  "the replay planned a step of %llu, %llu allocations, %llu bytes mapped; the shim %llu, %llu, %llu",
+                  r_period, r_planned, r_bytes, period, planned, bytes);
+    ck_assert_msg(r_peak == rec_peak, "the planned replay's peak %llu, the recording's %llu", r_peak, rec_peak);
+    free(j);
+    unlink(log);
+}
+END_TEST
+
+/* A log of the same program without the plan (classic segments), replayed with GMSHIM_PLAN=1:
+ * the plan is made and serves, and its peak lies between the live floor and the classic peak. */
+START_TEST(test_a_classic_log_replayed_with_the_plan_peaks_between_floor_and_classic)
+{
+    char log[4200], env_log[4300];
+    snprintf(log, sizeof log, "%s/plan-classic.gmlog", temp_dir());
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    unlink(log);
+    const char *env[] = {"FAKECUDA_MEM=1G", env_log, "PLAN_EXPECT_NONE=1", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/plan_steps", env, "steps", &out);
+    ck_assert_msg(rc == 0, "plan_steps without GMSHIM_PLAN exited %d:\n%s", rc, out);
+    free(out);
+    char *j = whatif_json(log);
+    unsigned long long classic = run_field(j, "as recorded", "\"peak_reserved\":");
+    unsigned long long planned = run_field(j, "GMSHIM_PLAN=1", "\"peak_reserved\":");
+    unsigned long long served = run_field(j, "GMSHIM_PLAN=1", "\"planned_allocs\":");
+    unsigned long long floor = field(j, "\"peak\":{\"floor\":");
+    ck_assert_msg(served >= 6 * (2 * 24 + 1), "the replay's plan served %llu allocations", served);
+    ck_assert_msg(planned <= classic && planned >= floor, "planned peak %llu, classic %llu, floor %llu", planned,
+                  classic, floor);
+    free(j);
+    unlink(log);
+}
+END_TEST
+
 #define PLAN "GMSHIM_PLAN=1", "GMSHIM_LOG=off"
 
 /* Programs that know nothing of the plan behave as without it (as under growable ranges, which
@@ -161,6 +235,8 @@ Suite *planner_suite(void)
     tcase_add_test(tc, test_the_plan_is_off_by_default);
     tcase_add_test(tc, test_the_log_holds_every_planned_allocation_and_free);
     tcase_add_test(tc, test_other_programs_run_unchanged_with_the_plan_on);
+    tcase_add_test(tc, test_the_replay_of_a_planned_log_plans_as_the_shim_did);
+    tcase_add_test(tc, test_a_classic_log_replayed_with_the_plan_peaks_between_floor_and_classic);
     suite_add_tcase(s, tc);
     return s;
 }
