@@ -85,13 +85,18 @@ static void late_write(void *p)
 
 static cudaStream_t side, other;
 
-/* Double and interior frees of the step's planned blocks: refused as the runtime refuses them. */
+/* Double and interior frees of the step's planned blocks: refused as the runtime refuses them.
+ * Tried in the first step from 8 on whose blocks all came from the plan (without GPU order a
+ * slot whose fence has not completed yet goes to the pool, so which step that is varies). */
+static int bad_tried;
+
 static void bad_frees(unsigned char *act0, unsigned char *ws, unsigned long long planned_before)
 {
     gmshim_stats_t st;
     gm_stats(0, &st);
-    CHECK(st.plan_allocs >= planned_before + LAYERS + 1, "the step's blocks were not planned (%llu, %llu before)",
-          st.plan_allocs, planned_before);
+    if (bad_tried || st.plan_allocs < planned_before + LAYERS + 1)
+        return;
+    bad_tried = 1;
     cudaError_t e = cudaFree(act0 + 512);
     CHECK(e == cudaErrorInvalidValue, "an interior free of a planned block: %s", cudaGetErrorString(e));
     CHECK(cudaGetLastError() == cudaErrorInvalidValue, "the interior free left no last error");
@@ -198,7 +203,9 @@ int main(int argc, char **argv)
         }
         if (s == 9)
             gm_stats(0, &mid);
-        step(depart && s >= 6 && s < 9 ? 3 : 0, streams && s >= 6, frees && s == 8);
+        if (frees && s >= 8)
+            CUDA_OK(cudaDeviceSynchronize()); /* the last step's fences complete: its slots free */
+        step(depart && s >= 6 && s < 9 ? 3 : 0, streams && s >= 6, frees && s >= 8);
         if (streams && s >= 6)
             step_checked_on_other();
         if (s == 6 && capture) {
@@ -227,6 +234,7 @@ int main(int argc, char **argv)
         CHECK(st.plan_allocs - at6.plan_allocs >= 6 * per / slack, "only %llu of the last 7 steps' %llu allocations planned",
               st.plan_allocs - at6.plan_allocs, 7 * per);
     }
+    CHECK(!frees || !expect_plan || bad_tried, "no step from 8 on had all its blocks from the plan: no bad frees tried");
     CHECK(!expect_plan || (st.plan_bytes > 0 && st.plan_bytes < 64u << 20), "the plan's range is %llu bytes",
           st.plan_bytes);
     free_block(weights);
