@@ -357,10 +357,38 @@ static size_t grow_reserved(void *g)
     return ((rp_grow_t *)g)->r->st.reserved.current;
 }
 
-/* The driver gives what its capacity leaves. */
+/* GMSHIM_SEGMENTS=vmm's segment, as shim/ranges.c ranges_grow makes it: the best fit's missing
+ * pages mapped (while the plan learns, idle pages moved first where the reservation would pass
+ * its peak), a range as large as the device added where none has room. The pages go while the
+ * reservation stays under the cap and the driver's capacity (map_cb's limit, the driver's OOM);
+ * GROW_FAILED: no range could be added (the caller takes a classic segment). */
+static int grow_range(replay_t *r, size_t rounded, size_t size, gm_block_t **bp)
+{
+    int refused = 0;
+    uint64_t cap = replay_cap_at(r), budget = r->plan && rplan_learning(r->plan) ? r->st.reserved.peak : 0;
+    if ((*bp = rplan_range_alloc(&r->heap, rounded, size, cap, budget, &refused)))
+        return GROW_OK;
+    if (refused)
+        return GROW_OOM;
+    uint64_t range = gm_round_up(r->log->total ? r->log->total : 64ull << 30, GM_VMM_PAGE);
+    if (range < rounded)
+        range = gm_round_up(rounded, GM_VMM_PAGE);
+    if (rplan_range_add(&r->heap, (uintptr_t)r->synth_base, (size_t)range, rounded) != 0)
+        return GROW_FAILED;
+    r->synth_base += range;
+    *bp = rplan_range_alloc(&r->heap, rounded, size, cap, budget, &refused);
+    return *bp ? GROW_OK : GROW_OOM;
+}
+
+/* The driver gives what its capacity leaves; growable ranges first where they are on, as
+ * shim/segments.c segments_grow. */
 static int grow_segment(void *g, size_t seg, size_t rounded, size_t size, gm_block_t **bp)
 {
     replay_t *r = ((rp_grow_t *)g)->r;
+    if (r->vmm && grow_range(r, rounded, size, bp) != GROW_FAILED)
+        return *bp ? GROW_OK : GROW_OOM;
+    if (seg < rounded) /* a size computed for a range's missing pages: the classic segment holds it */
+        seg = policy_tight_segment(rounded);
     if (r->st.reserved.current + seg > driver_cap(r))
         return GROW_OOM;
     *bp = add_segment(r, seg, rounded, size);
@@ -432,37 +460,6 @@ static int wait_oldest(void *r)
     return seq != 0;
 }
 
-/* GMSHIM_SEGMENTS=vmm's growth, beside grow(): the best fit's missing pages mapped (while the
- * plan learns, idle pages moved first where the reservation would pass its peak, as
- * shim/ranges.c), a range added where none has room; refused by the cap, the cache given back
- * and one retry, as the shim's OOM path. */
-static gm_block_t *grow_vmm(replay_t *r, size_t rounded, size_t req, uint32_t site, int oom, int *grew)
-{
-    int refused = 0;
-    uint64_t budget = r->plan && rplan_learning(r->plan) ? r->st.reserved.peak : 0;
-    gm_block_t *b = rplan_range_alloc(&r->heap, rounded, req, replay_cap_at(r), budget, &refused);
-    if (!b && !refused) {
-        uint64_t size = gm_round_up(r->log->total ? r->log->total : 64ull << 30, GM_VMM_PAGE);
-        size = size < rounded ? gm_round_up(rounded, GM_VMM_PAGE) : size;
-        if (rplan_range_add(&r->heap, (uintptr_t)r->synth_base, (size_t)size, rounded) == 0) {
-            r->synth_base += size;
-            b = rplan_range_alloc(&r->heap, rounded, req, replay_cap_at(r), budget, &refused);
-        }
-    }
-    if (!b) {
-        empty_cache(r, 1, 0);
-        if (!(b = pool_alloc(&r->heap, rounded, req)))
-            b = rplan_range_alloc(&r->heap, rounded, req, replay_cap_at(r), 0, &refused);
-    }
-    if (!b) {
-        uint64_t limit = limit_of(r);
-        note_failure(r, req, rounded, gm_round_up(rounded, GM_VMM_PAGE), site, limit && limit <= driver_cap(r), oom);
-        return NULL;
-    }
-    *grew = 1;
-    return b;
-}
-
 static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int *grew)
 {
     size_t rounded = pool_round(req);
@@ -472,11 +469,11 @@ static gm_block_t *do_alloc(replay_t *r, size_t req, uint32_t site, int oom, int
     /* Before growing, the caches' blocks come back, as the shim's slow path takes them back. */
     if (!b && return_held(r, rounded))
         b = policy_alloc_waiting(&r->heap, rounded, req, pending_wait_of(r), &waits);
-    if (!b && r->vmm) {
-        b = grow_vmm(r, rounded, req, site, oom, grew);
-    } else if (!b) {
+    if (!b) {
+        /* A growable range maps only the pages the best fit lacks (shim/slowpath.c grow). */
+        size_t seg = r->vmm ? rplan_range_wanted(&r->heap, rounded) : pool_segment_size(rounded);
         rp_grow_t g = {r, req, rounded, site, oom};
-        b = grow_alloc(&grow_ops, &g, &r->heap, pool_segment_size(rounded), rounded, req, grew);
+        b = grow_alloc(&grow_ops, &g, &r->heap, seg, rounded, req, grew);
     }
     if (b)
         note_peaks(r);
