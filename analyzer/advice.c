@@ -89,6 +89,20 @@ int advice_for_allocator(const rp_log_t *log, const char *env)
     return log->torch_cache_kept || log->torch_tensors ? torch : !torch;
 }
 
+int advice_measured(const rp_log_t *log, const wi_run_t *r)
+{
+    /* GMSHIM_PLAN=1 has not run on a GPU yet: its replay is shown, never recommended, nor any
+     * run that keeps it on (a setting tried over a recording that ran it). */
+    int plan = r->cfg.plan == RP_ON || (r->cfg.plan == RP_AS_LOG && log->plan);
+    return !plan && strcmp(r->env_name, "GMSHIM_PLAN") != 0;
+}
+
+/* Whether run r may be recommended: a candidate, for the job's allocator, measured on a GPU. */
+static int recommendable(const rp_log_t *log, const wi_run_t *r)
+{
+    return r->candidate && advice_for_allocator(log, r->env_name) && advice_measured(log, r);
+}
+
 /* Whether the program saw an OOM (one its retry did not get past). */
 static int recorded_died(const rp_log_t *log)
 {
@@ -135,7 +149,7 @@ static void check_headroom(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
         if (r->model && r->candidate && !r->res.failures)
             model_headroom(p, r);
         else
-            n += r->candidate && !r->res.failures;
+            n += recommendable(log, r) && !r->res.failures;
     }
     if (!n)
         return;
@@ -145,7 +159,7 @@ static void check_headroom(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
     if (cfgs && out && which) {
         size_t k = 0;
         for (size_t i = 0; i < p->nruns; i++)
-            if (!p->runs[i].model && p->runs[i].candidate && !p->runs[i].res.failures) {
+            if (!p->runs[i].model && recommendable(log, &p->runs[i]) && !p->runs[i].res.failures) {
                 which[k] = i;
                 cfgs[k++] = tightened(p, log, &p->runs[i], p->headroom);
             }
@@ -203,10 +217,12 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
     }
     p->headroom = advice_headroom(sim->first.cap, o->growth_per_step);
     check_headroom(p, log, o);
-    int passed = -1;
+    int passed = -1, unmeasured = -1;
     for (size_t i = 0; i < p->nruns; i++) {
         const wi_run_t *r = &p->runs[i];
-        if (!r->candidate || r->res.failures || !advice_for_allocator(log, r->env_name))
+        if (r->candidate && !r->res.failures && unmeasured < 0 && !advice_measured(log, r))
+            unmeasured = (int)i;
+        if (r->res.failures || !recommendable(log, r))
             continue;
         if (passed < 0 || r->res.peak_reserved < p->runs[passed].res.peak_reserved)
             passed = (int)i;
@@ -238,8 +254,11 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
         return;
     }
     size_t n = 0;
-    if (passed >= 0)
-        n = (size_t)snprintf(p->why, sizeof p->why, "%s=%s gets past the failure only without headroom (with %s "
+    if (unmeasured >= 0)
+        n = (size_t)snprintf(p->why, sizeof p->why, "%s gets past the failure in the replay, but the planned step "
+                             "is not recommended until it is measured on a GPU; ", p->runs[unmeasured].label);
+    if (passed >= 0 && n < sizeof p->why)
+        n += (size_t)snprintf(p->why + n, sizeof p->why - n, "%s=%s gets past the failure only without headroom (with %s "
                              "less to reserve it fails: the job would fail a little later); ",
                              p->runs[passed].env_name, p->runs[passed].env_value, rep_bytes(p->headroom, c));
     if (n >= sizeof p->why)

@@ -7,6 +7,7 @@
 #include "causes.h"
 #include "advice.h"
 #include "causes_torch.h"
+#include "replay_run.h"
 #include "output.h"
 #include "sites.h"
 

@@ -172,8 +172,6 @@ replay_t *replay_start(const rp_log_t *log, const rp_cfg_t *cfg);
 void replay_end(replay_t *r);
 /* Frees the storage replays left. */
 void replay_stash_free(void);
-/* Runs events up to index `until` (exclusive), or to the first failure when r->stop_on_fail. */
-void replay_run(replay_t *r, size_t until);
 void replay_free(replay_t *r);
 /* Runs a whole replay; the result. */
 rp_result_t replay_once(const rp_log_t *log, const rp_cfg_t *cfg);
@@ -181,6 +179,24 @@ rp_result_t replay_once(const rp_log_t *log, const rp_cfg_t *cfg);
  * progress(arg, done, n) after each when given. */
 void replay_many(const rp_log_t *log, const rp_cfg_t *cfgs, rp_result_t *out, size_t n, unsigned threads,
                  void (*progress)(void *arg, size_t done, size_t n), void *arg);
+
+/* The pool's steps, for the events (replay_run.c). Pending frees up to fence seq become free. */
+void replay_release_to(replay_t *r, uint64_t seq);
+/* GMSHIM_CACHE_LIMIT: the oldest wholly free segments (and ranges' idle pages) over the cap go. */
+void replay_enforce_cache_limit(replay_t *r);
+/* A block a thread's cache held back to the pool: free, or pending on its fence. */
+void replay_unhold(replay_t *r, gm_block_t *b);
+/* Every pending free waited for when asked, then the whole free segments (idle ones only when
+ * idle_ns) and the ranges' idle pages given back, the threads' caches first; the bytes. */
+size_t replay_empty_cache(replay_t *r, int wait, uint64_t idle_ns);
+/* After an allocation that succeeded: the run's peaks. */
+void replay_note_peaks(replay_t *r);
+/* A block for `req` from `site` as the shim's pool serves it (a free block, the threads' caches'
+ * blocks given back, then common/grow.c); NULL: a failure, noted (oom: the recorded OOM re-run,
+ * or -1). *grew: a new segment's block. */
+gm_block_t *replay_alloc(replay_t *r, size_t req, uint32_t site, int oom, int *grew);
+/* A caching allocator's exact segment of `size` (grow_exact), its peaks noted; NULL: failed. */
+gm_block_t *replay_exact(replay_t *r, size_t size, uint32_t site, int oom);
 
 /* The bytes the pool could reserve at event `at` under cfg (limit and device). */
 uint64_t replay_cap_at(const replay_t *r);

@@ -1,6 +1,6 @@
 /* Running replays (replay.h): one configuration to the end, or several at once on threads of
  * their own, each replay on a log that none of them writes. */
-#include "replay.h"
+#include "replay_run.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -228,6 +228,12 @@ gm_block_t *rplan_range_alloc(gm_heap_t *h, size_t rounded, size_t req, uint64_t
     return vmm_alloc(h, rounded, req, map_pages, &pg, refused);
 }
 
+size_t rplan_range_wanted(const gm_heap_t *h, size_t rounded)
+{
+    size_t pages = vmm_pages_wanted(h, rounded);
+    return pages == SIZE_MAX ? gm_round_up(rounded, PAGE) : pages * PAGE;
+}
+
 int rplan_range_add(gm_heap_t *h, uintptr_t base, size_t size, size_t rounded)
 {
     return pool_add_range(h, base, size, pool_is_small(rounded), 0) ? 0 : -1;

@@ -58,6 +58,9 @@ void rplan_stats(const rplan_t *p, rplan_stats_t *out);
  * would pass `budget`; 0: no moving); NULL with *refused = 1 when the cap refused, 0 when no range
  * has room. */
 gm_block_t *rplan_range_alloc(gm_heap_t *h, size_t rounded, size_t req, uint64_t cap, uint64_t budget, int *refused);
+/* Bytes a grow maps for `rounded` in h's ranges: the best fit's missing pages, or the whole
+ * request in pages where no free block fits (shim/ranges.c ranges_bytes_wanted). */
+size_t rplan_range_wanted(const gm_heap_t *h, size_t rounded);
 /* A range of `size` addresses at base for `rounded`'s class: 0, or -1. */
 int rplan_range_add(gm_heap_t *h, uintptr_t base, size_t size, size_t rounded);
 /* Idle pages of h's ranges given back: all, those idle for idle_ns at now, or the oldest until

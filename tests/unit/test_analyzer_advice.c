@@ -135,7 +135,11 @@ static void passes_with_headroom(const char *path, const cause_t *c)
     } else {
         rp_cfg_t cfg;
         rp_cfg_recorded(&cfg);
-        cfg.max_split = strtoull(c->env_value, NULL, 10) << 20; /* "32M": mebibytes */
+        ck_assert_msg(strcmp(c->env_name, "GMSHIM_PLAN"), "%s: the planned step recommended", path);
+        if (!strcmp(c->env_name, "GMSHIM_SEGMENTS"))
+            cfg.vmm = !strcmp(c->env_value, "vmm") ? RP_ON : RP_OFF;
+        else
+            cfg.max_split = strtoull(c->env_value, NULL, 10) << 20; /* "32M": mebibytes */
         cfg.limit = c->cap - c->headroom;
         rp_result_t r = replay_once(&log, &cfg);
         ck_assert_msg(!r.failures, "%s: %s=%s fails with %llu bytes less to reserve", path, c->env_name,

@@ -3,7 +3,7 @@
  * run under the preload, the fixtures, logs written by hand (testlog) and by genlog, and the real
  * PyTorch traces of ../shared/traces replayed through the pool — and other settings change what
  * they must. */
-#include "replay.h"
+#include "replay_run.h"
 #include "suites.h"
 #include "testlog.h"
 

@@ -1,6 +1,7 @@
 /* `gmshim whatif` (analyzer/whatif*.c): its answers in JSON and exit codes by whether the run
  * fits, the settings asked for replayed, the setting in force never suggested again, and the
  * smallest device found to a mebibyte, on workloads that end in a real OOM (tests/integration). */
+#include "advice.h"
 #include "causes.h"
 #include "commands.h"
 #include "suites.h"
@@ -83,19 +84,60 @@ static int run_passed(const char *json, const char *label)
     return ok;
 }
 
-/* GMSHIM_PLAN=1 is recommended where its replay gets past the OOM with headroom (the frag
- * scenario: its cache's gaps) and never where it fails (the weights scenario: capacity). */
-START_TEST(test_whatif_recommends_the_plan_only_where_it_gets_past_the_oom)
+/* GMSHIM_PLAN=1 has not run on a GPU: its row is shown, passed where it gets past the OOM (the
+ * frag scenario: its cache's gaps) and failed where it does not (the weights scenario:
+ * capacity), but the rule recommends what was measured (there growable ranges), never the plan. */
+START_TEST(test_whatif_shows_the_plans_row_but_recommends_only_measured_settings)
 {
     char *out = NULL;
     int rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_frag_own.gmlog", NULL);
-    ck_assert_msg(rc == 0 && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_PLAN\":\"1\"}") &&
+    ck_assert_msg(rc == 0 && strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_SEGMENTS\":\"vmm\"}") &&
                   run_passed(out, "GMSHIM_PLAN=1"), "frag: rc %d:\n%.2000s", rc, out);
     free(out);
     rc = gm(&out, "--json", "whatif", "tests/fixtures/h200_scen_weights_own.gmlog", NULL);
     ck_assert_msg(!run_passed(out, "GMSHIM_PLAN=1") && !strstr(out, "\"recommendation\":{\"env\":{\"GMSHIM_PLAN\""),
                   "weights: rc %d:\n%.2000s", rc, out);
     free(out);
+}
+END_TEST
+
+/* Holes under a cap (oom_capped_fragmentation): the planned step's replay gets past the OOM
+ * with the least reserved of every candidate and with headroom, yet the rule recommends
+ * another (growable ranges), and no run that turns the plan on. */
+START_TEST(test_whatif_never_recommends_the_plan_even_where_its_replay_is_best)
+{
+    free(gm_oom_report("oom_capped_fragmentation", "GMSHIM_DEVICE_LIMIT=512M", 1));
+    rd_log_t lf;
+    rp_log_t log;
+    ck_assert(rd_open_path(&lf, gm_last_log) == 0 && rp_load(&log, &lf, 0) == 0);
+    wi_opts_t o;
+    wi_opts_default(&o);
+    wi_plan_t p;
+    ck_assert(wi_plan_make(&log, NULL, &o, &p) == 0);
+    int plan = -1, best = -1;
+    for (size_t i = 0; i < p.nruns; i++) {
+        const wi_run_t *r = &p.runs[i];
+        if (!r->candidate || r->res.failures)
+            continue;
+        if (!strcmp(r->env_name, "GMSHIM_PLAN"))
+            plan = (int)i;
+        if (best < 0 || r->res.peak_reserved < p.runs[best].res.peak_reserved)
+            best = (int)i;
+    }
+    ck_assert_msg(plan >= 0 && best == plan, "the plan's replay is not the best: plan run %d, best %d (%s)", plan, best,
+                  best >= 0 ? p.runs[best].label : "none");
+    rp_cfg_t cfg = p.runs[plan].cfg;
+    cfg.limit = p.runs[0].res.first.cap - p.headroom;
+    rp_result_t tight = replay_once(&log, &cfg);
+    ck_assert_msg(!tight.failures, "the plan fails with %llu bytes less to reserve: not the case this test needs",
+                  (unsigned long long)p.headroom);
+    ck_assert_msg(p.rec >= 0 && p.rec != plan && advice_measured(&log, &p.runs[p.rec]) &&
+                      !strstr(p.runs[p.rec].label, "GMSHIM_PLAN"),
+                  "recommended run %d (%s), the plan's is %d", p.rec, p.rec >= 0 ? p.runs[p.rec].label : "none", plan);
+    ck_assert_msg(!advice_measured(&log, &p.runs[plan]), "the plan's run counts as measured on a GPU");
+    wi_plan_free(&p);
+    rp_log_free(&log);
+    rd_close(&lf);
 }
 END_TEST
 
@@ -281,7 +323,8 @@ Suite *analyzer_whatif_suite(void)
     tcase_add_test(tc, test_whatif_answers_in_json_and_exits_by_whether_it_fits);
     tcase_add_test(tc, test_whatif_replays_the_settings_asked_for);
     tcase_add_test(tc, test_whatif_recommends_a_setting_that_gets_the_program_past_its_oom);
-    tcase_add_test(tc, test_whatif_recommends_the_plan_only_where_it_gets_past_the_oom);
+    tcase_add_test(tc, test_whatif_shows_the_plans_row_but_recommends_only_measured_settings);
+    tcase_add_test(tc, test_whatif_never_recommends_the_plan_even_where_its_replay_is_best);
     tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
     tcase_add_test(tc, test_whatif_sizes_split_limits_by_the_pools_requests_not_exact_segments);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
