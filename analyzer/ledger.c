@@ -445,8 +445,8 @@ fail:
     return NULL;
 }
 
-/* A model's address is reused once it is freed (the ranks' verdict and the sections hold one
- * model at a time): a kept set is the model's only if the log it read is the same too. */
+/* A kept set goes when its model is freed (model_on_free). A model's address is reused once it is
+ * freed: a kept set is the model's only if the log it read is the same too. */
 typedef struct kept_key {
     const model_t *m;
     uint64_t records, last_t, start_ns;
@@ -471,10 +471,33 @@ static struct {
     size_t n, cap;
 } K = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+static void set_free(ledger_set_t *s)
+{
+    if (s)
+        free(s->ooms);
+    free(s);
+}
+
+/* Model m is being freed: its sets go (a set is used only while its model lives). */
+static void forget(const model_t *m)
+{
+    pthread_mutex_lock(&K.lock);
+    for (size_t i = 0; i < K.n;) {
+        if (K.kept[i].key.m != m) {
+            i++;
+            continue;
+        }
+        set_free(K.kept[i].set);
+        K.kept[i] = K.kept[--K.n];
+    }
+    pthread_mutex_unlock(&K.lock);
+}
+
 const ledger_set_t *ledger_of(const model_t *m)
 {
     if (!m || !m->lf || !m->by_type[GMLOG_LEDGER])
         return NULL;
+    model_on_free(forget);
     kept_key_t key;
     key_of(m, &key);
     pthread_mutex_lock(&K.lock);
