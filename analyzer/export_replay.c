@@ -400,6 +400,12 @@ static int t_mapped(xr_t *x, const rd_rec_t *r, const ev_t *ev, int n, xr_fn fn,
 {
     xr_dev_t *d = &x->dev[r->device];
     int changes = 0;
+    for (int i = 0; i < n && x->want_resizing; i++)
+        if (ev[i].mapped) {
+            xr_event_t pre = {XR_RESIZING, r, NULL, NULL, r->device, r->ckpt == RD_CKPT_STATE, 0, NULL, 0};
+            fn(x, &pre, arg);
+            break;
+        }
     for (int i = 0; i < n; i++) {
         if (!ev[i].mapped)
             continue;

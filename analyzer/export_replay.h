@@ -63,6 +63,8 @@ enum {
                                    * T_SEGMENT_MAP, with the pages) */
     XR_SEGMENT_UNMAP,             /* it shrank or split (seg: NULL; rec: the T_SEGMENT_UNMAP) */
     XR_LEDGER,                    /* the card sampled (rec: the LEDGER record) */
+    XR_RESIZING,                  /* an expandable segment's ranges are about to change (rec: the
+                                   * T_SEGMENT_MAP or _UNMAP); only with want_resizing */
 };
 
 typedef struct xr_event {
@@ -99,6 +101,8 @@ struct xr {
     const char *stop_mark_label;
     int stopped;
     uint64_t stop_events;         /* stop once this many records were handed on (0: never) */
+    int want_resizing;            /* hand on XR_RESIZING: every change of a device's figures has
+                                   * an event before it (a handler may keep the state it ends) */
     char label[1024];
     ev_dec_t ev;                  /* the decoder (events.h), seeded with the model's PyTorch devices */
 };

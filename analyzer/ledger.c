@@ -1,9 +1,12 @@
 /* The card's ledger: the exports' replay (export_replay.h) gives every live block and segment of
  * a device at any record, the shim's LEDGER samples what the events cannot (the driver's free
- * bytes, the context, other processes through NVML). A first pass keeps the samples, takes each
- * OOM's pool side at its record, and finds the peak of the process's use; a second stops at the
- * peak. The terms are then put together so that they add up to the device's total exactly: what
- * no measurement explains is named as inferred, never dropped. */
+ * bytes, the context, other processes through NVML). One pass keeps the samples, takes each OOM's
+ * pool side at its record, and follows the peak of the process's use: the pool side is taken at
+ * a moment at the peak only when the use is about to fall from it (the replay hands on an event
+ * before every fall), or at the end. Where that would cost more than the replay itself (a use
+ * that keeps rising to new peaks and falling back), the device's peak is found by a second
+ * replay stopped there. The terms are then put together so that they add up to the device's
+ * total exactly: what no measurement explains is named as inferred, never dropped. */
 #include "ledger.h"
 #include "output.h"
 #include "vec.h"
@@ -32,11 +35,27 @@ typedef struct side {
     sample_t after;              /* an OOM's own sample (why OOM, within OOM_SAMPLE_NS) */
 } side_t;
 
+/* A device's peak as the pass follows it. */
+typedef struct peak {
+    int dirty;                   /* the state now is the latest moment at the peak, not yet kept */
+    int sampled;                 /* a sample came since that moment: `sample` is the one before */
+    int kept;                    /* `side` holds the pool side at the peak */
+    int again;                   /* keeping it cost too much: a replay stopped at peak_event */
+    uint64_t t;                  /* the moment's record time */
+    sample_t sample;
+    side_t side;
+} peak_t;
+
+#define KEEP_BUDGET(events) (2 * (events) + ((uint64_t)1 << 20)) /* slots a pass may scan */
+
 typedef struct pass {
     const model_t *m;
     sample_t last[256];
     uint64_t dbl[256];           /* pass-through and observed blocks: in reserved and a label */
     uint64_t peak_used[256], peak_event[256];
+    peak_t *peak[256];           /* followed peaks (NULL: none yet, or no peak wanted) */
+    uint64_t kept_work;          /* slots scanned keeping peaks */
+    int no_peaks;                /* none followed: every peak by a replay stopped there */
     side_t *ooms;
     size_t nooms, capooms;
     int any;
@@ -137,12 +156,50 @@ static void keep_sample(sample_t *s, const rd_rec_t *r)
     memcpy(s->procs, p, s->nprocs * sizeof *p);
 }
 
+/* The pool side at the device's peak, now that its use is about to fall from it (or at the end). */
+static void keep_peak(xr_t *x, pass_t *p, unsigned dev)
+{
+    peak_t *k = p->peak[dev];
+    if (!k || !k->dirty)
+        return;
+    k->dirty = 0;
+    if (k->again)
+        return;
+    p->kept_work += x->capblk + x->nbases;
+    if (p->kept_work > KEEP_BUDGET(x->events)) {
+        k->again = 1;
+        return;
+    }
+    side_t *s = &k->side;
+    memset(&s->l, 0, sizeof s->l);
+    s->l.dev = (int)dev;
+    s->l.t = k->t;
+    pool_side(x, p->m, dev, &s->l);
+    s->total = x->dev[dev].total;
+    s->before = k->sampled ? k->sample : p->last[dev];
+    k->kept = 1;
+}
+
+/* Whether event e is about to lower its device's use (the replay's figures change after it). */
+static int falls(const xr_event_t *e)
+{
+    switch (e->type) {
+    case XR_FREE:
+    case XR_FREE_COMPLETED: return e->blk && e->blk->kind != GMLOG_KIND_POOL;
+    case XR_SEGMENT_FREE:
+    case XR_RESIZING: return 1;
+    default: return 0;
+    }
+}
+
 static void on_event(xr_t *x, const xr_event_t *e, void *arg)
 {
     pass_t *p = arg;
     unsigned dev = e->dev;
     if (dev >= GMLOG_NO_DEVICE)
         return;
+    if (p->peak[dev] && p->peak[dev]->dirty && falls(e))
+        keep_peak(x, p, dev);
     switch (e->type) {
     case XR_ALLOC:
     case XR_FREE:
@@ -154,6 +211,11 @@ static void on_event(xr_t *x, const xr_event_t *e, void *arg)
     case XR_LEDGER:
         if (e->rec->len >= sizeof(gmlog_ledger_t)) {
             p->any = 1;
+            peak_t *k = p->peak[dev];
+            if (k && k->dirty && !k->sampled) { /* the peak's sample is the one before this */
+                k->sample = p->last[dev];
+                k->sampled = 1;
+            }
             keep_sample(&p->last[dev], e->rec);
             for (size_t i = p->nooms; i-- > 0;) { /* an OOM's own sample, just after it */
                 side_t *o = &p->ooms[i];
@@ -190,6 +252,15 @@ static void on_event(xr_t *x, const xr_event_t *e, void *arg)
         if (used >= p->peak_used[dev] && used) { /* the last moment at the peak: its blocks in it */
             p->peak_used[dev] = used;
             p->peak_event[dev] = x->events;
+            if (!p->peak[dev] && !p->no_peaks && !(p->peak[dev] = calloc(1, sizeof *p->peak[dev])))
+                p->no_peaks = 1; /* out of memory: the peaks by the replay again */
+            if (p->peak[dev]) {
+                peak_t *k = p->peak[dev];
+                k->dirty = 1;
+                k->sampled = 0;
+                k->kept = 0;
+                k->t = e->rec->t;
+            }
         }
         break;
     }
@@ -290,6 +361,16 @@ int ledger_now(const xr_t *x, const model_t *m, unsigned dev, const rd_rec_t *re
 
 /* ---- building and keeping ------------------------------------------------------------------- */
 
+static void pass_free(pass_t *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < 256; i++)
+        free(p->peak[i]);
+    free(p->ooms);
+    free(p);
+}
+
 static ledger_set_t *build(const model_t *m)
 {
     ledger_set_t *set = calloc(1, sizeof *set);
@@ -298,8 +379,11 @@ static ledger_set_t *build(const model_t *m)
     if (!set || !p || !x)
         goto fail;
     p->m = m;
+    x->want_resizing = 1;
     if (xr_run(x, m->lf, m, on_event, p))
         goto fail;
+    for (int dev = 0; dev < x->ndev && dev < 255; dev++)
+        keep_peak(x, p, (unsigned)dev); /* the use ended at its peak */
     set->any = p->any;
     if (p->nooms && (set->ooms = calloc(p->nooms, sizeof *set->ooms))) {
         for (size_t i = 0; i < p->nooms; i++) {
@@ -311,10 +395,18 @@ static ledger_set_t *build(const model_t *m)
         }
         set->nooms = p->nooms;
     }
-    /* The peak of each sampled device: the replay again, stopped there. */
+    /* The peak of each sampled device: kept by the pass, else the replay again, stopped there. */
     for (int dev = 0; dev < x->ndev && dev < 255; dev++) {
         if (!p->last[dev].have || !p->peak_event[dev])
             continue;
+        const peak_t *k = p->peak[dev];
+        if (k && k->kept && !p->no_peaks) {
+            ledger_t *l = &set->peak[dev];
+            *l = k->side.l;
+            compose(l, m, k->side.before.have ? &k->side.before : &p->last[dev], k->side.total, 0, 0);
+            l->valid = l->total != 0;
+            continue;
+        }
         xr_t *y = calloc(1, sizeof *y);
         pass_t *q = calloc(1, sizeof *q);
         if (!y || !q) {
@@ -322,6 +414,7 @@ static ledger_set_t *build(const model_t *m)
             goto fail;
         }
         q->m = m;
+        q->no_peaks = 1;
         y->stop_events = p->peak_event[dev];
         if (xr_run(y, m->lf, m, on_event, q) == 0) {
             ledger_t *l = &set->peak[dev];
@@ -333,28 +426,27 @@ static ledger_set_t *build(const model_t *m)
             compose(l, m, s, y->dev[dev].total ? y->dev[dev].total : 0, 0, 0);
             l->valid = l->total != 0;
         }
-        free(q->ooms);
         xr_free(y);
-        free(y), free(q);
+        free(y);
+        pass_free(q);
     }
-    free(p->ooms);
+    pass_free(p);
     xr_free(x);
-    free(x), free(p);
+    free(x);
     return set;
 fail:
-    if (p)
-        free(p->ooms);
+    pass_free(p);
     if (x)
         xr_free(x);
-    free(x), free(p);
+    free(x);
     if (set)
         free(set->ooms);
     free(set);
     return NULL;
 }
 
-/* A model's address is reused once it is freed (the ranks' verdict and the sections hold one
- * model at a time): a kept set is the model's only if the log it read is the same too. */
+/* A kept set goes when its model is freed (model_on_free). A model's address is reused once it is
+ * freed: a kept set is the model's only if the log it read is the same too. */
 typedef struct kept_key {
     const model_t *m;
     uint64_t records, last_t, start_ns;
@@ -379,10 +471,33 @@ static struct {
     size_t n, cap;
 } K = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+static void set_free(ledger_set_t *s)
+{
+    if (s)
+        free(s->ooms);
+    free(s);
+}
+
+/* Model m is being freed: its sets go (a set is used only while its model lives). */
+static void forget(const model_t *m)
+{
+    pthread_mutex_lock(&K.lock);
+    for (size_t i = 0; i < K.n;) {
+        if (K.kept[i].key.m != m) {
+            i++;
+            continue;
+        }
+        set_free(K.kept[i].set);
+        K.kept[i] = K.kept[--K.n];
+    }
+    pthread_mutex_unlock(&K.lock);
+}
+
 const ledger_set_t *ledger_of(const model_t *m)
 {
     if (!m || !m->lf || !m->by_type[GMLOG_LEDGER])
         return NULL;
+    model_on_free(forget);
     kept_key_t key;
     key_of(m, &key);
     pthread_mutex_lock(&K.lock);

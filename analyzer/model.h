@@ -341,6 +341,9 @@ int model_build(model_t *m, rd_log_t *lf, unsigned flags);
 int model_build_until(model_t *m, rd_log_t *lf, unsigned flags, uint64_t stop_seq, int mark_id,
                       const char *mark_label);
 void model_free(model_t *m);
+/* What a layer above keeps for a model (the card's ledger, ledger.c) is forgotten when the model
+ * is freed: that layer hands this floor its function once, so that no call goes up by name. */
+void model_on_free(void (*fn)(const model_t *m));
 
 /* Whether ptr is a tensor block freed and not yet reusable (PyTorch's pending free). */
 int model_torch_pending_at(const model_t *m, uint64_t ptr, uint64_t *block);

@@ -130,8 +130,18 @@ int model_rank(const model_t *m)
     return *end || r < 0 || r > 1 << 30 ? -1 : (int)r;
 }
 
+static void (*freed_hook)(const model_t *);
+
+void model_on_free(void (*fn)(const model_t *m))
+{
+    __atomic_store_n(&freed_hook, fn, __ATOMIC_RELEASE);
+}
+
 void model_free(model_t *m)
 {
+    void (*hook)(const model_t *) = __atomic_load_n(&freed_hook, __ATOMIC_ACQUIRE);
+    if (hook)
+        hook(m);
     for (int i = 0; i < MODEL_MAX_DEVICES; i++) {
         if (!m->dev[i])
             continue;

@@ -11,11 +11,14 @@
  * a runtime stream does; any other (a context of its own, a green context), a driver function
  * gmshim cannot wrap, or gmshim not being the process's dlsym makes fencepol_streams_unwatched
  * stop GMSHIM_GPU_ORDER=auto. The driver's mapping calls (cuMemAddressReserve, cuMemCreate,
- * cuMemMap) handed out by cuGetProcAddress are wrapped too, for one thing only: PyTorch's
+ * cuMemMap, cuMemUnmap, cuMemRelease) handed out by cuGetProcAddress are wrapped too: PyTorch's
  * expandable segments make no cudaMalloc, so their first mapping is where the PyTorch bridge
- * attaches (torchload.h). cuMemAlloc_v2 and cuMemFree_v2, handed out by cuGetProcAddress or
- * dlsym, are wrapped to log what libraries with their own runtime take from the driver, named by
- * the library (drvmem.h): the card's ledger. */
+ * attaches (torchload.h); the physical memory other libraries create and map (NCCL's buffers) is
+ * logged as theirs (drvmem.h), PyTorch's own left to the bridge once it follows the allocator.
+ * cuMemAlloc_v2 and cuMemFree_v2, handed out by cuGetProcAddress or dlsym, are wrapped to log
+ * what libraries with their own runtime take from the driver, named by the library (drvmem.h):
+ * the card's ledger. Each wrapper's driver call runs inside gmshim, so that CUPTI does not log
+ * it again. */
 #include "drvhooks.h"
 #include "alloc.h"
 #include "drvmem.h"
@@ -42,11 +45,13 @@ typedef cu_result_t (*proc2_fn)(const char *, void **, int, unsigned long long, 
 typedef cu_result_t (*reserve_fn)(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 typedef cu_result_t (*mem_create_fn)(unsigned long long *, size_t, const void *, unsigned long long);
 typedef cu_result_t (*mem_map_fn)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+typedef cu_result_t (*mem_unmap_fn)(unsigned long long, size_t);
+typedef cu_result_t (*mem_release_fn)(unsigned long long);
 typedef cu_result_t (*mem_alloc_fn)(unsigned long long *, size_t);
 typedef cu_result_t (*mem_free_fn)(unsigned long long);
 
 enum kind { K_CREATE, K_CREATE_PRIO, K_DESTROY, K_GREEN, K_PROC, K_PROC2, K_RESERVE, K_MEM_CREATE, K_MEM_MAP,
-            K_MEM_ALLOC, K_MEM_FREE, K_COUNT };
+            K_MEM_UNMAP, K_MEM_RELEASE, K_MEM_ALLOC, K_MEM_FREE, K_COUNT };
 #define COPIES 4 /* distinct driver functions one kind may come as (versions, aliases) */
 
 static const struct {
@@ -58,7 +63,8 @@ static const struct {
     {"cuGreenCtxStreamCreate", K_GREEN}, {"cuGetProcAddress", K_PROC},
     {"cuGetProcAddress_v2", K_PROC2},  /* the exported ones end here (exported_real's indexes) */
     {"cuMemAddressReserve", K_RESERVE}, {"cuMemCreate", K_MEM_CREATE},
-    {"cuMemMap", K_MEM_MAP},            {"cuMemAlloc_v2", K_MEM_ALLOC},
+    {"cuMemMap", K_MEM_MAP},            {"cuMemUnmap", K_MEM_UNMAP},
+    {"cuMemRelease", K_MEM_RELEASE},    {"cuMemAlloc_v2", K_MEM_ALLOC},
     {"cuMemFree_v2", K_MEM_FREE},
 };
 
@@ -160,6 +166,30 @@ static void mapping_made_by(const void *caller)
     gm_leave();
 }
 
+/* The head of the driver's CUmemAllocationProp: where the memory lies. */
+typedef struct mem_prop_head {
+    int type, handle_types;
+    struct {
+        int type, id;
+    } location;
+} mem_prop_head_t;
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_OUT_OF_MEMORY 2
+
+/* A cuMemCreate from `caller` returned r: physical memory a library took (drvmem.h), unless it is
+ * PyTorch's allocator's own while the bridge follows it (its segments are the bridge's events).
+ * The properties are read only once the driver has read them (success or out of memory). */
+static void handle_created(const void *caller, cu_result_t r, const unsigned long long *h, size_t size,
+                           const void *prop, uint64_t t0)
+{
+    if ((r != 0 && r != CU_OUT_OF_MEMORY) || !prop || torchload_maps_followed(caller))
+        return;
+    const mem_prop_head_t *p = prop;
+    if (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return; /* host memory (NUMA nodes): not the card's */
+    drvmem_created(r, r == 0 && h ? *h : 0, size, p->location.id, t0);
+}
+
 /* ---- the wrappers ------------------------------------------------------------------------------ */
 
 static void *wrap(enum kind k, void *fn);
@@ -216,14 +246,47 @@ static void *wrap_proc_result(const char *symbol, void *fn, int version);
     static cu_result_t mem_create_##i(unsigned long long *h, size_t size, const void *prop,       \
                                       unsigned long long flags)                                   \
     {                                                                                             \
-        mapping_made_by(__builtin_return_address(0));                                             \
-        return ((mem_create_fn)real[K_MEM_CREATE][i])(h, size, prop, flags);                      \
+        const void *caller = __builtin_return_address(0);                                         \
+        mapping_made_by(caller);                                                                  \
+        if (!gm_enter())                                                                          \
+            return ((mem_create_fn)real[K_MEM_CREATE][i])(h, size, prop, flags);                  \
+        uint64_t t0 = gm_now_ns();                                                                \
+        cu_result_t r = ((mem_create_fn)real[K_MEM_CREATE][i])(h, size, prop, flags);             \
+        handle_created(caller, r, h, size, prop, t0);                                             \
+        gm_leave();                                                                               \
+        return r;                                                                                 \
     }                                                                                             \
     static cu_result_t mem_map_##i(unsigned long long p, size_t size, size_t offset,              \
                                    unsigned long long h, unsigned long long flags)                \
     {                                                                                             \
         mapping_made_by(__builtin_return_address(0));                                             \
-        return ((mem_map_fn)real[K_MEM_MAP][i])(p, size, offset, h, flags);                       \
+        if (!gm_enter())                                                                          \
+            return ((mem_map_fn)real[K_MEM_MAP][i])(p, size, offset, h, flags);                   \
+        cu_result_t r = ((mem_map_fn)real[K_MEM_MAP][i])(p, size, offset, h, flags);              \
+        if (r == 0)                                                                               \
+            drvmem_mapped(p, h);                                                                  \
+        gm_leave();                                                                               \
+        return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t mem_unmap_##i(unsigned long long p, size_t size)                           \
+    {                                                                                             \
+        if (!gm_enter())                                                                          \
+            return ((mem_unmap_fn)real[K_MEM_UNMAP][i])(p, size);                                 \
+        cu_result_t r = ((mem_unmap_fn)real[K_MEM_UNMAP][i])(p, size);                            \
+        if (r == 0)                                                                               \
+            drvmem_unmapped(p, size);                                                             \
+        gm_leave();                                                                               \
+        return r;                                                                                 \
+    }                                                                                             \
+    static cu_result_t mem_release_##i(unsigned long long h)                                      \
+    {                                                                                             \
+        if (!gm_enter())                                                                          \
+            return ((mem_release_fn)real[K_MEM_RELEASE][i])(h);                                   \
+        cu_result_t r = ((mem_release_fn)real[K_MEM_RELEASE][i])(h);                              \
+        if (r == 0)                                                                               \
+            drvmem_released(h);                                                                   \
+        gm_leave();                                                                               \
+        return r;                                                                                 \
     }                                                                                             \
     static cu_result_t mem_alloc_##i(unsigned long long *p, size_t size)                          \
     {                                                                                             \
@@ -254,7 +317,8 @@ static void *const copies[K_COUNT][COPIES] = {
     COPIES_OF(create), COPIES_OF(create_prio), COPIES_OF(destroy),
     COPIES_OF(green),  COPIES_OF(proc),        COPIES_OF(proc2),
     COPIES_OF(reserve), COPIES_OF(mem_create), COPIES_OF(mem_map),
-    COPIES_OF(mem_alloc), COPIES_OF(mem_free),
+    COPIES_OF(mem_unmap), COPIES_OF(mem_release), COPIES_OF(mem_alloc),
+    COPIES_OF(mem_free),
 };
 
 GM_UNCHECKED static int same_name(const char *a, const char *b)
@@ -345,7 +409,7 @@ __attribute__((visibility("hidden"), used)) GM_UNCHECKED void *drvhooks_dlsym_fi
     /* The mapping calls only as cuGetProcAddress hands them out (PyTorch's path): gmshim's own
      * pool finds the driver's by dlsym and must get them, not its wrappers. */
     enum kind k = w < 0 ? K_COUNT : watched[w].kind;
-    if (w < 0 || (k >= K_RESERVE && k <= K_MEM_MAP) || handle == RTLD_NEXT || !gm_real_dlsym)
+    if (w < 0 || (k >= K_RESERVE && k <= K_MEM_RELEASE) || handle == RTLD_NEXT || !gm_real_dlsym)
         return NULL;
     void *fn = gm_real_dlsym(handle, name);
     return fn ? wrap(watched[w].kind, fn) : NULL;

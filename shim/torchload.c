@@ -39,6 +39,7 @@ __thread unsigned torchload_last_resets __attribute__((tls_model("initial-exec")
 unsigned torchload_resets;
 uintptr_t torchload_c10_lo, torchload_c10_hi;
 int torchload_c10_releases;
+int torchload_following;
 static int claimed, warned, warned_passed;
 static gmshim_torch_empty_fn bridge_empty;   /* PyTorch's emptyCache, once the bridge is attached */
 static uint64_t emptied_at = UINT64_MAX;     /* torchev_count() after the trimmer last emptied it */
@@ -55,6 +56,7 @@ void torchload_reset(void)
     claimed = warned = warned_passed = 0;
     nnot = 0;
     __atomic_store_n(&torchload_c10_hi, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&torchload_following, 0, __ATOMIC_RELAXED);
     torchload_c10_lo = 0;
     bridge_empty = NULL;
     emptied_at = UINT64_MAX;
@@ -216,6 +218,7 @@ int torchload_attach_file(const char *so_path, const char *c10_path, char *why, 
                                         : "PyTorch's allocator refused the tracker (another backend?)");
         return -1;
     }
+    __atomic_store_n(&torchload_following, 1, __ATOMIC_RELEASE);
     gmshim_torch_empty_fn empty = (gmshim_torch_empty_fn)dlsym(h, GMSHIM_TORCH_BRIDGE_EMPTY);
     if (empty) {
         __atomic_store_n(&bridge_empty, empty, __ATOMIC_RELEASE);

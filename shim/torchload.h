@@ -33,6 +33,18 @@ static inline int torchload_caching_caller(const void *caller)
     return unlikely(pc < hi && pc >= torchload_c10_lo) && torchload_c10_releases;
 }
 
+/* 1 once the bridge is attached and follows PyTorch's allocator: its segments, expandable ones
+ * included, are then the bridge's events. */
+extern int torchload_following;
+
+/* Whether a driver mapping call from `caller` is PyTorch's allocator's own while the bridge
+ * follows it: not a library's memory (drvhooks.c). */
+static inline int torchload_maps_followed(const void *caller)
+{
+    uintptr_t pc = (uintptr_t)caller, hi = __atomic_load_n(&torchload_c10_hi, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&torchload_following, __ATOMIC_ACQUIRE) && pc < hi && pc >= torchload_c10_lo;
+}
+
 /* The caller this thread last found outside PyTorch's allocator, and torchload_resets then:
  * a program without PyTorch never settles, and asks about the same few callers every time. */
 extern __thread const void *torchload_last_plain __attribute__((tls_model("initial-exec")));

@@ -84,14 +84,15 @@ $(WRAPPED): $(LIB) $(BUILD)/tests/integration/log_bounded
 	    LD_PRELOAD="$(strip $(TEST_PRELOAD) $(abspath $(LIB)))" $(BUILD)/tests/integration/log_bounded > /dev/null && \
 	    $(CLI) --json summary $@ | grep -q '"wrapped":true' || { echo "$@: the log did not wrap" >&2; rm -f $@; exit 1; }
 
-# Damaged copies of each fixture and of a wrapped log through every command that reads logs, on
+# Damaged copies of each fixture, of the ledger seed and of a wrapped log through every command that reads logs, on
 # the sanitized CLI (tests/fuzz/corrupt-smoke.sh): CORRUPT_N copies of each in `make test` (a few
 # seconds a fixture; the wrapped log, 64 MiB, gets CORRUPT_N_WRAPPED), or for CORRUPT_SECONDS
 # with `make corrupt-long` (the first failures' logs stay in $(FUZZ_DIR)/corrupt-*/failed).
 CORRUPT_N         ?= 2
 CORRUPT_N_WRAPPED ?= 1
 CORRUPT_SECONDS   ?= 3600
-CORRUPT_LOGS      := $(sort $(wildcard tests/fixtures/*.gmlog))
+# The fixtures, and a log with the card's LEDGER samples, a library's mapped memory and an OOM.
+CORRUPT_LOGS      := $(sort $(wildcard tests/fixtures/*.gmlog)) tests/fuzz/corpus/ledger_card.seed
 .PHONY: corrupt-long
 corrupt-smoke: $(SAN_CLI) $(CLI) $(CORRUPT) $(WRAPPED)
 	$(Q)sh tests/fuzz/corrupt-smoke.sh $(SAN_CLI) $(CORRUPT) $(FUZZ_DIR)/corrupt-smoke $(CORRUPT_N) $(CORRUPT_LOGS)

@@ -1,6 +1,6 @@
 /* Fuzz target of the analyzer: the reader and every report (text and JSON, dump, timeline) on
- * arbitrary bytes held in memory, output to /dev/null; the commands that take a path (whatif, both
- * exports) on the same bytes through a memory file. Built with libFuzzer when clang can link it,
+ * arbitrary bytes held in memory, output to /dev/null; the commands that take a path (report,
+ * whatif, both exports, the HTML timeline) on the same bytes through a memory file. Built with libFuzzer when clang can link it,
  * else with tests/fuzz/standalone.c; either way a crash or sanitizer report is a bug. */
 #include "commands.h"
 #include "symbolize.h"
@@ -58,9 +58,11 @@ static void path_commands(const uint8_t *data, size_t size)
     char *perfetto[] = {"export", "perfetto", "-o", "/dev/null", path, NULL};
     char *memviz[] = {"export", "memory-viz", "-o", "/dev/null", path, NULL};
     char *html[] = {"timeline", "--html", "/dev/null", path, NULL};
-    char **const runs[] = {perfetto, memviz, html, whatif, whatif_json};
+    char *report[] = {"report", path, NULL};
+    char *report_json[] = {"report", "--json", path, NULL};
+    char **const runs[] = {perfetto, memviz, html, report, report_json, whatif, whatif_json};
     /* whatif replays the log twenty times and more: one input in eight, picked by its bytes */
-    size_t nruns = size && (data[size / 3] & 7) == 0 ? 5 : 3;
+    size_t nruns = size && (data[size / 3] & 7) == 0 ? 7 : 5;
     for (size_t i = 0; i < nruns; i++) {
         int argc = 0;
         while (runs[i][argc])

@@ -3,13 +3,15 @@
  * a steady live set per thread, segments, sites and a mark every 100,000 events. It writes only
  * what common/gmlog.h describes; it is a test tool, never linked into gmshim.
  *
- *   genlog OUT.gmlog [EVENTS (default 100000000)] [THREADS (default 4)] [steps|random|loop]
+ *   genlog OUT.gmlog [EVENTS (default 100000000)] [THREADS (default 4)] [steps|random|loop] [ledger]
  *
  * "steps" (the default) is a training loop: each thread in bursts of ~64 events, allocating a
  * step's activations then freeing them in reverse. "random" is the worst case for the reader
  * and the model: every event on a random thread, alloc or free by a coin flip. "loop" is the
  * steps without marks, each step's sizes the same (the period the analyzer finds, or, with
- * threads interleaving, the search's worst case). */
+ * threads interleaving, the search's worst case). "ledger" adds the card's LEDGER samples, as the
+ * shim writes them: at the device's first use and after every mark (another process holding
+ * 1 GiB, a 300 MiB context). */
 #include "gmlog.h"
 
 #include <stdio.h>
@@ -60,6 +62,18 @@ static void put(thr_t *t, uint32_t tid, void *rec, size_t len, uint64_t now)
     t->used += (uint32_t)len;
 }
 
+/* A LEDGER sample of device 0 (80 GiB): another process holding 1 GiB, a 300 MiB context. */
+static void put_ledger(thr_t *t, uint32_t tid, unsigned why, uint64_t now)
+{
+    uint8_t rec[sizeof(gmlog_ledger_t) + sizeof(gmlog_ledger_proc_t)] = {0};
+    gmlog_ledger_t l = {{GMLOG_LEDGER, 0, 0, (uint8_t)why, 0}, 80ull << 30, 70ull << 30, 300ull << 20,
+                        GMLOG_UNKNOWN, 1ull << 30, 1, GMLOG_LEDGER_NVML | GMLOG_LEDGER_CTX_CREATED};
+    gmlog_ledger_proc_t p = {4343, 0, 1ull << 30};
+    memcpy(rec, &l, sizeof l);
+    memcpy(rec + sizeof l, &p, sizeof p);
+    put(t, tid, rec, sizeof rec, now);
+}
+
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
 static uint64_t rnd(void)
@@ -73,13 +87,14 @@ static uint64_t rnd(void)
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: genlog OUT.gmlog [EVENTS] [THREADS] [steps|random|loop]\n");
+        fprintf(stderr, "usage: genlog OUT.gmlog [EVENTS] [THREADS] [steps|random|loop] [ledger]\n");
         return 2;
     }
     uint64_t events = argc > 2 ? strtoull(argv[2], NULL, 10) : 100000000ull;
     int nthr = argc > 3 ? atoi(argv[3]) : 4;
     int random_mode = argc > 4 && !strcmp(argv[4], "random");
     int loop_mode = argc > 4 && !strcmp(argv[4], "loop");
+    int ledger = argc > 5 && !strcmp(argv[5], "ledger");
     if (nthr < 1 || nthr > 64)
         nthr = 4;
     out = fopen(argv[1], "wb");
@@ -109,6 +124,8 @@ int main(int argc, char **argv)
     memcpy(dev, &d, sizeof d);
     memcpy(dev + sizeof d, "genlog 0", 8);
     put(&thr[0], 100, dev, 40, now);
+    if (ledger)
+        put_ledger(&thr[0], 100, GMLOG_LEDGER_START, now);
     for (uint32_t s = 1; s <= NSITES; s++) {
         uint8_t rec[24] = {0};
         gmlog_site_t st = {{GMLOG_SITE, 0, GMLOG_NO_DEVICE, 0, 0}, s, 1, 0};
@@ -177,6 +194,8 @@ int main(int argc, char **argv)
             memcpy(rec, &mk, sizeof mk);
             memcpy(rec + sizeof mk, label, (size_t)n);
             put(t, tid, rec, sizeof mk + ((size_t)n + 7) / 8 * 8, now);
+            if (ledger)
+                put_ledger(t, tid, GMLOG_LEDGER_MARK, now);
         }
     }
     gmlog_end_t e = {{GMLOG_END, 0, GMLOG_NO_DEVICE, 0, 0}, GMLOG_CLOSE_EXIT, 0};

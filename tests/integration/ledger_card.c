@@ -3,7 +3,9 @@
  * GiB through FAKECUDA_OTHERS) on device 0, 640 MiB taken through the driver by a library with
  * its own runtime, pooled buffers, a mark, then pooled buffers until the card is full: the
  * expected OOM. Modes: "oom" (default); "libheavy": the library takes 1.75 GiB instead, more than
- * the other process holds, so that it is the term that decides the OOM. Exits 0. */
+ * the other process holds, so that it is the term that decides the OOM; "vmm" and "vmmheavy": the
+ * same through the driver's virtual memory calls, each buffer one handle mapped at two addresses.
+ * Exits 0. */
 #include "itest.h"
 
 #define MiB ((size_t)1 << 20)
@@ -27,14 +29,15 @@ int main(int argc, char **argv)
 
     void *lib = dlopen("libfakenccl.so", RTLD_NOW);
     CHECK(lib, "libfakenccl.so: %s", dlerror());
-    buffers_fn buffers = (buffers_fn)dlsym(lib, "fakenccl_buffers");
-    release_fn release = (release_fn)dlsym(lib, "fakenccl_release");
+    int vmm = !strncmp(mode, "vmm", 3), heavy = !strcmp(mode, "libheavy") || !strcmp(mode, "vmmheavy");
+    buffers_fn buffers = (buffers_fn)dlsym(lib, vmm ? "fakenccl_vmm_buffers" : "fakenccl_buffers");
+    release_fn release = (release_fn)dlsym(lib, vmm ? "fakenccl_vmm_release" : "fakenccl_release");
     CHECK(buffers && release, "fakenccl functions");
 
     static void *p[64];
     int n = 0, r;
     CUDA_OK(cudaMalloc(&p[n++], 256 * MiB));
-    void *nccl = buffers(strcmp(mode, "libheavy") ? 640 * MiB : 1792 * MiB, &r);
+    void *nccl = buffers(heavy ? 1792 * MiB : 640 * MiB, &r);
     CHECK(nccl && r == 0, "the library's buffers: %d", r);
     void *gone = buffers(8 * MiB, &r);
     CHECK(gone && release(gone) == 0, "a buffer given back");

@@ -116,6 +116,45 @@ START_TEST(test_an_oom_a_librarys_buffers_decide_names_the_library)
 }
 END_TEST
 
+/* Newer NCCL maps its buffers: physical memory created once, mapped at two addresses. The card
+ * names the library for it once, and the buffer it gave back (released, then unmapped) is gone. */
+START_TEST(test_a_librarys_mapped_buffers_are_named_once)
+{
+    free(run_card("vmm", NULL));
+    const char *keys[] = {"ledger_at_peak", "ledger"};
+    const char *cmds[] = {"summary", "oom"};
+    for (int k = 0; k < 2; k++) {
+        char *j = analyze(cmds[k], 1);
+        uint64_t total, sum;
+        unsigned n;
+        ledger_sums(j, keys[k], &total, &sum, &n);
+        uint64_t lib = term_bytes(j, keys[k], "\"name\":\"libfakenccl.so\"");
+        ck_assert_msg(total == 4096 * MiB && sum == total, "%s: %u terms add up to %" PRIu64 " of %" PRIu64 ":\n%s",
+                      cmds[k], n, sum, total, j);
+        ck_assert_msg(lib == 640 * MiB, "%s: the library's mapped buffers are %" PRIu64 ", not 640 MiB:\n%s", cmds[k],
+                      lib, j);
+        ck_assert_msg(!strstr(j, "\"term\":\"unnamed\""), "%s: memory not named:\n%s", cmds[k], j);
+        free(j);
+    }
+    char *j = analyze("summary", 1);
+    /* The pool's buffers are all live at the OOM: the one free is the library's released buffer. */
+    ck_assert_msg(strstr(j, "\"frees\":1,") && strstr(j, "\"allocs_by_kind\":{\"pool\":6,\"foreign\":2}"),
+                  "the released buffer's free is not in the log:\n%s", j);
+    free(j);
+}
+END_TEST
+
+START_TEST(test_an_oom_a_librarys_mapped_buffers_decide_names_the_library)
+{
+    free(run_card("vmmheavy", NULL));
+    char *j = analyze("oom", 1);
+    const char *d = strstr(j, "\"deciding_term\":");
+    ck_assert_msg(d && strstr(d, "library libfakenccl.so") && strstr(d, "NCCL_BUFFSIZE"),
+                  "the library's mapped buffers are not the deciding term:\n%s", j);
+    free(j);
+}
+END_TEST
+
 START_TEST(test_without_nvml_the_card_still_adds_up_and_nothing_is_printed)
 {
     char *out = run_card("oom", "FAKE_NVML_FAIL=1");
@@ -252,6 +291,8 @@ Suite *analyzer_ledger_suite(void)
     tcase_add_test(tc, test_every_term_of_the_card_adds_up_to_the_device_total);
     tcase_add_test(tc, test_an_oom_another_process_decides_names_it_with_its_remedy);
     tcase_add_test(tc, test_an_oom_a_librarys_buffers_decide_names_the_library);
+    tcase_add_test(tc, test_a_librarys_mapped_buffers_are_named_once);
+    tcase_add_test(tc, test_an_oom_a_librarys_mapped_buffers_decide_names_the_library);
     tcase_add_test(tc, test_without_nvml_the_card_still_adds_up_and_nothing_is_printed);
     tcase_add_test(tc, test_the_pictures_carry_the_cards_terms);
     tcase_add_test(tc, test_a_wrapped_log_keeps_its_sample_through_the_checkpoint);
