@@ -18,6 +18,7 @@
 
 #define RP_LARGE_ROUND ((uint64_t)GM_LARGE_ROUND)
 #define RP_SYNTH_BASE (1ull << 52)   /* addresses of segments the recording never had */
+#define RP_RANGE_MAX (4ull << 40)   /* the largest growable range replayed: 4 TiB, 16 MiB of pages */
 
 void rp_cfg_recorded(rp_cfg_t *cfg)
 {
@@ -369,6 +370,8 @@ static int grow_range(replay_t *r, size_t rounded, size_t size, gm_block_t **bp)
     uint64_t range = gm_round_up(r->log->total ? r->log->total : 64ull << 30, GM_VMM_PAGE);
     if (range < rounded)
         range = gm_round_up(rounded, GM_VMM_PAGE);
+    if (range > RP_RANGE_MAX) /* a damaged log's device or request: no range, a classic segment */
+        return GROW_FAILED;
     if (rplan_range_add(&r->heap, (uintptr_t)r->synth_base, (size_t)range, rounded) != 0)
         return GROW_FAILED;
     r->synth_base += range;
