@@ -168,7 +168,7 @@ static void plan_split_text(FILE *f, const cause_t *c)
     if (c->plan.valid)
         fprintf(f, "  plan     the recorded allocations placed by their lifetimes (best-fit-decreasing, %" PRIu64
                 " placed%s): %s at the failure, against %s needed\n", c->plan.placed,
-                c->plan.windowed ? ", a window of the run" : "", rep_bytes(c->plan.planned, a),
+                c->plan.windowed ? c->plan.narrowed ? ", a narrowed window of the run" : ", a window of the run" : "", rep_bytes(c->plan.planned, a),
                 rep_bytes(c->plan.floor, b));
     split_text(f, &c->split, "  ");
 }

@@ -24,6 +24,8 @@ typedef struct plan_point {
     uint64_t placed;         /* allocations placed */
     uint64_t allocs;         /* allocations recorded up to the moment (all of them at the peak) */
     int windowed;            /* the plan covers a window of the run, not all of it */
+    int narrowed;            /* that window smaller than PLAN_WINDOW_ALLOCS: packing the full one
+                                would have taken too long (many blocks alive at once, long-lived) */
     int valid;
 } plan_point_t;
 

@@ -19,7 +19,7 @@ void planrep_peak_text(FILE *f, const rp_log_t *log, const plan_point_t *p, cons
     fprintf(f, "%slive %s at %s, planned %s (best-fit-decreasing by the recorded lifetimes, %" PRIu64
             " allocations%s), reserved at its peak as recorded %s; utilization (allocated / reserved) %s planned, "
             "%s as recorded\n", lead, rep_bytes(p->floor, a), rep_time(p->t, t), rep_bytes(p->planned, b), p->placed,
-            p->windowed ? " around the peak" : "", rep_bytes(log->peak_reserved_recorded, d),
+            p->windowed ? p->narrowed ? " around the peak, a window narrowed to bound the work" : " around the peak" : "", rep_bytes(log->peak_reserved_recorded, d),
             rep_pct(p->floor, p->planned, e), rep_pct(p->floor, log->peak_reserved_recorded, g));
 }
 
