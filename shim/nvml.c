@@ -55,9 +55,10 @@ static procs_fn newest(void *h, const char *base, int *v1)
     return (procs_fn)dlsym(h, base);
 }
 
+/* Under N.lock; nvml_ready publishes `tried` once this returns, so that a thread that finds it
+ * set reads the outcome, never a load still under way. */
 static void load_locked(void)
 {
-    N.tried = 1;
     void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         diag_verbose("NVML not found (libnvidia-ml.so.1): the ledger has no other processes and "
@@ -80,7 +81,7 @@ static void load_locked(void)
         diag_verbose("NVML could not be used (nvmlInit: %d): the ledger has no other processes", r);
         return; /* the library stays loaded: it may have started threads */
     }
-    N.ready = 1;
+    __atomic_store_n(&N.ready, 1, __ATOMIC_RELEASE);
     diag_verbose("NVML loaded: the ledger names other processes on the same GPU");
 }
 
@@ -91,10 +92,12 @@ int nvml_ready(void)
     if (likely(__atomic_load_n(&N.tried, __ATOMIC_ACQUIRE)))
         return __atomic_load_n(&N.ready, __ATOMIC_ACQUIRE);
     pthread_mutex_lock(&N.lock);
-    if (!N.tried && !N.forgotten)
+    if (!__atomic_load_n(&N.tried, __ATOMIC_ACQUIRE) && !__atomic_load_n(&N.forgotten, __ATOMIC_ACQUIRE)) {
         load_locked();
+        __atomic_store_n(&N.tried, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&N.lock);
-    return __atomic_load_n(&N.ready, __ATOMIC_ACQUIRE) && !N.forgotten;
+    return __atomic_load_n(&N.ready, __ATOMIC_ACQUIRE) && !__atomic_load_n(&N.forgotten, __ATOMIC_ACQUIRE);
 }
 
 void *nvml_device(const char *bus_id, int index)
