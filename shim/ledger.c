@@ -221,7 +221,7 @@ void ledger_device_opened(gm_device_t *d)
     uint64_t total, after = 0;
     pthread_mutex_lock(&L.lock);
     int first = !L.dev[dev].opened, before_ok = L.dev[dev].before_ok;
-    L.dev[dev].opened = 1;
+    __atomic_store_n(&L.dev[dev].opened, 1, __ATOMIC_RELEASE); /* read without the lock by the sampler */
     void *h = L.dev[dev].nvml;
     pthread_mutex_unlock(&L.lock);
     if (!first)
