@@ -76,6 +76,26 @@ START_TEST(test_double_and_interior_frees_of_planned_blocks_are_refused)
 }
 END_TEST
 
+/* Issue 48's rule: a request that the pool alone serves (its cache released on the driver's OOM)
+ * is served with the plan on too: the OOM release gives back the plan's pages no planned block
+ * holds, as gmshim_empty_cache does; the plan maps them again as its slots need them. */
+START_TEST(test_an_oom_takes_the_plans_idle_pages_and_the_plan_goes_on)
+{
+    each_order("oom");
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_LOG=off", "PLAN_EXPECT_NONE=1", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/plan_steps", env, "oom", &out);
+    ck_assert_msg(rc == 0, "plan_steps oom without GMSHIM_PLAN exited %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_emptying_the_cache_gives_back_the_plans_idle_pages)
+{
+    each_order("empty");
+}
+END_TEST
+
 /* Off by default: the same program, no plan. */
 START_TEST(test_the_plan_is_off_by_default)
 {
@@ -233,6 +253,8 @@ Suite *planner_suite(void)
     tcase_add_test(tc, test_a_fork_child_forwards_and_the_plan_goes_on);
     tcase_add_test(tc, test_double_and_interior_frees_of_planned_blocks_are_refused);
     tcase_add_test(tc, test_the_plan_is_off_by_default);
+    tcase_add_test(tc, test_an_oom_takes_the_plans_idle_pages_and_the_plan_goes_on);
+    tcase_add_test(tc, test_emptying_the_cache_gives_back_the_plans_idle_pages);
     tcase_add_test(tc, test_the_log_holds_every_planned_allocation_and_free);
     tcase_add_test(tc, test_other_programs_run_unchanged_with_the_plan_on);
     tcase_add_test(tc, test_the_replay_of_a_planned_log_plans_as_the_shim_did);
