@@ -264,7 +264,8 @@ static int return_held(replay_t *r, size_t keep)
     return any;
 }
 
-/* Waits for every pending free (when asked), then gives back the wholly free segments; the
+/* Waits for every pending free (when asked), then gives back the wholly free segments (and,
+ * when it waited, the planned step's idle pages, as shim/slowpath.c's OOM and API releases); the
  * bytes. */
 size_t replay_empty_cache(replay_t *r, int wait, uint64_t idle_ns)
 {
@@ -275,6 +276,11 @@ size_t replay_empty_cache(replay_t *r, int wait, uint64_t idle_ns)
     size_t freed = policy_release_free(&r->heap, idle_ns, r->now, remove_segment, r, &n);
     if (r->vmm)
         freed += rplan_range_release(&r->heap, 0, idle_ns, r->now);
+    if (wait && r->plan) { /* the OOM's release and an explicit one: the plan's idle pages too */
+        uint64_t pages = rplan_give_back(r->plan);
+        gm_stat_sub(&r->st.reserved, pages);
+        freed += pages;
+    }
     return freed;
 }
 

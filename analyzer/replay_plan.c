@@ -159,6 +159,25 @@ void rplan_map(rplan_t *p, uint64_t off, size_t n)
         }
 }
 
+uint64_t rplan_give_back(rplan_t *p)
+{
+    if (!p->sp || !p->page || !p->mapped)
+        return 0;
+    uint8_t *held = calloc(p->npages, 1);
+    if (!held)
+        return 0;
+    stepplan_held_pages(p->sp, PAGE, UINT64_MAX, held);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < p->npages; i++)
+        if (p->page[i] && !held[i]) {
+            p->page[i] = 0;
+            bytes += PAGE;
+        }
+    p->mapped -= bytes;
+    free(held);
+    return bytes;
+}
+
 uint64_t rplan_taken(rplan_t *p, uint32_t id, int32_t s, uint64_t off)
 {
     if (id < p->nids)

@@ -39,6 +39,10 @@ void rplan_unclaimed(rplan_t *p, int32_t s);
 /* Bytes of [off, off + n) of the plan's range not mapped yet; then mapped. */
 uint64_t rplan_missing(const rplan_t *p, uint64_t off, size_t n);
 void rplan_map(rplan_t *p, uint64_t off, size_t n);
+/* The pool's OOM release or an explicit empty cache: the mapped pages no planned block needs
+ * (as shim/planner.c planner_give_back: the device waited for, every fence complete) unmapped;
+ * their bytes. */
+uint64_t rplan_give_back(rplan_t *p);
 /* Slot s, claimed at off, is block id's: its bytes (the slot's size). */
 uint64_t rplan_taken(rplan_t *p, uint32_t id, int32_t s, uint64_t off);
 /* Block id freed: 1 and its bytes when the plan holds it (reusable once fence seq completes,

@@ -354,6 +354,17 @@ int stepplan_live_at(const stepplan_t *p, uint64_t off, uint64_t *size)
     return s >= 0;
 }
 
+void stepplan_held_pages(const stepplan_t *p, uint64_t page, uint64_t done, uint8_t *held)
+{
+    for (uint32_t i = 0; i < p->nplanned; i++) {
+        const slot_t *s = &p->slot[p->by_off[i]];
+        if (s->state == SLOT_FREE || (s->state == SLOT_PENDING && s->seq <= done) || !s->size)
+            continue;
+        for (uint64_t k = s->off / page; k <= (s->off + s->size - 1) / page; k++)
+            held[k] = 1;
+    }
+}
+
 void stepplan_stats(const stepplan_t *p, stepplan_stats_t *out)
 {
     *out = p->st;

@@ -62,6 +62,11 @@ int32_t stepplan_live_slot(const stepplan_t *p, uint64_t off);
 /* Whether a live block of the plan starts at off (its size into *size). */
 int stepplan_live_at(const stepplan_t *p, uint64_t off, uint64_t *size);
 
+/* The pages of `page` bytes (a power of two) that a planned block still needs: held[i] set to 1
+ * (never cleared) for each page i a live block spans, or a freed one whose fence is newer than
+ * `done` (done = UINT64_MAX: every fence complete). Its pages alone may go back to the driver. */
+void stepplan_held_pages(const stepplan_t *p, uint64_t page, uint64_t done, uint8_t *held);
+
 void stepplan_stats(const stepplan_t *p, stepplan_stats_t *out);
 
 /* For the tests: NULL, or what is wrong (two live blocks of the plan overlap, a count is off). */

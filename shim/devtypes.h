@@ -93,6 +93,10 @@ struct gm_device {
     struct gm_ranges *ranges;   /* GMSHIM_SEGMENTS=vmm in use (ranges.c); NULL: classic segments */
     struct gm_plan *plan;       /* GMSHIM_PLAN (plan.c); NULL: off */
     int plan_moves;             /* the plan learns: growable ranges move idle pages (atomic) */
+    /* The plan's pages no planned block needs, back to the driver (planner_give_back; NULL: no
+     * plan): called by the pool's releases (slowpath.c) under an arena lock, before the fence
+     * lock, as the lock order has it; a pointer since the pool sits below the plan. */
+    size_t (*plan_give_back)(struct gm_device *d, int reason);
     size_t tcache_max;          /* GMSHIM_THREAD_CACHE: bytes a thread's cache holds; 0 = no caches */
     struct gm_tcache *tcaches;  /* the threads' caches (tcache.h), pushed atomically, never removed */
     uint64_t resets;            /* cudaDeviceResets so far (atomic; written under every arena lock) */

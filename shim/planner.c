@@ -7,6 +7,7 @@
 #include "diag.h"
 #include "evlog.h"
 #include "fencepol.h"
+#include "logrec.h"
 #include "options.h"
 #include "ranges.h"
 #include "slowpath.h"
@@ -65,6 +66,7 @@ void planner_setup(gm_device_t *d)
     pthread_mutex_init(&p->lock, NULL);
     p->state = ST_LEARN;
     d->plan = p;
+    d->plan_give_back = planner_give_back;
     __atomic_store_n(&d->plan_moves, 1, __ATOMIC_RELAXED);
 }
 
@@ -350,6 +352,51 @@ int planner_free(gm_device_t *d, uintptr_t ptr, uint32_t site, size_t *bytes, ui
     *bytes = n;
     *issued = seq ? seq - 1 : UINT64_MAX;
     return PLANNER_FREED;
+}
+
+size_t planner_give_back(gm_device_t *d, int reason)
+{
+    gm_plan_t *p = d->plan;
+    if (!p || plan_state(p) != ST_SERVE || capturing(d))
+        return 0;
+    pthread_mutex_lock(&p->lock);
+    size_t npages = p->state == ST_SERVE ? p->size / PAGE : 0, mapped = 0;
+    for (size_t i = 0; i < npages; i++)
+        mapped += p->tokens[i] != 0;
+    uint8_t *held = mapped ? calloc(npages, 1) : NULL;
+    if (!held || capturing(d)) {
+        pthread_mutex_unlock(&p->lock);
+        free(held);
+        return 0;
+    }
+    /* A freed block's work was queued before its free: the device waited for before the first
+     * page goes (ranges_plan_unmap) has completed every fence a freed slot waits for. Only the
+     * pages of live blocks stay. */
+    stepplan_held_pages(p->sp, PAGE, UINT64_MAX, held);
+    uint64_t t0 = gm_now_ns();
+    size_t gone = 0;
+    int synced = 0;
+    gm_ctx_t c;
+    devctx_enter(d, &c);
+    for (size_t i = 0; i < npages; i++) {
+        if (!p->tokens[i] || held[i])
+            continue;
+        size_t j = i;
+        while (j + 1 < npages && p->tokens[j + 1] && !held[j + 1])
+            j++;
+        int rc = ranges_plan_unmap(d, p->base + i * PAGE, j - i + 1, &p->tokens[i], &synced, &p->last_stamp);
+        for (size_t k = i; k <= j; k++)
+            gone += !p->tokens[k];
+        if (rc)
+            break;
+        i = j;
+    }
+    devctx_leave(&c);
+    pthread_mutex_unlock(&p->lock);
+    free(held);
+    if (gone)
+        logrec_empty_cache(d->id, reason, (uint64_t)gone * PAGE, (unsigned)gone, t0);
+    return gone * PAGE;
 }
 
 int planner_owns_address(gm_device_t *d, uintptr_t ptr, int *kind)

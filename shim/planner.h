@@ -51,6 +51,12 @@ int planner_free(gm_device_t *d, uintptr_t ptr, uint32_t site, size_t *bytes, ui
 int planner_owns_address(gm_device_t *d, uintptr_t ptr, int *kind);
 /* Live bytes of the plan (they count as the device's allocated bytes) and its range's pages. */
 void planner_counts(gm_device_t *d, planner_counts_t *out);
+/* The plan's mapped pages that no planned block needs (every block over them freed; the device
+ * waited for once before the first goes, which completes their fences) unmapped and given back,
+ * logged as an empty cache for `reason` (GMLOG_EMPTY_*): the bytes. Nothing during a capture.
+ * Reached through d->plan_give_back from the pool's releases (an arena lock may be held: the
+ * plan's lock comes after it); later slots map their pages again as they first need them. */
+size_t planner_give_back(gm_device_t *d, int reason);
 /* A cudaDeviceReset: the plan's memory is gone with the context; it learns again. */
 void planner_forget(gm_device_t *d);
 /* fork(): the plan's lock around it (after the arenas', before the fence lock). */

@@ -288,3 +288,39 @@ int ranges_plan_map(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens, 
     }
     return 0;
 }
+
+int ranges_plan_unmap(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens, int *synced,
+                      uint64_t *last_stamp)
+{
+    if (device_captures(d))
+        return -1;
+    /* As unmap_cb: cuMemUnmap does not wait for work still using the pages. */
+    if (!*synced) {
+        if (REAL_CALL(cudaDeviceSynchronize) != cudaSuccess) {
+            devctx_note_cuda_failure(d, "cudaDeviceSynchronize", cudaErrorUnknown);
+            return -1;
+        }
+        *synced = 1;
+    }
+    uint64_t t0 = gm_now_ns();
+    size_t done = 0;
+    for (; done < n; done++) { /* one handle a page (ranges_plan_map) */
+        if (api.unmap(addr + done * PAGE, PAGE) != 0) {
+            devctx_note_cuda_failure(d, "cuMemUnmap", cudaErrorInvalidValue);
+            break;
+        }
+        api.release(tokens[done]);
+        tokens[done] = 0;
+    }
+    if (!done)
+        return -1;
+    device_reserved_sub(d, done * PAGE);
+    if (evlog_enabled()) {
+        uint64_t now = gm_now_ns();
+        if (now > *last_stamp)
+            *last_stamp = now;
+        for (size_t i = 0; i < done; i++)
+            evlog_segment(GMLOG_SEGMENT_FREE, d->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
+    }
+    return done == n ? 0 : -1;
+}

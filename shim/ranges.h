@@ -32,8 +32,12 @@ size_t ranges_idle_bytes(gm_arena_t *a);
 /* The planned step's range (planner.c, under its lock, inside devctx_enter): `size` bytes of
  * addresses reserved (0, or -1); n pages mapped at addr, their tokens written, logged as pages
  * after *last_stamp (raised to their time), refused (-1, none mapped) during a capture or past
- * GMSHIM_DEVICE_LIMIT. Its pages stay until the process ends or the device is reset. */
+ * GMSHIM_DEVICE_LIMIT. ranges_plan_unmap gives n pages at addr back (their tokens cleared),
+ * after waiting for the device once a pass (*synced: as a cudaFree does), logged after *last_stamp:
+ * 0, or -1 (a capture, the driver's failure: the pages before it went, their tokens cleared). */
 int ranges_plan_reserve(gm_device_t *d, size_t size, uintptr_t *base);
 int ranges_plan_map(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens, uint64_t *last_stamp);
+int ranges_plan_unmap(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens, int *synced,
+                      uint64_t *last_stamp);
 
 #endif

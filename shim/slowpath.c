@@ -241,6 +241,8 @@ size_t slowpath_empty_cache(gm_device_t *d, int reason)
         devctx_leave(&c);
         pthread_mutex_unlock(&a->lock);
     }
+    if (d->plan_give_back)
+        bytes += d->plan_give_back(d, reason);
     return bytes;
 }
 
@@ -328,13 +330,15 @@ static int exact_segment_cb(void *arg, size_t seg, size_t rounded, size_t size, 
     return driver_said(g, REAL_CALL(cudaMalloc, g->out, size));
 }
 
-/* This arena's cache, then the others' whose lock is free. */
+/* This arena's cache, then the others' whose lock is free, then the planned step's idle pages. */
 static size_t release_cb(void *arg, int reason, int *waited)
 {
     gm_arena_t *a = ((slowpath_grow_t *)arg)->a;
     uint64_t fence_waits = a->n.fence_waits;
     size_t bytes = empty_cache_locked(a, reason);
     bytes += empty_other_arenas(a, reason);
+    if (a->dev->plan_give_back) /* the planned step's idle pages (the plan's lock after ours) */
+        bytes += a->dev->plan_give_back(a->dev, reason);
     *waited = a->n.fence_waits != fence_waits;
     return bytes;
 }

@@ -10,6 +10,10 @@
  *            after its free; the new owner writes on another stream: never the old write
  *   fork     a fork child after the plan is made forwards everything; the parent goes on
  *   frees    double and interior frees of planned blocks are refused as the runtime does
+ *   oom      after the steps, one block of nearly all the device: it fits only once the plan's
+ *            pages no planned block holds go back on the pool's OOM (as the pool's cache does
+ *            without the plan); then 3 more steps, from the plan again where there is one
+ *   empty    the same after gmshim_empty_cache, which gives them back first: no OOM then
  * PLAN_STRICT=1 (GPU order): nearly every planned step's allocation must come from the plan;
  * PLAN_EXPECT_NONE=1: no plan may be made (GMSHIM_PLAN off).
  * Prints the plan's counters; exits nonzero on any failure. */
@@ -155,6 +159,33 @@ static void step_checked_on_other(void)
         CUDA_OK(cudaFree(act[i]));
 }
 
+/* All the device but the weights and a margin, in one block: more than the driver has free with
+ * a plan, so it needs what the pool's OOM release gives back (the plan's idle pages among it), or
+ * (`empty`) what gmshim_empty_cache gave back before it; then 3 more steps (main's loop: the step
+ * is called from one line), checked as ever, from the plan again where one serves. */
+static void large_block(int expect_plan, int empty)
+{
+    size_t free_b = 0, total = 0;
+    unsigned long long (*empty_cache)(void) = (unsigned long long (*)(void))dlsym(RTLD_DEFAULT, "gmshim_empty_cache");
+    if (empty && empty_cache)
+        empty_cache();
+    CUDA_OK(cudaMemGetInfo(&free_b, &total));
+    size_t big = total - (16u << 20) - (8u << 20);
+    printf("large: driver free %zu of %zu, the block %zu\n", free_b, total, big);
+    CHECK(!expect_plan || empty || big > free_b, "the large block (%zu) fits in what the driver has free (%zu): "
+          "nothing to give back", big, free_b);
+    CHECK(!empty_cache || !empty || big <= free_b, "after gmshim_empty_cache the driver has %zu free, under %zu",
+          free_b, big);
+    unsigned char *p = NULL;
+    cudaError_t e = cudaMalloc((void **)&p, big);
+    CHECK(e == cudaSuccess, "cudaMalloc(%zu) of nearly all the device: %s", big, cudaGetErrorString(e));
+    CHECK(cudaGetLastError() == cudaSuccess, "the recovered OOM left a last error");
+    for (size_t k = 0; k < big; k += big / 8) /* touched here and there: it is the program's */
+        p[k] = 0x5A;
+    p[big - 1] = 0x5A;
+    CUDA_OK(cudaFree(p));
+}
+
 static void print_stats(const char *mode, const gmshim_stats_t *st)
 {
     printf("%s: period %llu planned %llu online %llu busy %llu bytes %llu allocs %llu frees %llu checked %llu\n", mode,
@@ -164,24 +195,31 @@ static void print_stats(const char *mode, const gmshim_stats_t *st)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees");
+    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees|oom|empty");
     const char *mode = argv[1];
     int expect_plan = getenv("PLAN_EXPECT_NONE") == NULL;
     /* Under GPU order a slot's fence answers at once; without it, when the fake's worker thread
      * got to it: then half the steps' allocations planned is what is asked. */
     unsigned slack = getenv("PLAN_STRICT") != NULL ? 1 : 2;
     int depart = !strcmp(mode, "depart"), capture = !strcmp(mode, "capture"), streams = !strcmp(mode, "streams");
-    int forks = !strcmp(mode, "fork"), frees = !strcmp(mode, "frees");
-    CHECK(depart || capture || streams || forks || frees || !strcmp(mode, "steps"), "unknown mode '%s'", mode);
+    int forks = !strcmp(mode, "fork"), frees = !strcmp(mode, "frees"), oom = !strcmp(mode, "oom");
+    int empty = !strcmp(mode, "empty");
+    CHECK(depart || capture || streams || forks || frees || oom || empty || !strcmp(mode, "steps"), "unknown mode '%s'", mode);
     CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
     cudaStream_t cs;
     CUDA_OK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
     unsigned char *weights;
     ALLOC(weights, 16u << 20);
-    gmshim_stats_t st, at6, mid;
+    gmshim_stats_t st, at6, mid, at13 = {0};
+    int large = oom || empty;
     /* Every step is called from one line, as a training loop calls its step: the sites repeat. */
-    for (int s = 0; s < 13; s++) {
+    for (int s = 0; s < (large ? 16 : 13); s++) {
+        if (s == 13) {
+            fakecuda_drain();
+            gm_stats(0, &at13);
+            large_block(expect_plan, empty);
+        }
         if (s == 6) {
             gm_stats(0, &at6);
             CHECK(!expect_plan || at6.plan_period > 0, "no plan after 6 steps (GMSHIM_PLAN on)");
@@ -234,6 +272,8 @@ int main(int argc, char **argv)
         CHECK(st.plan_allocs - at6.plan_allocs >= 6 * per / slack, "only %llu of the last 7 steps' %llu allocations planned",
               st.plan_allocs - at6.plan_allocs, 7 * per);
     }
+    CHECK(!large || !expect_plan || st.plan_allocs - at13.plan_allocs >= 2 * per / slack,
+          "after the large block the plan served %llu of 3 steps' %llu", st.plan_allocs - at13.plan_allocs, 3 * per);
     CHECK(!frees || !expect_plan || bad_tried, "no step from 8 on had all its blocks from the plan: no bad frees tried");
     CHECK(!expect_plan || (st.plan_bytes > 0 && st.plan_bytes < 64u << 20), "the plan's range is %llu bytes",
           st.plan_bytes);

@@ -76,6 +76,26 @@ START_TEST(test_double_and_interior_frees_of_planned_blocks_are_refused)
 }
 END_TEST
 
+/* Issue 48's rule: a request that the pool alone serves (its cache released on the driver's OOM)
+ * is served with the plan on too: the OOM release gives back the plan's pages no planned block
+ * holds, as gmshim_empty_cache does; the plan maps them again as its slots need them. */
+START_TEST(test_an_oom_takes_the_plans_idle_pages_and_the_plan_goes_on)
+{
+    each_order("oom");
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_LOG=off", "PLAN_EXPECT_NONE=1", NULL};
+    char *out = NULL;
+    int rc = run_built("tests/integration/plan_steps", env, "oom", &out);
+    ck_assert_msg(rc == 0, "plan_steps oom without GMSHIM_PLAN exited %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_emptying_the_cache_gives_back_the_plans_idle_pages)
+{
+    each_order("empty");
+}
+END_TEST
+
 /* Off by default: the same program, no plan. */
 START_TEST(test_the_plan_is_off_by_default)
 {
@@ -178,6 +198,24 @@ START_TEST(test_the_replay_of_a_planned_log_plans_as_the_shim_did)
 }
 END_TEST
 
+/* The replay gives the plan's idle pages back on its OOM release as the shim does: the large
+ * block the shim served after the steps is served in the replay of its log too. */
+START_TEST(test_the_replay_gives_the_plans_idle_pages_back_on_oom)
+{
+    char log[4200];
+    snprintf(log, sizeof log, "%s/plan-oom.gmlog", temp_dir());
+    unlink(log);
+    free(plan_steps("oom", "GMSHIM_GPU_ORDER=1", log));
+    char *j = whatif_json(log);
+    unsigned long long failures = run_field(j, "as recorded", "\"failures\":");
+    unsigned long long mapped = run_field(j, "as recorded", "\"range_mapped\":");
+    ck_assert_msg(failures == 0, "the replay of the recording failed %llu allocations", failures);
+    ck_assert_msg(mapped > 0, "the plan mapped nothing again after the large block");
+    free(j);
+    unlink(log);
+}
+END_TEST
+
 /* A log of the same program without the plan (classic segments), replayed with GMSHIM_PLAN=1:
  * the plan is made and serves, and its peak lies between the live floor and the classic peak. */
 START_TEST(test_a_classic_log_replayed_with_the_plan_peaks_between_floor_and_classic)
@@ -233,9 +271,12 @@ Suite *planner_suite(void)
     tcase_add_test(tc, test_a_fork_child_forwards_and_the_plan_goes_on);
     tcase_add_test(tc, test_double_and_interior_frees_of_planned_blocks_are_refused);
     tcase_add_test(tc, test_the_plan_is_off_by_default);
+    tcase_add_test(tc, test_an_oom_takes_the_plans_idle_pages_and_the_plan_goes_on);
+    tcase_add_test(tc, test_emptying_the_cache_gives_back_the_plans_idle_pages);
     tcase_add_test(tc, test_the_log_holds_every_planned_allocation_and_free);
     tcase_add_test(tc, test_other_programs_run_unchanged_with_the_plan_on);
     tcase_add_test(tc, test_the_replay_of_a_planned_log_plans_as_the_shim_did);
+    tcase_add_test(tc, test_the_replay_gives_the_plans_idle_pages_back_on_oom);
     tcase_add_test(tc, test_a_classic_log_replayed_with_the_plan_peaks_between_floor_and_classic);
     suite_add_tcase(s, tc);
     return s;

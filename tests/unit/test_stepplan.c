@@ -197,6 +197,40 @@ START_TEST(test_a_block_kept_past_its_life_is_never_overlapped)
 }
 END_TEST
 
+/* Which pages the plan's blocks still need (the pages the plan may give back are the others):
+ * none between steps; a block kept past its step holds its own pages, and once freed, until its
+ * fence completed. */
+START_TEST(test_only_the_pages_of_blocks_still_needed_are_held)
+{
+    st_loop_t l = learn(6);
+    const uint64_t page = 2u << 20;
+    uint64_t n = (stepplan_top(H.plan) + page - 1) / page;
+    uint8_t held[256];
+    ck_assert_uint_le(n, sizeof held);
+    memset(held, 0, sizeof held);
+    stepplan_held_pages(H.plan, page, H.done, held);
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert_msg(!held[i], "page %llu held between steps", (unsigned long long)i);
+    H.keep_key = 3 << 20;
+    st_step(&l, 0, 0);
+    ck_assert(H.kept);
+    uint64_t lo = H.kept_off / page, hi = (H.kept_off + (3 << 20) - 1) / page;
+    memset(held, 0, sizeof held);
+    stepplan_held_pages(H.plan, page, H.done, held);
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert_msg(held[i] == (i >= lo && i <= hi), "page %llu: held %u (the kept block spans %llu..%llu)",
+                      (unsigned long long)i, held[i], (unsigned long long)lo, (unsigned long long)hi);
+    ck_assert_int_eq(stepplan_free(H.plan, H.kept_off, 7), 0);
+    memset(held, 0, sizeof held);
+    stepplan_held_pages(H.plan, page, 6, held); /* its fence still to complete */
+    ck_assert(held[lo] && held[hi]);
+    memset(held, 0, sizeof held);
+    stepplan_held_pages(H.plan, page, 7, held);
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert_msg(!held[i], "page %llu held once every fence completed", (unsigned long long)i);
+}
+END_TEST
+
 Suite *stepplan_suite(void)
 {
     Suite *s = suite_create("stepplan");
@@ -206,6 +240,7 @@ Suite *stepplan_suite(void)
     tcase_add_test(tc, test_a_departing_step_falls_back_and_finds_its_place_again);
     tcase_add_test(tc, test_a_freed_slot_is_reused_only_once_its_fence_completed);
     tcase_add_test(tc, test_a_block_kept_past_its_life_is_never_overlapped);
+    tcase_add_test(tc, test_only_the_pages_of_blocks_still_needed_are_held);
     suite_add_tcase(s, tc);
     return s;
 }
