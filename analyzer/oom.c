@@ -173,8 +173,16 @@ static void plan_split_text(FILE *f, const cause_t *c)
     split_text(f, &c->split, "  ");
 }
 
+/* The term outside the pool that decided the OOM: only where the cause is memory outside the
+ * pool. Any small request would fit without some term (the context, a library), and for a leak
+ * or a fragmented pool naming one would send the user the wrong way. */
+static const ledger_term_t *deciding(const ledger_t *l, const model_oom_t *o, int cause)
+{
+    return cause == OOM_OUTSIDE ? ledger_deciding(l, o->rec.request) : NULL;
+}
+
 /* The card at the failure, and the term outside the pool that decided it, with its remedy. */
-static void card_text(FILE *f, const model_t *m, const model_oom_t *o)
+static void card_text(FILE *f, const model_t *m, const model_oom_t *o, int cause)
 {
     const ledger_t *l = o->history ? NULL : ledger_at_oom(ledger_of(m), o->seq);
     if (!l)
@@ -182,7 +190,7 @@ static void card_text(FILE *f, const model_t *m, const model_oom_t *o)
     char a[32], lbl[160], rem[320];
     fprintf(f, "  card     the device's %s at the failure:\n", rep_bytes(l->total, a));
     ledger_text(f, l, "    ");
-    const ledger_term_t *t = ledger_deciding(l, o->rec.request);
+    const ledger_term_t *t = deciding(l, o, cause);
     if (t) {
         fprintf(f, "  %soutside%s  %s held %s: without it the request would have fit\n", rep_red(), rep_reset(),
                 ledger_term_label(t, l->torch, lbl, sizeof lbl), rep_bytes(t->bytes, a));
@@ -190,14 +198,14 @@ static void card_text(FILE *f, const model_t *m, const model_oom_t *o)
     }
 }
 
-static void card_json(json_t *j, const model_t *m, const model_oom_t *o)
+static void card_json(json_t *j, const model_t *m, const model_oom_t *o, int cause)
 {
     const ledger_t *l = o->history ? NULL : ledger_at_oom(ledger_of(m), o->seq);
     if (!l)
         return;
     char lbl[160], rem[320];
     ledger_json(j, "ledger", l);
-    const ledger_term_t *t = ledger_deciding(l, o->rec.request);
+    const ledger_term_t *t = deciding(l, o, cause);
     if (!t)
         return;
     json_obj(j, "deciding_term");
@@ -251,7 +259,7 @@ static void one_text(cli_ctx_t *c, const model_t *m, const model_oom_t *o, unsig
                 rep_bytes(o->transient, b), epoch_label(m, o, lbl, sizeof lbl));
     }
     fprintf(f, "  %scause    %s%s: %s\n", rep_red(), oom_cause_name(v.cause), rep_reset(), replayed ? cz.why : v.why);
-    card_text(f, m, o);
+    card_text(f, m, o, v.cause);
     if (replayed && cz.cannot_tell[0])
         fprintf(f, "  %scannot tell%s: %s\n", rep_yellow(), rep_reset(), cz.cannot_tell);
     if (replayed)
@@ -381,7 +389,7 @@ static void one_json(json_t *j, const model_t *m, const model_oom_t *o)
     json_bool(j, "replayed", replayed);
     if (replayed)
         cause_json(j, m, &cz);
-    card_json(j, m, o);
+    card_json(j, m, o, v.cause);
     json_obj(j, "evidence");
     json_u64(j, "request_rounded", v.request);
     json_u64(j, "available", v.available);

@@ -283,6 +283,23 @@ START_TEST(test_a_wrapped_log_keeps_its_sample_through_the_checkpoint)
 }
 END_TEST
 
+/* A real log (H100, PyTorch's cache, an unmarked loop keeping 64 MiB a step until OOM): the cause is
+ * the leak, so no term outside the pool is named as deciding it, though the 518 MiB context alone
+ * would have made room for the 64 MiB request. */
+START_TEST(test_a_leak_oom_names_no_outside_term_as_its_cause)
+{
+    snprintf(logpath, sizeof logpath, "tests/fixtures/ledger/h100_torch_nomark_leak.gmlog");
+    char *t = analyze("oom", 0), *j = analyze("oom", 1);
+    ck_assert_msg(strstr(t, "cause    leak") && strstr(t, "  card     "), "not a leak with the card:\n%s", t);
+    ck_assert_msg(!strstr(t, "  outside  ") && !strstr(t, "CUDA_MODULE_LOADING"),
+                  "a leak's OOM names an outside term as deciding it:\n%s", t);
+    ck_assert_msg(strstr(j, "\"ledger\":{") && !strstr(j, "\"deciding_term\""),
+                  "the JSON names a deciding term for a leak:\n%s", j);
+    free(t);
+    free(j);
+}
+END_TEST
+
 Suite *analyzer_ledger_suite(void)
 {
     Suite *s = suite_create("analyzer_ledger");
@@ -296,6 +313,7 @@ Suite *analyzer_ledger_suite(void)
     tcase_add_test(tc, test_without_nvml_the_card_still_adds_up_and_nothing_is_printed);
     tcase_add_test(tc, test_the_pictures_carry_the_cards_terms);
     tcase_add_test(tc, test_a_wrapped_log_keeps_its_sample_through_the_checkpoint);
+    tcase_add_test(tc, test_a_leak_oom_names_no_outside_term_as_its_cause);
     suite_add_tcase(s, tc);
     return s;
 }
