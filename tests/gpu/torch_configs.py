@@ -195,6 +195,15 @@ def gpt(steps, batch):
             h = model["body"](h, mask=mask, is_causal=True)
             logits = model["head"](model["norm"](h))
             loss = nn.functional.cross_entropy(logits.float().view(-1, vocab), tokens[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append((time.perf_counter() - t0) * 1000)
+    stats(step_ms=f"{statistics.median(times):.3f}", loss=f"{loss.item():.4f}")
+
+
 class Gpt2(nn.Module):
     def __init__(self, vocab=50257, ctx=1024, width=768, layers=12, heads=12):
         super().__init__()
