@@ -1,7 +1,9 @@
 /* The steps of an unmarked run, found from its repeating allocations: every step of a training
  * loop allocates the same (call site, size) keys, so a key that comes once a step, with the same
  * multiset of keys between each two of its occurrences, gives the period, and the step begins at
- * the allocation that follows the step's fewest live bytes. One pass over a bounded prefix of the
+ * the allocation that follows the step's fewest transient bytes (live bytes less the blocks that
+ * outlive a step: what a leak keeps or the weights are would otherwise pull the low point towards
+ * the anchor). One pass over a bounded prefix of the
  * log before the replay, O(n log n); the replay then opens a step at each step's first allocation
  * (steps_note, model_int.h). It trusts nothing in the log: a damaged one finds no period, and the
  * low-water troughs stay. */
@@ -12,13 +14,13 @@
 #define STEPS_PREFIX (1u << 18)    /* allocations searched per device: hundreds of steps */
 #define STEPS_TOTAL (1u << 20)     /* and in all */
 #define STEPS_MIN_NORMAL 3         /* steps alike that make a period */
-#define STEPS_SAMPLES 64           /* steps whose fewest live bytes place the step's start */
+#define STEPS_SAMPLES 64           /* steps whose fewest transient bytes place the step's start */
 
 typedef struct stream {
     uint32_t *key;                 /* the key of each allocation */
-    uint64_t *lo;                  /* the fewest live bytes since the allocation before it */
-    size_t n, capk, capl;
-    uint64_t live, low;
+    uint64_t *size;                /* its bytes */
+    uint32_t *died;                /* allocations made before its free; UINT32_MAX: not freed */
+    size_t n, capk, capz, capd;
     int full;
 } stream_t;
 
@@ -27,7 +29,7 @@ typedef struct scan {
     uint32_t *ksite;
     uint64_t *ksize;
     size_t nkeys, caps, capz;
-    model_map_t live;              /* block -> bytes | device << 48 */
+    model_map_t live;              /* block -> its allocation's index | device << 48 */
     stream_t *dev[MODEL_MAX_DEVICES];
     unsigned ndevs, nfull;
     size_t total;
@@ -74,40 +76,40 @@ static stream_t *stream_of(scan_t *s, unsigned dev)
     return s->dev[dev];
 }
 
-/* A block allocated; `keyed`: an event of the stream (a checkpoint's live block only counts). */
+static void scan_free(scan_t *s, uint64_t ptr);
+
+/* A block allocated; `keyed`: an event of the stream (a checkpoint's live block outlives every
+ * step: it is not followed). */
 static void scan_alloc(scan_t *s, unsigned dev, uint64_t ptr, uint64_t size, uint32_t site, int keyed)
 {
     stream_t *st = stream_of(s, dev);
     if (st->full || !ptr)
         return;
-    uint64_t old;
-    if (map_del(&s->live, ptr, &old)) { /* its free was lost */
-        stream_t *o = s->dev[old >> 48 & 0xff];
-        if (o)
-            o->live -= (old & MODEL_48) <= o->live ? (old & MODEL_48) : o->live;
-    }
+    scan_free(s, ptr); /* a block at the same address: its free was lost */
+    if (!keyed)
+        return;
     size &= MODEL_48;
-    if (keyed) {
-        uint32_t *k = vec_grow_raw(st->key, &st->capk, st->n + 1, sizeof *k, 1024);
-        if (k)
-            st->key = k;
-        uint64_t *l = vec_grow_raw(st->lo, &st->capl, st->n + 1, sizeof *l, 1024);
-        if (l)
-            st->lo = l;
-        if (!k || !l)
-            model_die_oom();
-        st->key[st->n] = key_index(s, dev, site, size);
-        st->lo[st->n] = st->low < st->live ? st->low : st->live;
-        st->n++;
-        s->total++;
-        if (st->n >= STEPS_PREFIX) {
-            st->full = 1;
-            s->nfull++;
-        }
+    uint32_t *k = vec_grow_raw(st->key, &st->capk, st->n + 1, sizeof *k, 1024);
+    if (k)
+        st->key = k;
+    uint64_t *z = vec_grow_raw(st->size, &st->capz, st->n + 1, sizeof *z, 1024);
+    if (z)
+        st->size = z;
+    uint32_t *d = vec_grow_raw(st->died, &st->capd, st->n + 1, sizeof *d, 1024);
+    if (d)
+        st->died = d;
+    if (!k || !z || !d)
+        model_die_oom();
+    st->key[st->n] = key_index(s, dev, site, size);
+    st->size[st->n] = size;
+    st->died[st->n] = UINT32_MAX;
+    map_put(&s->live, ptr, st->n | (uint64_t)dev << 48);
+    st->n++;
+    s->total++;
+    if (st->n >= STEPS_PREFIX) {
+        st->full = 1;
+        s->nfull++;
     }
-    map_put(&s->live, ptr, size | (uint64_t)dev << 48);
-    st->live += size;
-    st->low = st->live;
 }
 
 static void scan_free(scan_t *s, uint64_t ptr)
@@ -116,12 +118,9 @@ static void scan_free(scan_t *s, uint64_t ptr)
     if (!ptr || !map_del(&s->live, ptr, &v))
         return;
     stream_t *st = s->dev[v >> 48 & 0xff];
-    if (!st)
-        return;
-    uint64_t b = v & MODEL_48;
-    st->live -= b <= st->live ? b : st->live;
-    if (st->live < st->low)
-        st->low = st->live;
+    uint64_t i = v & MODEL_48;
+    if (st && i < st->n)
+        st->died[i] = (uint32_t)st->n;
 }
 
 /* One record of the prefix, as the decoder makes it an event (on PyTorch's devices the tensors
@@ -239,11 +238,31 @@ static int find_anchor(size_t nkeys, const uint32_t *cnt, const size_t *off, con
     return ncand > 0;
 }
 
-/* Where a step starts, as an offset from the anchor: the allocation after the fewest live bytes,
- * the most common place over up to STEPS_SAMPLES steps alike. *at gets a step where it is. */
+/* The transient bytes live just before each allocation (lo[0..n]): the blocks freed before the
+ * allocation a step after their own (within a step); a block kept longer (the weights, the
+ * optimizer's state, what a leak keeps, one not freed in the prefix) is left out. Between two
+ * allocations there are only frees, so the bytes just before an allocation are the gap's fewest. */
+static uint64_t *transient_lows(const stream_t *st, uint32_t len)
+{
+    uint64_t *lo = calloc(st->n + 1, sizeof *lo);
+    if (!lo)
+        model_die_oom();
+    for (size_t j = 0; j < st->n; j++) /* a difference array: + at j + 1, - where it died */
+        if (st->died[j] != UINT32_MAX && st->died[j] - j <= len) {
+            lo[j + 1] += st->size[j];
+            lo[st->died[j]] -= st->size[j];
+        }
+    for (size_t i = 1; i <= st->n; i++)
+        lo[i] += lo[i - 1];
+    return lo;
+}
+
+/* Where a step starts, as an offset from the anchor: the allocation after the fewest transient
+ * bytes, the most common place over up to STEPS_SAMPLES steps alike. *at gets a step where it is. */
 static uint32_t step_phase(const stream_t *st, const uint32_t *p, size_t c, const uint64_t *h, const period_t *pd,
                            uint32_t *at)
 {
+    uint64_t *lo = transient_lows(st, pd->len);
     uint64_t offs[STEPS_SAMPLES];
     uint32_t starts[STEPS_SAMPLES] = {p[0]};
     size_t n = 0;
@@ -252,7 +271,7 @@ static uint32_t step_phase(const stream_t *st, const uint32_t *p, size_t c, cons
             continue;
         uint32_t best = 0;
         for (uint32_t o = 1; o < pd->len; o++)
-            if (st->lo[p[j] + o] < st->lo[p[j] + best])
+            if (lo[p[j] + o] < lo[p[j] + best])
                 best = o;
         starts[n] = p[j];
         offs[n++] = best;
@@ -267,6 +286,7 @@ static uint32_t step_phase(const stream_t *st, const uint32_t *p, size_t c, cons
             *at = starts[i];
             break;
         }
+    free(lo);
     return phase;
 }
 
@@ -419,7 +439,8 @@ void model_steps_scan(model_t *m, rd_log_t *lf)
         if (!s->dev[d])
             continue;
         free(s->dev[d]->key);
-        free(s->dev[d]->lo);
+        free(s->dev[d]->size);
+        free(s->dev[d]->died);
         free(s->dev[d]);
     }
     map_free(&s->keymap);

@@ -362,6 +362,63 @@ START_TEST(test_an_unmarked_leaking_program_under_the_preload)
 }
 END_TEST
 
+/* A loop whose kept block is not its first allocation (a scratch buffer, then the kept output,
+ * then the scratch freed: PyTorch's `scratch = empty(); kept.append(empty()); del scratch`): the
+ * steps open at the scratch, whatever the two sizes, so the OOM at the kept block of the n-th
+ * step is in step n (the kept bytes are no step's low point). */
+START_TEST(test_a_step_that_keeps_its_second_allocation_opens_at_its_first)
+{
+    static const uint64_t scratch[] = {32 * MiB, 4 * MiB, 96 * MiB};
+    for (unsigned v = 0; v < sizeof scratch / sizeof *scratch; v++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/unmarked_second.gmlog", temp_dir());
+        w_t w;
+        memset(&w, 0, sizeof w);
+        w.next_ptr = 0x7f0000000000ull;
+        tlog_begin(&w.b, 0);
+        tlog_chunk(&w.b, 1, 0, 0, 0);
+        tlog_device(&w.b, ++w.t, "Test", 8192 * MiB);
+        for (uint32_t s = 1; s <= 3; s++)
+            tlog_site(&w.b, ++w.t, s);
+        const unsigned steps = 101;
+        for (unsigned k = 1; k <= steps; k++) {
+            uint64_t sp = w_alloc(&w, scratch[v], 1);
+            if (k == steps) {
+                w_oom(&w, 64 * MiB, 2);
+                break;
+            }
+            w_alloc(&w, 64 * MiB, 2);
+            w_free(&w, sp, scratch[v]);
+        }
+        tlog_end_chunk(&w.b);
+        ck_assert(tlog_write(&w.b, path) == 0);
+        tlog_free_buf(&w.b);
+        char *out = NULL;
+        int rc = gm(&out, "--json", "oom", path);
+        ck_assert_msg(rc == 0 && strstr(out, "\"cause\":\"leak\"") && strstr(out, "\"epochs\":\"steps\""),
+                      "scratch %llu MiB: rc %d\n%.3000s", (unsigned long long)(scratch[v] / MiB), rc, out);
+        unsigned long long step = num_after(out, "\"evidence\":", "epoch");
+        ck_assert_msg(step == steps, "scratch %llu MiB: the OOM in step %llu, want %u",
+                      (unsigned long long)(scratch[v] / MiB), step, steps);
+        free(out);
+        unlink(path);
+    }
+}
+END_TEST
+
+/* The real log of run 113 (H100, PyTorch's cache, tests/gpu/torch_configs.py leak 64 0 nomark):
+ * the program ran 1258 whole steps and failed in its 1259th. */
+START_TEST(test_the_h100_unmarked_leak_fails_in_the_programs_own_step)
+{
+    char *out = NULL;
+    int rc = gm(&out, "--json", "oom", "tests/fixtures/ledger/h100_torch_nomark_leak.gmlog");
+    ck_assert_msg(rc == 0 && strstr(out, "\"cause\":\"leak\"") && strstr(out, "\"epochs\":\"steps\""),
+                  "rc %d\n%.3000s", rc, out);
+    ck_assert_msg(num_after(out, "\"evidence\":", "epoch") == 1259, "the OOM's step:\n%.3000s", out);
+    free(out);
+}
+END_TEST
+
 Suite *analyzer_steps_suite(void)
 {
     Suite *s = suite_create("analyzer_steps");
@@ -374,6 +431,8 @@ Suite *analyzer_steps_suite(void)
     tcase_add_test(tc, test_no_repeating_structure_falls_back_to_troughs);
     tcase_add_test(tc, test_a_marked_loop_is_counted_by_its_marks);
     tcase_add_test(tc, test_an_unmarked_leaking_program_under_the_preload);
+    tcase_add_test(tc, test_a_step_that_keeps_its_second_allocation_opens_at_its_first);
+    tcase_add_test(tc, test_the_h100_unmarked_leak_fails_in_the_programs_own_step);
     suite_add_tcase(s, tc);
     return s;
 }
