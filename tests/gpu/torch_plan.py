@@ -108,6 +108,8 @@ if args.workload == "gpt2":
 st = gmshim_stats.stats()
 if st:
     out["gm"] = {"peak_reserved": st["reserved"]["peak"], "peak_allocated": st["allocated"]["peak"],
-                 "allocs": st["allocs"], "fences": st["fences"], "fence_waits": st["fence_waits"]}
+                 "reserved": st["reserved"]["current"], "allocs": st["allocs"]}
+    out["gm"].update({k: st[k] for k in ("fences", "fence_waits", "fence_wait_ns", "fence_ns", "fence_polls",
+                                         "fence_poll_ns", "driver_mallocs", "driver_frees")})
     out["gm"].update({k: st[k] for k in ("plan_allocs", "plan_online", "plan_busy", "plan_period", "plan_bytes")})
 print(json.dumps(out))
