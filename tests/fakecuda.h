@@ -65,6 +65,7 @@ struct fakecuda_stats {
     unsigned long long async_mallocs, async_frees, host_allocs, managed_allocs;
     unsigned long long stream_syncs;              /* cudaStreamSynchronize calls */
     unsigned long long stream_waits;              /* cudaStreamWaitEvent calls (on the stream's device) */
+    unsigned long long event_creates;             /* cudaEventCreate(WithFlags) calls that made one */
 };
 
 /* Copies device `device`'s counters into *out (all zero for a device that does not exist). */

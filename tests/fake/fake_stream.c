@@ -568,6 +568,8 @@ static cudaError_t event_create(cudaEvent_t *event, unsigned flags)
     struct CUevent_st *e = fk_xcalloc(1, sizeof *e);
     e->flags = flags;
     e->device = fk_cur_dev;
+    if (fk_cur_dev >= 0 && fk_cur_dev < fk_ndev)
+        fk_dev[fk_cur_dev].st.event_creates++;
     fk_obj_add(e, FK_T_EVENT);
     *event = e;
     return fk_leave(cudaSuccess);

@@ -195,7 +195,7 @@ static void print_stats(const char *mode, const gmshim_stats_t *st)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees|oom|empty");
+    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees|oom|empty|recycle");
     const char *mode = argv[1];
     int expect_plan = getenv("PLAN_EXPECT_NONE") == NULL;
     /* Under GPU order a slot's fence answers at once; without it, when the fake's worker thread
@@ -203,8 +203,9 @@ int main(int argc, char **argv)
     unsigned slack = getenv("PLAN_STRICT") != NULL ? 1 : 2;
     int depart = !strcmp(mode, "depart"), capture = !strcmp(mode, "capture"), streams = !strcmp(mode, "streams");
     int forks = !strcmp(mode, "fork"), frees = !strcmp(mode, "frees"), oom = !strcmp(mode, "oom");
-    int empty = !strcmp(mode, "empty");
-    CHECK(depart || capture || streams || forks || frees || oom || empty || !strcmp(mode, "steps"), "unknown mode '%s'", mode);
+    int empty = !strcmp(mode, "empty"), recycle = !strcmp(mode, "recycle");
+    CHECK(depart || capture || streams || forks || frees || oom || empty || recycle || !strcmp(mode, "steps"),
+          "unknown mode '%s'", mode);
     CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
     cudaStream_t cs;
@@ -212,6 +213,7 @@ int main(int argc, char **argv)
     unsigned char *weights;
     ALLOC(weights, 16u << 20);
     gmshim_stats_t st, at6, mid, at13 = {0};
+    struct fakecuda_stats fk8 = {0}, fk10 = {0}, fkend;
     int large = oom || empty;
     /* Every step is called from one line, as a training loop calls its step: the sites repeat. */
     for (int s = 0; s < (large ? 16 : 13); s++) {
@@ -241,8 +243,14 @@ int main(int argc, char **argv)
         }
         if (s == 9)
             gm_stats(0, &mid);
+        if (s == 8)
+            fakecuda_get_stats(0, &fk8);
+        if (s == 10)
+            fakecuda_get_stats(0, &fk10);
         if (frees && s >= 8)
             CUDA_OK(cudaDeviceSynchronize()); /* the last step's fences complete: its slots free */
+        if (recycle && s >= 6)
+            fakecuda_drain(); /* every fence so far complete: its events can be used again */
         step(depart && s >= 6 && s < 9 ? 3 : 0, streams && s >= 6, frees && s >= 8);
         if (streams && s >= 6)
             step_checked_on_other();
@@ -258,6 +266,13 @@ int main(int argc, char **argv)
     fakecuda_drain();
     gm_stats(0, &st);
     print_stats(mode, &st);
+    fakecuda_get_stats(0, &fkend);
+    /* The fences' events are recycled once complete: a plan served for steps makes none anew. */
+    printf("%s: events made in steps 8-9 %llu, from step 10 on %llu\n", mode, fk10.event_creates - fk8.event_creates,
+           fkend.event_creates - fk10.event_creates);
+    CHECK(!recycle || !expect_plan || fkend.event_creates == fk10.event_creates,
+          "%llu events made anew from step 10 on, every earlier fence complete",
+          fkend.event_creates - fk10.event_creates);
     const unsigned long long per = 2 * LAYERS + 1;
     if (!expect_plan) {
         CHECK(st.plan_allocs == 0 && st.plan_period == 0, "a plan without GMSHIM_PLAN: %llu planned", st.plan_allocs);
