@@ -2,7 +2,7 @@
 # every loss printed as a hex float (runs under PyTorch's cache and under gmshim's plan compared
 # bit for bit), then one JSON line: the median step time over blocks of steps after the warm-up,
 # PyTorch's peak reserved (its cache), gmshim's peak reserved and the plan's counters (own mode).
-#   python3 tests/gpu/torch_plan.py resnet50|gpt2 [--steps 40] [--warmup 10] [--batch N]
+#   python3 tests/gpu/torch_plan.py resnet50|gpt2 [--steps 40] [--warmup 10] [--batch N] [--fraction F]
 import argparse, json, os, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
@@ -14,7 +14,10 @@ ap.add_argument("workload", choices=["resnet50", "gpt2"])
 ap.add_argument("--steps", type=int, default=40)
 ap.add_argument("--warmup", type=int, default=10)
 ap.add_argument("--batch", type=int, default=0)
+ap.add_argument("--fraction", type=float, default=0.0, help="torch.cuda.set_per_process_memory_fraction first")
 args = ap.parse_args()
+if args.fraction:
+    torch.cuda.set_per_process_memory_fraction(args.fraction)
 torch.manual_seed(0)
 torch.use_deterministic_algorithms(True)  # needs CUBLAS_WORKSPACE_CONFIG=:4096:8
 torch.backends.cudnn.benchmark = False
