@@ -514,20 +514,22 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
     out->requested.current += (unsigned long long)tc.requested_adj;
     out->requested.total += tc.requested_bytes;
     out->pending.current += tc.bytes;
-    tcache_peaks(d, (int)out->arenas, &out->allocated.peak, &out->requested.peak);
-    /* Reserved memory is counted device-wide as well: exact however many arenas there are. */
-    out->reserved.current = device_reserved(d);
-    out->reserved.peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
-
-    /* The planned step's blocks are the device's allocations too (its pages are in reserved). */
+    /* The planned step's blocks are the device's allocations too (its pages are in reserved):
+     * the arenas' peaks and the plan's added are an upper bound, which one arena's device-wide
+     * figure (tcache_note_peak: the plan's live blocks included) makes exact. */
     planner_counts_t pc;
     planner_counts(d, &pc);
     out->allocs += pc.planned;
     out->frees += pc.frees;
     out->cache_hits += pc.planned;
     out->allocated.current += pc.allocated;
-    out->allocated.peak += pc.allocated_peak; /* an upper bound, as the arenas' sum is */
+    out->allocated.peak += pc.allocated_peak;
     out->requested.current += pc.requested;
+    out->requested.peak += pc.requested_peak;
+    tcache_peaks(d, (int)out->arenas, &out->allocated.peak, &out->requested.peak);
+    /* Reserved memory is counted device-wide as well: exact however many arenas there are. */
+    out->reserved.current = device_reserved(d);
+    out->reserved.peak = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
     out->plan_allocs = pc.planned;
     out->plan_online = pc.online;
     out->plan_busy = pc.busy;

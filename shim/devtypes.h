@@ -101,6 +101,7 @@ struct gm_device {
     struct gm_tcache *tcaches;  /* the threads' caches (tcache.h), pushed atomically, never removed */
     uint64_t resets;            /* cudaDeviceResets so far (atomic; written under every arena lock) */
     uint64_t peak_allocated_seen, peak_requested_seen; /* tcache_note_peak (atomic) */
+    uint64_t plan_allocated, plan_requested; /* the plan's live blocks, in those peaks (atomic) */
     _Alignas(GM_CACHE_LINE) uint64_t reserved_total; /* bytes held from the driver, all arenas (atomic) */
     uint64_t reserved_peak;
     unsigned next_arena;        /* where contending threads go once max_arenas exist (atomic) */

@@ -13,6 +13,7 @@
 #include "slowpath.h"
 #include "stepplan.h"
 #include "steprec.h"
+#include "tcache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ struct gm_plan {
     uint64_t last_stamp;         /* the newest log time under the lock (stamp_after) */
     uint64_t gen;                /* planner_forget's count: a plan made before it is gone */
     uint64_t fences, frees;
-    uint64_t allocated, allocated_peak, requested_total; /* live planned blocks */
+    uint64_t allocated, allocated_peak, requested_total, requested_peak; /* live planned blocks */
     int released;                /* the online cache was released since the range last grew */
 };
 
@@ -305,12 +306,18 @@ int planner_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
     p->allocated += stepplan_slot_size(p->sp, s);
     if (p->allocated > p->allocated_peak)
         p->allocated_peak = p->allocated;
+    if (p->requested_total > p->requested_peak)
+        p->requested_peak = p->requested_total;
+    __atomic_store_n(&d->plan_allocated, p->allocated, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->plan_requested, p->requested_total, __ATOMIC_RELAXED);
     uintptr_t ptr = p->base + off;
     if (evlog_enabled()) {
         uint64_t now = stamp_after(&p->last_stamp, gm_now_unordered_ns());
         evlog_alloc(d->id, GMLOG_A_PLANNED, ptr, size, rounded, site, now, now);
     }
     pthread_mutex_unlock(&p->lock);
+    if (device_narenas(d) == 1) /* the device's peak with the pool's blocks (one arena: exact) */
+        tcache_note_peak(d, d->arenas[0], tcache_mine(d));
     *out = (void *)ptr;
     return 1;
 }
@@ -339,6 +346,8 @@ int planner_free(gm_device_t *d, uintptr_t ptr, uint32_t site, size_t *bytes, ui
     uint64_t n = stepplan_slot_size(p->sp, s);
     p->allocated -= n;
     p->requested_total -= p->requested[s];
+    __atomic_store_n(&d->plan_allocated, p->allocated, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->plan_requested, p->requested_total, __ATOMIC_RELAXED);
     p->frees++;
     /* The fence number before the record: a fence numbered past it records its events later,
      * after the work this free follows (as the pool's free reads it). */
@@ -438,6 +447,7 @@ void planner_counts(gm_device_t *d, planner_counts_t *out)
     out->allocated = p->allocated;
     out->allocated_peak = p->allocated_peak;
     out->requested = p->requested_total;
+    out->requested_peak = p->requested_peak;
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -454,6 +464,8 @@ void planner_forget(gm_device_t *d)
     p->ntags = p->tagcap = 0;
     __atomic_store_n(&p->size, 0, __ATOMIC_RELAXED);
     p->allocated = p->requested_total = 0;
+    __atomic_store_n(&d->plan_allocated, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->plan_requested, 0, __ATOMIC_RELAXED);
     p->gen++;
     steprec_destroy(p->rec);
     p->rec = steprec_create(LEARN_MAX);

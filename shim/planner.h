@@ -28,7 +28,7 @@ typedef struct planner_counts {
     uint64_t fences;     /* fences recorded so that a slot could be taken at once (GPU order) */
     uint64_t period;     /* allocations of the step planned (0 while it learns) */
     uint64_t top;        /* bytes of the plan's range */
-    uint64_t allocated, allocated_peak, requested; /* its live blocks (slot sizes; as asked) */
+    uint64_t allocated, allocated_peak, requested, requested_peak; /* its live blocks (slot sizes; as asked) */
     int state;           /* 0 off, 1 learning, 2 serving */
 } planner_counts_t;
 

@@ -432,6 +432,9 @@ void tcache_note_peak(gm_device_t *d, const gm_arena_t *a, const gm_tcache_t *tc
         alloc = alloc > cached ? alloc - cached : 0;
         req += (uint64_t)__atomic_load_n(&tc->requested_adj, __ATOMIC_RELAXED);
     }
+    /* The planned step's blocks are allocated too (planner.c keeps these as it serves). */
+    alloc += __atomic_load_n(&d->plan_allocated, __ATOMIC_RELAXED);
+    req += __atomic_load_n(&d->plan_requested, __ATOMIC_RELAXED);
     raise_to(&d->peak_allocated_seen, alloc);
     raise_to(&d->peak_requested_seen, req);
 }

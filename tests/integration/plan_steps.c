@@ -34,6 +34,8 @@ typedef struct live {
 static live_t lv[MAXLIVE];
 static unsigned char next_tag = 1;
 static unsigned long long checked_bytes;
+static unsigned long long live_bytes, peak_bytes; /* as asked, of the blocks ALLOC made */
+static unsigned long long live_rounded, peak_rounded; /* rounded to 512 B, as the pool rounds */
 
 static void check_block(const live_t *b, const char *when)
 {
@@ -59,6 +61,10 @@ static void alloc_at(unsigned char **slot, size_t n, cudaError_t err)
         if (!lv[i].p) {
             lv[i] = (live_t){p, n, next_tag};
             next_tag = next_tag == 255 ? 1 : next_tag + 1;
+            live_bytes += n;
+            peak_bytes = live_bytes > peak_bytes ? live_bytes : peak_bytes;
+            live_rounded += (n + 511) / 512 * 512;
+            peak_rounded = live_rounded > peak_rounded ? live_rounded : peak_rounded;
             memset(p, lv[i].tag, n);
             return;
         }
@@ -71,6 +77,8 @@ static void free_block(void *p)
         if (lv[i].p == p) {
             check_block(&lv[i], "before its free");
             lv[i].p = NULL;
+            live_bytes -= lv[i].n;
+            live_rounded -= (lv[i].n + 511) / 512 * 512;
             CUDA_OK(cudaFree(p));
             return;
         }
@@ -267,6 +275,12 @@ int main(int argc, char **argv)
     gm_stats(0, &st);
     print_stats(mode, &st);
     fakecuda_get_stats(0, &fkend);
+    /* The device's peak counts the plan's blocks with the pool's once, as they were live together
+     * (not the pool's peak while it learnt plus the plan's). */
+    CHECK(strcmp(mode, "steps") || st.requested.peak == peak_bytes, "peak requested %llu, the program's own peak %llu",
+          st.requested.peak, peak_bytes);
+    CHECK(strcmp(mode, "steps") || (st.allocated.peak >= peak_rounded && st.allocated.peak <= peak_rounded / 10 * 11),
+          "peak allocated %llu, the program's own peak %llu rounded", st.allocated.peak, peak_rounded);
     /* The fences' events are recycled once complete: a plan served for steps makes none anew. */
     printf("%s: events made in steps 8-9 %llu, from step 10 on %llu\n", mode, fk10.event_creates - fk8.event_creates,
            fkend.event_creates - fk10.event_creates);

@@ -46,6 +46,14 @@ START_TEST(test_repeated_steps_are_served_from_the_plan_without_overlap)
 }
 END_TEST
 
+/* gmshim_get_stats' peaks count the plan's live blocks with the pool's once (plan_steps checks
+ * them against the program's own peak): not the pool's peak while it learnt plus the plan's. */
+START_TEST(test_the_devices_peaks_count_planned_blocks_once)
+{
+    each_order("steps");
+}
+END_TEST
+
 /* A fence the plan records is polled once complete: its events are used again, not made anew
  * for every fence (under GPU order a slot never asks for a poll: the H100's 1.2 ms fences). */
 START_TEST(test_the_plans_fences_use_their_events_again_once_complete)
@@ -275,6 +283,7 @@ Suite *planner_suite(void)
     tcase_add_test(tc, test_repeated_steps_are_served_from_the_plan_without_overlap);
     tcase_add_test(tc, test_a_departing_step_goes_to_the_pool_and_the_plan_resumes);
     tcase_add_test(tc, test_the_plans_fences_use_their_events_again_once_complete);
+    tcase_add_test(tc, test_the_devices_peaks_count_planned_blocks_once);
     tcase_add_test(tc, test_nothing_is_planned_during_a_capture);
     tcase_add_test(tc, test_a_slot_freed_under_a_late_kernel_waits_for_it_on_every_stream);
     tcase_add_test(tc, test_a_fork_child_forwards_and_the_plan_goes_on);
