@@ -310,24 +310,109 @@ static uint64_t ev_bytes(const rp_ev_t *e)
     return req_bytes(e->x);
 }
 
+/* Where a later pass may start reading the events instead of at the first: after `ev` events
+ * (the cursor c), `allocs` of them allocations, with the blocks then live (their ids and bytes,
+ * scan_t.live[first, first + n)). What a pass from the start would know there and then, but when
+ * each of those blocks was born: a window opened later starts them at its own start anyway. */
+typedef struct resume {
+    rp_cursor_t c;
+    size_t ev;
+    uint64_t allocs;
+    size_t first, n;
+} resume_t;
+
+typedef struct live_block {
+    uint64_t bytes;
+    uint32_t id;
+} live_block_t;
+
+/* Resume points kept at most; past this every other one goes and they come half as often. */
+#define PLAN_RESUMES 32
+
 typedef struct scan {
     size_t until;            /* events read: [0, until) */
     uint64_t live, peak_live;
     size_t peak_ev;
     uint64_t peak_t;
     uint64_t allocs, allocs_at_peak;
+    /* Resume points along the events, [0] the start (collect reads from the last one before its
+     * window instead of from the first event): one every `every` allocations, their live blocks
+     * in one array kept to about as many entries as half the allocations read (as the packed
+     * events, memory grows with the log, not faster). */
+    resume_t res[PLAN_RESUMES];
+    size_t nres;
+    uint64_t every;
+    live_block_t *lives;
+    size_t nlives, caplives;
 } scan_t;
 
-/* Live bytes along the events before `until`: where they peaked, allocations counted. */
+static void scan_free(scan_t *s)
+{
+    free(s->lives);
+}
+
+/* Every other resume point dropped (the start stays), their live blocks with them. */
+static void resume_thin(scan_t *s)
+{
+    size_t k = 0, at = 0;
+    for (size_t r = 0; r < s->nres; r += 2) {
+        resume_t x = s->res[r];
+        memmove(&s->lives[at], &s->lives[x.first], x.n * sizeof *s->lives);
+        x.first = at;
+        at += x.n;
+        s->res[k++] = x;
+    }
+    s->nres = k, s->nlives = at;
+    s->every *= 2;
+}
+
+/* A resume point before event i (c: its cursor), the blocks live then from open[]. 0, or -1. */
+static int resume_add(scan_t *s, const uint64_t *open, size_t nids, const rp_cursor_t *c, size_t i)
+{
+    size_t n = 0;
+    for (size_t id = 0; id < nids; id++)
+        n += open[id] != 0;
+    while (s->nres == PLAN_RESUMES || (s->nres > 1 && s->nlives + n > s->allocs / 2 + 65536))
+        resume_thin(s);
+    if (s->nlives + n > s->allocs / 2 + 65536)
+        return 0; /* the live blocks alone pass the bound: the start serves */
+    live_block_t *g = vec_grow_raw(s->lives, &s->caplives, s->nlives + n, sizeof *g, 1024);
+    if (!g)
+        return -1;
+    s->lives = g;
+    resume_t *r = &s->res[s->nres++];
+    *r = (resume_t){*c, i, s->allocs, s->nlives, n};
+    for (size_t id = 0; id < nids; id++)
+        if (open[id])
+            s->lives[s->nlives++] = (live_block_t){open[id], (uint32_t)id};
+    return 0;
+}
+
+/* Live bytes along the events before `until`: where they peaked, allocations counted, resume
+ * points left on the way. */
 static int scan_live(const rp_log_t *log, size_t until, scan_t *s)
 {
     memset(s, 0, sizeof *s);
     s->until = until;
-    uint64_t *open = calloc(log->nids ? log->nids : 1, sizeof *open);
+    size_t nids = log->nids ? log->nids : 1;
+    /* A resume point costs a sweep of the ids: at least as many allocations apart as half of
+     * them, so that the sweeps cost at most two steps an allocation. */
+    s->every = nids / 2 > PLAN_MIN_WINDOW ? nids / 2 : PLAN_MIN_WINDOW;
+    s->nres = 1; /* the start: nothing live */
+    uint64_t *open = calloc(nids, sizeof *open);
     if (!open)
         return -1;
     rp_cursor_t c = {0};
+    uint64_t next = s->every;
     for (size_t i = 0; i < until; i++) {
+        if (s->allocs >= next) {
+            if (resume_add(s, open, nids, &c, i)) {
+                free(open);
+                scan_free(s);
+                return -1;
+            }
+            next = s->allocs + s->every;
+        }
         rp_ev_t e;
         rp_unpack(log->packed, &c, &e);
         unsigned type = rp_ev_type(&e);
@@ -346,7 +431,7 @@ static int scan_live(const rp_log_t *log, size_t until, scan_t *s)
             s->live -= open[e.id];
             open[e.id] = 0;
         } else if (type == RP_RESET) {
-            memset(open, 0, (log->nids ? log->nids : 1) * sizeof *open);
+            memset(open, 0, nids * sizeof *open);
             s->live = 0;
         }
     }
@@ -381,18 +466,30 @@ static void ivs_free(ivs_t *v)
 }
 
 /* The lives of the allocations from the `first`-th allocation (counted from 1) up to `last`
- * (or the event `until`), those live at the window's start starting there. */
-static int collect(const rp_log_t *log, uint64_t first, uint64_t last, size_t until, ivs_t *v)
+ * (or the event `until`), those live at the window's start starting there. Read from the last of
+ * the scan's resume points before the window: what the events before it would have left is the
+ * point's live blocks (a block's birth before the window's start is never looked at: its life in
+ * the window starts at the start). The start serves where the window might not open (first past
+ * the allocations the scan counted). */
+static int collect(const rp_log_t *log, const scan_t *sc, uint64_t first, uint64_t last, size_t until, ivs_t *v)
 {
     size_t nids = log->nids ? log->nids : 1;
     uint64_t *open_at = malloc(nids * sizeof *open_at), *open_size = calloc(nids, sizeof *open_size);
     int rc = -1;
     if (!open_at || !open_size)
         goto out;
-    rp_cursor_t c = {0};
-    uint64_t allocs = 0, ws = 0;
+    const resume_t *from = &sc->res[0];
+    for (size_t r = 1; r < sc->nres && first <= sc->allocs; r++)
+        if (sc->res[r].allocs < first)
+            from = &sc->res[r];
+    for (size_t k = 0; k < from->n; k++) {
+        const live_block_t *b = &sc->lives[from->first + k];
+        open_at[b->id] = 0, open_size[b->id] = b->bytes;
+    }
+    rp_cursor_t c = from->c;
+    uint64_t allocs = from->allocs, ws = 0;
     int in = first <= 1;
-    size_t i = 0;
+    size_t i = from->ev;
     for (; i < until; i++) {
         rp_ev_t e;
         rp_unpack(log->packed, &c, &e);
@@ -430,12 +527,12 @@ out:
 }
 
 /* 0, 1 when the packing ran past its budget (nothing set), -1 out of memory. */
-static int plan_window(const rp_log_t *log, uint64_t first, uint64_t last, size_t until, uint64_t request,
-                       uint64_t budget, plan_point_t *out)
+static int plan_window(const rp_log_t *log, const scan_t *sc, uint64_t first, uint64_t last, size_t until,
+                       uint64_t request, uint64_t budget, plan_point_t *out)
 {
     ivs_t v = {0};
     int rc = -1;
-    if (collect(log, first, last, until, &v))
+    if (collect(log, sc, first, last, until, &v))
         goto out;
     if (request && ivs_add(&v, until, (uint64_t)until + 1, req_bytes(request)))
         goto out;
@@ -470,14 +567,17 @@ int plan_at_peak(const rp_log_t *log, plan_point_t *out)
         uint64_t last = first + w - 1;
         out->windowed = first > 1 || last < s.allocs;
         out->narrowed = w < PLAN_WINDOW_ALLOCS;
-        int rc = plan_window(log, first, last, log->nev, 0, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX, out);
-        if (rc < 0)
+        int rc = plan_window(log, &s, first, last, log->nev, 0, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX, out);
+        if (rc < 0) {
+            scan_free(&s);
             return -1;
+        }
         if (!rc)
             break;
         while (w / 2 >= s.allocs && w / 2 > PLAN_MIN_WINDOW) /* the same allocations again: skip */
             w /= 2;
     }
+    scan_free(&s);
     out->valid = 1;
     return 0;
 }
@@ -498,15 +598,18 @@ int plan_at_oom(const rp_log_t *log, size_t k, plan_point_t *out)
         uint64_t first = s.allocs > w ? s.allocs - w + 1 : 1;
         out->windowed = first > 1;
         out->narrowed = w < PLAN_WINDOW_ALLOCS;
-        int rc = plan_window(log, first, UINT64_MAX, until, request, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX,
+        int rc = plan_window(log, &s, first, UINT64_MAX, until, request, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX,
                              out);
-        if (rc < 0)
+        if (rc < 0) {
+            scan_free(&s);
             return -1;
+        }
         if (!rc)
             break;
         while (w / 2 >= s.allocs && w / 2 > PLAN_MIN_WINDOW) /* the same allocations again: skip */
             w /= 2;
     }
+    scan_free(&s);
     out->valid = 1;
     return 0;
 }
