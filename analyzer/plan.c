@@ -57,38 +57,92 @@ static int by_start(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static int by_off(const void *a, const void *b)
+/* The spans by offset (a merge sort through tmp, of m entries too): inline, where qsort's call of
+ * a comparison for each pair cost more than the search itself. Spans at one offset may come in
+ * any order: the sweep of place() finds the same gap whichever it meets first. */
+static void sort_by_off(span_t *sp, span_t *tmp, size_t m)
 {
-    const span_t *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off;
+    for (size_t r = 0; r < m; r += 8) { /* runs of 8 by insertion, then merged */
+        size_t end = r + 8 < m ? r + 8 : m;
+        for (size_t k = r + 1; k < end; k++) {
+            span_t x = sp[k];
+            size_t j = k;
+            while (j > r && sp[j - 1].off > x.off)
+                sp[j] = sp[j - 1], j--;
+            sp[j] = x;
+        }
+    }
+    span_t *from = sp, *to = tmp;
+    for (size_t w = 8; w < m; w *= 2) {
+        for (size_t lo = 0; lo < m; lo += 2 * w) {
+            size_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
+            size_t x = lo, y = mid, k = lo;
+            while (x < mid && y < hi)
+                to[k++] = from[y].off < from[x].off ? from[y++] : from[x++];
+            while (x < mid)
+                to[k++] = from[x++];
+            while (y < hi)
+                to[k++] = from[y++];
+        }
+        span_t *t = from;
+        from = to, to = t;
+    }
+    if (from != sp)
+        memcpy(sp, from, m * sizeof *sp);
 }
 
 static int bucket_push(bucket_t *b, uint32_t id)
 {
-    uint32_t *n = vec_grow_raw(b->ids, &b->cap, b->n + 1, sizeof *n, 8);
-    if (!n)
-        return -1;
-    b->ids = n;
+    if (b->n == b->cap) {
+        uint32_t *n = vec_grow_raw(b->ids, &b->cap, b->n + 1, sizeof *n, 8);
+        if (!n)
+            return -1;
+        b->ids = n;
+    }
     b->ids[b->n++] = id;
     return 0;
 }
 
+/* A placed life on the long list: its place and its time, side by side for the sweep. */
+typedef struct long_life {
+    uint64_t off, top;       /* [off, top) */
+    uint64_t start, end;
+} long_life_t;
+
+typedef struct long_list {
+    long_life_t *v;
+    size_t n, cap;
+} long_list_t;
+
+/* The neighbours' spans, with room for a merge sort's copy of them: grown together. */
+typedef struct spans {
+    span_t *v, *tmp;
+    size_t n, cap, captmp;
+} spans_t;
+
 /* Adds placed interval j's span to the list if it overlaps [s, e) and was not seen this query. */
-static int take(span_t **sp, size_t *n, size_t *cap, uint32_t j, const uint64_t *start, const uint64_t *end,
-                const uint64_t *size, const uint64_t *off, uint32_t *stamp, uint32_t q, uint64_t s, uint64_t e)
+static int take(spans_t *sp, uint32_t j, const uint64_t *start, const uint64_t *end, const uint64_t *size,
+                const uint64_t *off, uint32_t *stamp, uint32_t q, uint64_t s, uint64_t e)
 {
     if (stamp[j] == q || start[j] >= e || end[j] <= s)
         return 0;
     stamp[j] = q;
-    span_t *g = vec_grow_raw(*sp, cap, *n + 1, sizeof *g, 64);
-    if (!g)
-        return -1;
-    *sp = g;
-    g[(*n)++] = (span_t){off[j], off[j] + size[j]};
+    if (sp->n == sp->cap) {
+        span_t *g = vec_grow_raw(sp->v, &sp->cap, sp->n + 1, sizeof *g, 64);
+        if (!g)
+            return -1;
+        sp->v = g;
+        if (!(g = vec_grow_raw(sp->tmp, &sp->captmp, sp->cap, sizeof *g, 64)))
+            return -1;
+        sp->tmp = g;
+    }
+    sp->v[sp->n++] = (span_t){off[j], off[j] + size[j]};
     return 0;
 }
 
-/* One placement, in the order `cmp` gives: each interval at the lowest offset free for its life. */
+/* One placement, in the order `cmp` gives: each interval at the lowest offset free for its life.
+ * Its steps (what the budget counts) are the neighbours looked at in the buckets, then the long
+ * list's entries and the neighbours the sweep passed. */
 static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t *size, uint64_t *off, size_t n,
                       int (*cmp)(const void *, const void *), uint64_t *budget)
 {
@@ -104,9 +158,8 @@ static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t
     plan_key_t *order = malloc(n * sizeof *order);
     uint32_t *stamp = calloc(n, sizeof *stamp);
     bucket_t *bk = calloc(nb, sizeof *bk);
-    bucket_t lng = {0};
-    span_t *sp = NULL;
-    size_t cap = 0;
+    long_list_t lng = {0};
+    spans_t sp = {0};
     uint64_t peak = UINT64_MAX;
     if (!order || !stamp || !bk)
         goto out;
@@ -119,53 +172,71 @@ static uint64_t place(const uint64_t *start, const uint64_t *end, const uint64_t
         uint64_t s = start[i], e = end[i] > s ? end[i] : s + 1;
         size_t b0 = (size_t)((s - lo) / width), b1 = (size_t)((e - 1 - lo) / width);
         b1 = b1 >= nb ? nb - 1 : b1;
-        size_t m = 0;
         int bad = 0;
         uint64_t steps = 0;
+        sp.n = 0;
         for (size_t b = b0; b <= b1 && !bad; b++) {
             steps += bk[b].n;
             for (size_t x = 0; x < bk[b].n && !bad; x++)
-                bad = take(&sp, &m, &cap, bk[b].ids[x], start, end, size, off, stamp, q, s, e);
+                bad = take(&sp, bk[b].ids[x], start, end, size, off, stamp, q, s, e);
         }
         if (bad) {
             peak = UINT64_MAX;
             goto out;
         }
+        size_t m = sp.n;
         if (m > 1)
-            qsort(sp, m, sizeof *sp, by_off);
+            sort_by_off(sp.v, sp.tmp, m);
         /* The lowest gap: the short neighbours (sorted here) and the long list (kept sorted by
-         * offset) swept together, stopping at the first gap that holds it. */
-        uint64_t at = 0;
+         * offset, those not alive with it passed over) swept together in order of offset, a
+         * neighbour before a long life at the same offset, stopping at the first that starts
+         * above a gap that holds it. The steps are every entry of either passed, and the long
+         * list's up to the next one alive with it: x + y of them. */
+        const span_t *sv = sp.v;
+        const long_life_t *lv = lng.v;
+        size_t nl = lng.n;
+        uint64_t at = 0, need = size[i];
         size_t x = 0, y = 0;
         for (;;) {
-            while (y < lng.n && (start[lng.ids[y]] >= e || end[lng.ids[y]] <= s))
-                y++, steps++;
-            int from_long = y < lng.n && (x >= m || off[lng.ids[y]] < sp[x].off);
-            if (!from_long && x >= m)
+            uint64_t sx = x < m ? sv[x].off : UINT64_MAX;
+            for (; y < nl && lv[y].off < sx; y++)
+                if (lv[y].start < e && lv[y].end > s) {
+                    if (lv[y].off >= at + need)
+                        goto found;
+                    at = lv[y].top > at ? lv[y].top : at;
+                }
+            if (x >= m || sx >= at + need)
                 break;
-            uint64_t o = from_long ? off[lng.ids[y]] : sp[x].off;
-            uint64_t oe = from_long ? o + size[lng.ids[y]] : sp[x].end;
-            if (o >= at + size[i])
-                break;
-            if (oe > at)
-                at = oe;
-            from_long ? y++ : x++;
-            steps++;
+            at = sv[x].end > at ? sv[x].end : at;
+            x++;
         }
+        while (y < nl && (lv[y].start >= e || lv[y].end <= s))
+            y++;
+    found:
+        steps += x + y;
         if (steps > *budget) {
             peak = PLAN_OVER;
             goto out;
         }
         *budget -= steps;
         off[i] = at;
-        if (at + size[i] > peak)
-            peak = at + size[i];
-        if (b1 - b0 + 1 > PLAN_LONG && !(bad = bucket_push(&lng, i))) {
-            size_t z = lng.n - 1; /* into its place by offset */
-            while (z && off[lng.ids[z - 1]] > at)
+        if (at + need > peak)
+            peak = at + need;
+        if (b1 - b0 + 1 > PLAN_LONG) {
+            if (lng.n == lng.cap) {
+                long_life_t *g = vec_grow_raw(lng.v, &lng.cap, lng.n + 1, sizeof *g, 64);
+                if (!g) {
+                    peak = UINT64_MAX;
+                    goto out;
+                }
+                lng.v = g;
+            }
+            size_t z = lng.n; /* into its place by offset, after those at the same offset */
+            while (z && lng.v[z - 1].off > at)
                 z--;
-            memmove(&lng.ids[z + 1], &lng.ids[z], (lng.n - 1 - z) * sizeof *lng.ids);
-            lng.ids[z] = i;
+            memmove(&lng.v[z + 1], &lng.v[z], (lng.n - z) * sizeof *lng.v);
+            lng.v[z] = (long_life_t){at, at + need, start[i], end[i]};
+            lng.n++;
         }
         for (size_t b = b0; b <= b1 && b1 - b0 + 1 <= PLAN_LONG && !bad; b++)
             bad = bucket_push(&bk[b], i);
@@ -179,8 +250,9 @@ out:
         for (size_t b = 0; b < nb; b++)
             free(bk[b].ids);
     free(bk);
-    free(lng.ids);
-    free(sp);
+    free(lng.v);
+    free(sp.v);
+    free(sp.tmp);
     free(order);
     free(stamp);
     return peak;
@@ -310,24 +382,109 @@ static uint64_t ev_bytes(const rp_ev_t *e)
     return req_bytes(e->x);
 }
 
+/* Where a later pass may start reading the events instead of at the first: after `ev` events
+ * (the cursor c), `allocs` of them allocations, with the blocks then live (their ids and bytes,
+ * scan_t.live[first, first + n)). What a pass from the start would know there and then, but when
+ * each of those blocks was born: a window opened later starts them at its own start anyway. */
+typedef struct resume {
+    rp_cursor_t c;
+    size_t ev;
+    uint64_t allocs;
+    size_t first, n;
+} resume_t;
+
+typedef struct live_block {
+    uint64_t bytes;
+    uint32_t id;
+} live_block_t;
+
+/* Resume points kept at most; past this every other one goes and they come half as often. */
+#define PLAN_RESUMES 32
+
 typedef struct scan {
     size_t until;            /* events read: [0, until) */
     uint64_t live, peak_live;
     size_t peak_ev;
     uint64_t peak_t;
     uint64_t allocs, allocs_at_peak;
+    /* Resume points along the events, [0] the start (collect reads from the last one before its
+     * window instead of from the first event): one every `every` allocations, their live blocks
+     * in one array kept to about as many entries as half the allocations read (as the packed
+     * events, memory grows with the log, not faster). */
+    resume_t res[PLAN_RESUMES];
+    size_t nres;
+    uint64_t every;
+    live_block_t *lives;
+    size_t nlives, caplives;
 } scan_t;
 
-/* Live bytes along the events before `until`: where they peaked, allocations counted. */
+static void scan_free(scan_t *s)
+{
+    free(s->lives);
+}
+
+/* Every other resume point dropped (the start stays), their live blocks with them. */
+static void resume_thin(scan_t *s)
+{
+    size_t k = 0, at = 0;
+    for (size_t r = 0; r < s->nres; r += 2) {
+        resume_t x = s->res[r];
+        memmove(&s->lives[at], &s->lives[x.first], x.n * sizeof *s->lives);
+        x.first = at;
+        at += x.n;
+        s->res[k++] = x;
+    }
+    s->nres = k, s->nlives = at;
+    s->every *= 2;
+}
+
+/* A resume point before event i (c: its cursor), the blocks live then from open[]. 0, or -1. */
+static int resume_add(scan_t *s, const uint64_t *open, size_t nids, const rp_cursor_t *c, size_t i)
+{
+    size_t n = 0;
+    for (size_t id = 0; id < nids; id++)
+        n += open[id] != 0;
+    while (s->nres == PLAN_RESUMES || (s->nres > 1 && s->nlives + n > s->allocs / 2 + 65536))
+        resume_thin(s);
+    if (s->nlives + n > s->allocs / 2 + 65536)
+        return 0; /* the live blocks alone pass the bound: the start serves */
+    live_block_t *g = vec_grow_raw(s->lives, &s->caplives, s->nlives + n, sizeof *g, 1024);
+    if (!g)
+        return -1;
+    s->lives = g;
+    resume_t *r = &s->res[s->nres++];
+    *r = (resume_t){*c, i, s->allocs, s->nlives, n};
+    for (size_t id = 0; id < nids; id++)
+        if (open[id])
+            s->lives[s->nlives++] = (live_block_t){open[id], (uint32_t)id};
+    return 0;
+}
+
+/* Live bytes along the events before `until`: where they peaked, allocations counted, resume
+ * points left on the way. */
 static int scan_live(const rp_log_t *log, size_t until, scan_t *s)
 {
     memset(s, 0, sizeof *s);
     s->until = until;
-    uint64_t *open = calloc(log->nids ? log->nids : 1, sizeof *open);
+    size_t nids = log->nids ? log->nids : 1;
+    /* A resume point costs a sweep of the ids: at least as many allocations apart as half of
+     * them, so that the sweeps cost at most two steps an allocation. */
+    s->every = nids / 2 > PLAN_MIN_WINDOW ? nids / 2 : PLAN_MIN_WINDOW;
+    s->nres = 1; /* the start: nothing live */
+    uint64_t *open = calloc(nids, sizeof *open);
     if (!open)
         return -1;
     rp_cursor_t c = {0};
+    uint64_t next = s->every;
     for (size_t i = 0; i < until; i++) {
+        if (s->allocs >= next) {
+            if (resume_add(s, open, nids, &c, i)) {
+                free(open);
+                scan_free(s);
+                return -1;
+            }
+            next = s->allocs + s->every;
+        }
         rp_ev_t e;
         rp_unpack(log->packed, &c, &e);
         unsigned type = rp_ev_type(&e);
@@ -346,7 +503,7 @@ static int scan_live(const rp_log_t *log, size_t until, scan_t *s)
             s->live -= open[e.id];
             open[e.id] = 0;
         } else if (type == RP_RESET) {
-            memset(open, 0, (log->nids ? log->nids : 1) * sizeof *open);
+            memset(open, 0, nids * sizeof *open);
             s->live = 0;
         }
     }
@@ -381,18 +538,30 @@ static void ivs_free(ivs_t *v)
 }
 
 /* The lives of the allocations from the `first`-th allocation (counted from 1) up to `last`
- * (or the event `until`), those live at the window's start starting there. */
-static int collect(const rp_log_t *log, uint64_t first, uint64_t last, size_t until, ivs_t *v)
+ * (or the event `until`), those live at the window's start starting there. Read from the last of
+ * the scan's resume points before the window: what the events before it would have left is the
+ * point's live blocks (a block's birth before the window's start is never looked at: its life in
+ * the window starts at the start). The start serves where the window might not open (first past
+ * the allocations the scan counted). */
+static int collect(const rp_log_t *log, const scan_t *sc, uint64_t first, uint64_t last, size_t until, ivs_t *v)
 {
     size_t nids = log->nids ? log->nids : 1;
     uint64_t *open_at = malloc(nids * sizeof *open_at), *open_size = calloc(nids, sizeof *open_size);
     int rc = -1;
     if (!open_at || !open_size)
         goto out;
-    rp_cursor_t c = {0};
-    uint64_t allocs = 0, ws = 0;
+    const resume_t *from = &sc->res[0];
+    for (size_t r = 1; r < sc->nres && first <= sc->allocs; r++)
+        if (sc->res[r].allocs < first)
+            from = &sc->res[r];
+    for (size_t k = 0; k < from->n; k++) {
+        const live_block_t *b = &sc->lives[from->first + k];
+        open_at[b->id] = 0, open_size[b->id] = b->bytes;
+    }
+    rp_cursor_t c = from->c;
+    uint64_t allocs = from->allocs, ws = 0;
     int in = first <= 1;
-    size_t i = 0;
+    size_t i = from->ev;
     for (; i < until; i++) {
         rp_ev_t e;
         rp_unpack(log->packed, &c, &e);
@@ -430,12 +599,12 @@ out:
 }
 
 /* 0, 1 when the packing ran past its budget (nothing set), -1 out of memory. */
-static int plan_window(const rp_log_t *log, uint64_t first, uint64_t last, size_t until, uint64_t request,
-                       uint64_t budget, plan_point_t *out)
+static int plan_window(const rp_log_t *log, const scan_t *sc, uint64_t first, uint64_t last, size_t until,
+                       uint64_t request, uint64_t budget, plan_point_t *out)
 {
     ivs_t v = {0};
     int rc = -1;
-    if (collect(log, first, last, until, &v))
+    if (collect(log, sc, first, last, until, &v))
         goto out;
     if (request && ivs_add(&v, until, (uint64_t)until + 1, req_bytes(request)))
         goto out;
@@ -470,14 +639,17 @@ int plan_at_peak(const rp_log_t *log, plan_point_t *out)
         uint64_t last = first + w - 1;
         out->windowed = first > 1 || last < s.allocs;
         out->narrowed = w < PLAN_WINDOW_ALLOCS;
-        int rc = plan_window(log, first, last, log->nev, 0, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX, out);
-        if (rc < 0)
+        int rc = plan_window(log, &s, first, last, log->nev, 0, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX, out);
+        if (rc < 0) {
+            scan_free(&s);
             return -1;
+        }
         if (!rc)
             break;
         while (w / 2 >= s.allocs && w / 2 > PLAN_MIN_WINDOW) /* the same allocations again: skip */
             w /= 2;
     }
+    scan_free(&s);
     out->valid = 1;
     return 0;
 }
@@ -498,15 +670,18 @@ int plan_at_oom(const rp_log_t *log, size_t k, plan_point_t *out)
         uint64_t first = s.allocs > w ? s.allocs - w + 1 : 1;
         out->windowed = first > 1;
         out->narrowed = w < PLAN_WINDOW_ALLOCS;
-        int rc = plan_window(log, first, UINT64_MAX, until, request, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX,
+        int rc = plan_window(log, &s, first, UINT64_MAX, until, request, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX,
                              out);
-        if (rc < 0)
+        if (rc < 0) {
+            scan_free(&s);
             return -1;
+        }
         if (!rc)
             break;
         while (w / 2 >= s.allocs && w / 2 > PLAN_MIN_WINDOW) /* the same allocations again: skip */
             w /= 2;
     }
+    scan_free(&s);
     out->valid = 1;
     return 0;
 }

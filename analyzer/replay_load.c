@@ -25,10 +25,12 @@ typedef struct loader {
 
 int rp_append(rp_log_t *log, const rp_ev_t *e)
 {
-    uint8_t *n = vec_grow_raw(log->packed, &log->cappacked, log->tail.off + RP_PACKED_MAX, 1, 65536);
-    if (!n)
-        return -1;
-    log->packed = n;
+    if (log->tail.off + RP_PACKED_MAX > log->cappacked) { /* grown only when short: an event is a few bytes */
+        uint8_t *n = vec_grow_raw(log->packed, &log->cappacked, log->tail.off + RP_PACKED_MAX, 1, 65536);
+        if (!n)
+            return -1;
+        log->packed = n;
+    }
     rp_pack(log->packed, &log->tail, e);
     log->npacked = log->tail.off;
     log->nev++;
@@ -55,10 +57,12 @@ static int new_id(loader_t *L, uint32_t *id)
 
 static int release_id(loader_t *L, uint32_t id)
 {
-    uint32_t *n = vec_grow(L->free_ids, &L->capfree, L->nfree + 1, sizeof *n, 1024);
-    if (!n)
-        return -1;
-    L->free_ids = n;
+    if (L->nfree == L->capfree) {
+        uint32_t *n = vec_grow(L->free_ids, &L->capfree, L->nfree + 1, sizeof *n, 1024);
+        if (!n)
+            return -1;
+        L->free_ids = n;
+    }
     L->free_ids[L->nfree++] = id;
     return 0;
 }
