@@ -78,14 +78,20 @@ void ranges_setup(gm_device_t *d)
     d->ranges = r;
 }
 
+/* A SEGMENT record a page of the run from addr: the first with the calls' start. */
+static void log_page_run(int dev, int type, uintptr_t addr, size_t n, uint64_t now, uint64_t t0)
+{
+    for (size_t i = 0; i < n; i++)
+        evlog_segment(type, dev, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
+}
+
 static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_t t0)
 {
     if (!evlog_enabled())
         return;
     uint64_t now = gm_now_ns();
     arena_note_stamp(a, now); /* under the arena's lock, as log_segment */
-    for (size_t i = 0; i < n; i++)
-        evlog_segment(type, a->dev->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
+    log_page_run(a->dev->id, type, addr, n, now, t0);
 }
 
 /* One driver handle a page. A handle costs the driver about 40 us whatever its size and a page
@@ -104,16 +110,15 @@ static void unwind(uintptr_t addr, const uint64_t *tokens, size_t n)
     }
 }
 
-static int map_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64_t *tokens)
+/* Maps n fresh pages at addr for the device (a handle each, one access call for the run), their
+ * handles into tokens, and counts them reserved; within the device's limit, never during a
+ * capture. 0, or -1 with nothing mapped. */
+static int map_pages(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens)
 {
-    (void)seg;
-    gm_arena_t *a = arg;
-    gm_device_t *d = a->dev;
     struct gm_ranges *r = d->ranges;
     size_t limit = device_limit(d);
     if (device_captures(d) || (limit && device_reserved(d) + n * PAGE > limit))
         return -1;
-    uint64_t t0 = gm_now_ns();
     size_t done = 0;
     int rc = 0;
     for (; done < n; done++) {
@@ -135,6 +140,16 @@ static int map_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64
         return -1;
     }
     device_reserved_add(d, n * PAGE);
+    return 0;
+}
+
+static int map_cb(void *arg, gm_segment_t *seg, uintptr_t addr, size_t n, uint64_t *tokens)
+{
+    (void)seg;
+    gm_arena_t *a = arg;
+    uint64_t t0 = gm_now_ns();
+    if (map_pages(a->dev, addr, n, tokens) != 0)
+        return -1;
     a->n.driver_mallocs += n;
     log_pages(a, GMLOG_SEGMENT_ALLOC, addr, n, t0);
     return 0;
@@ -252,39 +267,16 @@ int ranges_plan_reserve(gm_device_t *d, size_t size, uintptr_t *base)
 
 int ranges_plan_map(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens, uint64_t *last_stamp)
 {
-    struct gm_ranges *r = d->ranges;
-    size_t limit = device_limit(d);
-    if (device_captures(d) || (limit && device_reserved(d) + n * PAGE > limit))
-        return -1;
     uint64_t t0 = gm_now_ns();
-    size_t done = 0;
-    int rc = 0;
-    for (; done < n; done++) {
-        unsigned long long h = 0;
-        if ((rc = api.create(&h, PAGE, &r->prop, 0)) != 0)
-            break;
-        if ((rc = api.map(addr + done * PAGE, PAGE, 0, h, 0)) != 0) {
-            api.release(h);
-            break;
-        }
-        tokens[done] = h;
-    }
-    if (!rc)
-        rc = api.set_access(addr, n * PAGE, r->access, r->naccess);
-    if (rc) {
-        unwind(addr, tokens, done);
+    if (map_pages(d, addr, n, tokens) != 0) {
         memset(tokens, 0, n * sizeof *tokens);
-        if (rc != CUDA_ERROR_OUT_OF_MEMORY)
-            devctx_note_cuda_failure(d, "cuMemMap", cudaErrorMemoryAllocation);
         return -1;
     }
-    device_reserved_add(d, n * PAGE);
     if (evlog_enabled()) {
         uint64_t now = gm_now_ns();
         if (now > *last_stamp)
             *last_stamp = now; /* the plan's allocation in these pages is logged after them */
-        for (size_t i = 0; i < n; i++)
-            evlog_segment(GMLOG_SEGMENT_ALLOC, d->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
+        log_page_run(d->id, GMLOG_SEGMENT_ALLOC, addr, n, now, t0);
     }
     return 0;
 }
@@ -319,8 +311,7 @@ int ranges_plan_unmap(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens
         uint64_t now = gm_now_ns();
         if (now > *last_stamp)
             *last_stamp = now;
-        for (size_t i = 0; i < done; i++)
-            evlog_segment(GMLOG_SEGMENT_FREE, d->id, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
+        log_page_run(d->id, GMLOG_SEGMENT_FREE, addr, done, now, t0);
     }
     return done == n ? 0 : -1;
 }
