@@ -209,19 +209,7 @@ GM_COLD void alloc_unpooled_oom(size_t size)
         return;
     int dev = 0;
     devctx_current(&dev);
-    gmlog_oom_t r;
-    memset(&r, 0, sizeof r);
-    r.request = size;
-    r.segment = size;
-    /* A call that succeeds leaves the runtime's last error as the failure set it. */
-    size_t f = 0, t = 0;
-    if (REAL_CALL(cudaMemGetInfo, &f, &t) == cudaSuccess) {
-        r.driver_free = f;
-        r.driver_total = t;
-    }
-    r.site = stacks_site();
-    logrec_oom(dev, GMLOG_OOM_ASYNC, &r);
-    ledger_oom(dev);
+    ledger_foreign_oom(dev, size, stacks_site());
 }
 
 void alloc_unpooled_free(int kind, void *ptr, uint64_t t0)

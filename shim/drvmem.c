@@ -58,18 +58,7 @@ static int logging(void)
 
 static GM_COLD void refused(int dev, size_t size)
 {
-    gmlog_oom_t r;
-    memset(&r, 0, sizeof r);
-    r.request = size;
-    r.segment = size;
-    size_t f = 0, t = 0;
-    if (REAL_CALL(cudaMemGetInfo, &f, &t) == cudaSuccess) {
-        r.driver_free = f;
-        r.driver_total = t;
-    }
-    r.site = stacks_site_skip(requester_is_machinery);
-    logrec_oom(dev, GMLOG_OOM_ASYNC, &r); /* no pool of gmshim's was asked: no pool figures */
-    ledger_oom(dev);
+    ledger_foreign_oom(dev, size, stacks_site_skip(requester_is_machinery));
 }
 
 void drvmem_alloc(int result, uint64_t ptr, size_t size, uint64_t t0)

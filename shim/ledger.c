@@ -238,6 +238,23 @@ void ledger_device_opened(gm_device_t *d)
     sample(d, GMLOG_LEDGER_START);
 }
 
+void ledger_foreign_oom(int dev, size_t size, uint32_t site)
+{
+    gmlog_oom_t r;
+    memset(&r, 0, sizeof r);
+    r.request = size;
+    r.segment = size;
+    /* A call that succeeds leaves the runtime's last error as the failure set it. */
+    size_t f = 0, t = 0;
+    if (REAL_CALL(cudaMemGetInfo, &f, &t) == cudaSuccess) {
+        r.driver_free = f;
+        r.driver_total = t;
+    }
+    r.site = site;
+    logrec_oom(dev, GMLOG_OOM_ASYNC, &r); /* no pool of gmshim's was asked: no pool figures */
+    ledger_oom(dev);
+}
+
 void ledger_oom(int dev)
 {
     if (dev < 0 || dev >= GM_MAX_DEVICES || !enabled())

@@ -21,6 +21,10 @@ void ledger_device_opening(int dev);
 void ledger_device_opened(gm_device_t *d);
 /* An allocation on device `dev` failed (no pool lock held): a sample now, on this thread. */
 void ledger_oom(int dev);
+/* A request of `size` from `site` that no pool of gmshim's served failed (an unpooled cudaMalloc,
+ * a library's cuMemAlloc): its OOM record with the driver's figures only (flag async), then
+ * ledger_oom. */
+void ledger_foreign_oom(int dev, size_t size, uint32_t site);
 /* A mark: the sampler thread samples soon (at most one a second). */
 void ledger_mark(void);
 
