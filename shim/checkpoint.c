@@ -32,6 +32,18 @@ static uint64_t append_copy(const kept_t *k, uint64_t now)
     return 1;
 }
 
+/* A kept record from before `at`, behind an AT record with its own time: the records written. */
+static uint64_t append_at(const kept_t *k, uint64_t at, uint64_t now)
+{
+    if (!k || k->at > at)
+        return 0;
+    gmlog_at_t a;
+    evlog_hdr(&a.h, GMLOG_AT, sizeof a, GMLOG_NO_DEVICE, 0);
+    a.at_ns = k->at;
+    evlog_append(&a, sizeof a, now);
+    return 1 + append_copy(k, now);
+}
+
 /* Writes one checkpoint (see gmlog.h) from the log's helper thread. */
 static void write_checkpoint(void)
 {
@@ -52,26 +64,10 @@ static void write_checkpoint(void)
     }
     uint64_t count = logkeep_history_count();
     uint64_t first = count > KEEP_HISTORY ? count - KEEP_HISTORY : 0;
-    for (uint64_t i = first; i < count; i++) {
-        const kept_t *k = logkeep_history(i);
-        if (!k || k->at > at)
-            continue;
-        gmlog_at_t a;
-        evlog_hdr(&a.h, GMLOG_AT, sizeof a, GMLOG_NO_DEVICE, 0);
-        a.at_ns = k->at;
-        evlog_append(&a, sizeof a, now);
-        n += 1 + append_copy(k, now);
-    }
-    for (unsigned dev = 0; dev < 256; dev++) { /* each device's last sample, at its own time */
-        const kept_t *k = logkeep_ledger(dev);
-        if (!k || k->at > at)
-            continue;
-        gmlog_at_t a;
-        evlog_hdr(&a.h, GMLOG_AT, sizeof a, GMLOG_NO_DEVICE, 0);
-        a.at_ns = k->at;
-        evlog_append(&a, sizeof a, now);
-        n += 1 + append_copy(k, now);
-    }
+    for (uint64_t i = first; i < count; i++)
+        n += append_at(logkeep_history(i), at, now);
+    for (unsigned dev = 0; dev < 256; dev++) /* each device's last sample, at its own time */
+        n += append_at(logkeep_ledger(dev), at, now);
     logkeep_copied_history(at);
     logkeep_unlock();
     if (C.cut)
