@@ -94,8 +94,7 @@ static void segment_remove(xr_t *x, xr_segment_t *g)
     x->nseg--;
 }
 
-/* The sorted bases: the first index whose base is above `base`. */
-static size_t bases_upper(const xr_t *x, uint64_t base)
+size_t xr_bases_upper(const xr_t *x, uint64_t base)
 {
     size_t lo = 0, hi = x->nbases;
     while (lo < hi) {
@@ -114,7 +113,7 @@ static int bases_add(xr_t *x, uint64_t base)
     if (!n)
         return -1;
     x->bases = n;
-    size_t i = bases_upper(x, base);
+    size_t i = xr_bases_upper(x, base);
     memmove(x->bases + i + 1, x->bases + i, (x->nbases - i) * sizeof *x->bases);
     x->bases[i] = base;
     x->nbases++;
@@ -123,7 +122,7 @@ static int bases_add(xr_t *x, uint64_t base)
 
 static void bases_remove(xr_t *x, uint64_t base)
 {
-    size_t i = bases_upper(x, base);
+    size_t i = xr_bases_upper(x, base);
     if (i && x->bases[i - 1] == base) {
         memmove(x->bases + i - 1, x->bases + i, (x->nbases - i) * sizeof *x->bases);
         x->nbases--;
@@ -132,7 +131,7 @@ static void bases_remove(xr_t *x, uint64_t base)
 
 const xr_segment_t *xr_segment_of(const xr_t *x, unsigned dev, uint64_t ptr)
 {
-    size_t i = bases_upper(x, ptr);
+    size_t i = xr_bases_upper(x, ptr);
     if (!i)
         return NULL;
     const xr_segment_t *g = segment_find(x, x->bases[i - 1]);

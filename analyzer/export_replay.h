@@ -113,6 +113,9 @@ int xr_run(xr_t *x, rd_log_t *lf, const model_t *m, xr_fn fn, void *arg);
 void xr_free(xr_t *x);
 /* The live segment of device dev that holds ptr, or NULL. */
 const xr_segment_t *xr_segment_of(const xr_t *x, unsigned dev, uint64_t ptr);
+/* The sorted segment bases (x->bases): the first index whose base is above `base`; the segment
+ * that may hold an address is at that index less one. */
+size_t xr_bases_upper(const xr_t *x, uint64_t base);
 /* Whether a mark matches "--from/--to MARK": its number or its label. */
 int xr_mark_matches(const char *want, uint32_t id, const char *label);
 /* The live blocks and segments, in no order: iterate with these. */

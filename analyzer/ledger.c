@@ -63,19 +63,6 @@ typedef struct pass {
 
 /* ---- the pool's side, from the replay's blocks and segments ------------------------------- */
 
-static size_t base_index(const xr_t *x, uint64_t ptr)
-{
-    size_t lo = 0, hi = x->nbases;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (x->bases[mid] <= ptr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo; /* the segment holding ptr, if any, is at lo - 1 */
-}
-
 static void add_term(ledger_t *l, int kind, int measured, uint64_t bytes, const char *name, uint32_t pid)
 {
     if (l->nterms >= LEDGER_MAX_TERMS)
@@ -104,7 +91,7 @@ static void pool_side(const xr_t *x, const model_t *m, unsigned dev, ledger_t *l
         const xr_block_t *b = xr_block_at(x, i);
         if (!b || b->dev != dev || b->kind != GMLOG_KIND_POOL)
             continue;
-        size_t k = base_index(x, b->ptr);
+        size_t k = xr_bases_upper(x, b->ptr);
         const xr_segment_t *g = k ? xr_segment_of(x, dev, b->ptr) : NULL;
         if (g && g->graph)
             continue; /* counted with its graph's pool */
