@@ -45,6 +45,8 @@ struct gm_plan {
     uint64_t fences, frees;
     uint64_t allocated, allocated_peak, requested_total, requested_peak; /* live planned blocks */
     int released;                /* the online cache was released since the range last grew */
+    uint64_t idle_count, idle_since; /* GMSHIM_IDLE_RELEASE: the planned count last seen, and since when */
+    uint64_t newest_free_seq;    /* the fence the newest planned free waits for */
 };
 
 static int on_warned;
@@ -357,6 +359,8 @@ int planner_free(gm_device_t *d, uintptr_t ptr, uint32_t site, size_t *bytes, ui
         evlog_free(d->id, seq ? GMLOG_F_DEFERRED : 0, ptr, site, now, now);
     }
     stepplan_free(p->sp, ptr - p->base, seq);
+    if (seq > p->newest_free_seq)
+        __atomic_store_n(&p->newest_free_seq, seq, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&p->lock);
     *bytes = n;
     *issued = seq ? seq - 1 : UINT64_MAX;
@@ -368,7 +372,31 @@ size_t planner_give_back(gm_device_t *d, int reason)
     gm_plan_t *p = d->plan;
     if (!p || plan_state(p) != ST_SERVE || capturing(d))
         return 0;
+    /* The trimmer never waits for the GPU: only pages whose freed blocks' fences have completed go
+     * (a fence recorded now for the newest frees, found complete by a later pass); an OOM release
+     * and an explicit empty cache wait for the device once instead (ranges_plan_unmap). */
+    int trimmer = reason == GMLOG_EMPTY_IDLE || reason == GMLOG_EMPTY_PERIODIC;
+    if (trimmer) {
+        if (__atomic_load_n(&p->newest_free_seq, __ATOMIC_RELAXED) > device_issued(d))
+            fencepol_issue_device(d, GMLOG_FENCE_BY_TRIM);
+        fencepol_poll_device(d);
+    }
     pthread_mutex_lock(&p->lock);
+    if (reason == GMLOG_EMPTY_IDLE && p->state == ST_SERVE) {
+        /* Only a plan that served nothing for GMSHIM_IDLE_RELEASE (the trimmer's passes see its
+         * count unchanged that long): a step under way would map the pages again at once. */
+        stepplan_stats_t st;
+        stepplan_stats(p->sp, &st);
+        uint64_t now = gm_now_ns(), idle_ns = (uint64_t)options_get(GM_OPT_IDLE_RELEASE) * 1000000u;
+        if (st.planned != p->idle_count || !p->idle_since) {
+            p->idle_count = st.planned;
+            p->idle_since = now;
+        }
+        if (now - p->idle_since < idle_ns) {
+            pthread_mutex_unlock(&p->lock);
+            return 0;
+        }
+    }
     size_t npages = p->state == ST_SERVE ? p->size / PAGE : 0, mapped = 0;
     for (size_t i = 0; i < npages; i++)
         mapped += p->tokens[i] != 0;
@@ -381,10 +409,10 @@ size_t planner_give_back(gm_device_t *d, int reason)
     /* A freed block's work was queued before its free: the device waited for before the first
      * page goes (ranges_plan_unmap) has completed every fence a freed slot waits for. Only the
      * pages of live blocks stay. */
-    stepplan_held_pages(p->sp, PAGE, UINT64_MAX, held);
+    stepplan_held_pages(p->sp, PAGE, trimmer ? device_done(d) : UINT64_MAX, held);
     uint64_t t0 = gm_now_ns();
     size_t gone = 0;
-    int synced = 0;
+    int synced = trimmer; /* every block on the pages to go is freed and its fence complete */
     gm_ctx_t c;
     devctx_enter(d, &c);
     for (size_t i = 0; i < npages; i++) {

@@ -138,8 +138,11 @@ static void *trim_main(void *arg)
             empty_upstream((uint64_t)idle_ms * 1000000u);
             for (int i = 0; i < devctx_created_count(); i++) {
                 gm_device_t *d = devctx_at(i);
-                if (d)
-                    slowpath_trim(d, (uint64_t)idle_ms * 1000000u);
+                if (!d)
+                    continue;
+                slowpath_trim(d, (uint64_t)idle_ms * 1000000u);
+                if (d->plan_give_back) /* the planned step's pages no block needs, when it is idle */
+                    d->plan_give_back(d, idle_ms ? GMLOG_EMPTY_IDLE : GMLOG_EMPTY_PERIODIC);
             }
             next = now;
             add_ms(&next, interval_ms);

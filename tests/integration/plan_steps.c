@@ -203,7 +203,7 @@ static void print_stats(const char *mode, const gmshim_stats_t *st)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees|oom|empty|recycle");
+    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees|oom|empty|recycle|idle");
     const char *mode = argv[1];
     int expect_plan = getenv("PLAN_EXPECT_NONE") == NULL;
     /* Under GPU order a slot's fence answers at once; without it, when the fake's worker thread
@@ -211,8 +211,8 @@ int main(int argc, char **argv)
     unsigned slack = getenv("PLAN_STRICT") != NULL ? 1 : 2;
     int depart = !strcmp(mode, "depart"), capture = !strcmp(mode, "capture"), streams = !strcmp(mode, "streams");
     int forks = !strcmp(mode, "fork"), frees = !strcmp(mode, "frees"), oom = !strcmp(mode, "oom");
-    int empty = !strcmp(mode, "empty"), recycle = !strcmp(mode, "recycle");
-    CHECK(depart || capture || streams || forks || frees || oom || empty || recycle || !strcmp(mode, "steps"),
+    int empty = !strcmp(mode, "empty"), recycle = !strcmp(mode, "recycle"), idle = !strcmp(mode, "idle");
+    CHECK(depart || capture || streams || forks || frees || oom || empty || recycle || idle || !strcmp(mode, "steps"),
           "unknown mode '%s'", mode);
     CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
@@ -270,6 +270,22 @@ int main(int argc, char **argv)
             CUDA_OK(cudaStreamEndCapture(cs, &graph));
             CUDA_OK(cudaGraphDestroy(graph));
         }
+    }
+    if (idle) {
+        /* Under GMSHIM_IDLE_RELEASE=1 the job idles 3 s: the plan's pages no block needs go back
+         * with the pool's idle segments (the weights stay), then the plan serves the next steps. */
+        gmshim_stats_t busy, rested;
+        gm_stats(0, &busy);
+        sleep(3);
+        gm_stats(0, &rested);
+        printf("idle: reserved %llu busy, %llu after 3 s idle\n", busy.reserved.current, rested.reserved.current);
+        CHECK(!expect_plan || rested.reserved.current <= (24u << 20), "%llu bytes still reserved after 3 s idle "
+              "(%llu busy)", rested.reserved.current, busy.reserved.current);
+        for (int s = 0; s < 3; s++)
+            step(0, 0, 0);
+        gm_stats(0, &rested);
+        CHECK(!expect_plan || rested.plan_allocs - busy.plan_allocs >= 2 * (2 * LAYERS + 1) / slack,
+              "after the idle time the plan served %llu of 3 steps' allocations", rested.plan_allocs - busy.plan_allocs);
     }
     fakecuda_drain();
     gm_stats(0, &st);

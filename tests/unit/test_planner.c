@@ -12,18 +12,24 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Runs plan_steps MODE with the plan on (GPU order `order`), logging to `log` (NULL: off);
- * returns its output (the caller frees it). */
-static char *plan_steps(const char *mode, const char *order, const char *log)
+/* Runs plan_steps MODE with the plan on (GPU order `order`, one more setting `extra` or NULL),
+ * logging to `log` (NULL: off); returns its output (the caller frees it). */
+static char *plan_steps_with(const char *mode, const char *order, const char *log, const char *extra)
 {
     char env_log[4300];
     snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log ? log : "off");
-    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_PLAN=1", order, env_log,
-                         strstr(order, "=1") ? "PLAN_STRICT=1" : NULL, NULL};
+    const char *strict = strstr(order, "=1") ? "PLAN_STRICT=1" : NULL;
+    const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_PLAN=1", order, env_log, extra ? extra : strict,
+                         extra ? strict : NULL, NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/plan_steps", env, mode, &out);
     ck_assert_msg(rc == 0, "plan_steps %s (%s) exited %d:\n%s", mode, order, rc, out);
     return out;
+}
+
+static char *plan_steps(const char *mode, const char *order, const char *log)
+{
+    return plan_steps_with(mode, order, log, NULL);
 }
 
 static unsigned long long field(const char *out, const char *name)
@@ -51,6 +57,19 @@ END_TEST
 START_TEST(test_the_devices_peaks_count_planned_blocks_once)
 {
     each_order("steps");
+}
+END_TEST
+
+/* The job idles (GMSHIM_IDLE_RELEASE=1, and the periodic pass of GMSHIM_EMPTY_CACHE_INTERVAL=1):
+ * the trimmer gives back the plan's pages no block needs (their fences complete, no wait for the
+ * GPU) with the pool's idle segments, and the plan serves the steps after. */
+START_TEST(test_an_idle_plan_gives_back_its_pages_to_the_trimmer)
+{
+    static const char *const orders[] = {"GMSHIM_GPU_ORDER=0", "GMSHIM_GPU_ORDER=1"};
+    static const char *const settings[] = {"GMSHIM_IDLE_RELEASE=1", "GMSHIM_EMPTY_CACHE_INTERVAL=1"};
+    for (size_t i = 0; i < 2; i++)
+        for (size_t k = 0; k < 2; k++)
+            free(plan_steps_with("idle", orders[i], NULL, settings[k]));
 }
 END_TEST
 
@@ -284,6 +303,7 @@ Suite *planner_suite(void)
     tcase_add_test(tc, test_a_departing_step_goes_to_the_pool_and_the_plan_resumes);
     tcase_add_test(tc, test_the_plans_fences_use_their_events_again_once_complete);
     tcase_add_test(tc, test_the_devices_peaks_count_planned_blocks_once);
+    tcase_add_test(tc, test_an_idle_plan_gives_back_its_pages_to_the_trimmer);
     tcase_add_test(tc, test_nothing_is_planned_during_a_capture);
     tcase_add_test(tc, test_a_slot_freed_under_a_late_kernel_waits_for_it_on_every_stream);
     tcase_add_test(tc, test_a_fork_child_forwards_and_the_plan_goes_on);
