@@ -30,12 +30,13 @@ size_t fencepol_take_in(gm_arena_t *a)
     return bytes;
 }
 
-/* Advances the device's completed fences under the fence lock (kept). */
-static cudaError_t poll_held(gm_device_t *d)
+/* Advances the device's completed fences under the fence lock (kept); `every`: whatever their
+ * number (what completed is asked for, not only events to recycle). */
+static cudaError_t poll_held(gm_device_t *d, int every)
 {
     gm_fences_t *f = &d->fences;
     /* GPU order: what the fences cover is reusable already; polling only recycles events. */
-    int batch = device_gpu_order(d) && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
+    int batch = !every && device_gpu_order(d) && f->ordered == f->issued ? GM_FENCE_BATCH : 1;
     cudaError_t err = cudaSuccess;
     if (fence_outstanding(f) >= batch) {
         uint64_t t0 = gm_now_ns();
@@ -47,9 +48,9 @@ static cudaError_t poll_held(gm_device_t *d)
 }
 
 /* poll_held; the caller holds the fence lock, which this releases. */
-static void poll_locked(gm_device_t *d)
+static void poll_locked(gm_device_t *d, int every)
 {
-    cudaError_t err = poll_held(d);
+    cudaError_t err = poll_held(d, every);
     pthread_mutex_unlock(&d->fence_lock);
     if (err != cudaSuccess)
         devctx_note_cuda_failure(d, "cudaEventQuery", err);
@@ -62,7 +63,7 @@ size_t fencepol_harvest(gm_arena_t *a, int blocking)
         pthread_mutex_lock(&d->fence_lock);
     else if (pthread_mutex_trylock(&d->fence_lock) != 0)
         return fencepol_take_in(a);
-    poll_locked(d);
+    poll_locked(d, 0);
     return fencepol_take_in(a);
 }
 
@@ -149,7 +150,7 @@ int fencepol_issue_device(gm_device_t *d, unsigned why)
     /* The completed fences first: under GPU order the plan's slots never ask for a poll (a
      * recorded fence answers), so without this every fence made its events anew and the ring
      * grew for the whole run (on the H100, 1.2 ms a fence against the pool's 66 us, run 117). */
-    cudaError_t err = poll_held(d);
+    cudaError_t err = poll_held(d, 0);
     int rc = issue_locked(d, NULL, why);
     devctx_leave(&c);
     if (err != cudaSuccess)
@@ -157,13 +158,13 @@ int fencepol_issue_device(gm_device_t *d, unsigned why)
     return rc;
 }
 
-void fencepol_poll_device(gm_device_t *d)
+void fencepol_poll_device(gm_device_t *d, int every)
 {
     if (pthread_mutex_trylock(&d->fence_lock) != 0)
         return;
     gm_ctx_t c;
     devctx_enter(d, &c);
-    poll_locked(d);
+    poll_locked(d, every);
     devctx_leave(&c);
 }
 
@@ -244,7 +245,7 @@ GM_NOINLINE void fencepol_poll_now(gm_arena_t *a)
     gm_ctx_t c;
     devctx_enter(d, &c); /* the runtime is asked, or the cache cap may free segments */
     if (ask)
-        poll_locked(d);
+        poll_locked(d, 0);
     fencepol_take_in(a);
     devctx_leave(&c);
 }

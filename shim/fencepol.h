@@ -22,8 +22,10 @@ int fencepol_issue(gm_arena_t *a, unsigned why);
  * skipped (-1) when another thread holds the fence lock; enters the device's context itself. */
 int fencepol_issue_device(gm_device_t *d, unsigned why);
 /* A non-blocking poll of the device's fences without an arena: what completed becomes
- * device_done (skipped when another thread holds the fence lock). */
-void fencepol_poll_device(gm_device_t *d);
+ * device_done (skipped when another thread holds the fence lock). Under GPU order fences are
+ * polled a batch at a time (to recycle their events) unless `every`: for one who needs to know
+ * what completed (the trimmer's give-back of the plan's pages). */
+void fencepol_poll_device(gm_device_t *d, int every);
 /* Blocks for the oldest fence; returns bytes released + 1, or 0 if nothing could be waited for. */
 size_t fencepol_wait_oldest(gm_arena_t *a);
 /* Waits until fence `seq` has completed (recording it first if it is still to come). */

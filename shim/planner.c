@@ -270,7 +270,7 @@ static uint64_t claim(gm_device_t *d, gm_plan_t *p, int32_t s, uint64_t *off)
         p->fences++;
     }
     if (w > device_reusable(d))
-        fencepol_poll_device(d);
+        fencepol_poll_device(d, 0);
     return stepplan_claim(p->sp, s, device_reusable(d), off);
 }
 
@@ -379,7 +379,7 @@ size_t planner_give_back(gm_device_t *d, int reason)
     if (trimmer) {
         if (__atomic_load_n(&p->newest_free_seq, __ATOMIC_RELAXED) > device_issued(d))
             fencepol_issue_device(d, GMLOG_FENCE_BY_TRIM);
-        fencepol_poll_device(d);
+        fencepol_poll_device(d, 1);
     }
     pthread_mutex_lock(&p->lock);
     if (reason == GMLOG_EMPTY_IDLE && p->state == ST_SERVE) {
