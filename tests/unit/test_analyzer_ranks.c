@@ -336,7 +336,13 @@ END_TEST
 START_TEST(test_hung_ranks_whose_logs_were_written_after_the_oom_are_ordered_after_it)
 {
     const char *dir = hung_job(0);
-    set_mtimes(dir, "gm-rank[02]-*.gmlog", NULL); /* now: after rank 1's OOM */
+    /* After rank 1's OOM: 2 s from now, not "now", which the kernel's coarse file clock may put
+     * a few ms before the OOM's time (the OOM came only ms ago). */
+    struct timespec later[2];
+    clock_gettime(CLOCK_REALTIME, &later[0]);
+    later[0].tv_sec += 2;
+    later[1] = later[0];
+    set_mtimes(dir, "gm-rank[02]-*.gmlog", later);
     char *out = report(dir, 0);
     const char *v = verdict_of(out);
     ck_assert_msg(strstr(v, "first failure  rank 1 on host ") && !strstr(v, "uncertain") &&
