@@ -1,8 +1,9 @@
-# One training run for scripts/gpu-plan (issue 48): ResNet-50 or a GPT-2-like model, deterministic,
+# One training run for scripts/gpu-plan (issue 48): ResNet-50, a GPT-2-like model or ViT-B/16
+# (torchvision's, attention on the math path so that its backward is deterministic), deterministic,
 # every loss printed as a hex float (runs under PyTorch's cache and under gmshim's plan compared
 # bit for bit), then one JSON line: the median step time over blocks of steps after the warm-up,
 # PyTorch's peak reserved (its cache), gmshim's peak reserved and the plan's counters (own mode).
-#   python3 tests/gpu/torch_plan.py resnet50|gpt2 [--steps 40] [--warmup 10] [--batch N] [--fraction F]
+#   python3 tests/gpu/torch_plan.py resnet50|gpt2|vit [--steps 40] [--warmup 10] [--batch N] [--fraction F]
 import argparse, json, os, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
@@ -10,7 +11,7 @@ import gmshim_stats
 import torch
 
 ap = argparse.ArgumentParser()
-ap.add_argument("workload", choices=["resnet50", "gpt2"])
+ap.add_argument("workload", choices=["resnet50", "gpt2", "vit"])
 ap.add_argument("--steps", type=int, default=40)
 ap.add_argument("--warmup", type=int, default=10)
 ap.add_argument("--batch", type=int, default=0)
@@ -25,6 +26,18 @@ dev = "cuda"
 if args.workload == "resnet50":
     import torchvision
     model = torchvision.models.resnet50(weights=None).to(dev)
+    batch = args.batch or 64
+    g = torch.Generator(device="cpu").manual_seed(1)
+    x = torch.randn(batch, 3, 224, 224, generator=g).to(dev)
+    y = torch.randint(0, 1000, (batch,), generator=g).to(dev)
+
+    def loss_fn():
+        return torch.nn.functional.cross_entropy(model(x), y)
+elif args.workload == "vit":
+    import torchvision
+    torch.backends.cuda.enable_flash_sdp(False)  # flash and memory-efficient attention's backward
+    torch.backends.cuda.enable_mem_efficient_sdp(False)  # are not deterministic; the math path is
+    model = torchvision.models.vit_b_16(weights=None).to(dev)
     batch = args.batch or 64
     g = torch.Generator(device="cpu").manual_seed(1)
     x = torch.randn(batch, 3, 224, 224, generator=g).to(dev)
