@@ -492,6 +492,8 @@ void planner_forget(gm_device_t *d)
     p->ntags = p->tagcap = 0;
     __atomic_store_n(&p->size, 0, __ATOMIC_RELAXED);
     p->allocated = p->requested_total = 0;
+    p->idle_count = p->idle_since = 0;
+    __atomic_store_n(&p->newest_free_seq, 0, __ATOMIC_RELAXED); /* the device's fences start again */
     __atomic_store_n(&d->plan_allocated, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&d->plan_requested, 0, __ATOMIC_RELAXED);
     p->gen++;
