@@ -621,6 +621,35 @@ out:
     return rc;
 }
 
+/* The window packed, halved while its packing runs past the budget: `centred` on the peak (moved
+ * inside the run where it would reach past either end), else the allocations up to the OOM.
+ * 0, or -1. */
+static int plan_halving(const rp_log_t *log, scan_t *s, int centred, size_t until, uint64_t request,
+                        plan_point_t *out)
+{
+    for (uint64_t w = PLAN_WINDOW_ALLOCS;; w /= 2) {
+        uint64_t first, last = UINT64_MAX;
+        if (centred) {
+            first = s->allocs_at_peak > w / 2 ? s->allocs_at_peak - w / 2 : 1;
+            if (s->allocs > w && first + w - 1 > s->allocs)
+                first = s->allocs - w + 1;
+            if (s->allocs <= w)
+                first = 1;
+            last = first + w - 1;
+            out->windowed = first > 1 || last < s->allocs;
+        } else {
+            first = s->allocs > w ? s->allocs - w + 1 : 1;
+            out->windowed = first > 1;
+        }
+        out->narrowed = w < PLAN_WINDOW_ALLOCS;
+        int rc = plan_window(log, s, first, last, until, request, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX, out);
+        if (rc <= 0)
+            return rc;
+        while (w / 2 >= s->allocs && w / 2 > PLAN_MIN_WINDOW) /* the same allocations again: skip */
+            w /= 2;
+    }
+}
+
 int plan_at_peak(const rp_log_t *log, plan_point_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -628,28 +657,10 @@ int plan_at_peak(const rp_log_t *log, plan_point_t *out)
     if (scan_live(log, log->nev, &s))
         return -1;
     out->ev = s.peak_ev, out->t = s.peak_t, out->floor = s.peak_live, out->allocs = s.allocs;
-    /* Centred on the peak, moved inside the run where it would reach past either end; halved
-     * while its packing runs past the budget. */
-    for (uint64_t w = PLAN_WINDOW_ALLOCS;; w /= 2) {
-        uint64_t first = s.allocs_at_peak > w / 2 ? s.allocs_at_peak - w / 2 : 1;
-        if (s.allocs > w && first + w - 1 > s.allocs)
-            first = s.allocs - w + 1;
-        if (s.allocs <= w)
-            first = 1;
-        uint64_t last = first + w - 1;
-        out->windowed = first > 1 || last < s.allocs;
-        out->narrowed = w < PLAN_WINDOW_ALLOCS;
-        int rc = plan_window(log, &s, first, last, log->nev, 0, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX, out);
-        if (rc < 0) {
-            scan_free(&s);
-            return -1;
-        }
-        if (!rc)
-            break;
-        while (w / 2 >= s.allocs && w / 2 > PLAN_MIN_WINDOW) /* the same allocations again: skip */
-            w /= 2;
-    }
+    int rc = plan_halving(log, &s, 1, log->nev, 0, out);
     scan_free(&s);
+    if (rc < 0)
+        return -1;
     out->valid = 1;
     return 0;
 }
@@ -666,22 +677,10 @@ int plan_at_oom(const rp_log_t *log, size_t k, plan_point_t *out)
         return -1;
     out->ev = until, out->t = log->ooms[k].t, out->allocs = s.allocs;
     out->floor = s.live + req_bytes(request);
-    for (uint64_t w = PLAN_WINDOW_ALLOCS;; w /= 2) {
-        uint64_t first = s.allocs > w ? s.allocs - w + 1 : 1;
-        out->windowed = first > 1;
-        out->narrowed = w < PLAN_WINDOW_ALLOCS;
-        int rc = plan_window(log, &s, first, UINT64_MAX, until, request, w > PLAN_MIN_WINDOW ? PLAN_BUDGET : UINT64_MAX,
-                             out);
-        if (rc < 0) {
-            scan_free(&s);
-            return -1;
-        }
-        if (!rc)
-            break;
-        while (w / 2 >= s.allocs && w / 2 > PLAN_MIN_WINDOW) /* the same allocations again: skip */
-            w /= 2;
-    }
+    int rc = plan_halving(log, &s, 0, until, request, out);
     scan_free(&s);
+    if (rc < 0)
+        return -1;
     out->valid = 1;
     return 0;
 }
