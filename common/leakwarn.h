@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
 
 /* Consecutive rising step lows a leak needs, after the first LEAKWARN_WARMUP steps (a cache
  * filling up, the first batch's buffers). Strict rises of low-water marks: steady jobs whose
@@ -55,6 +57,75 @@ static inline int leakwarn_trough_feed(leakwarn_trough_t *tr, uint64_t a, uint64
         return 1;
     }
     return 0;
+}
+
+/* A figure's troughs found as it changes, by the code that changes it (the shim: under the lock
+ * that orders its changes), so that no trough between two readings is missed however short the
+ * steps; a reader (another thread) takes the closed troughs and the least since its last reading.
+ * The fields a reader sees are written with relaxed atomics; the ring holds the newest
+ * LEAKWARN_TAP_RING - 1 troughs (a reader further behind skips the older ones). */
+#define LEAKWARN_TAP_RING 16
+typedef struct leakwarn_tap {
+    leakwarn_trough_t tr;     /* the writer's */
+    uint64_t peak;            /* the writer's: the most so far (the troughs' scale) */
+    uint64_t low;             /* the least since the reader last set it to UINT64_MAX */
+    uint64_t closed;          /* troughs closed so far; ring[k % RING] holds trough k */
+    uint64_t ring_lo[LEAKWARN_TAP_RING], ring_t[LEAKWARN_TAP_RING];
+} leakwarn_tap_t;
+
+static inline void leakwarn_tap_init(leakwarn_tap_t *tap)
+{
+    memset(tap, 0, sizeof *tap);
+    leakwarn_trough_init(&tap->tr);
+    tap->low = UINT64_MAX;
+}
+
+/* The figure is now `a` (after a change; the caller serialises the changes). */
+static inline void leakwarn_tap_feed(leakwarn_tap_t *tap, uint64_t a)
+{
+    if (a < __atomic_load_n(&tap->low, __ATOMIC_RELAXED))
+        __atomic_store_n(&tap->low, a, __ATOMIC_RELAXED);
+    if (a > tap->peak)
+        tap->peak = a;
+    if (leakwarn_trough_feed(&tap->tr, a, tap->peak, 0)) {
+        /* Once a step: the clock is read only here. */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t k = tap->closed;
+        __atomic_store_n(&tap->ring_lo[k % LEAKWARN_TAP_RING], tap->tr.lo, __ATOMIC_RELAXED);
+        __atomic_store_n(&tap->ring_t[k % LEAKWARN_TAP_RING],
+                         (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, __ATOMIC_RELAXED);
+        __atomic_store_n(&tap->closed, k + 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* The reader: the next trough after the *seen first (its low-water mark and CLOCK_MONOTONIC time
+ * in ns), 1; 0 when it has read them all. Troughs overwritten before they were read are skipped. */
+static inline int leakwarn_tap_next(const leakwarn_tap_t *tap, uint64_t *seen, uint64_t *lo, uint64_t *t)
+{
+    for (;;) {
+        uint64_t n = __atomic_load_n(&tap->closed, __ATOMIC_ACQUIRE);
+        if (*seen >= n)
+            return 0;
+        if (n - *seen >= LEAKWARN_TAP_RING)
+            *seen = n - LEAKWARN_TAP_RING + 1; /* the slot of trough n may be being written */
+        uint64_t k = *seen;
+        *lo = __atomic_load_n(&tap->ring_lo[k % LEAKWARN_TAP_RING], __ATOMIC_RELAXED);
+        *t = __atomic_load_n(&tap->ring_t[k % LEAKWARN_TAP_RING], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&tap->closed, __ATOMIC_RELAXED) - k < LEAKWARN_TAP_RING) {
+            *seen = k + 1;
+            return 1;
+        }
+        /* the writer went round meanwhile: read from the oldest it still holds */
+    }
+}
+
+/* The reader: the least since its last call (or `now`, if less), and starts again. */
+static inline uint64_t leakwarn_tap_take_low(leakwarn_tap_t *tap, uint64_t now)
+{
+    uint64_t l = __atomic_exchange_n(&tap->low, UINT64_MAX, __ATOMIC_RELAXED);
+    return l < now ? l : now;
 }
 
 /* The last steps' low-water marks and times, oldest first once full. */

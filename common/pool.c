@@ -354,6 +354,7 @@ GM_INLINE gm_block_t *take(gm_heap_t *heap, gm_block_t *b, size_t rounded, size_
     gm_stat_sub(&heap->stats->cached, b->size);
     gm_stat_add(&heap->stats->allocated, b->size);
     gm_stat_add(&heap->stats->requested, requested);
+    pool_stats_note(heap->stats);
     return b;
 }
 
@@ -476,7 +477,7 @@ static void leave_live(gm_heap_t *heap, gm_block_t *b)
 {
     gm_stat_sub(&heap->stats->allocated, b->size);
     gm_stat_sub(&heap->stats->requested, b->requested);
-    pool_stats_note_low(heap->stats);
+    pool_stats_note(heap->stats);
 }
 
 void pool_free_block(gm_heap_t *heap, gm_block_t *b, uint64_t now_ns)

@@ -5,6 +5,7 @@
 #define GM_POOL_H
 
 #include "gmbase.h"
+#include "leakwarn.h"
 
 /* uthash for pointer keys: 512-aligned addresses, mixed by a multiplicative hash; an out of
  * host memory in a table insert must never exit the host program. */
@@ -106,16 +107,15 @@ typedef struct gm_bins {
 /* Byte and event figures shared by every heap of a device. */
 typedef struct gm_pool_stats {
     gm_stat_t requested, allocated, reserved, cached, pending;
-    /* The least `allocated` since its reader (the shim's GMSHIM_WARN) last set it back to
-     * UINT64_MAX: a step's low-water mark, kept where the free already writes the figure. */
-    unsigned long long allocated_low;
+    /* GMSHIM_WARN's troughs of `allocated` (NULL: not followed), fed where the figure is written. */
+    leakwarn_tap_t *tap;
 } gm_pool_stats_t;
 
-/* After `allocated` went down: its low-water mark follows (a compare on the line just written). */
-static inline void pool_stats_note_low(gm_pool_stats_t *s)
+/* After `allocated` changed: its troughs follow, when someone reads them. */
+static inline void pool_stats_note(gm_pool_stats_t *s)
 {
-    if (s->allocated.current < s->allocated_low)
-        s->allocated_low = s->allocated.current;
+    if (s->tap)
+        leakwarn_tap_feed(s->tap, s->allocated.current);
 }
 
 struct gm_heap {

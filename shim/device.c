@@ -53,7 +53,10 @@ static gm_arena_t *arena_new(gm_device_t *d, int index)
     a->index = index;
     mutex_init_plain(&a->lock);
     pool_init(&a->general, &a->bytes, NULL);
-    a->bytes.allocated_low = UINT64_MAX; /* no reading yet: the figure itself */
+    if (options_get(GM_OPT_WARN)) {
+        leakwarn_tap_init(&a->tap);
+        a->bytes.tap = &a->tap;
+    }
     pool_set_max_split(&a->general, max_split_for(d));
     HASH_ADD(hh, a->live, ptr, sizeof a->sentinel.ptr, &a->sentinel);
     return a;
@@ -210,6 +213,7 @@ static void track_locked(gm_device_t *d, gm_block_t *b, int kind, unsigned flags
         if (kind == GMLOG_KIND_PASS) {
             gm_stat_add(&a->bytes.requested, size);
             gm_stat_add(&a->bytes.allocated, size);
+            pool_stats_note(&a->bytes);
             gm_stat_add(&a->bytes.reserved, size);
             device_reserved_add(d, size);
         }
@@ -414,14 +418,18 @@ void device_take_low(gm_device_t *d, uint64_t *low, uint64_t *now)
     for (int i = 0; i < n; i++) {
         gm_arena_t *a = d->arenas[i];
         pthread_mutex_lock(&a->lock);
-        uint64_t c = a->bytes.allocated.current, l = a->bytes.allocated_low;
-        lo += l < c ? l : c;
+        uint64_t c = a->bytes.allocated.current;
+        lo += a->bytes.tap ? leakwarn_tap_take_low(a->bytes.tap, c) : c;
         cur += c;
-        a->bytes.allocated_low = UINT64_MAX;
         pthread_mutex_unlock(&a->lock);
     }
     *low = lo;
     *now = cur;
+}
+
+leakwarn_tap_t *device_tap(gm_device_t *d)
+{
+    return device_narenas(d) == 1 ? d->arenas[0]->bytes.tap : NULL;
 }
 
 static int site_bytes_cmp(const void *x, const void *y)

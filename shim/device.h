@@ -43,6 +43,9 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out);
  * bytes since the last reading (the sum of each arena's least: exact with one arena, a lower
  * bound with more) and the bytes allocated now; each arena's low-water mark starts again. */
 void device_take_low(gm_device_t *d, uint64_t *low, uint64_t *now);
+/* The troughs of d's allocated bytes, found as they change (read without a lock), while the
+ * device has one arena; NULL with several (each holds a share) or when GMSHIM_WARN is off. */
+leakwarn_tap_t *device_tap(gm_device_t *d);
 /* The bytes of the blocks the program holds (a thread's cached blocks left out), per call site,
  * sorted by site into *out (malloc'd, the caller frees it; NULL on failure): how many sites. */
 typedef struct gm_site_bytes {

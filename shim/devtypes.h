@@ -40,6 +40,7 @@ typedef struct gm_arena {
     gm_block_t *live;           /* uthash: ptr -> block (and pass-through/unpooled blocks) */
     gm_block_t sentinel;        /* ptr 0, never removed: an empty uthash frees its table */
     gm_pool_stats_t bytes;
+    leakwarn_tap_t tap;         /* GMSHIM_WARN: bytes.allocated's troughs (bytes.tap points here) */
     gm_counters_t n;
     gm_open_set_t open;         /* its frees since the device's last fence */
     unsigned since_poll;        /* allocations since fences were last polled */

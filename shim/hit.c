@@ -220,7 +220,7 @@ static gm_free_result_t free_external(gm_arena_t *a, gm_block_t *b, uint32_t sit
     if (b->kind == GMLOG_KIND_PASS) {
         gm_stat_sub(&a->bytes.requested, b->requested);
         gm_stat_sub(&a->bytes.allocated, b->size);
-        pool_stats_note_low(&a->bytes);
+        pool_stats_note(&a->bytes);
         gm_stat_sub(&a->bytes.reserved, b->size);
         device_reserved_sub(d, b->size);
         a->n.driver_frees++;

@@ -36,7 +36,8 @@ typedef struct warn_dev {
     uint64_t low[2];              /* the least since the step under way began, per system */
     uint32_t marks;
     leakwarn_t steps[2];
-    leakwarn_trough_t tr;
+    uint64_t tap_seen;            /* the troughs of the figures' tap read so far */
+    leakwarn_trough_t tr;         /* troughs of the readings, when there is no tap */
     gm_site_bytes_t *snap;        /* live bytes per site when the rise was half way there */
     size_t nsnap;
     uint32_t snap_step;           /* steps[] count then: a snapshot older than a window is taken again */
@@ -103,8 +104,9 @@ static uint32_t grew_most(int id, gm_device_t *d, warn_dev_t *w)
 }
 
 /* A step of system `sys` ended on device id (d: its pool, NULL if it has none): the site
- * snapshot half way up a rise, the verdict at its top. */
-static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys)
+ * snapshot half way up a rise, the verdict at its top; `newest`: no later step is known yet (a
+ * verdict on an older one would count the steps left from a floor already passed). */
+static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys, int newest)
 {
     int use = w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
     if (sys != use || W.done)
@@ -118,6 +120,8 @@ static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys)
     }
     leakwarn_verdict_t v;
     int leak = leakwarn_check(&w->steps[sys], 0, &v);
+    if (leak && !newest)
+        return; /* the snapshot kept: the verdict comes with the newest step */
     if (leak && !d)
         d = device_get(id); /* tensors in memory PyTorch mapped itself: the device's size, once */
     /* Tensors count against the device's memory (or its cap) as the pool's blocks do. */
@@ -156,10 +160,14 @@ static void sample(int id, gm_device_t *d, int mark)
         w->src = src;
     }
     uint64_t low, cur, t = gm_now_ns();
-    if (src == SRC_TENSORS)
+    leakwarn_tap_t *tap;
+    if (src == SRC_TENSORS) {
         warntensor_take_low(id, &low, &cur);
-    else
+        tap = warntensor_tap(id);
+    } else {
         device_take_low(d, &low, &cur);
+        tap = device_tap(d);
+    }
     if (!w->seen) {
         w->seen = 1;
         leakwarn_trough_init(&w->tr);
@@ -170,19 +178,31 @@ static void sample(int id, gm_device_t *d, int mark)
             w->low[s] = low;
     if (cur > w->peak)
         w->peak = cur;
-    /* The least since the last reading came before the figure now: the trough, then the climb. */
-    int closed = leakwarn_trough_feed(&w->tr, low, w->peak, t);
-    closed |= leakwarn_trough_feed(&w->tr, cur, w->peak, t);
-    if (closed) {
-        leakwarn_step(&w->steps[SYS_TROUGHS], w->low[SYS_TROUGHS], t);
-        w->low[SYS_TROUGHS] = cur;
-        judge(id, d, w, SYS_TROUGHS);
+    uint64_t lo, lo_t;
+    if (tap) {
+        /* Every trough since the last reading, however many steps a reading spans. */
+        int more = leakwarn_tap_next(tap, &w->tap_seen, &lo, &lo_t);
+        while (!W.done && more) {
+            leakwarn_step(&w->steps[SYS_TROUGHS], lo, lo_t);
+            more = leakwarn_tap_next(tap, &w->tap_seen, &lo, &lo_t);
+            judge(id, d, w, SYS_TROUGHS, !more);
+        }
+    } else {
+        /* Several arenas, each a share: troughs of the readings, where the least since the last
+         * reading came before the figure now (steps shorter than GM_WARN_PERIOD_MS are missed). */
+        int closed = leakwarn_trough_feed(&w->tr, low, w->peak, t);
+        closed |= leakwarn_trough_feed(&w->tr, cur, w->peak, t);
+        if (closed) {
+            leakwarn_step(&w->steps[SYS_TROUGHS], w->low[SYS_TROUGHS], t);
+            w->low[SYS_TROUGHS] = cur;
+            judge(id, d, w, SYS_TROUGHS, 1);
+        }
     }
     if (mark) {
         if (w->marks++)
             leakwarn_step(&w->steps[SYS_MARKS], w->low[SYS_MARKS], t);
         w->low[SYS_MARKS] = cur;
-        judge(id, d, w, SYS_MARKS);
+        judge(id, d, w, SYS_MARKS, 1);
     }
 }
 

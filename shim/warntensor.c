@@ -108,7 +108,7 @@ void warntensor_drop(int dev, uint64_t addr)
 void warntensor_enable(void)
 {
     for (int i = 0; i < GM_MAX_DEVICES; i++)
-        __atomic_store_n(&warntensor_devs[i].low, INT64_MAX, __ATOMIC_RELAXED);
+        leakwarn_tap_init(&warntensor_devs[i].tap);
     __atomic_store_n(&warntensor_on, 1, __ATOMIC_RELEASE);
 }
 
@@ -120,13 +120,15 @@ int warntensor_seen(int dev)
 void warntensor_take_low(int dev, uint64_t *low, uint64_t *now)
 {
     warntensor_dev_t *d = &warntensor_devs[dev];
-    int64_t l = __atomic_exchange_n(&d->low, INT64_MAX, __ATOMIC_RELAXED);
     int64_t c = __atomic_load_n(&d->live, __ATOMIC_RELAXED);
-    if (l > c)
-        l = c;
     /* Below 0 only if tensors made before the count began were freed: none are the program's. */
-    *low = l > 0 ? (uint64_t)l : 0;
     *now = c > 0 ? (uint64_t)c : 0;
+    *low = leakwarn_tap_take_low(&d->tap, *now);
+}
+
+leakwarn_tap_t *warntensor_tap(int dev)
+{
+    return &warntensor_devs[dev].tap;
 }
 
 void warntensor_step(int dev)

@@ -10,7 +10,7 @@
 
 typedef struct warntensor_dev {
     int64_t live;                 /* bytes of live tensors (requested), freed at FREE_REQUESTED */
-    int64_t low;                  /* the least `live` since the reader last set it back */
+    leakwarn_tap_t tap;           /* live's troughs, fed under PyTorch's allocator lock */
     uint8_t seen;                 /* a tensor event came for this device */
 } __attribute__((aligned(64))) warntensor_dev_t;
 
@@ -27,7 +27,8 @@ static inline void warntensor_alloc(int dev, uint64_t addr, uint64_t bytes, uint
     if (likely(!__atomic_load_n(&warntensor_on, __ATOMIC_RELAXED)) || (unsigned)dev >= GM_MAX_DEVICES)
         return;
     warntensor_dev_t *d = &warntensor_devs[dev];
-    __atomic_add_fetch(&d->live, (int64_t)bytes, __ATOMIC_RELAXED);
+    int64_t v = __atomic_add_fetch(&d->live, (int64_t)bytes, __ATOMIC_RELAXED);
+    leakwarn_tap_feed(&d->tap, v > 0 ? (uint64_t)v : 0);
     if (unlikely(!d->seen))
         __atomic_store_n(&d->seen, 1, __ATOMIC_RELEASE);
     if (unlikely(__atomic_load_n(&warntensor_armed, __ATOMIC_RELAXED) >> dev & 1))
@@ -41,8 +42,7 @@ static inline void warntensor_free(int dev, uint64_t addr, uint64_t bytes)
         return;
     warntensor_dev_t *d = &warntensor_devs[dev];
     int64_t v = __atomic_sub_fetch(&d->live, (int64_t)bytes, __ATOMIC_RELAXED);
-    if (v < __atomic_load_n(&d->low, __ATOMIC_RELAXED))
-        __atomic_store_n(&d->low, v, __ATOMIC_RELAXED);
+    leakwarn_tap_feed(&d->tap, v > 0 ? (uint64_t)v : 0);
     if (unlikely(__atomic_load_n(&warntensor_armed, __ATOMIC_RELAXED) >> dev & 1))
         warntensor_drop(dev, addr);
 }
@@ -53,6 +53,8 @@ void warntensor_enable(void);
 int warntensor_seen(int dev);
 /* The least live bytes since the last call (or the figure now, if less) and the figure now. */
 void warntensor_take_low(int dev, uint64_t *low, uint64_t *now);
+/* dev's troughs of live bytes, found as tensors come and go (read without a lock). */
+leakwarn_tap_t *warntensor_tap(int dev);
 /* One step of dev ended (the system its warning follows): tensors made before the step before
  * this one and still live have outlived a step's low. */
 void warntensor_step(int dev);

@@ -1,8 +1,9 @@
 /* GMSHIM_WARN workloads, one per argument: a job that leaks 16 MiB a step in leak_step() until its
- * OOM, with marks ("leak-marks") or without ("leak-troughs": steps of 25 ms, so that the shim's
- * sampler sees each climb); jobs that must never be warned about: constant steps ("steady"), a
- * cache that fills for some steps then stays ("warmup"), steps of random sizes with marks
- * ("noisy-marks") and without ("noisy-troughs"). Run with FAKECUDA_MEM=1G; linked with
+ * OOM, with marks ("leak-marks") or without ("leak-troughs": steps of 25 ms, longer than the
+ * shim's readings; "leak-brief-troughs": steps of 1 ms, many to a reading); jobs that must never
+ * be warned about: constant steps ("steady"), a cache that fills for some steps then stays
+ * ("warmup"), steps of random sizes with marks ("noisy-marks") and without ("noisy-troughs",
+ * "noisy-brief-troughs"). Run with FAKECUDA_MEM=1G; linked with
  * -rdynamic so that the shim names leak_step. Prints "step N" at each step's start, then "oom at
  * step N" or "done N steps", unbuffered: in order with the shim's warning on one pipe. */
 #include <cuda_runtime_api.h>
@@ -54,7 +55,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     mark_fn mark = (mark_fn)dlsym(RTLD_DEFAULT, "gmshim_mark");
     int marks = !strstr(mode, "troughs");
-    unsigned hold = marks ? 0 : 25000;
+    unsigned hold = marks ? 0 : strstr(mode, "brief") ? 1000 : 25000;
     int leak = !strncmp(mode, "leak", 4), noisy = !strncmp(mode, "noisy", 5), warmup = !strcmp(mode, "warmup");
     void *weights, *state = NULL;
     srand(42);

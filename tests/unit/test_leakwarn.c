@@ -93,6 +93,53 @@ START_TEST(test_troughs_close_at_a_climb_of_a_tenth_of_the_peak)
 }
 END_TEST
 
+/* One step of a figure fed to a tap: `base` + a climb of four 64 MiB activations, then their frees. */
+static void tap_step(leakwarn_tap_t *tap, uint64_t base)
+{
+    for (int i = 1; i <= 4; i++)
+        leakwarn_tap_feed(tap, base + (uint64_t)i * 64 * MiB);
+    for (int i = 3; i >= 0; i--)
+        leakwarn_tap_feed(tap, base + (uint64_t)i * 64 * MiB);
+}
+
+/* The tap closes a trough per step however rarely it is read, in order with the lows; a reader
+ * further behind than the ring gets the newest troughs, none twice, none torn; its low is the
+ * least since the last reading. */
+START_TEST(test_the_tap_keeps_every_step_between_readings)
+{
+    leakwarn_tap_t tap;
+    leakwarn_tap_init(&tap);
+    uint64_t seen = 0, lo, t, n = 0;
+    /* steps whose floor grows 16 MiB each: the trough of step k closes in step k + 1's climb */
+    for (unsigned k = 0; k < 7; k++)
+        tap_step(&tap, 100 * MiB + k * 16 * MiB);
+    while (leakwarn_tap_next(&tap, &seen, &lo, &t)) {
+        ck_assert_msg(lo == 100 * MiB + n * 16 * MiB && t > 0, "trough %llu: low %llu MiB", (unsigned long long)n,
+                      (unsigned long long)(lo / MiB));
+        n++;
+    }
+    ck_assert_msg(n == 6, "%llu troughs read of 7 steps (the last still open)", (unsigned long long)n);
+    ck_assert_msg(leakwarn_tap_take_low(&tap, 1 << 30) == 100 * MiB, "the least since the start");
+    ck_assert_msg(leakwarn_tap_take_low(&tap, 1 << 30) == 1 << 30, "nothing since: the figure now");
+    /* 40 steps unread: the newest LEAKWARN_TAP_RING - 1 come, in order */
+    for (unsigned k = 7; k < 47; k++)
+        tap_step(&tap, 100 * MiB + k * 16 * MiB);
+    uint64_t first = 0, prev = 0;
+    n = 0;
+    while (leakwarn_tap_next(&tap, &seen, &lo, &t)) {
+        if (!n++)
+            first = lo;
+        else
+            ck_assert_msg(lo == prev + 16 * MiB, "out of order: %llu after %llu MiB", (unsigned long long)(lo / MiB),
+                          (unsigned long long)(prev / MiB));
+        prev = lo;
+    }
+    ck_assert_msg(n == LEAKWARN_TAP_RING - 1 && prev == 100 * MiB + 45 * 16 * MiB,
+                  "%llu read, last %llu MiB, first %llu MiB", (unsigned long long)n, (unsigned long long)(prev / MiB),
+                  (unsigned long long)(first / MiB));
+}
+END_TEST
+
 START_TEST(test_the_line_says_rate_site_time_and_steps)
 {
     leakwarn_verdict_t v = {.per_step = 16 * MiB, .floor = 0, .steps_left = 180, .step_s = 1.0};
@@ -114,6 +161,7 @@ Suite *leakwarn_suite(void)
     tcase_add_test(tc, test_no_warning_for_a_plateau_a_slowing_cache_a_jump_noise_or_tiny_growth);
     tcase_add_test(tc, test_one_fall_starts_the_count_again);
     tcase_add_test(tc, test_troughs_close_at_a_climb_of_a_tenth_of_the_peak);
+    tcase_add_test(tc, test_the_tap_keeps_every_step_between_readings);
     tcase_add_test(tc, test_the_line_says_rate_site_time_and_steps);
     suite_add_tcase(s, tc);
     return s;

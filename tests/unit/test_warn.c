@@ -80,6 +80,21 @@ START_TEST(test_steady_jobs_are_never_warned)
 }
 END_TEST
 
+/* Steps of 1 ms, ten to one of the shim's readings: each is a step (the rate per step, not per
+ * reading), in the pool and forwarding; a noisy job of such steps is never warned. */
+START_TEST(test_steps_shorter_than_a_reading_are_each_a_step)
+{
+    check_leak_warned("leak-brief-troughs", NULL);
+    check_leak_warned("leak-brief-troughs", "GMSHIM_POOL=0");
+    static const char *const pools[] = {"GMSHIM_POOL=1", "GMSHIM_POOL=0"};
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+        char *out = warn_run("noisy-brief-troughs", "GMSHIM_WARN=1", pools[i]);
+        ck_assert_msg(!strstr(out, "leak suspected") && strstr(out, "done 60 steps"), "%s:\n%s", pools[i], out);
+        free(out);
+    }
+}
+END_TEST
+
 /* GMSHIM_POOL=0: the forwarded blocks are counted as the pool's are, low-water mark included. */
 START_TEST(test_pass_through_warns_as_the_pool_does)
 {
@@ -151,6 +166,7 @@ Suite *warn_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_a_leak_with_marks_is_warned_once_before_its_oom);
     tcase_add_test(tc, test_a_leak_without_marks_is_warned_once_before_its_oom);
+    tcase_add_test(tc, test_steps_shorter_than_a_reading_are_each_a_step);
     tcase_add_test(tc, test_steady_jobs_are_never_warned);
     tcase_add_test(tc, test_pass_through_warns_as_the_pool_does);
     tcase_add_test(tc, test_nothing_is_said_unless_asked);
