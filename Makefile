@@ -226,7 +226,7 @@ test: deps
 test-run: all $(RUNNER) $(CONFINE) $(FAILTEST_LIB) $(FUZZ_BIN) corrupt-smoke
 	$(Q)[ -z "$(FUZZ_BIN)" ] || { mkdir -p $(BUILD)/fuzz/scratch && $(FUZZ_BIN) -max_total_time=5 $(BUILD)/fuzz/scratch tests/fuzz/corpus > $(BUILD)/fuzz/run.log 2>&1 || { tail -40 $(BUILD)/fuzz/run.log; exit 1; }; }
 	$(Q)GMSHIM_BUILD=$(abspath $(BUILD)) GMSHIM_TEST_PRELOAD="$(TEST_PRELOAD)" \
-	    GMSHIM_FUZZ_BIN="$(abspath $(FUZZ_BIN))" $(RUNNER)
+	    GMSHIM_FUZZ_BIN="$(abspath $(FUZZ_BIN))" GMSHIM_TEST_ENV="$(TEST_ENV)" $(RUNNER)
 
 # `make golden-update`: rewrites tests/golden/ (the CLI's output that the golden suite compares
 # byte for byte) after a change that alters the output on purpose; review the diff. The runs are

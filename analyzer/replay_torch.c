@@ -5,6 +5,7 @@
  * the recording. Work is bounded by the events and the free blocks; it never trusts an id. */
 #include "replay_torch.h"
 #include "replay_torch_set.h"
+#include "table.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 #define RT_LARGE_BUFFER (20ull << 20)       /* 1-10 MiB requests' segments, the large pool's pages */
 #define RT_MIN_LARGE_ALLOC (10ull << 20)
 #define RT_ROUND_LARGE (2ull << 20)
-#define RT_SYNTH_BASE (1ull << 44)
+#define RT_SYNTH_BASE (1ull << 47) /* above the addresses a process sees: the model's own */
 #define RT_MAX_BYTES (1ull << 50)           /* a request or device beyond it is a damaged log's */
 
 typedef struct rt_pool {     /* one stream's small or large pool */
@@ -33,6 +34,9 @@ typedef struct rt_sim {
     rt_blk_t **tensor;       /* by id */
     uint64_t reserved, allocated, cap, limit;
     uint64_t next_addr;
+    size_t next_seg;         /* log->seg_*: the recorded segments before it are taken or passed */
+    uint8_t *seg_taken;      /* by index of log->seg_*: given to a segment of the model */
+    table_map_t bases;       /* the model's classic segments by base address, live */
     uint64_t gc_calls[2];    /* get_free_block calls, large [0] and small [1] */
     int nomem;               /* the model's own malloc failed: the result is incomplete */
     rt_result_t res;
@@ -146,6 +150,8 @@ static void try_merge(rt_sim_t *m, rt_blk_t *dst, rt_blk_t *src)
 
 static void release_block(rt_sim_t *m, rt_blk_t *b)
 {
+    uint64_t was;
+    table_map_del(&m->bases, b->addr, &was);
     rt_set_erase(&m->pools[b->pool].free, b);
     m->reserved -= b->size;
     free(b);
@@ -394,6 +400,26 @@ static rt_blk_t *alloc_expandable(rt_sim_t *m, rt_pool_t *pool, uint32_t pi, uin
     return c;
 }
 
+/* The address of a new classic segment of `size`: the next recorded segment of that size not
+ * yet given (looking a few ahead, for a model that made one in another order), unless a live
+ * segment of the model holds it; else the next of the model's own, above every real address. */
+#define RT_SEG_LOOKAHEAD 8
+static uint64_t segment_addr(rt_sim_t *m, uint64_t size)
+{
+    const rt_log_t *log = m->log;
+    while (m->next_seg < log->nsegs && m->seg_taken && m->seg_taken[m->next_seg])
+        m->next_seg++;
+    for (size_t i = m->next_seg; m->seg_taken && i < log->nsegs && i < m->next_seg + RT_SEG_LOOKAHEAD; i++)
+        if (!m->seg_taken[i] && log->seg_size[i] == size && log->seg_addr[i] < RT_SYNTH_BASE &&
+            !table_map_find(&m->bases, log->seg_addr[i])) {
+            m->seg_taken[i] = 1;
+            return log->seg_addr[i];
+        }
+    uint64_t addr = m->next_addr;
+    m->next_addr += (size + RT_ROUND_LARGE - 1) / RT_ROUND_LARGE * RT_ROUND_LARGE;
+    return addr;
+}
+
 static rt_blk_t *alloc_block(rt_sim_t *m, rt_pool_t *pool, uint32_t pi, uint64_t rounded)
 {
     uint64_t asz = alloc_size(rounded);
@@ -403,10 +429,13 @@ static rt_blk_t *alloc_block(rt_sim_t *m, rt_pool_t *pool, uint32_t pi, uint64_t
         return alloc_expandable(m, pool, pi, rounded);
     if (m->reserved + asz > m->cap)
         return NULL;
-    rt_blk_t *b = blk_new(m, m->next_addr, asz, pi);
-    if (!b)
+    uint64_t addr = segment_addr(m, asz);
+    rt_blk_t *b = blk_new(m, addr, asz, pi);
+    if (!b || table_map_put(&m->bases, addr, asz)) {
+        free(b);
+        m->nomem = 1;
         return NULL;
-    m->next_addr += (asz + RT_ROUND_LARGE - 1) / RT_ROUND_LARGE * RT_ROUND_LARGE;
+    }
     reserve(m, asz);
     return b;
 }
@@ -495,6 +524,8 @@ static void sim_destroy(rt_sim_t *m)
     if (m->tensor)
         for (uint32_t i = 0; i < m->log->nids; i++)
             free(m->tensor[i]);
+    free(m->seg_taken);
+    table_map_free(&m->bases);
     free(m->pools);
     free(m->tensor);
 }
@@ -555,10 +586,12 @@ static int sim_run(const rt_log_t *log, const rt_conf_t *conf, size_t stop, uint
     m.npools = (log->nstreams ? log->nstreams : 1) * 2;
     m.pools = calloc(m.npools, sizeof *m.pools);
     m.tensor = calloc(log->nids ? log->nids : 1, sizeof *m.tensor);
+    m.seg_taken = log->nsegs ? calloc(log->nsegs, 1) : NULL;
     memset(res, 0, sizeof *res);
-    if (!m.pools || !m.tensor) {
+    if (!m.pools || !m.tensor || (log->nsegs && !m.seg_taken)) {
         free(m.pools);
         free(m.tensor);
+        free(m.seg_taken);
         return -1;
     }
     size_t nooms = 0;

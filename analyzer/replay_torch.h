@@ -62,6 +62,12 @@ typedef struct rt_log {
     int has_conf;             /* ...which the log's environment named */
     uint64_t peak_reserved_recorded; /* PyTorch's max_memory_reserved, from its segment events */
     uint64_t nooms;           /* OutOfMemoryErrors recorded */
+    /* PyTorch's classic segments as the driver placed them, in the order they were made: the
+     * model gives a segment it makes the address of the next recorded one of its size, since
+     * PyTorch's free blocks of one size go lowest address first and the driver's addresses are
+     * in no order a model could know (a segment with none: an address above every real one). */
+    uint64_t *seg_addr, *seg_size;
+    size_t nsegs, capsegs;
     int wrapped;              /* a bounded log: the events before its checkpoint are lost */
 } rt_log_t;
 
@@ -97,6 +103,9 @@ int replay_torch_load(rt_log_t *log, rd_log_t *lf, int dev);
 void replay_torch_free(rt_log_t *log);
 /* Appends an event (the loader's, or a test's by hand): 0, or -1 when out of memory. */
 int replay_torch_append(rt_log_t *log, unsigned type, uint64_t size, uint32_t id, unsigned stream);
+/* A classic segment PyTorch made at addr (the loader's, or a test's by hand): 0, or -1 when out of
+ * memory. */
+int replay_torch_segment(rt_log_t *log, uint64_t addr, uint64_t size);
 /* ...with its time and site. */
 int replay_torch_append_at(rt_log_t *log, unsigned type, uint64_t size, uint32_t id, unsigned stream, uint64_t t,
                            uint32_t site);

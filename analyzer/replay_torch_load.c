@@ -36,6 +36,25 @@ int replay_torch_append_at(rt_log_t *log, unsigned type, uint64_t size, uint32_t
     return 0;
 }
 
+int replay_torch_segment(rt_log_t *log, uint64_t addr, uint64_t size)
+{
+    if (log->nsegs == log->capsegs) {
+        size_t cap = log->capsegs ? log->capsegs * 2 : 256;
+        uint64_t *a = realloc(log->seg_addr, cap * sizeof *a);
+        if (!a)
+            return -1;
+        log->seg_addr = a;
+        uint64_t *s = realloc(log->seg_size, cap * sizeof *s);
+        if (!s)
+            return -1;
+        log->seg_size = s;
+        log->capsegs = cap;
+    }
+    log->seg_addr[log->nsegs] = addr;
+    log->seg_size[log->nsegs++] = size;
+    return 0;
+}
+
 int replay_torch_conf_parse(const char *s, rt_conf_t *out)
 {
     int named = 0;
@@ -172,6 +191,8 @@ static int on_segments(rt_loader_t *L, const ev_t *ev, int n)
         if (!e->mapped) {
             *(made ? &up : &down) += e->size;
             release |= !made;
+            if (made && replay_torch_segment(L->log, e->ptr, e->size))
+                return -1;
             continue;
         }
         L->log->conf.expandable = 1; /* what it ran under, whatever the environment said */
@@ -341,4 +362,8 @@ void replay_torch_free(rt_log_t *log)
     free(log->ev);
     log->ev = NULL;
     log->nev = log->capev = 0;
+    free(log->seg_addr);
+    free(log->seg_size);
+    log->seg_addr = log->seg_size = NULL;
+    log->nsegs = log->capsegs = 0;
 }

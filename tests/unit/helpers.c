@@ -45,6 +45,17 @@ static int has_key(const char *const *env, const char *kv)
     return 0;
 }
 
+/* GMSHIM_TEST_ENV ("K=V K=V", `make test TEST_ENV=...`): entries every program the tests run gets
+ * unless its test sets the same variable — the whole suite under another configuration (e.g.
+ * GMSHIM_PLAN=1). In a child: `copy` taken before the GMSHIM_ variables are cleared, put before
+ * the test's own entries; never freed (the child execs). */
+static void put_test_env(char *copy, const char *const *env)
+{
+    for (char *save = NULL, *kv = copy ? strtok_r(copy, " ", &save) : NULL; kv; kv = strtok_r(NULL, " ", &save))
+        if (strchr(kv, '=') && !has_key(env, kv))
+            putenv(kv);
+}
+
 int run_program(const char *const *argv, const char *const *env, int preload, char **out)
 {
     return run_program_from(NULL, argv[0], argv, env, preload, out);
@@ -64,6 +75,8 @@ int run_program_from(const char *cwd, const char *path, const char *const *argv,
         dup2(pfd[1], 2);
         close(pfd[0]);
         close(pfd[1]);
+        const char *te = getenv("GMSHIM_TEST_ENV");
+        char *test_env = te && *te ? strdup(te) : NULL;
         for (char **e = environ; *e; e++)
             if (!strncmp(*e, "GMSHIM_", 7) && strncmp(*e, "GMSHIM_BUILD=", 13) &&
                 strncmp(*e, "GMSHIM_TEST_PRELOAD=", 20)) {
@@ -72,6 +85,7 @@ int run_program_from(const char *cwd, const char *path, const char *const *argv,
                 unsetenv(name);
                 e = environ - 1;
             }
+        put_test_env(test_env, env);
         if (!has_key(env, "GMSHIM_LOG=x")) {
             /* Logs on by default, so that every test also exercises the writer. */
             mkdir("/tmp/gmshim-tests", 0700);
@@ -133,6 +147,8 @@ int spawn_preloaded(const char *prog, const char *const *env, int *out_fd)
         const char *san = getenv("GMSHIM_TEST_PRELOAD");
         snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "", build_path("libgmshim.so"));
         setenv("LD_PRELOAD", pre, 1);
+        const char *te = getenv("GMSHIM_TEST_ENV");
+        put_test_env(te && *te ? strdup(te) : NULL, env);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
         const char *path = build_path(prog);

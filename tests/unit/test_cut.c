@@ -26,6 +26,7 @@ static void setup(void)
 {
     setenv("FAKECUDA_MEM", "512M", 1);
     unsetenv("GMSHIM_LOG");
+    unsetenv("GMSHIM_PLAN"); /* the pool's cut, not the plan's (pooltest.h) */
     options_reset();
     d = device_get(0);
     ck_assert_ptr_nonnull(d);
