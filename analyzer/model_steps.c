@@ -187,9 +187,10 @@ typedef struct period {
  * multiset must hold more than the anchor, and at least 4 in 5 of the steps between its
  * occurrences must be alike past two of warm-up (an eval every few steps is tolerated). Of the
  * keys whose steps are those, the one that comes least often: a key an eval allocates too makes
- * steps alike of the training step and the eval together. */
-static int find_anchor(size_t nkeys, const uint32_t *cnt, const size_t *off, const uint32_t *pos, const uint64_t *h,
-                       period_t *best)
+ * steps alike of the training step and the eval together. The steps alike must cover at least half
+ * of the stream's n allocations from the key's first on (not one layer of many, not a burst). */
+static int find_anchor(size_t n, size_t nkeys, const uint32_t *cnt, const size_t *off, const uint32_t *pos,
+                       const uint64_t *h, period_t *best)
 {
     size_t maxc = 0, ncand = 0;
     for (size_t k = 0; k < nkeys; k++)
@@ -215,6 +216,12 @@ static int find_anchor(size_t nkeys, const uint32_t *cnt, const size_t *off, con
             if (span_sig(h, p[j], p[j + 1]) == d)
                 len = p[j + 1] - p[j];
         if (len < 2) /* the same key over and over: no step to speak of */
+            continue;
+        /* The steps alike must make at least half of the stream from the key's first on: a key
+         * that comes once per identical layer (a transformer's blocks) cuts each step into layers
+         * alike and one long unlike rest — the backward, the optimizer — that is most of it; a
+         * burst (the optimizer's states made one parameter after another) is a sliver of it. */
+        if ((uint64_t)normal * len * 2 < (uint64_t)(n - p[0]))
             continue;
         cand[ncand++] = (period_t){(uint32_t)k, d, len, normal, 2 * (long)normal - (long)(c - 1), p[0]};
     }
@@ -343,7 +350,7 @@ static int stream_period(const stream_t *st, size_t nk, const uint32_t *ksite, c
         off[k] = off[k - 1];
     off[0] = 0;
     period_t pd;
-    int ok = find_anchor(nk, cnt, off, pos, h, &pd);
+    int ok = find_anchor(n, nk, cnt, off, pos, h, &pd);
     if (ok) {
         uint32_t at, first = pd.key, arm = pd.key;
         uint32_t phase = step_phase(st, &pos[off[pd.key]], cnt[pd.key], h, &pd, &at);

@@ -428,6 +428,26 @@ START_TEST(test_the_h100_unmarked_leaks_fail_in_the_programs_own_step)
 }
 END_TEST
 
+/* Real training runs without marks (run 121, H100, tests/gpu/torch_configs.py, 20 steps each):
+ * ViT-B/16's twelve identical blocks are no steps of their own (a key once per block cuts each
+ * step into blocks alike and one long unlike rest), nor is the GPT-like stack's first optimizer
+ * step, which makes its states one parameter after another (a burst of two keys alternating). */
+START_TEST(test_real_training_runs_count_their_own_steps)
+{
+    static const char *const runs[] = {"tests/fixtures/h100_vit_keep.gmlog", "tests/fixtures/steps/h100_gpt_keep.gmlog"};
+    for (unsigned i = 0; i < sizeof runs / sizeof *runs; i++) {
+        char *out = NULL;
+        int rc = gm(&out, "--json", "top", "--once", runs[i]);
+        const char *st = out ? strstr(out, "\"steps\":") : NULL;
+        ck_assert_msg(rc == 0 && st && !strncmp(st, "\"steps\":{\"by\":\"steps\"", strlen("\"steps\":{\"by\":\"steps\"")), "%s: rc %d\n%.2000s", runs[i],
+                      rc, out);
+        unsigned long long n = num_after(st, NULL, "count");
+        ck_assert_msg(n == 20, "%s: %llu steps, the program ran 20", runs[i], n);
+        free(out);
+    }
+}
+END_TEST
+
 Suite *analyzer_steps_suite(void)
 {
     Suite *s = suite_create("analyzer_steps");
@@ -442,6 +462,7 @@ Suite *analyzer_steps_suite(void)
     tcase_add_test(tc, test_an_unmarked_leaking_program_under_the_preload);
     tcase_add_test(tc, test_a_step_that_keeps_its_second_allocation_opens_at_its_first);
     tcase_add_test(tc, test_the_h100_unmarked_leaks_fail_in_the_programs_own_step);
+    tcase_add_test(tc, test_real_training_runs_count_their_own_steps);
     suite_add_tcase(s, tc);
     return s;
 }
