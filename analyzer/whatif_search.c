@@ -8,6 +8,7 @@
 #include "output.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,16 +266,26 @@ static rp_cfg_t capacity_cfg(const wi_plan_t *p, const rp_log_t *log, uint64_t p
     return c;
 }
 
-static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64_t start, prog_t *pg)
+/* The smallest pool the recording fits in, to the MiB: from `start` (a size that may fit) and
+ * `least` (the most bytes ever live: any pool smaller fails), each round replays up to one size
+ * per CPU (at most BISECT_MAX) at once; while the sizes still span more than a factor of 4 they
+ * are spaced geometrically (the answer is as likely near the live bytes as near the start), then
+ * evenly. */
+#define BISECT_MAX 16
+static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64_t start, uint64_t least,
+                   prog_t *pg)
 {
     unsigned k = o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
     if (k < 1)
         k = 1;
-    if (k > 8)
-        k = 8;
-    rp_cfg_t cfgs[8];
-    rp_result_t out[8];
-    uint64_t lo = 0, hi = gm_round_up(start ? start : MiB, MiB);
+    if (k > BISECT_MAX)
+        k = BISECT_MAX;
+    rp_cfg_t cfgs[BISECT_MAX];
+    rp_result_t out[BISECT_MAX];
+    uint64_t hi = gm_round_up(start ? start : MiB, MiB);
+    uint64_t lo = least > MiB ? (least - 1) / MiB * MiB : 0; /* below the live bytes: fails */
+    if (lo >= hi)
+        lo = 0;
     for (;;) { /* a size that fits: double until one does */
         cfgs[0] = capacity_cfg(p, log, hi);
         replay_many(log, cfgs, out, 1, 1, NULL, NULL);
@@ -287,13 +298,19 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
         hi *= 2;
     }
     while (hi - lo > MiB) {
-        uint64_t steps = (hi - lo) / MiB, n = steps - 1 < k ? steps - 1 : k;
-        uint64_t pts[8];
-        for (uint64_t i = 0; i < n; i++) {
-            pts[i] = lo + (hi - lo) / (n + 1) * (i + 1) / MiB * MiB;
-            if (pts[i] <= lo)
-                pts[i] = lo + MiB;
-            cfgs[i] = capacity_cfg(p, log, pts[i]);
+        uint64_t steps = (hi - lo) / MiB, want = steps - 1 < k ? steps - 1 : k, n = 0;
+        uint64_t pts[BISECT_MAX];
+        double ratio = lo ? (double)hi / (double)lo : 0;
+        for (uint64_t i = 0; i < want; i++) {
+            uint64_t v = ratio > 4 ? (uint64_t)((double)lo * pow(ratio, (double)(i + 1) / (double)(want + 1))) / MiB * MiB
+                                   : lo + (hi - lo) / (want + 1) * (i + 1) / MiB * MiB;
+            uint64_t floor = n ? pts[n - 1] : lo;
+            if (v <= floor)
+                v = floor + MiB;
+            if (v >= hi)
+                break;
+            pts[n] = v;
+            cfgs[n++] = capacity_cfg(p, log, v);
         }
         replay_many(log, cfgs, out, n, k, NULL, NULL);
         p->bisect_replays += (unsigned)n;
@@ -385,7 +402,10 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     if (log->ndrv)
         cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->drv_cap[0];
     p->outside = log->total > cap ? log->total - cap : 0;
-    bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, &pg);
+    uint64_t least = p->runs[0].res.peak_allocated;
+    if (p->runs[1].res.peak_allocated < least)
+        least = p->runs[1].res.peak_allocated;
+    bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, least, &pg);
     /* Under GMSHIM_DEVICE_LIMIT or PyTorch's memory fraction: a cap the device can give, if raising
      * it is what helps. */
     /* The cap with headroom (advice.c), never the bisected size itself: that one lasts only to
