@@ -341,6 +341,14 @@ int stepplan_free(stepplan_t *p, uint64_t off, uint64_t seq)
     return 0;
 }
 
+int stepplan_slot_live(const stepplan_t *p, int32_t s, uint64_t *off)
+{
+    if (s < 0 || (uint32_t)s >= p->period || p->slot[s].state != SLOT_LIVE)
+        return 0;
+    *off = p->slot[s].off;
+    return 1;
+}
+
 int32_t stepplan_live_slot(const stepplan_t *p, uint64_t off)
 {
     return live_slot_at(p, off);

@@ -59,6 +59,8 @@ uint64_t stepplan_slot_size(const stepplan_t *p, int32_t s);
 int stepplan_free(stepplan_t *p, uint64_t off, uint64_t seq);
 /* The slot of the live block of the plan that starts at off, or -1. */
 int32_t stepplan_live_slot(const stepplan_t *p, uint64_t off);
+/* Whether slot s (below the period) holds a live block (its offset into *off). */
+int stepplan_slot_live(const stepplan_t *p, int32_t s, uint64_t *off);
 /* Whether a live block of the plan starts at off (its size into *size). */
 int stepplan_live_at(const stepplan_t *p, uint64_t off, uint64_t *size);
 

@@ -9,6 +9,7 @@
 #include "device.h"
 #include "evlog.h"
 #include "logrec.h"
+#include "planner.h"
 #include "tcache.h"
 
 #include <string.h>
@@ -109,17 +110,21 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     c.peak_requested = peak_req;
     c.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
     c.peak_reserved = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
-    c.segments = device_segments(d, narenas, 0, now);
-    c.blocks = device_blocks(d, narenas, 0, now);
+    planner_cut_lock(d); /* the plan's pages and blocks: its records are logged under its lock */
+    c.segments = device_segments(d, narenas, 0, now) + planner_cut_pages(d, 0, now);
+    c.blocks = device_blocks(d, narenas, 0, now) + planner_cut_blocks(d, 0, now);
     logrec_cut(d->id, &c, now > start_mono ? now - start_mono : 0, now);
     device_segments(d, narenas, 1, now);
+    planner_cut_pages(d, 1, now);
     device_blocks(d, narenas, 1, now);
+    planner_cut_blocks(d, 1, now);
     /* Records after the cut must be timed after it: those the ordered clock times once it has
      * moved on, those the hit path times with the unordered one through each arena's newest stamp. */
     while (gm_now_ns() <= now)
         ;
     for (int i = 0; i < narenas; i++)
         arena_note_stamp(d->arenas[i], now + 1);
+    planner_cut_unlock(d, now + 1);
     tcache_unlock_all(d, now + 1);
     device_unlock_arenas(d, narenas);
     return 1 + (uint64_t)c.segments + c.blocks;

@@ -40,6 +40,7 @@ struct gm_plan {
     stepplan_t *sp;              /* ST_SERVE */
     uint64_t *tokens;            /* per page of the range: the driver's handle, 0 = not mapped */
     uint64_t *requested;         /* per slot: the live block's request */
+    uint32_t *sites;             /* per slot: the live block's call site */
     uint64_t last_stamp;         /* the newest log time under the lock (stamp_after) */
     uint64_t gen;                /* planner_forget's count: a plan made before it is gone */
     uint64_t fences, frees;
@@ -167,8 +168,9 @@ static int install(gm_device_t *d, gm_plan_t *p)
     size_t size = sp ? gm_round_up(stepplan_top(sp), PAGE) : 0;
     uint64_t *tokens = sp ? calloc(size / PAGE, sizeof *tokens) : NULL;
     uint64_t *req = sp ? calloc(stepplan_period(sp), sizeof *req) : NULL;
+    uint32_t *sites = sp ? calloc(stepplan_period(sp), sizeof *sites) : NULL;
     uintptr_t base = 0;
-    int ok = tokens && req;
+    int ok = tokens && req && sites;
     if (ok) {
         gm_ctx_t c;
         devctx_enter(d, &c);
@@ -178,12 +180,12 @@ static int install(gm_device_t *d, gm_plan_t *p)
     learning_end(d, p);
     if (!ok) {
         stepplan_destroy(sp);
-        free(tokens), free(req);
+        free(tokens), free(req), free(sites);
         __atomic_store_n(&p->state, ST_OFF, __ATOMIC_RELEASE);
         diag_verbose("GMSHIM_PLAN: no plan on device %d (out of host memory or addresses)", d->id);
         return 0;
     }
-    p->sp = sp, p->tokens = tokens, p->requested = req;
+    p->sp = sp, p->tokens = tokens, p->requested = req, p->sites = sites;
     __atomic_store_n(&p->base, base, __ATOMIC_RELAXED);
     __atomic_store_n(&p->size, size, __ATOMIC_RELAXED);
     __atomic_store_n(&p->state, ST_SERVE, __ATOMIC_RELEASE);
@@ -304,6 +306,7 @@ int planner_alloc(gm_device_t *d, size_t size, uint32_t site, void **out)
         return 0;
     }
     p->requested[s] = size;
+    p->sites[s] = site;
     p->requested_total += size;
     p->allocated += stepplan_slot_size(p->sp, s);
     if (p->allocated > p->allocated_peak)
@@ -487,8 +490,8 @@ void planner_forget(gm_device_t *d)
     pthread_mutex_lock(&p->lock);
     /* The context's memory went with it: nothing to unmap, addresses and handles included. */
     stepplan_destroy(p->sp);
-    free(p->tokens), free(p->requested), free(p->tags);
-    p->sp = NULL, p->tokens = p->requested = NULL, p->tags = NULL;
+    free(p->tokens), free(p->requested), free(p->sites), free(p->tags);
+    p->sp = NULL, p->tokens = p->requested = NULL, p->sites = NULL, p->tags = NULL;
     p->ntags = p->tagcap = 0;
     __atomic_store_n(&p->size, 0, __ATOMIC_RELAXED);
     p->allocated = p->requested_total = 0;
@@ -501,6 +504,56 @@ void planner_forget(gm_device_t *d)
     p->rec = steprec_create(LEARN_MAX);
     __atomic_store_n(&p->state, p->rec ? ST_LEARN : ST_OFF, __ATOMIC_RELEASE);
     __atomic_store_n(&d->plan_moves, p->rec != NULL, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void planner_cut_lock(gm_device_t *d)
+{
+    if (d->plan)
+        pthread_mutex_lock(&d->plan->lock);
+}
+
+uint32_t planner_cut_pages(gm_device_t *d, int write, uint64_t now)
+{
+    gm_plan_t *p = d->plan;
+    if (!p || p->state != ST_SERVE || !p->tokens)
+        return 0;
+    uint32_t n = 0;
+    for (size_t i = 0; i < p->size / PAGE; i++) {
+        if (!p->tokens[i])
+            continue;
+        if (write)
+            evlog_segment(GMLOG_SEGMENT_ALLOC, d->id, p->base + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, now);
+        n++;
+    }
+    return n;
+}
+
+uint32_t planner_cut_blocks(gm_device_t *d, int write, uint64_t now)
+{
+    gm_plan_t *p = d->plan;
+    if (!p || p->state != ST_SERVE || !p->sp)
+        return 0;
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < stepplan_period(p->sp); s++) {
+        uint64_t off;
+        if (!stepplan_slot_live(p->sp, (int32_t)s, &off))
+            continue;
+        if (write)
+            evlog_alloc(d->id, GMLOG_A_PLANNED, p->base + off, p->requested[s], pool_round(p->requested[s]),
+                        p->sites[s], now, now);
+        n++;
+    }
+    return n;
+}
+
+void planner_cut_unlock(gm_device_t *d, uint64_t after)
+{
+    gm_plan_t *p = d->plan;
+    if (!p)
+        return;
+    if (p->last_stamp < after)
+        p->last_stamp = after; /* the plan's next records are timed after the cut */
     pthread_mutex_unlock(&p->lock);
 }
 

@@ -59,6 +59,13 @@ void planner_counts(gm_device_t *d, planner_counts_t *out);
 size_t planner_give_back(gm_device_t *d, int reason);
 /* A cudaDeviceReset: the plan's memory is gone with the context; it learns again. */
 void planner_forget(gm_device_t *d);
+/* A bounded log's checkpoint (cut.c), the arenas' locks held: the plan's lock taken (after the
+ * arenas', as for fork), its mapped pages and its live blocks counted (write 0) or logged as the
+ * pool's are, then its lock given back, its next records timed after `after`. */
+void planner_cut_lock(gm_device_t *d);
+uint32_t planner_cut_pages(gm_device_t *d, int write, uint64_t now);
+uint32_t planner_cut_blocks(gm_device_t *d, int write, uint64_t now);
+void planner_cut_unlock(gm_device_t *d, uint64_t after);
 /* fork(): the plan's lock around it (after the arenas', before the fence lock). */
 void planner_fork_lock(gm_device_t *d);
 void planner_fork_unlock(gm_device_t *d);
