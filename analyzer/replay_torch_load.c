@@ -38,18 +38,15 @@ int replay_torch_append_at(rt_log_t *log, unsigned type, uint64_t size, uint32_t
 
 int replay_torch_segment(rt_log_t *log, uint64_t addr, uint64_t size)
 {
-    if (log->nsegs == log->capsegs) {
-        size_t cap = log->capsegs ? log->capsegs * 2 : 256;
-        uint64_t *a = realloc(log->seg_addr, cap * sizeof *a);
-        if (!a)
-            return -1;
-        log->seg_addr = a;
-        uint64_t *s = realloc(log->seg_size, cap * sizeof *s);
-        if (!s)
-            return -1;
-        log->seg_size = s;
-        log->capsegs = cap;
-    }
+    size_t cap = log->capsegs;
+    uint64_t *a = vec_grow(log->seg_addr, &cap, log->nsegs + 1, sizeof *a, 256);
+    if (!a)
+        return -1;
+    log->seg_addr = a;
+    uint64_t *s = vec_grow(log->seg_size, &log->capsegs, log->nsegs + 1, sizeof *s, 256);
+    if (!s)
+        return -1;
+    log->seg_size = s;
     log->seg_addr[log->nsegs] = addr;
     log->seg_size[log->nsegs++] = size;
     return 0;

@@ -1,6 +1,9 @@
 /* Helpers the suites share: paths under the build directory, running a program under the
  * preload with extra environment and capturing its output, temporary directories. */
 #include "suites.h"
+#include "gmlog.h"
+#include "model.h"
+#include "reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -201,4 +204,34 @@ const char *frames_python(void)
         if (access(pythons[i], X_OK) == 0)
             return pythons[i];
     return NULL;
+}
+
+const char *wrapped_log_model(const char *name, const char *const *extra, rd_log_t *lf, model_t *m)
+{
+    static char log[4200];
+    char env_log[4300];
+    snprintf(log, sizeof log, "%s/%s", temp_dir(), name);
+    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+    const char *env[16] = {env_log, "GMSHIM_LOG_LIMIT=64M"};
+    size_t n = 2;
+    for (size_t i = 0; extra && extra[i] && n + 1 < sizeof env / sizeof env[0]; i++)
+        env[n++] = extra[i];
+    env[n] = NULL;
+    char *out = NULL;
+    int rc = run_built("tests/integration/log_bounded", env, NULL, &out);
+    ck_assert_msg(rc == 0, "log_bounded exited %d:\n%s", rc, out);
+    free(out);
+    ck_assert_msg(rd_open_path(lf, log) == 0, "%s does not read", log);
+    ck_assert_msg(lf->hdr.flags & GMLOG_F_WRAPPED, "the log did not wrap: the test proves nothing");
+    memset(m, 0, sizeof *m);
+    model_build(m, lf, MODEL_ALL);
+    const model_dev_t *d0 = m->dev[0];
+    ck_assert_ptr_nonnull(d0);
+    ck_assert_uint_eq(m->malformed, 0);
+    ck_assert_msg(d0->bad_segment_frees == 0 && d0->unmatched_frees == 0,
+                  "%llu segments or pages and %llu blocks freed that the log never made",
+                  (unsigned long long)d0->bad_segment_frees, (unsigned long long)d0->unmatched_frees);
+    ck_assert_uint_ge(d0->reserved, d0->allocated);
+    ck_assert_uint_ge(d0->peak_reserved, d0->peak_allocated);
+    return log;
 }

@@ -191,35 +191,17 @@ END_TEST
  * unknown to the reader). */
 START_TEST(test_a_wrapped_log_repeats_the_plans_pages_and_blocks)
 {
-    char log[4200], env_log[4300];
-    snprintf(log, sizeof log, "%s/plan-ckpt.gmlog", temp_dir());
-    snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
-    const char *env[] = {env_log, "GMSHIM_PLAN=1", "GMSHIM_LOG_LIMIT=64M", "PAIRS=2000000", "THREADS=1",
-                         "FAKECUDA_MEM=4G", NULL};
-    char *out = NULL;
-    int rc = run_built("tests/integration/log_bounded", env, NULL, &out);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    free(out);
+    const char *env[] = {"GMSHIM_PLAN=1", "PAIRS=2000000", "THREADS=1", "FAKECUDA_MEM=4G", NULL};
     rd_log_t lf;
-    ck_assert_msg(rd_open_path(&lf, log) == 0, "the log does not read");
-    ck_assert_msg(lf.hdr.flags & GMLOG_F_WRAPPED, "the log did not wrap: the test proves nothing");
+    model_t m;
+    const char *log = wrapped_log_model("plan-ckpt.gmlog", env, &lf, &m);
+    model_free(&m);
     rd_rec_t rec;
     unsigned long long planned = 0;
+    rd_rewind(&lf);
     while (rd_next(&lf, &rec))
         planned += rec.type == GMLOG_ALLOC && (rec.flags & GMLOG_A_PLANNED);
     ck_assert_msg(planned > 0, "nothing planned after the checkpoint: the test proves nothing");
-    model_t m;
-    memset(&m, 0, sizeof m);
-    model_build(&m, &lf, MODEL_ALL);
-    model_dev_t *d0 = m.dev[0];
-    ck_assert_ptr_nonnull(d0);
-    ck_assert_uint_eq(m.malformed, 0);
-    ck_assert_msg(d0->bad_segment_frees == 0 && d0->unmatched_frees == 0,
-                  "%llu pages and %llu blocks freed that the log never made (%llu planned allocations read)",
-                  (unsigned long long)d0->bad_segment_frees, (unsigned long long)d0->unmatched_frees, planned);
-    ck_assert_uint_ge(d0->reserved, d0->allocated);
-    ck_assert_uint_ge(d0->peak_reserved, d0->peak_allocated);
-    model_free(&m);
     rd_close(&lf);
     unlink(log);
 }
