@@ -19,25 +19,51 @@
 /* Growth below this per step is not worth a warning (a list of small tensors kept for logging). */
 #define LEAKWARN_MIN_RISE (64u << 10)
 
-/* Troughs of a device's allocated bytes (the analyzer's epochs when there are no marks): a fall
- * of a tenth of the peak (at least 4 KiB) below the highest point, then a rise as large above
- * the lowest point closes a trough at that lowest point. */
+/* Troughs of a device's allocated bytes (the analyzer's epochs when there are no marks, the shim's
+ * steps): a trough closes at the lowest point after a fall of at least 7/10 of the steps' swing —
+ * the largest fall yet from a high since the last trough — and a climb as large again. The count
+ * opens once the figure has made one fall of a tenth of its peak and a climb as large (the first
+ * whole step): before that the swing is only the first forward pass's temporaries, whose falls
+ * are small and whose lows rise layer after layer. Measured on real logs (run 121's ResNet-50, a
+ * GPT-2-like and ViT-B/16, 20 steps each; an unmarked loop keeping 64 MiB beside a 32 MiB scratch,
+ * 1 258 steps): 22, 20, 19 and 1 258 troughs, where a tenth of the peak as the threshold gave 22,
+ * 40, 20 and 4 (a leak's growing peak outgrew its steps' swing). */
 typedef struct leakwarn_trough {
     int up;                   /* rising: the next fall starts a trough */
     uint64_t hi, lo, lo_t;
+    uint64_t top, swing;      /* the high since the last trough; the largest fall from it yet */
+    int open, cup;            /* the count opened; the opening climb's state */
+    uint64_t chi, clo;
 } leakwarn_trough_t;
 
 static inline void leakwarn_trough_init(leakwarn_trough_t *tr)
 {
-    tr->up = 1; /* the first trough needs a fall first: a run that only grows has none */
-    tr->hi = tr->lo = tr->lo_t = 0;
+    memset(tr, 0, sizeof *tr);
+    tr->up = tr->cup = 1; /* the first trough needs a fall first: a run that only grows has none */
 }
 
 /* One value of allocated bytes at time t (peak: the most allocated so far). 1 when it closes a
- * trough: tr->lo is its low-water mark, tr->lo_t its time. */
+ * trough that counts: tr->lo is its low-water mark, tr->lo_t its time. */
 static inline int leakwarn_trough_feed(leakwarn_trough_t *tr, uint64_t a, uint64_t peak, uint64_t t)
 {
-    uint64_t thr = peak / 10;
+    if (!tr->open) { /* the opening: a fall of a tenth of the peak, then a climb as large */
+        uint64_t c = peak / 10 < 4096 ? 4096 : peak / 10;
+        if (tr->cup) {
+            if (a > tr->chi)
+                tr->chi = a;
+            else if (a + c <= tr->chi)
+                tr->cup = 0, tr->clo = a;
+        } else if (a < tr->clo) {
+            tr->clo = a;
+        } else if (a >= tr->clo + c) {
+            tr->open = 1;
+        }
+    }
+    if (a > tr->top)
+        tr->top = a;
+    if (tr->top - a > tr->swing)
+        tr->swing = tr->top - a;
+    uint64_t thr = tr->swing / 10 * 7;
     if (thr < 4096)
         thr = 4096;
     if (tr->up) {
@@ -54,7 +80,8 @@ static inline int leakwarn_trough_feed(leakwarn_trough_t *tr, uint64_t a, uint64
     } else if (a >= tr->lo + thr) {
         tr->up = 1;
         tr->hi = a;
-        return 1;
+        tr->top = a;
+        return tr->open;
     }
     return 0;
 }

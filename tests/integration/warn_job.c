@@ -1,6 +1,7 @@
 /* GMSHIM_WARN workloads, one per argument: a job that leaks 16 MiB a step in leak_step() until its
  * OOM, with marks ("leak-marks") or without ("leak-troughs": steps of 25 ms, longer than the
- * shim's readings; "leak-brief-troughs": steps of 1 ms, many to a reading); jobs that must never
+ * shim's readings; "leak-brief-troughs": steps of 1 ms, many to a reading; "leak-lean-troughs": a step's only
+ * activation a 16 MiB scratch, which the kept bytes outgrow tenfold within a few steps); jobs that must never
  * be warned about: constant steps ("steady"), a cache that fills for some steps then stays
  * ("warmup"), steps of random sizes with marks ("noisy-marks") and without ("noisy-troughs",
  * "noisy-brief-troughs"). Run with FAKECUDA_MEM=1G; linked with
@@ -72,6 +73,8 @@ int main(int argc, char **argv)
             mark(label);
         size_t sizes[6] = {32 * MiB, 32 * MiB, 8 * MiB};
         int n = 3;
+        if (strstr(mode, "lean"))
+            sizes[0] = 16 * MiB, n = 1;
         if (noisy) {
             /* a state that changes size every step, and activations of random sizes */
             if (state)

@@ -78,18 +78,72 @@ START_TEST(test_one_fall_starts_the_count_again)
 }
 END_TEST
 
-START_TEST(test_troughs_close_at_a_climb_of_a_tenth_of_the_peak)
+/* Feeds v[0..n) at times 1, 2, ...: the number of troughs that count, the last one's low in *lo. */
+static unsigned feed_all(leakwarn_trough_t *tr, const uint64_t *v, size_t n, uint64_t *peak, uint64_t *lo)
+{
+    unsigned closed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] > *peak)
+            *peak = v[i];
+        if (leakwarn_trough_feed(tr, v[i], *peak, i + 1)) {
+            closed++;
+            *lo = tr->lo;
+        }
+    }
+    return closed;
+}
+
+/* A first forward pass whose temporaries dip while its lows rise is no steps; the count opens at
+ * the first fall of a tenth of the peak and climb as large, then a trough closes at each fall of
+ * 7/10 of the steps' swing and climb as large, never at a dip of the forward pass. */
+START_TEST(test_troughs_open_at_a_whole_step_then_follow_its_swing)
 {
     leakwarn_trough_t tr;
     leakwarn_trough_init(&tr);
-    uint64_t peak = 1000 * MiB;
-    ck_assert_msg(!leakwarn_trough_feed(&tr, 500 * MiB, peak, 1), "a trough before any fall");
-    ck_assert_msg(!leakwarn_trough_feed(&tr, 450 * MiB, peak, 2), "a fall under a tenth closed a trough");
-    ck_assert_msg(!leakwarn_trough_feed(&tr, 300 * MiB, peak, 3), "the fall itself closed a trough");
-    ck_assert_msg(!leakwarn_trough_feed(&tr, 200 * MiB, peak, 4), "a lower point closed a trough");
-    ck_assert_msg(leakwarn_trough_feed(&tr, 320 * MiB, peak, 5), "a climb of a tenth closed none");
-    ck_assert_msg(tr.lo == 200 * MiB && tr.lo_t == 4, "trough at %llu, time %llu", (unsigned long long)tr.lo,
-                  (unsigned long long)tr.lo_t);
+    uint64_t peak = 0, lo = 0;
+    static const uint64_t forward[] = {100, 110, 105, 120, 115, 130, 125, 140, 135, 150, 145, 160};
+    uint64_t v[16];
+    for (size_t i = 0; i < 12; i++)
+        v[i] = forward[i] * MiB;
+    ck_assert_msg(feed_all(&tr, v, 12, &peak, &lo) == 0 && !tr.open, "the first forward pass's dips counted");
+    /* the backward: down to the weights, then the next step's forward */
+    static const uint64_t step[] = {100, 130, 125, 160, 100};
+    for (size_t i = 0; i < 5; i++)
+        v[i] = step[i] * MiB;
+    /* opened at 130 (60 down from 160, 30 up): the trough at 100 counts once the climb ends */
+    unsigned n0 = feed_all(&tr, v, 5, &peak, &lo);
+    ck_assert_msg(tr.open && n0 == 1 && lo == 100 * MiB, "the first whole step: open %d, %u troughs, low %llu MiB",
+                  tr.open, n0, (unsigned long long)(lo / MiB));
+    for (unsigned k = 0; k < 3; k++) {
+        for (size_t i = 0; i < 5; i++)
+            v[i] = (step[i] + 2 * k) * MiB; /* a leak of 2 MiB a step */
+        unsigned n = feed_all(&tr, v, 5, &peak, &lo);
+        ck_assert_msg(n == 1 && lo == (100 + 2 * (k ? k - 1 : 0)) * MiB, "step %u: %u troughs, low %llu MiB", k, n,
+                      (unsigned long long)(lo / MiB));
+    }
+}
+END_TEST
+
+/* A leak whose steps' swing stays while its live bytes grow far past ten times it (a loop keeping
+ * 64 MiB beside a 32 MiB scratch): a trough every step, its low rising by the leak. */
+START_TEST(test_a_leak_that_outgrows_its_swing_keeps_its_steps)
+{
+    leakwarn_trough_t tr;
+    leakwarn_trough_init(&tr);
+    uint64_t peak = 0, lo = 0, prev = 0, live = 0;
+    unsigned closed = 0;
+    for (unsigned k = 0; k < 200; k++) {
+        uint64_t v[3] = {live + 32 * MiB, live + 96 * MiB, live + 64 * MiB};
+        live += 64 * MiB;
+        unsigned n = feed_all(&tr, v, 3, &peak, &lo);
+        if (n) {
+            ck_assert_msg(!closed || lo == prev + 64 * MiB, "step %u: low %llu MiB after %llu", k,
+                          (unsigned long long)(lo / MiB), (unsigned long long)(prev / MiB));
+            prev = lo;
+        }
+        closed += n;
+    }
+    ck_assert_msg(closed >= 197, "%u troughs in 200 steps", closed);
 }
 END_TEST
 
@@ -160,7 +214,8 @@ Suite *leakwarn_suite(void)
     tcase_add_test(tc, test_a_steady_rise_warns_once_past_the_warmup_with_the_steps_left);
     tcase_add_test(tc, test_no_warning_for_a_plateau_a_slowing_cache_a_jump_noise_or_tiny_growth);
     tcase_add_test(tc, test_one_fall_starts_the_count_again);
-    tcase_add_test(tc, test_troughs_close_at_a_climb_of_a_tenth_of_the_peak);
+    tcase_add_test(tc, test_troughs_open_at_a_whole_step_then_follow_its_swing);
+    tcase_add_test(tc, test_a_leak_that_outgrows_its_swing_keeps_its_steps);
     tcase_add_test(tc, test_the_tap_keeps_every_step_between_readings);
     tcase_add_test(tc, test_the_line_says_rate_site_time_and_steps);
     suite_add_tcase(s, tc);

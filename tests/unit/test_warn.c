@@ -95,6 +95,15 @@ START_TEST(test_steps_shorter_than_a_reading_are_each_a_step)
 }
 END_TEST
 
+/* A leak whose step holds only a 16 MiB scratch beside it (a list of kept tensors): its live bytes
+ * are soon ten times its steps' swing, and each step is still one, in the pool and forwarding. */
+START_TEST(test_a_leak_that_outgrows_its_steps_swing_is_warned)
+{
+    check_leak_warned("leak-lean-troughs", NULL);
+    check_leak_warned("leak-lean-troughs", "GMSHIM_POOL=0");
+}
+END_TEST
+
 /* GMSHIM_POOL=0: the forwarded blocks are counted as the pool's are, low-water mark included. */
 START_TEST(test_pass_through_warns_as_the_pool_does)
 {
@@ -167,6 +176,7 @@ Suite *warn_suite(void)
     tcase_add_test(tc, test_a_leak_with_marks_is_warned_once_before_its_oom);
     tcase_add_test(tc, test_a_leak_without_marks_is_warned_once_before_its_oom);
     tcase_add_test(tc, test_steps_shorter_than_a_reading_are_each_a_step);
+    tcase_add_test(tc, test_a_leak_that_outgrows_its_steps_swing_is_warned);
     tcase_add_test(tc, test_steady_jobs_are_never_warned);
     tcase_add_test(tc, test_pass_through_warns_as_the_pool_does);
     tcase_add_test(tc, test_nothing_is_said_unless_asked);
