@@ -77,6 +77,8 @@ def leak(mib, fraction, marked=True):
             kept.append(torch.empty(mib << 20, dtype=torch.uint8, device="cuda"))  # LEAK_LINE
             del scratch
             step += 1
+            if not marked:  # where a warning on the same stream came (scripts/gpu-warn-top)
+                print(f"step {step}", file=sys.stderr, flush=True)
     except torch.OutOfMemoryError:
         stats(exception="OutOfMemoryError", step=step, line=leak_line())
 
