@@ -20,14 +20,16 @@
 #define LEAKWARN_MIN_RISE (64u << 10)
 
 /* Troughs of a device's allocated bytes (the analyzer's epochs when there are no marks, the shim's
- * steps): a trough closes at the lowest point after a fall of at least 7/10 of the steps' swing —
- * the largest fall yet from a high since the last trough — and a climb as large again. The count
- * opens once the figure has made one fall of a tenth of its peak and a climb as large (the first
- * whole step): before that the swing is only the first forward pass's temporaries, whose falls
- * are small and whose lows rise layer after layer. Measured on real logs (run 121's ResNet-50, a
- * GPT-2-like and ViT-B/16, 20 steps each; an unmarked loop keeping 64 MiB beside a 32 MiB scratch,
- * 1 258 steps): 22, 20, 19 and 1 258 troughs, where a tenth of the peak as the threshold gave 22,
- * 40, 20 and 4 (a leak's growing peak outgrew its steps' swing). */
+ * steps): a trough closes at the lowest point after a fall of a tenth of the peak or of 7/10 of the
+ * steps' swing, whichever is less — the swing being the largest fall yet from a high since the
+ * last trough — and a climb as large again. A tenth of the peak alone let a leak outgrow its own
+ * steps (its peak grows, its swing does not); the swing alone is inflated for good by one large
+ * fall (a cache freed once). The count opens once the figure has made one fall of a tenth of its
+ * peak and a climb as large (the first whole step): before that the swing is only the first
+ * forward pass's temporaries, whose falls are small and whose lows rise layer after layer.
+ * Replayed on real logs (run 121's ResNet-50, a GPT-2-like and ViT-B/16, 20 steps each; an
+ * unmarked loop keeping 64 MiB beside a 32 MiB scratch, 1 258 steps): 22, 40, 20 and 1 258
+ * troughs, where a tenth of the peak alone gave 22, 40, 20 and 4; none of the steady three warned. */
 typedef struct leakwarn_trough {
     int up;                   /* rising: the next fall starts a trough */
     uint64_t hi, lo, lo_t;
@@ -64,6 +66,8 @@ static inline int leakwarn_trough_feed(leakwarn_trough_t *tr, uint64_t a, uint64
     if (tr->top - a > tr->swing)
         tr->swing = tr->top - a;
     uint64_t thr = tr->swing / 10 * 7;
+    if (thr > peak / 10)
+        thr = peak / 10;
     if (thr < 4096)
         thr = 4096;
     if (tr->up) {
