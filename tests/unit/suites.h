@@ -121,11 +121,13 @@ const char *stderr_of(void (*fn)(void));
 int run_built(const char *prog, const char *const *env, const char *arg, char **out);
 /* tests/integration/log_bounded under `extra` (NULL-terminated, at most 13) with a 64 MiB bounded
  * log `name` in a temporary directory; fails the test unless it wrapped and its model agrees with
- * itself (nothing freed that the log never made, nothing malformed, reserved >= allocated, now
- * and at the peaks). *lf open and *m built (the caller frees both); the log's path. */
+ * itself (no segment or page and at most `stray` blocks freed that the log never made, nothing
+ * malformed, reserved >= allocated, now and at the peaks). *lf open and *m built (the caller frees
+ * both); the log's path. */
 struct rd_log;
 struct model;
-const char *wrapped_log_model(const char *name, const char *const *extra, struct rd_log *lf, struct model *m);
+const char *wrapped_log_model(const char *name, const char *const *extra, unsigned long long stray, struct rd_log *lf,
+                              struct model *m);
 /* Runs build/<prog> under the preload with the environment entries given; fails the test with
  * its output unless it exits 0. */
 #define RUN_OK(prog, ...)                                                                         \

@@ -310,7 +310,7 @@ START_TEST(test_a_wrapped_log_under_vmm_repeats_the_mapped_pages)
     const char *env[] = {"GMSHIM_SEGMENTS=vmm", "PAIRS=700000", "THREADS=4", "FAKECUDA_MEM=4G", NULL};
     rd_log_t lf;
     model_t m;
-    const char *log = wrapped_log_model("vmm-ckpt.gmlog", env, &lf, &m);
+    const char *log = wrapped_log_model("vmm-ckpt.gmlog", env, 0, &lf, &m);
     ck_assert_uint_eq(m.dev[0]->reserved % (2 * MiB), 0);
     model_free(&m);
     rd_close(&lf);
