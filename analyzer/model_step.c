@@ -165,7 +165,7 @@ static void on_cut(model_t *m, const rd_rec_t *r)
         d->ooms = c->ooms;
     }
     d->ep_min[0] = d->ep_min[1] = d->allocated;
-    d->tr.hi = d->tr.top = d->allocated;
+    d->tr.z.hi = d->tr.top = d->allocated;
     if (m->flags & MODEL_TIMELINE)
         tl_note(m, d, r->t);
 }

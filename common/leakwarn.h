@@ -30,64 +30,73 @@
  * Replayed on real logs (run 121's ResNet-50, a GPT-2-like and ViT-B/16, 20 steps each; an
  * unmarked loop keeping 64 MiB beside a 32 MiB scratch, 1 258 steps): 22, 40, 20 and 1 258
  * troughs, where a tenth of the peak alone gave 22, 40, 20 and 4; none of the steady three warned. */
-typedef struct leakwarn_trough {
+typedef struct leakwarn_zig {
     int up;                   /* rising: the next fall starts a trough */
-    uint64_t hi, lo, lo_t;
+    uint64_t hi, lo;
+} leakwarn_zig_t;
+
+typedef struct leakwarn_trough {
+    leakwarn_zig_t z;         /* the steps' troughs (z.lo: the newest one's low-water mark) */
+    uint64_t lo_t;            /* its time */
     uint64_t top, swing;      /* the high since the last trough; the largest fall from it yet */
-    int open, cup;            /* the count opened; the opening climb's state */
-    uint64_t chi, clo;
+    int open;                 /* the count opened (by `first`, a whole step at a tenth of the peak) */
+    leakwarn_zig_t first;
 } leakwarn_trough_t;
+
+/* One value `a` through a zigzag of threshold thr: 1 when it climbs thr above the lowest point
+ * after a fall of thr (z->lo); *low set when `a` is that lowest point so far. */
+static inline int leakwarn_zig(leakwarn_zig_t *z, uint64_t a, uint64_t thr, int *low)
+{
+    *low = 0;
+    if (z->up) {
+        if (a > z->hi) {
+            z->hi = a;
+        } else if (a + thr <= z->hi) {
+            z->up = 0;
+            z->lo = a;
+            *low = 1;
+        }
+    } else if (a < z->lo) {
+        z->lo = a;
+        *low = 1;
+    } else if (a >= z->lo + thr) {
+        z->up = 1;
+        z->hi = a;
+        return 1;
+    }
+    return 0;
+}
 
 static inline void leakwarn_trough_init(leakwarn_trough_t *tr)
 {
     memset(tr, 0, sizeof *tr);
-    tr->up = tr->cup = 1; /* the first trough needs a fall first: a run that only grows has none */
+    tr->z.up = tr->first.up = 1; /* the first trough needs a fall first: a run that only grows has none */
 }
 
 /* One value of allocated bytes at time t (peak: the most allocated so far). 1 when it closes a
- * trough that counts: tr->lo is its low-water mark, tr->lo_t its time. */
+ * trough that counts: tr->z.lo is its low-water mark, tr->lo_t its time. */
 static inline int leakwarn_trough_feed(leakwarn_trough_t *tr, uint64_t a, uint64_t peak, uint64_t t)
 {
-    if (!tr->open) { /* the opening: a fall of a tenth of the peak, then a climb as large */
-        uint64_t c = peak / 10 < 4096 ? 4096 : peak / 10;
-        if (tr->cup) {
-            if (a > tr->chi)
-                tr->chi = a;
-            else if (a + c <= tr->chi)
-                tr->cup = 0, tr->clo = a;
-        } else if (a < tr->clo) {
-            tr->clo = a;
-        } else if (a >= tr->clo + c) {
-            tr->open = 1;
-        }
-    }
+    uint64_t tenth = peak / 10 < 4096 ? 4096 : peak / 10;
+    int low;
+    if (!tr->open && leakwarn_zig(&tr->first, a, tenth, &low))
+        tr->open = 1;
     if (a > tr->top)
         tr->top = a;
     if (tr->top - a > tr->swing)
         tr->swing = tr->top - a;
     uint64_t thr = tr->swing / 10 * 7;
-    if (thr > peak / 10)
-        thr = peak / 10;
+    if (thr > tenth)
+        thr = tenth;
     if (thr < 4096)
         thr = 4096;
-    if (tr->up) {
-        if (a > tr->hi) {
-            tr->hi = a;
-        } else if (a + thr <= tr->hi) {
-            tr->up = 0;
-            tr->lo = a;
-            tr->lo_t = t;
-        }
-    } else if (a < tr->lo) {
-        tr->lo = a;
+    int closed = leakwarn_zig(&tr->z, a, thr, &low);
+    if (low)
         tr->lo_t = t;
-    } else if (a >= tr->lo + thr) {
-        tr->up = 1;
-        tr->hi = a;
-        tr->top = a;
-        return tr->open;
-    }
-    return 0;
+    if (!closed)
+        return 0;
+    tr->top = a;
+    return tr->open;
 }
 
 /* A figure's troughs found as it changes, by the code that changes it (the shim: under the lock
@@ -123,7 +132,7 @@ static inline void leakwarn_tap_feed(leakwarn_tap_t *tap, uint64_t a)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t k = tap->closed;
-        __atomic_store_n(&tap->ring_lo[k % LEAKWARN_TAP_RING], tap->tr.lo, __ATOMIC_RELAXED);
+        __atomic_store_n(&tap->ring_lo[k % LEAKWARN_TAP_RING], tap->tr.z.lo, __ATOMIC_RELAXED);
         __atomic_store_n(&tap->ring_t[k % LEAKWARN_TAP_RING],
                          (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, __ATOMIC_RELAXED);
         __atomic_store_n(&tap->closed, k + 1, __ATOMIC_RELEASE);

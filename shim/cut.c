@@ -10,6 +10,7 @@
 #include "evlog.h"
 #include "logrec.h"
 #include "planner.h"
+#include "ranges.h"
 #include "tcache.h"
 
 #include <string.h>
@@ -41,14 +42,7 @@ static uint32_t heap_segments(const gm_heap_t *h, int dev, int write, uint64_t n
             n++;
             continue;
         }
-        for (size_t i = 0; i < seg->size / GM_VMM_PAGE; i++) { /* a range: its mapped pages */
-            if (!seg->page[i])
-                continue;
-            if (write)
-                evlog_segment(GMLOG_SEGMENT_ALLOC, dev, seg->base + i * GM_VMM_PAGE, GM_VMM_PAGE, 0, GMLOG_SEG_VMM,
-                              now, now);
-            n++;
-        }
+        n += ranges_cut_pages(dev, seg->base, seg->page, seg->size / GM_VMM_PAGE, write, now); /* a range */
     }
     return n;
 }

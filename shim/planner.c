@@ -518,15 +518,7 @@ uint32_t planner_cut_pages(gm_device_t *d, int write, uint64_t now)
     gm_plan_t *p = d->plan;
     if (!p || p->state != ST_SERVE || !p->tokens)
         return 0;
-    uint32_t n = 0;
-    for (size_t i = 0; i < p->size / PAGE; i++) {
-        if (!p->tokens[i])
-            continue;
-        if (write)
-            evlog_segment(GMLOG_SEGMENT_ALLOC, d->id, p->base + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, now);
-        n++;
-    }
-    return n;
+    return ranges_cut_pages(d->id, p->base, p->tokens, p->size / PAGE, write, now);
 }
 
 uint32_t planner_cut_blocks(gm_device_t *d, int write, uint64_t now)

@@ -85,6 +85,19 @@ static void log_page_run(int dev, int type, uintptr_t addr, size_t n, uint64_t n
         evlog_segment(type, dev, addr + i * PAGE, PAGE, 0, GMLOG_SEG_VMM, now, i ? now : t0);
 }
 
+uint32_t ranges_cut_pages(int dev, uintptr_t base, const uint64_t *tokens, size_t npages, int write, uint64_t now)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < npages; i++) {
+        if (!tokens[i])
+            continue;
+        if (write)
+            log_page_run(dev, GMLOG_SEGMENT_ALLOC, base + i * PAGE, 1, now, now);
+        n++;
+    }
+    return n;
+}
+
 static void log_pages(gm_arena_t *a, int type, uintptr_t addr, size_t n, uint64_t t0)
 {
     if (!evlog_enabled())

@@ -29,6 +29,10 @@ size_t ranges_release_idle(gm_arena_t *a, size_t keep, uint64_t idle_ns, uint64_
 /* Bytes of idle pages in the arena. */
 size_t ranges_idle_bytes(gm_arena_t *a);
 
+/* A bounded log's checkpoint (cut.c, planner.c): the mapped pages of the range at base (tokens[i]
+ * nonzero: page i mapped) counted, and with `write` logged as the pages' SEGMENT records at now. */
+uint32_t ranges_cut_pages(int dev, uintptr_t base, const uint64_t *tokens, size_t npages, int write, uint64_t now);
+
 /* The planned step's range (planner.c, under its lock, inside devctx_enter): `size` bytes of
  * addresses reserved (0, or -1); n pages mapped at addr, their tokens written, logged as pages
  * after *last_stamp (raised to their time), refused (-1, none mapped) during a capture or past

@@ -87,7 +87,7 @@ static unsigned feed_all(leakwarn_trough_t *tr, const uint64_t *v, size_t n, uin
             *peak = v[i];
         if (leakwarn_trough_feed(tr, v[i], *peak, i + 1)) {
             closed++;
-            *lo = tr->lo;
+            *lo = tr->z.lo;
         }
     }
     return closed;
