@@ -530,6 +530,7 @@ void device_get_stats(gm_device_t *d, gmshim_stats_t *out)
     out->allocs += pc.planned;
     out->frees += pc.frees;
     out->cache_hits += pc.planned;
+    out->fences += pc.fences;
     out->allocated.current += pc.allocated;
     out->allocated.peak += pc.allocated_peak;
     out->requested.current += pc.requested;

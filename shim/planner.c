@@ -48,6 +48,7 @@ struct gm_plan {
     int released;                /* the online cache was released since the range last grew */
     uint64_t idle_count, idle_since; /* GMSHIM_IDLE_RELEASE: the planned count last seen, and since when */
     uint64_t newest_free_seq;    /* the fence the newest planned free waits for */
+    uint64_t open_seq, open_bytes, open_count; /* the planned frees waiting for fence open_seq, still to come */
 };
 
 static int on_warned;
@@ -260,13 +261,19 @@ static int map_slot(gm_device_t *d, gm_plan_t *p, uint64_t off, size_t n, uint64
 
 /* Under the lock: slot s taken when its addresses are free. A fence the slot waits for is
  * recorded if it is still to come (as the pool's miss records one; under GPU order it answers at
- * once), else polled, once. 0 and *off, or nonzero. */
+ * once), else polled, once. 0 and *off, or nonzero. A fence still to come is not recorded for one
+ * small freed block alone (below the pool's threshold, fencepol_threshold): a small block freed and
+ * wanted again at once (a loop of one small allocation) goes to the online pool, whose cache shares
+ * a fence among many frees, instead of costing a fence a pair; an OOM's release still unmaps the
+ * slot's pages for the pool once their fences complete. */
 static uint64_t claim(gm_device_t *d, gm_plan_t *p, int32_t s, uint64_t *off)
 {
     uint64_t w = stepplan_claim(p->sp, s, device_reusable(d), off);
     if (!w || w == STEPPLAN_BUSY)
         return w;
     if (w > device_issued(d)) {
+        if (w == p->open_seq && p->open_count < 2 && p->open_bytes < fencepol_threshold(d, device_reserved(d)))
+            return w;
         if (fencepol_issue_device(d, GMLOG_FENCE_BY_NEED) != 0)
             return w;
         p->fences++;
@@ -362,6 +369,10 @@ int planner_free(gm_device_t *d, uintptr_t ptr, uint32_t site, size_t *bytes, ui
         evlog_free(d->id, seq ? GMLOG_F_DEFERRED : 0, ptr, site, now, now);
     }
     stepplan_free(p->sp, ptr - p->base, seq);
+    if (seq != p->open_seq)
+        p->open_seq = seq, p->open_bytes = p->open_count = 0;
+    p->open_bytes += n;
+    p->open_count++;
     if (seq > p->newest_free_seq)
         __atomic_store_n(&p->newest_free_seq, seq, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&p->lock);
@@ -497,6 +508,7 @@ void planner_forget(gm_device_t *d)
     p->allocated = p->requested_total = 0;
     p->idle_count = p->idle_since = 0;
     __atomic_store_n(&p->newest_free_seq, 0, __ATOMIC_RELAXED); /* the device's fences start again */
+    p->open_seq = p->open_bytes = p->open_count = 0;
     __atomic_store_n(&d->plan_allocated, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&d->plan_requested, 0, __ATOMIC_RELAXED);
     p->gen++;

@@ -14,6 +14,9 @@
  *            pages no planned block holds go back on the pool's OOM (as the pool's cache does
  *            without the plan); then 3 more steps, from the plan again where there is one
  *   empty    the same after gmshim_empty_cache, which gives them back first: no OOM then
+ *   loop     no steps: 20 000 pairs of one 512 B block from one line (the plan's step is that one
+ *            small allocation, freed and wanted again at once): no fence a pair; fences shared
+ *            among many frees, as the pool without the plan shares them
  * PLAN_STRICT=1 (GPU order): nearly every planned step's allocation must come from the plan;
  * PLAN_EXPECT_NONE=1: no plan may be made (GMSHIM_PLAN off).
  * Prints the plan's counters; exits nonzero on any failure. */
@@ -194,6 +197,25 @@ static void large_block(int expect_plan, int empty)
     CUDA_OK(cudaFree(p));
 }
 
+/* 20 000 pairs of one small block, each freed and wanted again at once, from one line: the plan
+ * learns that step of one allocation, and there is at most one fence per 16 pairs (a fence a pair
+ * is what the plan made before: 20 000), the blocks checked as ever. */
+static void small_loop(int expect_plan)
+{
+    enum { PAIRS = 20000 };
+    gmshim_stats_t a, b;
+    gm_stats(0, &a);
+    for (int i = 0; i < PAIRS; i++) {
+        unsigned char *x;
+        ALLOC(x, 512);
+        free_block(x);
+    }
+    gm_stats(0, &b);
+    printf("loop: %d pairs, %llu fences, %llu planned\n", PAIRS, b.fences - a.fences, b.plan_allocs - a.plan_allocs);
+    CHECK(!expect_plan || b.plan_period > 0, "no plan of the loop's step of one allocation");
+    CHECK(b.fences - a.fences <= PAIRS / 16, "%llu fences for %d pairs of 512 B", b.fences - a.fences, PAIRS);
+}
+
 static void print_stats(const char *mode, const gmshim_stats_t *st)
 {
     printf("%s: period %llu planned %llu online %llu busy %llu bytes %llu allocs %llu frees %llu checked %llu\n", mode,
@@ -203,7 +225,7 @@ static void print_stats(const char *mode, const gmshim_stats_t *st)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees|oom|empty|recycle|idle");
+    CHECK(argc == 2, "usage: plan_steps steps|depart|capture|streams|fork|frees|oom|empty|recycle|idle|loop");
     const char *mode = argv[1];
     int expect_plan = getenv("PLAN_EXPECT_NONE") == NULL;
     /* Under GPU order a slot's fence answers at once; without it, when the fake's worker thread
@@ -212,7 +234,9 @@ int main(int argc, char **argv)
     int depart = !strcmp(mode, "depart"), capture = !strcmp(mode, "capture"), streams = !strcmp(mode, "streams");
     int forks = !strcmp(mode, "fork"), frees = !strcmp(mode, "frees"), oom = !strcmp(mode, "oom");
     int empty = !strcmp(mode, "empty"), recycle = !strcmp(mode, "recycle"), idle = !strcmp(mode, "idle");
-    CHECK(depart || capture || streams || forks || frees || oom || empty || recycle || idle || !strcmp(mode, "steps"),
+    int loop = !strcmp(mode, "loop");
+    CHECK(depart || capture || streams || forks || frees || oom || empty || recycle || idle || loop ||
+              !strcmp(mode, "steps"),
           "unknown mode '%s'", mode);
     CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
@@ -223,6 +247,11 @@ int main(int argc, char **argv)
     gmshim_stats_t st, at6, mid, at13 = {0};
     struct fakecuda_stats fk8 = {0}, fk10 = {0}, fkend;
     int large = oom || empty;
+    if (loop) {
+        small_loop(expect_plan);
+        free_block(weights);
+        return 0;
+    }
     /* Every step is called from one line, as a training loop calls its step: the sites repeat. */
     for (int s = 0; s < (large ? 16 : 13); s++) {
         if (s == 13) {
