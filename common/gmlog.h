@@ -347,6 +347,8 @@ enum gmlog_warning_kind {
 enum gmlog_vmm_warning {
     GMLOG_VMM_UNAVAILABLE = 1,     /* the driver or device lacks the API: the classic pool instead */
     GMLOG_VMM_IPC = 2,             /* cudaIpcGetMemHandle on a block of a range: CUDA refuses it */
+    GMLOG_VMM_REFUSED = 3,         /* the driver refused to map pages (not for want of memory): the
+                                      classic pool serves the device's new memory from then on */
 };
 
 /* GMLOG_WARNING, 24 bytes; h.flags = kind. */

@@ -21,6 +21,7 @@ struct gm_ranges {
     CUmemAccessDesc access[GM_MAX_PEERS]; /* the device first, then its peers */
     size_t naccess;
     size_t range_size;
+    int refused; /* the driver refused a mapping for a reason other than memory (atomic) */
 };
 
 static gm_vmm_api_t api; /* resolved once, before the first device uses it */
@@ -123,6 +124,24 @@ static void unwind(uintptr_t addr, const uint64_t *tokens, size_t n)
     }
 }
 
+/* The driver refused a mapping for a reason other than memory: the device's ranges map nothing
+ * more (what they hold stays and is freed as ever), and the classic pool serves its new memory,
+ * with one warning and one WARNING record; the request that met it is served classic too. */
+static void refuse(gm_device_t *d, uintptr_t addr, const char *call, int rc)
+{
+    if (__atomic_exchange_n(&d->ranges->refused, 1, __ATOMIC_ACQ_REL))
+        return;
+    static int once;
+    diag_warn_once(&once, "GMSHIM_SEGMENTS=vmm: %s failed on device %d (CUDA error %d); the classic pool serves "
+                          "its new memory from now on", call, d->id, rc);
+    evlog_warning(GMLOG_WARN_VMM, d->id, addr, (uint32_t)rc, GMLOG_VMM_REFUSED);
+}
+
+int ranges_usable(gm_device_t *d)
+{
+    return d->ranges && !device_captures(d) && !__atomic_load_n(&d->ranges->refused, __ATOMIC_ACQUIRE);
+}
+
 /* Maps n fresh pages at addr for the device (a handle each, one access call for the run), their
  * handles into tokens, and counts them reserved; within the device's limit, never during a
  * capture. 0, or -1 with nothing mapped. */
@@ -132,24 +151,28 @@ static int map_pages(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens)
     size_t limit = device_limit(d);
     if (device_captures(d) || (limit && device_reserved(d) + n * PAGE > limit))
         return -1;
+    if (__atomic_load_n(&r->refused, __ATOMIC_ACQUIRE))
+        return -1;
     size_t done = 0;
     int rc = 0;
+    const char *call = "cuMemCreate";
     for (; done < n; done++) {
         unsigned long long h = 0;
         if ((rc = api.create(&h, PAGE, &r->prop, 0)) != 0)
             break;
         if ((rc = api.map(addr + done * PAGE, PAGE, 0, h, 0)) != 0) {
+            call = "cuMemMap";
             api.release(h);
             break;
         }
         tokens[done] = h;
     }
-    if (!rc)
-        rc = api.set_access(addr, n * PAGE, r->access, r->naccess); /* one call for the run */
+    if (!rc && (rc = api.set_access(addr, n * PAGE, r->access, r->naccess)) != 0) /* one call for the run */
+        call = "cuMemSetAccess";
     if (rc) {
         unwind(addr, tokens, done);
         if (rc != CUDA_ERROR_OUT_OF_MEMORY)
-            devctx_note_cuda_failure(d, "cuMemMap", cudaErrorMemoryAllocation);
+            refuse(d, addr, call, rc);
         return -1;
     }
     device_reserved_add(d, n * PAGE);
@@ -230,6 +253,8 @@ cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_bloc
     int refused = 0;
     if ((*bp = range_alloc(a, rounded, requested, &refused)))
         return cudaSuccess;
+    if (__atomic_load_n(&a->dev->ranges->refused, __ATOMIC_ACQUIRE))
+        return cudaErrorNotSupported; /* the driver maps no more: a classic segment */
     if (refused)
         return cudaErrorMemoryAllocation;
     size_t size = a->dev->ranges->range_size;

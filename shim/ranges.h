@@ -18,8 +18,13 @@ void ranges_setup(gm_device_t *d);
 /* Serves a request from the arena's ranges: the best fit, its missing pages mapped; a new range
  * when none has room. cudaErrorMemoryAllocation when the driver or GMSHIM_DEVICE_LIMIT refused a
  * page (what was mapped before stays, idle); cudaErrorNotSupported when the driver has no
- * addresses left for a new range (a classic segment then). */
+ * addresses left for a new range or refuses to map for a reason other than memory (a classic
+ * segment then). */
 cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_block_t **bp);
+/* Whether new memory of the device comes from its ranges: they exist, no capture runs, and the
+ * driver never refused a mapping for a reason other than memory (then the classic pool serves it,
+ * one warning, one WARNING record: GMLOG_VMM_REFUSED). */
+int ranges_usable(gm_device_t *d);
 /* Bytes a request would map now (the whole request when a new range is needed). */
 size_t ranges_bytes_wanted(gm_arena_t *a, size_t rounded);
 /* Unmaps and releases the arena's idle pages (wholly inside free blocks): all, those free for

@@ -23,13 +23,14 @@ static void log_segment(gm_arena_t *a, int type, gm_segment_t *seg, uint64_t t0)
 cudaError_t segments_grow(gm_arena_t *a, gm_heap_t *heap, size_t size, size_t rounded, size_t requested,
                           gm_block_t **bp)
 {
-    if (a->dev->ranges && heap == &a->general && !device_captures(a->dev)) {
+    if (heap == &a->general && ranges_usable(a->dev)) {
         cudaError_t e = ranges_grow(a, rounded, requested, bp);
         if (e != cudaErrorNotSupported)
             return e;
     }
-    /* A size computed for a range (the pages it lacked) before a capture began, or a range that
-     * could not be had: the classic segment holds the whole request. */
+    /* A size computed for a range (the pages it lacked) before a capture began or the driver
+     * refused to map, or a range that could not be had: the classic segment holds the whole
+     * request. */
     if (size < rounded)
         size = policy_tight_segment(rounded);
     void *p = NULL;

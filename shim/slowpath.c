@@ -401,7 +401,7 @@ static gm_block_t *grow(gm_arena_t *a, size_t rounded, size_t size, uint32_t sit
 {
     gm_device_t *d = a->dev;
     /* A growable range maps only the pages the best fit lacks. */
-    size_t seg = d->ranges && !device_captures(d) ? ranges_bytes_wanted(a, rounded) : pool_segment_size(rounded);
+    size_t seg = ranges_usable(d) ? ranges_bytes_wanted(a, rounded) : pool_segment_size(rounded);
     slowpath_grow_t g = {.a = a, .size = size, .site = site, .err = cudaErrorMemoryAllocation};
     int fresh;
     gm_block_t *b = grow_alloc(&grow_ops, &g, &a->general, seg, rounded, size, &fresh);

@@ -43,6 +43,16 @@ static int vmm_off(void)
     return e && *e && *e != '0';
 }
 
+/* FAKECUDA_VMM_MAP_REFUSE=N: cuMemMap succeeds N times, then refuses every mapping with
+ * CUDA_ERROR_NOT_PERMITTED, as a driver that offers the API and will not map (a restricted
+ * virtual GPU) might. Read under fk_mu. */
+static int map_refused(void)
+{
+    static long maps;
+    const char *e = getenv("FAKECUDA_VMM_MAP_REFUSE");
+    return e && *e && maps++ >= strtol(e, NULL, 10);
+}
+
 static CUresult enter(void)
 {
     if (fk_enter() != cudaSuccess)
@@ -236,6 +246,8 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     if (!h || h->released || !r || flags || !size || ptr % GRAN || size % GRAN || offset % GRAN ||
         offset > h->size || size > h->size - offset)
         return leave(CUDA_ERROR_INVALID_VALUE);
+    if (map_refused())
+        return leave(CUDA_ERROR_NOT_PERMITTED);
     size_t first = (size_t)((char *)ptr - r->base) / GRAN, n = size / GRAN;
     for (size_t i = first; i < first + n; i++)
         if (r->pages[i])

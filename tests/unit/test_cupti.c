@@ -203,7 +203,7 @@ static void paths(void)
     snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", build_path("libgmshim.so"));
 }
 
-/* Runs a cupti_* program with `env` (NULL-terminated, at most 12) plus a log in a fresh
+/* Runs a cupti_* program with `env` (NULL-terminated, at most 10) plus a log in a fresh
  * directory, whose name is returned in *dir. */
 static int run_prog(const char *prog, const char *arg, int preload, const char *const *env, const char **dir,
                     char **out)
@@ -215,6 +215,12 @@ static int run_prog(const char *prog, const char *arg, int preload, const char *
     int n = 0;
     e[n++] = logenv;
     e[n++] = "FAKECUDA_MEM=1G";
+    /* The fake CUPTI's driver stands in front of the fake runtime's with a virtual memory API of
+     * its own for its library's buffers, without cuMemSetAccess: growable ranges would get half of
+     * each (a refusal, then the classic pool, with a warning these tests count). The pool's
+     * segments are what these programs observe: classic ones, whatever TEST_ENV asks. */
+    e[n++] = "GMSHIM_SEGMENTS=classic";
+    e[n++] = "GMSHIM_PLAN=0";
     for (int i = 0; env[i] && n < 15; i++)
         e[n++] = env[i];
     e[n] = NULL;

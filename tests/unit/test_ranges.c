@@ -219,6 +219,32 @@ START_TEST(test_a_device_without_the_api_gets_the_classic_pool)
 }
 END_TEST
 
+/* A driver that offers the API but refuses to map (not for want of memory) costs the host nothing:
+ * the request that met the refusal and every later one come from classic segments, the blocks
+ * mapped before stay usable and are freed as ever. */
+START_TEST(test_a_driver_that_refuses_to_map_gets_the_classic_pool)
+{
+    vmm_setup_with("FAKECUDA_VMM_MAP_REFUSE", "2");
+    ck_assert_ptr_nonnull(d->ranges);
+    void *p[5];
+    for (int i = 0; i < 5; i++) {
+        p[i] = alloc_or_fail(3 * MiB);
+        ck_assert_int_eq(cudaMemset(p[i], i + 1, 3 * MiB), cudaSuccess);
+    }
+    ck_assert_int_eq(ranges_usable(d), 0);
+    struct fakecuda_stats fs;
+    fakecuda_get_stats(0, &fs);
+    ck_assert_uint_ge(fs.mallocs, 1); /* classic segments from cudaMalloc after the refusal */
+    for (int i = 0; i < 5; i++) {
+        unsigned char c = 0;
+        ck_assert_int_eq(cudaMemcpy(&c, (char *)p[i] + 3 * MiB - 1, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_uint_eq(c, (unsigned)(i + 1));
+        free_ok(p[i]);
+    }
+    unsetenv("FAKECUDA_VMM_MAP_REFUSE");
+}
+END_TEST
+
 START_TEST(test_ipc_on_a_range_block_is_cudas_error_and_holds_nothing)
 {
     void *p = alloc_or_fail(4 * MiB);
@@ -397,6 +423,7 @@ Suite *ranges_suite(void)
     tcase_add_test(tc, test_idle_pages_go_back_one_by_one);
     tcase_add_test(tc, test_a_capture_beginning_mid_grow_gets_a_segment_for_the_whole_request);
     tcase_add_test(tc, test_the_device_cap_counts_pages_and_releases_idle_ones_first);
+    tcase_add_test(tc, test_a_driver_that_refuses_to_map_gets_the_classic_pool);
     tcase_add_test(tc, test_ipc_on_a_range_block_is_cudas_error_and_holds_nothing);
     suite_add_tcase(s, tc);
     TCase *prog = tcase_create("under the preload");
