@@ -95,8 +95,17 @@ static void pool_side(const xr_t *x, const model_t *m, unsigned dev, ledger_t *l
         const xr_segment_t *g = k ? xr_segment_of(x, dev, b->ptr) : NULL;
         if (g && g->graph)
             continue; /* counted with its graph's pool */
-        if (g && used)
-            used[k - 1] += b->size;
+        /* A block of a growable range spans as many of its page runs as it covers (each logged
+         * as a segment of its own): each holds the part of the block inside it. */
+        uint64_t end = b->ptr + b->size;
+        for (size_t j = k - 1; g && used && j < x->nbases && x->bases[j] < end; j++) {
+            const xr_segment_t *s = xr_segment_of(x, dev, x->bases[j]);
+            if (!s || s->base != x->bases[j])
+                continue;
+            uint64_t lo = b->ptr > s->base ? b->ptr : s->base, hi = end < s->base + s->size ? end : s->base + s->size;
+            if (hi > lo)
+                used[j] += hi - lo;
+        }
         if (b->pending)
             pending += b->size;
         else
