@@ -268,6 +268,9 @@ void slowpath_oom_figures(gm_arena_t *a, gmlog_oom_t *rec, size_t request, size_
         rec->allocated -= tc.bytes;
         rec->requested += (uint64_t)tc.requested_adj;
         rec->pending += tc.bytes;
+        /* The planned step's live blocks (GMSHIM_PLAN) are the device's allocations too. */
+        rec->allocated += __atomic_load_n(&d->plan_allocated, __ATOMIC_RELAXED);
+        rec->requested += __atomic_load_n(&d->plan_requested, __ATOMIC_RELAXED);
     }
     size_t largest, count;
     pool_free_summary(&a->general, &largest, &count);

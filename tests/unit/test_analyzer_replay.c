@@ -129,6 +129,21 @@ START_TEST(test_replay_reproduces_each_workloads_peak_and_ooms)
 }
 END_TEST
 
+/* Under GMSHIM_PLAN the OOM record counts the planned step's live blocks with the pool's: the
+ * replay (which plans as the shim did) finds the live bytes the record says (before, the record
+ * left out the plan's 96 MiB of temporaries of oom_keep_slice). */
+START_TEST(test_an_oom_under_the_plan_records_the_planned_blocks_as_live)
+{
+    static const char *const plan[] = {"GMSHIM_PLAN=1", NULL};
+    static const char *const progs[] = {"oom_keep_slice", "oom_leak", "oom_transient_troughs"};
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        char prog[128];
+        snprintf(prog, sizeof prog, "tests/integration/%s", progs[i]);
+        expect_faithful(progs[i], record(prog, NULL, plan), 1);
+    }
+}
+END_TEST
+
 START_TEST(test_replay_reproduces_each_fixtures_peak_and_oom)
 {
     static const char *const fx[] = {"tests/fixtures/demo.gmlog", "tests/fixtures/h200_torch_leak_oom.gmlog",
@@ -516,6 +531,7 @@ Suite *analyzer_replay_suite(void)
     TCase *tc = tcase_create("fidelity");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_replay_reproduces_each_workloads_peak_and_ooms);
+    tcase_add_test(tc, test_an_oom_under_the_plan_records_the_planned_blocks_as_live);
     tcase_add_test(tc, test_replay_reproduces_each_fixtures_peak_and_oom);
     tcase_add_test(tc, test_the_log_tells_a_thread_caches_hits_and_the_replay_follows_them);
     tcase_add_test(tc, test_replay_of_a_hand_written_log_fails_where_it_failed);
