@@ -52,10 +52,22 @@ static int has_key(const char *const *env, const char *kv)
  * unless its test sets the same variable — the whole suite under another configuration (e.g.
  * GMSHIM_PLAN=1). In a child: `copy` taken before the GMSHIM_ variables are cleared, put before
  * the test's own entries; never freed (the child execs). */
+static int classic_only;
+
+void classic_pool_test(void)
+{
+    classic_only = 1;
+}
+
+static int pool_kind_key(const char *kv)
+{
+    return !strncmp(kv, "GMSHIM_PLAN=", 12) || !strncmp(kv, "GMSHIM_SEGMENTS=", 16);
+}
+
 static void put_test_env(char *copy, const char *const *env)
 {
     for (char *save = NULL, *kv = copy ? strtok_r(copy, " ", &save) : NULL; kv; kv = strtok_r(NULL, " ", &save))
-        if (strchr(kv, '=') && !has_key(env, kv))
+        if (strchr(kv, '=') && !has_key(env, kv) && !(classic_only && pool_kind_key(kv)))
             putenv(kv);
 }
 

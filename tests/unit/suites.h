@@ -103,6 +103,11 @@ Suite *analyzer_tensors_suite(void);
 const char *build_path(const char *rel);
 /* Runs argv with extra environment entries ("K=V", NULL-terminated) and the preload; captures
  * stdout+stderr into *out (malloc'd). Returns the exit status, or 128+signal. */
+/* The running test is about the classic pool's own behaviour (its segment sizes, driver calls,
+ * fragmentation built to make it fail, fence counts): the programs it runs do not get TEST_ENV's
+ * GMSHIM_PLAN and GMSHIM_SEGMENTS (`make test TEST_ENV=GMSHIM_PLAN=1` runs everything else with
+ * the plan). Each test runs in a process of its own, so this lasts for the test. */
+void classic_pool_test(void);
 int run_program(const char *const *argv, const char *const *env, int preload, char **out);
 /* As run_program, started in the directory cwd (NULL: this one) from the file at path, whatever
  * argv[0] says; an LD_PRELOAD in env replaces the preload's. */

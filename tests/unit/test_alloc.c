@@ -58,6 +58,7 @@ END_TEST
 
 START_TEST(test_unpooled_calls_are_forwarded_and_counted)
 {
+    classic_pool_test();
     const char *env[] = {"FAKECUDA_MEM=1G", NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/unpooled", env, NULL, &out);

@@ -464,6 +464,7 @@ static fence_loop_run_t run_fence_loop(const char *dir, const char *name)
 /* A loop that records a fence per pair logs every fence but at most one stats snapshot per 10 ms. */
 START_TEST(test_the_log_keeps_every_fence_and_few_stats_snapshots)
 {
+    classic_pool_test();
     const char *dir = temp_dir();
     fence_loop_run_t r = run_fence_loop(dir, "fences.gmlog");
     const char *log = r.log;
@@ -483,6 +484,7 @@ END_TEST
  * it recorded; the summary adds them up, the times as the stats API counts them. */
 START_TEST(test_the_fences_reasons_and_times_add_up)
 {
+    classic_pool_test();
     const char *dir = temp_dir();
     fence_loop_run_t r = run_fence_loop(dir, "fence-times.gmlog");
     const char *log = r.log;

@@ -101,6 +101,7 @@ static const char *recommended(const char *json, char *buf, size_t len)
 
 START_TEST(test_holes_in_every_segment_are_fragmentation)
 {
+    classic_pool_test();
     /* No setting of classic segments gets this one past (the holes are the program's own): no
      * split limit may be suggested; growable ranges are (their idle pages given back, the holes
      * cost no memory), and must get the program past when run. The planned step's replay gets
@@ -150,6 +151,7 @@ END_TEST
 
 START_TEST(test_a_block_cut_by_small_ones_is_fragmentation_growable_ranges_cure)
 {
+    classic_pool_test();
     char *out = gm_oom_report("oom_split", NULL, 1), set[160], got[64];
     ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "fragmentation"), "oom_split: %s", got);
     recommended(out, set, sizeof set);
@@ -163,6 +165,7 @@ END_TEST
 
 START_TEST(test_holes_under_a_cap_are_fragmentation_and_the_tested_cap_avoids_them)
 {
+    classic_pool_test();
     char *out = gm_oom_report("oom_capped_fragmentation", "GMSHIM_DEVICE_LIMIT=512M", 1), set[160], got[64];
     ck_assert_msg(!strcmp(last_cause(out, got, sizeof got), "fragmentation"), "capped holes: %s\n%s", got, out);
     recommended(out, set, sizeof set);
@@ -188,6 +191,7 @@ static const struct workload {
 
 START_TEST(test_every_recommendation_applied_to_a_fixed_workload_avoids_the_failure)
 {
+    classic_pool_test();
     unsigned applied = 0;
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
         if (!workloads[i].fixed)
@@ -228,6 +232,7 @@ static void check_arithmetic(const char *path)
 
 START_TEST(test_every_cause_adds_up_on_every_fixture_and_workload)
 {
+    classic_pool_test();
     glob_t g;
     ck_assert_msg(glob("tests/fixtures/*.gmlog", 0, NULL, &g) == 0 && g.gl_pathc >= 11,
                   "the fixtures are not where the tests run");
@@ -447,6 +452,7 @@ END_TEST
  * a 256 MiB device: capacity, the retry listed apart, and nothing any setting fixes. */
 START_TEST(test_a_retry_is_not_a_failure_and_what_follows_is_capacity)
 {
+    classic_pool_test();
     char log[600], logenv[700];
     snprintf(log, sizeof log, "%s/oom_retry.gmlog", temp_dir());
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);

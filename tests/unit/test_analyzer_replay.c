@@ -175,6 +175,7 @@ static void count_cache_records(const char *path, int returns, unsigned long lon
  * returns too; the replay follows the blocks through the cache to the recorded peak. */
 START_TEST(test_the_log_tells_a_thread_caches_hits_and_the_replay_follows_them)
 {
+    classic_pool_test();
     const char *path = record("tests/integration/pool_hits", NULL, NULL);
     unsigned long long plain[4], all[4];
     count_cache_records(path, 0, plain);
@@ -247,6 +248,7 @@ static void expect_shims_outcome(const char *what, const rp_log_t *log, const rp
  * as that run went. */
 START_TEST(test_the_shim_and_the_replay_agree_on_every_turn_of_the_grow_sequence)
 {
+    classic_pool_test();
     static const char *const drv_env[] = {"FAKECUDA_MEM=1G", NULL};
     static const char *const cap_env[] = {"FAKECUDA_MEM=2G", "GMSHIM_DEVICE_LIMIT=1G", NULL};
     shim_outcome_t drv, cap;
@@ -448,6 +450,7 @@ END_TEST
 
 START_TEST(test_parallel_replays_give_what_one_at_a_time_gives)
 {
+    classic_pool_test();
     const char *path = record("tests/integration/oom_split", NULL, NULL);
     rd_log_t lf;
     rp_log_t log;

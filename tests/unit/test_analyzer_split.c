@@ -41,6 +41,7 @@ static unsigned check_log(const char *path)
 
 START_TEST(test_the_split_adds_up_on_every_fixture_and_workload)
 {
+    classic_pool_test();
     glob_t g;
     ck_assert_msg(glob("tests/fixtures/*.gmlog", 0, NULL, &g) == 0 && g.gl_pathc >= 11,
                   "the fixtures are not where the tests run");

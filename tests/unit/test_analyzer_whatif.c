@@ -21,6 +21,7 @@
 
 START_TEST(test_whatif_answers_in_json_and_exits_by_whether_it_fits)
 {
+    classic_pool_test();
     free(gm_oom_report("oom_split", NULL, 1));
     char *out = NULL;
     int rc = gm(&out, "--json", "whatif", gm_last_log, NULL);
@@ -51,6 +52,7 @@ END_TEST
  * reserved of them named), the setting run again under the fake runtime. */
 START_TEST(test_whatif_recommends_a_setting_that_gets_the_program_past_its_oom)
 {
+    classic_pool_test();
     free(gm_oom_report("oom_split", NULL, 1));
     char *out = NULL;
     int rc = gm(&out, "--json", "whatif", gm_last_log, NULL);
@@ -106,6 +108,7 @@ END_TEST
  * another (growable ranges), and no run that turns the plan on. */
 START_TEST(test_whatif_never_recommends_the_plan_even_where_its_replay_is_best)
 {
+    classic_pool_test();
     free(gm_oom_report("oom_capped_fragmentation", "GMSHIM_DEVICE_LIMIT=512M", 1));
     rd_log_t lf;
     rp_log_t log;
@@ -143,6 +146,7 @@ END_TEST
 
 START_TEST(test_whatif_replays_the_settings_asked_for)
 {
+    classic_pool_test();
     free(gm_oom_report("oom_split", NULL, 1));
     char *out = NULL;
     int rc = gm(&out, "--color=never", "whatif", "--max-split=64M", gm_last_log);
@@ -154,6 +158,7 @@ END_TEST
 
 START_TEST(test_whatif_never_suggests_the_setting_in_force)
 {
+    classic_pool_test();
     /* 512 MiB does not keep the 400 MiB block whole: oom_split still fails under it. */
     free(gm_oom_report("oom_split", "GMSHIM_MAX_SPLIT=512M", 1));
     char *out = NULL;
@@ -170,6 +175,7 @@ END_TEST
  * with its headroom, 5 % of the 1 GiB cap in force (52 MiB): the job must last past the recording. */
 START_TEST(test_whatif_sizes_split_limits_by_the_pools_requests_not_exact_segments)
 {
+    classic_pool_test();
     char log[600], logenv[700], prog[4096];
     snprintf(log, sizeof log, "%s/caching_release_limit.gmlog", temp_dir());
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
@@ -231,6 +237,7 @@ END_TEST
 
 START_TEST(test_whatif_shows_its_progress_on_a_terminal_only)
 {
+    classic_pool_test();
     free(gm_oom_report("oom_split", NULL, 1));
     char bin[4096];
     snprintf(bin, sizeof bin, "%s", build_path("gmshim"));

@@ -94,6 +94,7 @@ END_TEST
 
 START_TEST(test_pool_serves_repeats_without_the_driver)
 {
+    classic_pool_test();
     RUN_OK("tests/integration/pool_hits", "FAKECUDA_MEM=1G");
 }
 END_TEST
@@ -129,6 +130,7 @@ END_TEST
  * block. */
 START_TEST(test_a_free_is_logged_before_its_blocks_reuse_on_another_thread)
 {
+    classic_pool_test();
     char log[4200], env_log[4300];
     snprintf(log, sizeof log, "%s/handoff.gmlog", temp_dir());
     snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);

@@ -410,6 +410,7 @@ END_TEST
 
 START_TEST(test_bad_settings_warn_once_and_keep_defaults)
 {
+    classic_pool_test();
     const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_POOL=maybe", "GMSHIM_FENCE_BYTES=12Q",
                          "GMSHIM_MAX_SPLIT=1M", "GMSHIM_DEVICE_LIMIT=half", NULL};
     char *out = NULL;
@@ -428,6 +429,7 @@ END_TEST
 
 START_TEST(test_verbose_prints_the_effective_settings)
 {
+    classic_pool_test();
     const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_VERBOSE=1", "GMSHIM_CACHE_LIMIT=1G", NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/pool_hits", env, NULL, &out);
@@ -440,6 +442,7 @@ END_TEST
 
 START_TEST(test_quiet_by_default)
 {
+    classic_pool_test();
     const char *env[] = {"FAKECUDA_MEM=1G", NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/pool_hits", env, NULL, &out);

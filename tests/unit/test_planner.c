@@ -124,6 +124,7 @@ END_TEST
  * holds, as gmshim_empty_cache does; the plan maps them again as its slots need them. */
 START_TEST(test_an_oom_takes_the_plans_idle_pages_and_the_plan_goes_on)
 {
+    classic_pool_test();
     each_order("oom");
     const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_LOG=off", "PLAN_EXPECT_NONE=1", NULL};
     char *out = NULL;
@@ -142,6 +143,7 @@ END_TEST
 /* Off by default: the same program, no plan. */
 START_TEST(test_the_plan_is_off_by_default)
 {
+    classic_pool_test();
     const char *env[] = {"FAKECUDA_MEM=1G", "GMSHIM_LOG=off", "PLAN_EXPECT_NONE=1", NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/plan_steps", env, "steps", &out);
@@ -286,6 +288,7 @@ END_TEST
  * the plan is made and serves, and its peak lies between the live floor and the classic peak. */
 START_TEST(test_a_classic_log_replayed_with_the_plan_peaks_between_floor_and_classic)
 {
+    classic_pool_test();
     char log[4200], env_log[4300];
     snprintf(log, sizeof log, "%s/plan-classic.gmlog", temp_dir());
     snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);

@@ -330,6 +330,7 @@ END_TEST
 
 START_TEST(test_max_split_changes_which_blocks_split)
 {
+    classic_pool_test();
     const char *env[] = {"FAKECUDA_MEM=2G", NULL};
     char *out = NULL;
     int rc = run_built("tests/integration/max_split", env, "split", &out);

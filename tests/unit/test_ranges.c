@@ -270,6 +270,7 @@ END_TEST
  * in a range it is one hole, or whole pages that go back, and the request fits. */
 START_TEST(test_an_oom_that_fragmentation_caused_does_not_happen_under_vmm)
 {
+    classic_pool_test();
     static const char *const cases[][3] = {
         {"tests/integration/oom_fragmentation", "FAKECUDA_MEM=1G", NULL},
         {"tests/integration/oom_fragmentation", "FAKECUDA_MEM=1G", "GMSHIM_DEVICE_LIMIT=930M"},
@@ -307,6 +308,7 @@ END_TEST
 
 START_TEST(test_the_cache_limits_and_idle_release_work_in_pages)
 {
+    classic_pool_test();
     RUN_OK("tests/integration/cache_limit", "FAKECUDA_MEM=2G", "GMSHIM_CACHE_LIMIT=64M", VMM);
     RUN_OK("tests/integration/trim_idle", "FAKECUDA_MEM=1G", "GMSHIM_IDLE_RELEASE=0.6", "GMSHIM_EMPTY_CACHE_INTERVAL=0.1",
            VMM);

@@ -202,6 +202,7 @@ END_TEST
 
 START_TEST(test_oom_releases_the_cache_and_retries_once)
 {
+    classic_pool_test();
     RUN_OK("tests/integration/oom_retry", "FAKECUDA_MEM=256M");
 }
 END_TEST

@@ -23,6 +23,7 @@
  * about once, and the program runs with the default and writes a log that reads. */
 START_TEST(test_stack_depth_of_two_to_the_31_or_more_warns_and_the_log_reads)
 {
+    classic_pool_test();
     const char *values[] = {"2147483648", "4294967295"};
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         const char *dir = temp_dir();

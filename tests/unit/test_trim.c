@@ -52,6 +52,7 @@ END_TEST
 
 START_TEST(test_idle_segments_go_back_after_the_interval_not_before)
 {
+    classic_pool_test();
     RUN_OK("tests/integration/trim_idle", "FAKECUDA_MEM=1G", "GMSHIM_IDLE_RELEASE=0.6",
            "GMSHIM_EMPTY_CACHE_INTERVAL=0.1");
 }
@@ -84,6 +85,7 @@ END_TEST
 
 START_TEST(test_with_pytorchs_cache_off_its_frees_stay_in_the_pool)
 {
+    classic_pool_test();
     caching_release("own", "PYTORCH_NO_CUDA_MEMORY_CACHING=1");
 }
 END_TEST
