@@ -105,6 +105,7 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     c.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
     c.peak_reserved = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
     planner_cut_lock(d); /* the plan's pages and blocks: its records are logged under its lock */
+    planner_cut_stats(d, &c);
     c.segments = device_segments(d, narenas, 0, now) + planner_cut_pages(d, 0, now);
     c.blocks = device_blocks(d, narenas, 0, now) + planner_cut_blocks(d, 0, now);
     logrec_cut(d->id, &c, now > start_mono ? now - start_mono : 0, now);

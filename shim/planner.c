@@ -533,6 +533,22 @@ uint32_t planner_cut_pages(gm_device_t *d, int write, uint64_t now)
     return ranges_cut_pages(d->id, p->base, p->tokens, p->size / PAGE, write, now);
 }
 
+void planner_cut_stats(gm_device_t *d, gmlog_cut_t *c)
+{
+    gm_plan_t *p = d->plan;
+    if (!p)
+        return;
+    if (p->sp) {
+        stepplan_stats_t st;
+        stepplan_stats(p->sp, &st);
+        c->allocs += st.planned;
+        c->hits += st.planned;
+    }
+    c->frees += p->frees;
+    c->allocated += p->allocated;
+    c->requested += p->requested_total;
+}
+
 uint32_t planner_cut_blocks(gm_device_t *d, int write, uint64_t now)
 {
     gm_plan_t *p = d->plan;

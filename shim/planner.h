@@ -9,6 +9,7 @@
 #define GM_PLANNER_H
 
 #include "devtypes.h"
+#include "gmlog.h"
 
 typedef struct gm_plan gm_plan_t;
 
@@ -65,6 +66,8 @@ void planner_forget(gm_device_t *d);
 void planner_cut_lock(gm_device_t *d);
 uint32_t planner_cut_pages(gm_device_t *d, int write, uint64_t now);
 uint32_t planner_cut_blocks(gm_device_t *d, int write, uint64_t now);
+/* The plan's counts and live bytes added to a checkpoint's figures (as gmshim_get_stats adds them). */
+void planner_cut_stats(gm_device_t *d, gmlog_cut_t *c);
 void planner_cut_unlock(gm_device_t *d, uint64_t after);
 /* fork(): the plan's lock around it (after the arenas', before the fence lock). */
 void planner_fork_lock(gm_device_t *d);

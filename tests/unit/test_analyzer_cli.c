@@ -717,8 +717,8 @@ START_TEST(test_dump_shows_checkpoints_as_they_are)
 END_TEST
 
 /* The writer's own bounded log, past its limit: read from its newest checkpoint, the run's totals
- * and its leak by site are whole, and nothing reads as damage. */
-START_TEST(test_a_bounded_log_past_its_limit_reports_the_whole_run)
+ * and its leak by site are whole, and nothing reads as damage. `extra`: one more setting or NULL. */
+static void bounded_log_reports_the_whole_run(const char *extra)
 {
     char log[600], env_log[700];
     snprintf(log, sizeof log, "%s/bounded.gmlog", temp_dir());
@@ -727,7 +727,7 @@ START_TEST(test_a_bounded_log_past_its_limit_reports_the_whole_run)
     snprintf(path, sizeof path, "%s", build_path("tests/integration/log_bounded"));
     const char *argv[] = {path, NULL};
     const char *env[] = {env_log, "GMSHIM_LOG_LIMIT=64M", "PAIRS=600000", "THREADS=4", "LEAK_EVERY=50000",
-                         "FAKECUDA_MEM=1G", NULL};
+                         "FAKECUDA_MEM=1G", extra, NULL};
     char *out = NULL;
     int rc = run_program(argv, env, 1, &out);
     ck_assert_msg(rc == 0, "log_bounded exited %d:\n%s", rc, out);
@@ -745,6 +745,19 @@ START_TEST(test_a_bounded_log_past_its_limit_reports_the_whole_run)
                   strstr(out, "12 allocations (12.0 MiB) live at the end, from 1 call site") && strstr(out, "leak_one"),
                   "leaks of the bounded log: exit %d\n%.4000s", rc, out);
     free(out);
+}
+
+START_TEST(test_a_bounded_log_past_its_limit_reports_the_whole_run)
+{
+    bounded_log_reports_the_whole_run(NULL);
+}
+END_TEST
+
+/* The same under GMSHIM_PLAN: a checkpoint's totals count the planned step's allocations and
+ * frees (they left out the ~3 200 the plan served, so the run's totals came out short). */
+START_TEST(test_a_bounded_log_under_the_plan_counts_its_planned_allocations)
+{
+    bounded_log_reports_the_whole_run("GMSHIM_PLAN=1");
 }
 END_TEST
 
@@ -773,6 +786,7 @@ Suite *analyzer_cli_suite(void)
     TCase *ck = tcase_create("checkpoints");
     tcase_set_timeout(ck, 300);
     tcase_add_test(ck, test_a_wrapped_log_says_what_its_checkpoint_summarised);
+    tcase_add_test(ck, test_a_bounded_log_under_the_plan_counts_its_planned_allocations);
     tcase_add_test(ck, test_a_wrapped_log_without_a_complete_checkpoint_exits_2);
     tcase_add_test(ck, test_dump_shows_checkpoints_as_they_are);
     tcase_add_test(ck, test_a_bounded_log_past_its_limit_reports_the_whole_run);
