@@ -86,6 +86,10 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     int narenas = device_lock_arenas(d);
     gm_tcache_sums_t tc;
     tcache_lock_all(d, &tc); /* which blocks its threads hold freed, and their requests */
+    /* The plan's records are logged under its lock: held before the cut's time is read, so that a
+     * planned free timed after the cut cannot have happened before the cut saw the plan's blocks
+     * (its block then missing from the checkpoint and its free after it: a block lost). */
+    planner_cut_lock(d);
     uint64_t now = gm_now_ns();
     gmlog_cut_t c;
     memset(&c, 0, sizeof c);
@@ -104,7 +108,6 @@ static uint64_t cut_device(gm_device_t *d, uint64_t start_mono)
     c.peak_requested = peak_req;
     c.reserved = __atomic_load_n(&d->reserved_total, __ATOMIC_RELAXED);
     c.peak_reserved = __atomic_load_n(&d->reserved_peak, __ATOMIC_RELAXED);
-    planner_cut_lock(d); /* the plan's pages and blocks: its records are logged under its lock */
     planner_cut_stats(d, &c);
     c.segments = device_segments(d, narenas, 0, now) + planner_cut_pages(d, 0, now);
     c.blocks = device_blocks(d, narenas, 0, now) + planner_cut_blocks(d, 0, now);
