@@ -27,6 +27,7 @@ enum { SRC_NONE, SRC_POOL, SRC_TENSORS };
 
 /* Marks describe a device's steps once there are this many (as `gmshim top` decides). */
 #define MARKS_NEEDED 3
+#define WAIT_FOR_SITE_READINGS 3 /* readings a verdict waits for the site of tensors kept since arming */
 
 typedef struct warn_dev {
     int seen;
@@ -41,6 +42,10 @@ typedef struct warn_dev {
     gm_site_bytes_t *snap;        /* live bytes per site when the rise was half way there */
     size_t nsnap;
     uint32_t snap_step;           /* steps[] count then: a snapshot older than a window is taken again */
+    uint64_t readings;            /* the device's readings so far */
+    int waiting;                  /* a verdict given, its site awaited (`verdict`, since `waited_from`) */
+    uint64_t waited_from;
+    leakwarn_verdict_t verdict;
 } warn_dev_t;
 
 static struct {
@@ -103,6 +108,17 @@ static uint32_t grew_most(int id, gm_device_t *d, warn_dev_t *w)
     return best;
 }
 
+/* The warning, once: verdict v, naming `site` (0: none known). */
+static void say(int id, warn_dev_t *w, const leakwarn_verdict_t *v, uint32_t site)
+{
+    char where[256] = "", line[512];
+    if (site)
+        stacks_describe(site, where, sizeof where);
+    diag_warn("%s", leakwarn_format(line, sizeof line, id, v, where));
+    W.done = 1;
+    snap_drop(id, w);
+}
+
 /* A step of system `sys` ended on device id (d: its pool, NULL if it has none): the site
  * snapshot half way up a rise, the verdict at its top; `newest`: no later step is known yet (a
  * verdict on an older one would count the steps left from a floor already passed). */
@@ -113,6 +129,12 @@ static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys, int newest)
         return;
     if (w->src == SRC_TENSORS)
         warntensor_step(id);
+    if (w->waiting) { /* a verdict given: its site, or none once waited for long enough */
+        uint32_t best = grew_most(id, d, w);
+        if (best || w->readings - w->waited_from >= WAIT_FOR_SITE_READINGS)
+            say(id, w, &w->verdict, best);
+        return;
+    }
     unsigned rising = leakwarn_rising(&w->steps[sys]);
     if (rising < LEAKWARN_RISES / 2) {
         snap_drop(id, w);
@@ -133,13 +155,17 @@ static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys, int newest)
             snap_take(id, d, w);
         return;
     }
-    char site[256] = "", line[512];
     uint32_t best = grew_most(id, d, w);
-    if (best)
-        stacks_describe(best, site, sizeof site);
-    diag_warn("%s", leakwarn_format(line, sizeof line, id, &v, site));
-    W.done = 1;
-    snap_drop(id, w);
+    /* Steps far shorter than a reading: the table was armed and the verdict came due in one
+     * reading's troughs, before a tensor kept since outlived a step; the verdict waits a few
+     * readings for them to name the line (the warning then comes up to 30 ms later). */
+    if (!best && w->armed) {
+        w->waiting = 1;
+        w->waited_from = w->readings;
+        w->verdict = v;
+        return;
+    }
+    say(id, w, &v, best);
 }
 
 /* One reading of device id's figures: its tensors' when the bridge forwards them, else its pool's
@@ -159,6 +185,9 @@ static void sample(int id, gm_device_t *d, int mark)
         memset(w, 0, sizeof *w);
         w->src = src;
     }
+    w->readings++;
+    if (w->waiting && !W.done && w->readings - w->waited_from > WAIT_FOR_SITE_READINGS)
+        say(id, w, &w->verdict, grew_most(id, d, w)); /* no step came since: the site as it stands */
     uint64_t low, cur, t = gm_now_ns();
     leakwarn_tap_t *tap;
     if (src == SRC_TENSORS) {

@@ -154,14 +154,16 @@ START_TEST(test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_
 }
 END_TEST
 
-/* torch_expandable MODE under the preload with GMSHIM_WARN=1 on a 2 GiB device; its output. */
+/* torch_expandable MODE under the preload with GMSHIM_WARN=1 on a 2 GiB device (the brief steps'
+ * mode: 8 GiB, for as many readings before the OOM); its output. */
 static char *run_warn(const char *lib, const char *mode)
 {
+    const char *mem = strcmp(mode, "warn-leak-brief") ? "FAKECUDA_MEM=2G" : "FAKECUDA_MEM=8G";
     char logenv[PATH_MAX + 16], prog[PATH_MAX], *out = NULL;
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s/warn.gmlog", scratch());
     snprintf(prog, sizeof prog, "%s", build_path("tests/integration/torch_expandable"));
     const char *argv[] = {prog, lib, mode, NULL};
-    const char *env[] = {logenv, "FAKECUDA_MEM=2G", "GMSHIM_WARN=1", NULL};
+    const char *env[] = {logenv, mem, "GMSHIM_WARN=1", NULL};
     int rc = run_program(argv, env, 1, &out);
     ck_assert_msg(rc == 0, "torch_expandable %s exited %d:\n%s", mode, rc, out);
     return out;
@@ -180,13 +182,15 @@ static unsigned occurrences(const char *hay, const char *needle)
 /* The loop keeps 16 MiB a step inside a GiB PyTorch mapped once and reuses: its segment does not
  * grow while the warning comes, once, naming the tensor's line, well before the OOM, with the
  * steps left those the device had. */
-START_TEST(test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors)
+/* `exact`: the segment did not grow by the warning and the estimate is within its steps (the brief
+ * steps' stand-in maps ahead of its reuse, so neither holds there). */
+static void check_tensor_leak_warned(const char *mode, int exact)
 {
     const char *lib = expandable_torch();
-    char *out = run_warn(lib, "warn-leak");
+    char *out = run_warn(lib, mode);
     const char *w = strstr(out, TENSOR_WARN), *oom = strstr(out, "oom at step ");
-    ck_assert_msg(w && oom && w < oom && occurrences(out, "leak suspected") == 1, "not one warning before the OOM:\n%s",
-                  out);
+    ck_assert_msg(w && oom && w < oom && occurrences(out, "leak suspected") == 1, "not one warning before the OOM:\n%.3000s",
+                  strstr(out, "leak suspected") ? strstr(out, "leak suspected") : out);
     unsigned warned = 0, mapped = 0, first = 0, oom_step = (unsigned)atoi(oom + strlen("oom at step "));
     const char *one = strstr(out, "step 1 mapped ");
     if (one)
@@ -194,16 +198,31 @@ START_TEST(test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors)
     for (const char *p = out; (p = strstr(p, "step ")) && p < w; p += 5)
         if (p == out || p[-1] == '\n')
             sscanf(p, "step %u mapped %u", &warned, &mapped);
-    ck_assert_msg(warned && first >= 1024 && mapped == first && warned * 2 < oom_step,
-                  "warned at step %u with %u MiB mapped (%u at first), OOM at step %u:\n%s", warned, mapped, first,
-                  oom_step, out);
+    const char *near = w - out > 1500 ? w - 1500 : out; /* the lines before the warning */
+    ck_assert_msg(warned && first >= 1024 && (mapped == first || !exact) && warned * 2 < oom_step,
+                  "warned at step %u with %u MiB mapped (%u at first), OOM at step %u:\n%.3000s", warned, mapped,
+                  first, oom_step, near);
     const char *paren = strchr(w, '(');
     paren = paren ? strchr(paren + 1, '(') : NULL; /* the site's, then the steps' */
     unsigned est = paren ? (unsigned)atoi(paren + 1) : 0, real = oom_step - warned;
     /* the estimate counts to the whole device; the OOM comes a step's activations (144 MiB, 9 steps)
      * and the program's own 64 MiB (4 steps) sooner */
-    ck_assert_msg(est >= real && est <= real + 16, "%u steps estimated, %u left in fact:\n%s", est, real, w);
+    ck_assert_msg(!exact || (est >= real && est <= real + 16), "%u steps estimated, %u left in fact:\n%s", est, real, w);
     free(out);
+}
+
+START_TEST(test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors)
+{
+    check_tensor_leak_warned("warn-leak", 1);
+}
+END_TEST
+
+/* Steps of 0.3 ms, thirty to one of the warning thread's readings: the sites' table is armed and the
+ * verdict due in one reading, before any tensor was kept; the verdict waits a reading for them and
+ * names the line (on the H100 a 64 MiB-a-step loop was warned "at an unknown site", run 122). */
+START_TEST(test_a_leak_of_brief_steps_names_its_tensors_line)
+{
+    check_tensor_leak_warned("warn-leak-brief", 0);
 }
 END_TEST
 
@@ -298,6 +317,7 @@ Suite *torch_configs_suite(void)
     tcase_add_test(tc, test_an_expandable_leak_is_a_leak_at_its_line);
     tcase_add_test(tc, test_an_oom_under_pytorchs_memory_fraction_names_it_and_whatif_keeps_it);
     tcase_add_test(tc, test_a_leak_inside_a_cached_segment_is_warned_from_the_tensors);
+    tcase_add_test(tc, test_a_leak_of_brief_steps_names_its_tensors_line);
     tcase_add_test(tc, test_steady_tensor_loops_are_never_warned);
     tcase_add_test(tc, test_a_python_leak_with_the_cache_kept_names_its_line);
     tcase_add_test(tc, test_the_expandable_model_reproduces_a_recorded_expandable_run);
