@@ -95,7 +95,7 @@ uint64_t replay_torch_round(uint64_t size, unsigned divisions)
 {
     if (size < RT_MIN_BLOCK)
         return RT_MIN_BLOCK;
-    if (divisions > 0 && size > RT_MIN_BLOCK * divisions) {
+    if (divisions > 1 && size > RT_MIN_BLOCK * divisions) { /* one division: 512-byte steps, as PyTorch */
         /* Up to the next of `divisions` equal steps between two powers of two. */
         if (!(size & (size - 1)))
             return size;

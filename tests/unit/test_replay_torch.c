@@ -92,6 +92,7 @@ START_TEST(test_sizes_round_to_512_bytes_or_power2_divisions)
     ck_assert_uint_eq(replay_torch_round(4 * MiB, 4), 4 * MiB);          /* a power of two stays */
     ck_assert_uint_eq(replay_torch_round(5 * MiB + 1, 2), 6 * MiB);      /* halves between 4 and 8 MiB */
     ck_assert_uint_eq(replay_torch_round(1000, 4), 1024);                /* small: 512-byte steps */
+    ck_assert_uint_eq(replay_torch_round(1258291, 1), 1258496);          /* one division: 512 bytes too */
 }
 END_TEST
 
