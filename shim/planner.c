@@ -466,13 +466,10 @@ int planner_owns_address(gm_device_t *d, uintptr_t ptr, int *kind)
     return in;
 }
 
-void planner_counts(gm_device_t *d, planner_counts_t *out)
+/* The plan's counts, its lock held. */
+static void counts_locked(const gm_plan_t *p, planner_counts_t *out)
 {
     memset(out, 0, sizeof *out);
-    gm_plan_t *p = d->plan;
-    if (!p)
-        return;
-    pthread_mutex_lock(&p->lock);
     out->state = p->state;
     out->fences = p->fences;
     out->frees = p->frees;
@@ -490,6 +487,17 @@ void planner_counts(gm_device_t *d, planner_counts_t *out)
     out->allocated_peak = p->allocated_peak;
     out->requested = p->requested_total;
     out->requested_peak = p->requested_peak;
+}
+
+void planner_counts(gm_device_t *d, planner_counts_t *out)
+{
+    gm_plan_t *p = d->plan;
+    if (!p) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    counts_locked(p, out);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -535,18 +543,15 @@ uint32_t planner_cut_pages(gm_device_t *d, int write, uint64_t now)
 
 void planner_cut_stats(gm_device_t *d, gmlog_cut_t *c)
 {
-    gm_plan_t *p = d->plan;
-    if (!p)
+    if (!d->plan)
         return;
-    if (p->sp) {
-        stepplan_stats_t st;
-        stepplan_stats(p->sp, &st);
-        c->allocs += st.planned;
-        c->hits += st.planned;
-    }
-    c->frees += p->frees;
-    c->allocated += p->allocated;
-    c->requested += p->requested_total;
+    planner_counts_t pc;
+    counts_locked(d->plan, &pc);
+    c->allocs += pc.planned;
+    c->hits += pc.planned;
+    c->frees += pc.frees;
+    c->allocated += pc.allocated;
+    c->requested += pc.requested;
 }
 
 uint32_t planner_cut_blocks(gm_device_t *d, int write, uint64_t now)

@@ -124,6 +124,11 @@ static void unwind(uintptr_t addr, const uint64_t *tokens, size_t n)
     }
 }
 
+static inline int refused(const struct gm_ranges *r)
+{
+    return __atomic_load_n(&r->refused, __ATOMIC_ACQUIRE);
+}
+
 /* The driver refused a mapping for a reason other than memory: the device's ranges map nothing
  * more (what they hold stays and is freed as ever), and the classic pool serves its new memory,
  * with one warning and one WARNING record; the request that met it is served classic too. */
@@ -139,7 +144,7 @@ static void refuse(gm_device_t *d, uintptr_t addr, const char *call, int rc)
 
 int ranges_usable(gm_device_t *d)
 {
-    return d->ranges && !device_captures(d) && !__atomic_load_n(&d->ranges->refused, __ATOMIC_ACQUIRE);
+    return d->ranges && !device_captures(d) && !refused(d->ranges);
 }
 
 /* Maps n fresh pages at addr for the device (a handle each, one access call for the run), their
@@ -151,7 +156,7 @@ static int map_pages(gm_device_t *d, uintptr_t addr, size_t n, uint64_t *tokens)
     size_t limit = device_limit(d);
     if (device_captures(d) || (limit && device_reserved(d) + n * PAGE > limit))
         return -1;
-    if (__atomic_load_n(&r->refused, __ATOMIC_ACQUIRE))
+    if (refused(r))
         return -1;
     size_t done = 0;
     int rc = 0;
@@ -250,12 +255,12 @@ static gm_block_t *range_alloc(gm_arena_t *a, size_t rounded, size_t requested, 
 cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_block_t **bp)
 {
     gm_heap_t *h = &a->general;
-    int refused = 0;
-    if ((*bp = range_alloc(a, rounded, requested, &refused)))
+    int map_failed = 0;
+    if ((*bp = range_alloc(a, rounded, requested, &map_failed)))
         return cudaSuccess;
-    if (__atomic_load_n(&a->dev->ranges->refused, __ATOMIC_ACQUIRE))
+    if (refused(a->dev->ranges))
         return cudaErrorNotSupported; /* the driver maps no more: a classic segment */
-    if (refused)
+    if (map_failed)
         return cudaErrorMemoryAllocation;
     size_t size = a->dev->ranges->range_size;
     if (size < rounded)
@@ -268,7 +273,7 @@ cudaError_t ranges_grow(gm_arena_t *a, size_t rounded, size_t requested, gm_bloc
         fallback_engage("out of host memory for the pool's bookkeeping");
         return cudaErrorMemoryAllocation;
     }
-    *bp = range_alloc(a, rounded, requested, &refused);
+    *bp = range_alloc(a, rounded, requested, &map_failed);
     return *bp ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 

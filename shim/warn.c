@@ -129,12 +129,8 @@ static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys, int newest)
         return;
     if (w->src == SRC_TENSORS)
         warntensor_step(id);
-    if (w->waiting) { /* a verdict given: its site, or none once waited for long enough */
-        uint32_t best = grew_most(id, d, w);
-        if (best || w->readings - w->waited_from >= WAIT_FOR_SITE_READINGS)
-            say(id, w, &w->verdict, best);
-        return;
-    }
+    if (w->waiting)
+        return; /* a verdict given, its site awaited (sample) */
     unsigned rising = leakwarn_rising(&w->steps[sys]);
     if (rising < LEAKWARN_RISES / 2) {
         snap_drop(id, w);
@@ -186,8 +182,6 @@ static void sample(int id, gm_device_t *d, int mark)
         w->src = src;
     }
     w->readings++;
-    if (w->waiting && !W.done && w->readings - w->waited_from > WAIT_FOR_SITE_READINGS)
-        say(id, w, &w->verdict, grew_most(id, d, w)); /* no step came since: the site as it stands */
     uint64_t low, cur, t = gm_now_ns();
     leakwarn_tap_t *tap;
     if (src == SRC_TENSORS) {
@@ -232,6 +226,11 @@ static void sample(int id, gm_device_t *d, int mark)
             leakwarn_step(&w->steps[SYS_MARKS], w->low[SYS_MARKS], t);
         w->low[SYS_MARKS] = cur;
         judge(id, d, w, SYS_MARKS, 1);
+    }
+    if (w->waiting && !W.done) { /* the verdict's site once its tensors outlived a step, or none */
+        uint32_t best = grew_most(id, d, w);
+        if (best || w->readings - w->waited_from >= WAIT_FOR_SITE_READINGS)
+            say(id, w, &w->verdict, best);
     }
 }
 
