@@ -255,8 +255,8 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     }
     if (p->min_found)
         fprintf(f, "smallest device: %s (the pool reserving at most %s, %s outside it), bisected to 1 MiB in %u "
-                "replays\n", rep_bytes(p->min_device_bytes, a), rep_bytes(p->min_pool_bytes, b),
-                rep_bytes(p->outside, d), p->bisect_replays);
+                "replays, %u rounds\n", rep_bytes(p->min_device_bytes, a), rep_bytes(p->min_pool_bytes, b),
+                rep_bytes(p->outside, d), p->bisect_replays, p->bisect_rounds);
     else
         fprintf(f, "smallest device: none found up to %s\n", rep_bytes(1ull << 50, e));
     oracle_t orc;
@@ -370,6 +370,7 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_u64(j, "min_pool_bytes", p->min_pool_bytes);
     json_u64(j, "outside_bytes", p->outside);
     json_u64(j, "bisect_replays", p->bisect_replays);
+    json_u64(j, "bisect_rounds", p->bisect_rounds);
     json_obj(j, "recommendation");
     json_obj(j, "env");
     if (p->rec >= 0)

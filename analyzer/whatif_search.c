@@ -266,14 +266,29 @@ static rp_cfg_t capacity_cfg(const wi_plan_t *p, const rp_log_t *log, uint64_t p
     return c;
 }
 
+/* One round of the bisection: n sizes replayed at once, counted. */
+static void replay_round(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, const rp_cfg_t *cfgs,
+                         rp_result_t *out, uint64_t n, unsigned k, prog_t *pg)
+{
+    replay_many(log, cfgs, out, n, k, NULL, NULL);
+    p->bisect_replays += (unsigned)n;
+    if (!p->bisect_rounds++)
+        p->bisect_first = (unsigned)n;
+    pg->base += n;
+    if (o->progress)
+        fprintf(stderr, "\rwhatif: %zu replays done", pg->base);
+}
+
 /* The smallest pool the recording fits in, to the MiB: from `start` (a size that may fit) and
  * `least` (the most bytes ever live: any pool smaller fails), each round replays up to one size
  * per CPU (at most BISECT_MAX) at once; while the sizes still span more than a factor of 4 they
  * are spaced geometrically (the answer is as likely near the live bytes as near the start), then
- * evenly. */
+ * evenly. The first round probes `start` itself, so that it costs no round of its own: beside
+ * the sizes below it when it is likely to fit (no replay failed at it), else beside twice, four
+ * times... it; while every size up fails, the next round goes on up from the largest. */
 #define BISECT_MAX 16
-static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64_t start, uint64_t least,
-                   prog_t *pg)
+static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64_t start, int start_fails,
+                   uint64_t least, prog_t *pg)
 {
     unsigned k = o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
     if (k < 1)
@@ -286,25 +301,47 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
     uint64_t lo = least > MiB ? (least - 1) / MiB * MiB : 0; /* below the live bytes: fails */
     if (lo >= hi)
         lo = 0;
-    for (;;) { /* a size that fits: double until one does */
-        cfgs[0] = capacity_cfg(p, log, hi);
-        replay_many(log, cfgs, out, 1, 1, NULL, NULL);
-        p->bisect_replays++;
-        if (!out[0].failures)
-            break;
-        lo = hi;
-        if (hi >= MAX_POOL_BYTES)
-            return;
-        hi *= 2;
-    }
-    while (hi - lo > MiB) {
-        uint64_t steps = (hi - lo) / MiB, want = steps - 1 < k ? steps - 1 : k, n = 0;
+    int hi_fits = 0;         /* known to fit: `hi` was replayed without a failure */
+    int up = start_fails;    /* the round tries sizes up from `hi`... */
+    int up_from_hi = up;     /* ...`hi` itself among them (not yet replayed) */
+    while (!hi_fits || hi - lo > MiB) {
+        uint64_t steps = (hi - lo) / MiB, n = 0, first = 0;
         uint64_t pts[BISECT_MAX];
+        if (up) {
+            uint64_t v = hi;
+            if (!up_from_hi) {
+                if (hi >= MAX_POOL_BYTES)
+                    return;
+                v = hi > MAX_POOL_BYTES / 2 ? MAX_POOL_BYTES : hi * 2;
+            }
+            for (;;) {
+                pts[n] = v;
+                cfgs[n++] = capacity_cfg(p, log, v);
+                if (n == k || v >= MAX_POOL_BYTES)
+                    break;
+                v = v > MAX_POOL_BYTES / 2 ? MAX_POOL_BYTES : v * 2;
+            }
+            replay_round(p, log, o, cfgs, out, n, k, pg);
+            uint64_t i = 0;
+            while (i < n && out[i].failures)
+                lo = pts[i++];
+            hi = i < n ? pts[i] : lo; /* none fits: on up from the largest */
+            hi_fits = i < n, up = !hi_fits, up_from_hi = 0;
+            continue;
+        }
+        if (!hi_fits) { /* the upper size too, in the same round */
+            pts[n] = hi;
+            cfgs[n++] = capacity_cfg(p, log, hi);
+            first = 1;
+        }
+        uint64_t room = k - first, want = steps ? steps - 1 : 0;
+        if (want > room)
+            want = room;
         double ratio = lo ? (double)hi / (double)lo : 0;
         for (uint64_t i = 0; i < want; i++) {
             uint64_t v = ratio > 4 ? (uint64_t)((double)lo * pow(ratio, (double)(i + 1) / (double)(want + 1))) / MiB * MiB
                                    : lo + (hi - lo) / (want + 1) * (i + 1) / MiB * MiB;
-            uint64_t floor = n ? pts[n - 1] : lo;
+            uint64_t floor = n > first ? pts[n - 1] : lo;
             if (v <= floor)
                 v = floor + MiB;
             if (v >= hi)
@@ -312,13 +349,15 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
             pts[n] = v;
             cfgs[n++] = capacity_cfg(p, log, v);
         }
-        replay_many(log, cfgs, out, n, k, NULL, NULL);
-        p->bisect_replays += (unsigned)n;
-        pg->base += n;
-        if (o->progress)
-            fprintf(stderr, "\rwhatif: %zu replays done", pg->base);
+        replay_round(p, log, o, cfgs, out, n, k, pg);
+        if (first && out[0].failures) { /* nothing up to `hi` fits */
+            lo = hi;
+            up = 1;
+            continue;
+        }
+        hi_fits = 1;
         uint64_t nlo = lo, nhi = hi;
-        for (uint64_t i = 0; i < n; i++) {
+        for (uint64_t i = first; i < n; i++) {
             if (out[i].failures) {
                 if (pts[i] > nlo && pts[i] < nhi)
                     nlo = pts[i];
@@ -405,7 +444,7 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     uint64_t least = p->runs[0].res.peak_allocated;
     if (p->runs[1].res.peak_allocated < least)
         least = p->runs[1].res.peak_allocated;
-    bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, least, &pg);
+    bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, ref->failures > 0, least, &pg);
     /* Under GMSHIM_DEVICE_LIMIT or PyTorch's memory fraction: a cap the device can give, if raising
      * it is what helps. */
     /* The cap with headroom (advice.c), never the bisected size itself: that one lasts only to

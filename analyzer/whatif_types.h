@@ -65,6 +65,8 @@ typedef struct wi_plan {
     uint64_t min_device_bytes;/* ...plus what was outside the pool: the device it needs */
     int min_found;
     unsigned bisect_replays;
+    unsigned bisect_rounds;   /* rounds of replays at once, one after another */
+    unsigned bisect_first;    /* ...the first round's replays */
     int rec;                  /* the recommended run, -1: none */
     int fits;                 /* the recording fits under the recommendation (or as it is) */
     char why[640];

@@ -220,6 +220,44 @@ START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
 }
 END_TEST
 
+/* The bisection's first round replays the size it starts from beside other sizes, one a thread:
+ * below it where it is likely to fit, twice, four times... it where the recording failed at it, so
+ * that the start costs no round of its own; one thread finds the same size one replay a round. */
+static void bisect_rounds_check(const char *path)
+{
+    rd_log_t lf;
+    rp_log_t log;
+    ck_assert_msg(rd_open_path(&lf, path) == 0 && rp_load(&log, &lf, 0) == 0, "%s", path);
+    wi_opts_t o;
+    wi_opts_default(&o);
+    o.threads = 4;
+    wi_plan_t p;
+    ck_assert(wi_plan_make(&log, NULL, &o, &p) == 0);
+    ck_assert_msg(p.min_found && p.bisect_rounds >= 2 && p.bisect_first == 4 &&
+                      p.bisect_replays > 4 * (p.bisect_rounds - 1),
+                  "%s: %u replays in %u rounds, the first of %u", path, p.bisect_replays, p.bisect_rounds,
+                  p.bisect_first);
+    uint64_t min = p.min_device_bytes;
+    wi_plan_free(&p);
+    o.threads = 1;
+    ck_assert(wi_plan_make(&log, NULL, &o, &p) == 0);
+    ck_assert_msg(p.min_found && p.min_device_bytes == min && p.bisect_rounds == p.bisect_replays,
+                  "%s, one thread: %llu bytes (4 threads: %llu), %u replays in %u rounds", path,
+                  (unsigned long long)p.min_device_bytes, (unsigned long long)min, p.bisect_replays,
+                  p.bisect_rounds);
+    wi_plan_free(&p);
+    rp_log_free(&log);
+    rd_close(&lf);
+}
+
+START_TEST(test_whatif_bisects_with_its_start_in_the_first_round)
+{
+    free(gm_oom_report("oom_capacity", NULL, 1)); /* failed at its start */
+    bisect_rounds_check(gm_last_log);
+    bisect_rounds_check("tests/fixtures/h100_vit_keep.gmlog"); /* fits at its start */
+}
+END_TEST
+
 /* On a terminal whatif says on stderr how far it is and how fast it replays; into a pipe it says
  * neither (the report alone). */
 START_TEST(test_whatif_refuses_a_device_without_events_naming_those_present)
@@ -338,6 +376,7 @@ Suite *analyzer_whatif_suite(void)
     tcase_add_test(tc, test_whatif_never_suggests_the_setting_in_force);
     tcase_add_test(tc, test_whatif_sizes_split_limits_by_the_pools_requests_not_exact_segments);
     tcase_add_test(tc, test_whatif_finds_the_smallest_device_to_a_mebibyte);
+    tcase_add_test(tc, test_whatif_bisects_with_its_start_in_the_first_round);
     tcase_add_test(tc, test_whatif_shows_its_progress_on_a_terminal_only);
     tcase_add_test(tc, test_whatif_refuses_a_device_without_events_naming_those_present);
     tcase_add_test(tc, test_whatif_holds_a_few_bytes_an_event);
