@@ -26,7 +26,10 @@
  * steps (its peak grows, its swing does not); the swing alone is inflated for good by one large
  * fall (a cache freed once). The count opens once the figure has made one fall of a tenth of its
  * peak and a climb as large (the first whole step): before that the swing is only the first
- * forward pass's temporaries, whose falls are small and whose lows rise layer after layer.
+ * forward pass's temporaries, whose falls are small and whose lows rise layer after layer, or a
+ * load's buffer freed once; the swing starts there from that tenth (a GiB freed before the first
+ * step left the swing at a GiB, and a leak beside a 144 MiB step, once its peak passed ten
+ * swings, made no trough again).
  * Replayed on real logs (run 121's ResNet-50, a GPT-2-like and ViT-B/16, 20 steps each; an
  * unmarked loop keeping 64 MiB beside a 32 MiB scratch, 1 258 steps): 22, 40, 20 and 1 258
  * troughs, where a tenth of the peak alone gave 22, 40, 20 and 4; none of the steady three warned. */
@@ -79,8 +82,11 @@ static inline int leakwarn_trough_feed(leakwarn_trough_t *tr, uint64_t a, uint64
 {
     uint64_t tenth = peak / 10 < 4096 ? 4096 : peak / 10;
     int low;
-    if (!tr->open && leakwarn_zig(&tr->first, a, tenth, &low))
-        tr->open = 1;
+    if (!tr->open && leakwarn_zig(&tr->first, a, tenth, &low)) {
+        tr->open = 1; /* the swing from here: falls before the first whole step are not the steps' */
+        tr->top = a;
+        tr->swing = tenth;
+    }
     if (a > tr->top)
         tr->top = a;
     if (tr->top - a > tr->swing)

@@ -75,6 +75,7 @@ struct gm_block {
     uint8_t kind;           /* GMLOG_KIND_* of a block outside any segment (seg == NULL) */
     uint8_t exact;          /* such a block: a caching allocator's exact segment (GMLOG_A_EXACT) */
     uint32_t site;          /* when live: the call site it was allocated from (for checkpoints) */
+    uint32_t born;          /* when live, in the shim: the GMSHIM_WARN step it was handed out in */
     /* A live block of a thread's cache (shim/tcache.h; the replay models the caches): the pool
      * code leaves these alone. */
     uint8_t tc;             /* gm_tc_state */

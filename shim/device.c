@@ -205,6 +205,7 @@ static void track_locked(gm_device_t *d, gm_block_t *b, int kind, unsigned flags
         b->kind = (uint8_t)kind;
         b->exact = (flags & GMLOG_A_EXACT) != 0;
         b->site = site;
+        b->born = __atomic_load_n(&d->warn_epoch, __ATOMIC_RELAXED);
         HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
     }
     if (b && !b->hh.tbl) {
@@ -451,9 +452,10 @@ size_t device_site_bytes_merge(gm_site_bytes_t *v, size_t n)
     return m;
 }
 
-size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out)
+size_t device_site_bytes(gm_device_t *d, uint32_t since, gm_site_bytes_t **out)
 {
     size_t want = 0, n = 0;
+    uint32_t before = __atomic_load_n(&d->warn_epoch, __ATOMIC_RELAXED) - 1;
     int narenas = device_narenas(d);
     for (int i = 0; i < narenas; i++) {
         pthread_mutex_lock(&d->arenas[i]->lock);
@@ -472,7 +474,8 @@ size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out)
         HASH_ITER(hh, a->live, b, tmp) {
             if (n == want)
                 break;
-            if (b != &a->sentinel && b->tc != GM_TC_CACHED)
+            if (b != &a->sentinel && b->tc != GM_TC_CACHED && (int32_t)(b->born - since) >= 0 &&
+                (int32_t)(before - b->born) > 0)
                 v[n++] = (gm_site_bytes_t){b->site, b->size};
         }
         pthread_mutex_unlock(&a->lock);

@@ -46,13 +46,17 @@ void device_take_low(gm_device_t *d, uint64_t *low, uint64_t *now);
 /* The troughs of d's allocated bytes, found as they change (read without a lock), while the
  * device has one arena; NULL with several (each holds a share) or when GMSHIM_WARN is off. */
 leakwarn_tap_t *device_tap(gm_device_t *d);
-/* The bytes of the blocks the program holds (a thread's cached blocks left out), per call site,
- * sorted by site into *out (malloc'd, the caller frees it; NULL on failure): how many sites. */
+/* The bytes of the blocks the program holds (a thread's cached blocks left out) that were handed
+ * out in GMSHIM_WARN's step `since` or later and outlived a step since (made before the step
+ * before the one under way: d->warn_epoch), per call site, sorted by site into *out (malloc'd,
+ * the caller frees it; NULL on failure): how many sites. */
 typedef struct gm_site_bytes {
     uint32_t site;
     uint64_t bytes;
 } gm_site_bytes_t;
-size_t device_site_bytes(gm_device_t *d, gm_site_bytes_t **out);
+size_t device_site_bytes(gm_device_t *d, uint32_t since, gm_site_bytes_t **out);
+/* One of GMSHIM_WARN's steps of d ended: blocks handed out from now on are of the next. */
+static inline void device_warn_step(gm_device_t *d) { __atomic_add_fetch(&d->warn_epoch, 1, __ATOMIC_RELAXED); }
 /* v[0..n) sorted by site, each site's bytes summed into one entry: the entries left. */
 size_t device_site_bytes_merge(gm_site_bytes_t *v, size_t n);
 /* gmshim_set_limit: the cap on device `id` (0 = none); releases cache above it. */

@@ -99,6 +99,7 @@ struct gm_device {
      * lock, as the lock order has it; a pointer since the pool sits below the plan. */
     size_t (*plan_give_back)(struct gm_device *d, int reason);
     size_t tcache_max;          /* GMSHIM_THREAD_CACHE: bytes a thread's cache holds; 0 = no caches */
+    uint32_t warn_epoch;        /* GMSHIM_WARN's steps ended so far (atomic; warn.c): blocks' `born` */
     struct gm_tcache *tcaches;  /* the threads' caches (tcache.h), pushed atomically, never removed */
     uint64_t resets;            /* cudaDeviceResets so far (atomic; written under every arena lock) */
     uint64_t peak_allocated_seen, peak_requested_seen; /* tcache_note_peak (atomic) */

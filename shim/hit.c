@@ -148,6 +148,7 @@ static inline __attribute__((always_inline)) cudaError_t pool_path(gm_device_t *
          * in it, and live, already). */
         if (!b->tc_owner) {
             b->site = site;
+            b->born = __atomic_load_n(&d->warn_epoch, __ATOMIC_RELAXED);
             if (tc && b->size == rounded && b->seg->heap == &a->general)
                 tcache_adopt(tc, b);
         } else {

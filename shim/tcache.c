@@ -262,6 +262,7 @@ static void hand_out(gm_tcache_t *tc, gm_block_t *b, size_t size, uint32_t site)
     adj_add(tc, (int64_t)size);
     b->requested = size;
     b->site = site;
+    b->born = __atomic_load_n(&tc->dev->warn_epoch, __ATOMIC_RELAXED);
     b->tc = GM_TC_USER;
     unsigned s = slot_of(b->ptr);
     tc->slot[s].ptr = b->ptr;

@@ -27,24 +27,29 @@ enum { SRC_NONE, SRC_POOL, SRC_TENSORS };
 
 /* Marks describe a device's steps once there are this many (as `gmshim top` decides). */
 #define MARKS_NEEDED 3
-#define WAIT_FOR_SITE_READINGS 3 /* readings a verdict waits for the site of tensors kept since arming */
+/* A verdict waits for the site of what was made since arming for this many readings that found a
+ * step's end (one made just before a reading is counted two such readings later), or, while none
+ * is found (the program stopped stepping), this many readings of any kind. */
+#define WAIT_FOR_SITE_STEPS 3
+#define WAIT_FOR_SITE_READINGS 30
 
 typedef struct warn_dev {
     int seen;
     int src;                      /* SRC_*: a change starts the device's steps again */
-    int armed;                    /* SRC_TENSORS: its new tensors kept by site (warntensor_arm) */
+    int armed;                    /* the sites' growth counted from `armed_at` (warntensor_arm) */
+    uint32_t armed_at;            /* SRC_POOL: the device's warn_epoch then */
     uint64_t peak;                /* the most allocated bytes read */
     uint64_t low[2];              /* the least since the step under way began, per system */
     uint32_t marks;
     leakwarn_t steps[2];
     uint64_t tap_seen;            /* the troughs of the figures' tap read so far */
     leakwarn_trough_t tr;         /* troughs of the readings, when there is no tap */
-    gm_site_bytes_t *snap;        /* live bytes per site when the rise was half way there */
-    size_t nsnap;
-    uint32_t snap_step;           /* steps[] count then: a snapshot older than a window is taken again */
+    uint32_t armed_step;          /* steps[] count then: arming older than a window is done again */
     uint64_t readings;            /* the device's readings so far */
-    int waiting;                  /* a verdict given, its site awaited (`verdict`, since `waited_from`) */
-    uint64_t waited_from;
+    uint64_t stepped_at;          /* the reading that last moved the blocks' and tensors' step */
+    uint64_t stepped;             /* ...readings that did so far */
+    int waiting;                  /* a verdict given, its site awaited (`verdict`, since the figures */
+    uint64_t waited_from, waited_steps; /* readings and stepped were these) */
     leakwarn_verdict_t verdict;
 } warn_dev_t;
 
@@ -57,50 +62,41 @@ static struct {
     warn_dev_t dev[GM_MAX_DEVICES];
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
-/* The sites' figures go: a pool's snapshot, a device's tensors kept by site. */
-static void snap_drop(int id, warn_dev_t *w)
+/* The sites' growth is no longer counted (warntensor_disarm forgets the tensors kept). */
+static void sites_disarm(int id, warn_dev_t *w)
 {
-    free(w->snap);
-    w->snap = NULL;
-    w->nsnap = 0;
-    if (w->armed)
+    if (w->armed && w->src == SRC_TENSORS)
         warntensor_disarm(id);
     w->armed = 0;
 }
 
-/* The start of the sites' growth: the pool's live bytes by site now; for tensors, keeping the
- * new ones by site from now on. */
-static void snap_take(int id, gm_device_t *d, warn_dev_t *w)
+/* The start of the sites' growth, half way up a rise: from now on the blocks (or tensors) made
+ * that outlive a step are the growth (the pool's blocks carry the step they were made in, the
+ * tensors are kept by site), so that a line's transient bytes, live at one reading and not at
+ * another, never count. */
+static void sites_arm(int id, gm_device_t *d, warn_dev_t *w)
 {
-    if (w->src == SRC_TENSORS) {
+    if (w->src == SRC_TENSORS)
         warntensor_arm(id);
-        w->armed = 1;
-    } else {
-        w->nsnap = device_site_bytes(d, &w->snap);
-    }
-    w->snap_step = w->steps[w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS].steps;
+    else
+        w->armed_at = __atomic_load_n(&d->warn_epoch, __ATOMIC_RELAXED);
+    w->armed = 1;
+    w->armed_step = w->steps[w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS].steps;
 }
 
-/* The site whose live bytes grew most since the snapshot; 0 when none grew (or no snapshot). For
- * tensors: the most bytes of tensors kept since arming that outlived a step's low. */
+/* The site with the most bytes made since arming that outlived a step; 0 when none (or not
+ * armed). */
 static uint32_t grew_most(int id, gm_device_t *d, warn_dev_t *w)
 {
+    if (!w->armed)
+        return 0;
     gm_site_bytes_t *now;
-    size_t n;
-    if (w->src == SRC_TENSORS) {
-        n = warntensor_site_bytes(id, &now);
-        w->nsnap = 0; /* growth from nothing: every entry was made since arming */
-    } else {
-        n = device_site_bytes(d, &now);
-    }
+    size_t n = w->src == SRC_TENSORS ? warntensor_site_bytes(id, &now) : device_site_bytes(d, w->armed_at, &now);
     uint32_t best = 0;
     uint64_t most = 0;
-    for (size_t i = 0, j = 0; now && (w->snap || w->armed) && i < n; i++) {
-        while (j < w->nsnap && w->snap[j].site < now[i].site)
-            j++;
-        uint64_t then = j < w->nsnap && w->snap[j].site == now[i].site ? w->snap[j].bytes : 0;
-        if (now[i].site && now[i].bytes > then && now[i].bytes - then > most) {
-            most = now[i].bytes - then;
+    for (size_t i = 0; now && i < n; i++) {
+        if (now[i].site && now[i].bytes > most) {
+            most = now[i].bytes;
             best = now[i].site;
         }
     }
@@ -116,39 +112,54 @@ static void say(int id, warn_dev_t *w, const leakwarn_verdict_t *v, uint32_t sit
         stacks_describe(site, where, sizeof where);
     diag_warn("%s", leakwarn_format(line, sizeof line, id, v, where));
     W.done = 1;
-    snap_drop(id, w);
+    sites_disarm(id, w);
 }
 
-/* A step of system `sys` ended on device id (d: its pool, NULL if it has none): the site
- * snapshot half way up a rise, the verdict at its top; `newest`: no later step is known yet (a
- * verdict on an older one would count the steps left from a floor already passed). */
+/* What device id's figures run up against: its cap, else its memory (tensors count against them
+ * as the pool's blocks do); d: its pool, NULL if it has none (tensors in memory PyTorch mapped
+ * itself: the device's size, looked up once). */
+static size_t capacity(int id, gm_device_t *d)
+{
+    if (!d)
+        d = device_get(id);
+    return !d ? 0 : device_limit(d) ? device_limit(d) : d->total;
+}
+
+/* A step of system `sys` ended on device id (d: its pool, NULL if it has none): the sites armed
+ * half way up a rise, the verdict at its top; `newest`: no later step is known yet (a verdict on
+ * an older one would count the steps left from a floor already passed). */
 static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys, int newest)
 {
     int use = w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
     if (sys != use || W.done)
         return;
-    if (w->src == SRC_TENSORS)
-        warntensor_step(id);
+    /* The step blocks and tensors are made in: once a reading, however many troughs it finds
+     * (steps shorter than a reading), so that one made just before the reading never counts as
+     * having outlived the troughs found with it. */
+    if (w->stepped_at != w->readings) {
+        w->stepped_at = w->readings;
+        w->stepped++;
+        if (w->src == SRC_TENSORS)
+            warntensor_step(id);
+        else if (d)
+            device_warn_step(d);
+    }
     if (w->waiting)
         return; /* a verdict given, its site awaited (sample) */
     unsigned rising = leakwarn_rising(&w->steps[sys]);
     if (rising < LEAKWARN_RISES / 2) {
-        snap_drop(id, w);
+        sites_disarm(id, w);
         return;
     }
     leakwarn_verdict_t v;
     int leak = leakwarn_check(&w->steps[sys], 0, &v);
     if (leak && !newest)
-        return; /* the snapshot kept: the verdict comes with the newest step */
-    if (leak && !d)
-        d = device_get(id); /* tensors in memory PyTorch mapped itself: the device's size, once */
-    /* Tensors count against the device's memory (or its cap) as the pool's blocks do. */
-    size_t cap = !d ? 0 : device_limit(d) ? device_limit(d) : d->total;
-    if (!leak || !leakwarn_check(&w->steps[sys], cap, &v)) {
-        if ((w->snap || w->armed) && w->steps[sys].steps - w->snap_step > LEAKWARN_RISES)
-            snap_drop(id, w); /* growth since then would count a warm-up long past */
-        if (!w->snap && !w->armed)
-            snap_take(id, d, w);
+        return; /* the sites kept armed: the verdict comes with the newest step */
+    if (!leak || !leakwarn_check(&w->steps[sys], capacity(id, d), &v)) {
+        if (w->armed && w->steps[sys].steps - w->armed_step > LEAKWARN_RISES)
+            sites_disarm(id, w); /* growth since then would count a warm-up long past */
+        if (!w->armed)
+            sites_arm(id, d, w);
         return;
     }
     uint32_t best = grew_most(id, d, w);
@@ -158,6 +169,7 @@ static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys, int newest)
     if (!best && w->armed) {
         w->waiting = 1;
         w->waited_from = w->readings;
+        w->waited_steps = w->stepped;
         w->verdict = v;
         return;
     }
@@ -177,7 +189,7 @@ static void sample(int id, gm_device_t *d, int mark)
     if (w->src != src) {
         /* The bridge attached after the pool's first readings (PyTorch's first segment): those
          * steps were of segments, not tensors. */
-        snap_drop(id, w);
+        sites_disarm(id, w);
         memset(w, 0, sizeof *w);
         w->src = src;
     }
@@ -229,8 +241,13 @@ static void sample(int id, gm_device_t *d, int mark)
     }
     if (w->waiting && !W.done) { /* the verdict's site once its tensors outlived a step, or none */
         uint32_t best = grew_most(id, d, w);
-        if (best || w->readings - w->waited_from >= WAIT_FOR_SITE_READINGS)
-            say(id, w, &w->verdict, best);
+        if (best || w->stepped - w->waited_steps >= WAIT_FOR_SITE_STEPS ||
+            w->readings - w->waited_from >= WAIT_FOR_SITE_READINGS) {
+            /* the figures as of this reading: the steps left are fewer than when it came due */
+            leakwarn_verdict_t v;
+            int use = w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
+            say(id, w, leakwarn_check(&w->steps[use], capacity(id, d), &v) ? &v : &w->verdict, best);
+        }
     }
 }
 

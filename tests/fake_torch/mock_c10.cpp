@@ -5,6 +5,7 @@
 // cudaGetDriverEntryPointByVersion, then SEGMENT_MAP / SEGMENT_UNMAP to the trackers.
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <cstdlib>
 #include <vector>
 
 namespace cca = c10::cuda::CUDACachingAllocator;
@@ -74,7 +75,7 @@ struct Mapped {
 };
 CUdeviceptr reserved_base;
 std::vector<Mapped> maps; // in address order from reserved_base
-constexpr size_t kReserve = 1ull << 32;
+constexpr size_t kReserve = 1ull << 32; // MOCK_C10_RESERVE_GIB: another size
 } // namespace
 
 // One more range at the end of the one expandable segment, as PyTorch's ExpandableSegment::map:
@@ -88,7 +89,9 @@ extern "C" __attribute__((visibility("default"))) unsigned long long mock_expand
     static auto access = entry<decltype(&cuMemSetAccess)>("cuMemSetAccess");
     if (!reserve || !create || !map || !access)
         return 0;
-    if (!reserved_base && reserve(&reserved_base, kReserve, 0, 0, 0) != CUDA_SUCCESS)
+    const char *gib = getenv("MOCK_C10_RESERVE_GIB");
+    size_t span = gib && atoi(gib) > 0 ? static_cast<size_t>(atoi(gib)) << 30 : kReserve;
+    if (!reserved_base && reserve(&reserved_base, span, 0, 0, 0) != CUDA_SUCCESS)
         return 0;
     CUdeviceptr at = maps.empty() ? reserved_base : maps.back().at + maps.back().size;
     CUmemAllocationProp prop{};

@@ -1,7 +1,10 @@
 /* GMSHIM_WARN workloads, one per argument: a job that leaks 16 MiB a step in leak_step() until its
  * OOM, with marks ("leak-marks") or without ("leak-troughs": steps of 25 ms, longer than the
  * shim's readings; "leak-brief-troughs": steps of 1 ms, many to a reading; "leak-lean-troughs": a step's only
- * activation a 16 MiB scratch, which the kept bytes outgrow tenfold within a few steps); jobs that must never
+ * activation a 16 MiB scratch, which the kept bytes outgrow tenfold within a few steps;
+ * "leak-curriculum-troughs" and "leak-curriculum-brief-troughs": a step's first activation grows by
+ * 32 MiB a step for 40 steps, twice the leak's rate, and never outlives its step: run with
+ * FAKECUDA_MEM=4G); jobs that must never
  * be warned about: constant steps ("steady"), a cache that fills for some steps then stays
  * ("warmup"), steps of random sizes with marks ("noisy-marks") and without ("noisy-troughs",
  * "noisy-brief-troughs"). Run with FAKECUDA_MEM=1G; linked with
@@ -75,6 +78,8 @@ int main(int argc, char **argv)
         int n = 3;
         if (strstr(mode, "lean"))
             sizes[0] = 16 * MiB, n = 1;
+        if (strstr(mode, "curriculum"))
+            sizes[0] = (size_t)(step < 40 ? step : 40) * 32 * MiB;
         if (noisy) {
             /* a state that changes size every step, and activations of random sizes */
             if (state)

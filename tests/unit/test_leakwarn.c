@@ -147,6 +147,27 @@ START_TEST(test_a_leak_that_outgrows_its_swing_keeps_its_steps)
 }
 END_TEST
 
+/* A GiB loaded and freed before the first step (a checkpoint's buffer), then a loop keeping 16 MiB
+ * a step beside 144 MiB of activations: a trough every step, long after the leak's peak passed ten
+ * times the steps' swing. */
+START_TEST(test_a_buffer_freed_before_the_first_step_leaves_the_steps_their_troughs)
+{
+    leakwarn_trough_t tr;
+    leakwarn_trough_init(&tr);
+    uint64_t peak = 0, lo = 0, live = 64 * MiB;
+    uint64_t load[2] = {live + 1024 * MiB, live};
+    feed_all(&tr, load, 2, &peak, &lo);
+    unsigned closed = 0;
+    for (unsigned k = 0; k < 400; k++) {
+        live += 16 * MiB;
+        uint64_t v[4] = {live + 48 * MiB, live + 96 * MiB, live + 144 * MiB, live};
+        closed += feed_all(&tr, v, 4, &peak, &lo);
+    }
+    ck_assert_msg(closed >= 398 && lo == live - 16 * MiB, "%u troughs in 400 steps, the last low %llu MiB of %llu",
+                  closed, (unsigned long long)(lo / MiB), (unsigned long long)(live / MiB));
+}
+END_TEST
+
 /* One step of a figure fed to a tap: `base` + a climb of four 64 MiB activations, then their frees. */
 static void tap_step(leakwarn_tap_t *tap, uint64_t base)
 {
@@ -216,6 +237,7 @@ Suite *leakwarn_suite(void)
     tcase_add_test(tc, test_one_fall_starts_the_count_again);
     tcase_add_test(tc, test_troughs_open_at_a_whole_step_then_follow_its_swing);
     tcase_add_test(tc, test_a_leak_that_outgrows_its_swing_keeps_its_steps);
+    tcase_add_test(tc, test_a_buffer_freed_before_the_first_step_leaves_the_steps_their_troughs);
     tcase_add_test(tc, test_the_tap_keeps_every_step_between_readings);
     tcase_add_test(tc, test_the_line_says_rate_site_time_and_steps);
     suite_add_tcase(s, tc);

@@ -117,6 +117,31 @@ START_TEST(test_pass_through_warns_as_the_pool_does)
 }
 END_TEST
 
+/* A line whose transient bytes grow faster than the leak (an activation 32 MiB larger each step,
+ * freed within it): the warning names the line whose bytes outlive the steps, in the pool and
+ * forwarding, with steps longer and shorter than a reading. */
+START_TEST(test_the_warning_names_the_line_that_outlives_steps_not_a_growing_transient)
+{
+    static const char *const modes[] = {"leak-curriculum-troughs", "leak-curriculum-brief-troughs"};
+    static const char *const pools[] = {"GMSHIM_POOL=1", "GMSHIM_POOL=0"};
+    for (size_t i = 0; i < 2; i++) {
+        for (size_t j = 0; j < 2; j++) {
+            const char *env[] = {"FAKECUDA_MEM=4G", "GMSHIM_WARN=1", pools[j], NULL};
+            char *out = NULL;
+            int rc = run_built("tests/integration/warn_job", env, modes[i], &out);
+            ck_assert_msg(rc == 0, "%s %s exited %d:\n%.3000s", modes[i], pools[j], rc, out);
+            const char *w = strstr(out, WARN_LINE);
+            const char *oom = strstr(out, "oom at step ");
+            ck_assert_msg(w && count_of(out, "leak suspected") == 1 && oom && oom > w, "%s %s: not one warning "
+                          "before the OOM:\n%.3000s", modes[i], pools[j], out);
+            ck_assert_msg(!strncmp(w + strlen(WARN_LINE), "leak_step (warn_job)", 20), "%s %s: not leak_step's:\n%.300s",
+                          modes[i], pools[j], w);
+            free(out);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_nothing_is_said_unless_asked)
 {
     char *out = warn_run("leak-marks", "GMSHIM_WARN=0", NULL);
@@ -179,6 +204,7 @@ Suite *warn_suite(void)
     tcase_add_test(tc, test_a_leak_that_outgrows_its_steps_swing_is_warned);
     tcase_add_test(tc, test_steady_jobs_are_never_warned);
     tcase_add_test(tc, test_pass_through_warns_as_the_pool_does);
+    tcase_add_test(tc, test_the_warning_names_the_line_that_outlives_steps_not_a_growing_transient);
     tcase_add_test(tc, test_nothing_is_said_unless_asked);
     tcase_add_test(tc, test_without_a_log_the_warning_names_no_site);
     tcase_add_test(tc, test_a_python_leak_names_its_function_and_line);
