@@ -2,11 +2,12 @@
  * (or PAIRS pairs each), marking every 100 000 pairs, beside IDLE_THREADS threads that log once and
  * wait; one site leaks a 1 MiB block every
  * LEAK_EVERY pairs of thread 0; at the end, with everything else freed, an allocation of the
- * whole device fails (a recorded OOM). Prints the writer's peak resident file memory
+ * whole device fails (a recorded OOM). SIGUSR1 ends a timed run as its time would. Prints the writer's peak resident file memory
  * (VmRSS's file part, from /proc/self/status) in KiB, as "rss_file_kib N". */
 #include "itest.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,11 +62,19 @@ static void *idler(void *arg)
     return NULL;
 }
 
+/* SIGUSR1 ends a timed run early, as its time would (a test that saw what it waited for). */
+static volatile sig_atomic_t stop_early;
+static void on_usr1(int sig)
+{
+    (void)sig;
+    stop_early = 1;
+}
+
 static void *worker(void *arg)
 {
     long id = (long)arg;
     double end = now_s() + seconds;
-    for (unsigned long i = 1; seconds > 0 ? (i % 1024 || now_s() < end) : i <= pairs; i++) {
+    for (unsigned long i = 1; seconds > 0 ? (i % 1024 || (now_s() < end && !stop_early)) : i <= pairs; i++) {
         void *p;
         CUDA_OK(cudaMalloc(&p, 512 + (i % 64) * 512));
         CUDA_OK(cudaFree(p));
@@ -89,6 +98,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
+    signal(SIGUSR1, on_usr1);
     const char *s = getenv("SECONDS_TO_RUN");
     seconds = s ? atof(s) : 0;
     if ((s = getenv("PAIRS")))
