@@ -371,6 +371,7 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
     json_u64(j, "outside_bytes", p->outside);
     json_u64(j, "bisect_replays", p->bisect_replays);
     json_u64(j, "bisect_rounds", p->bisect_rounds);
+    json_bool(j, "bisect_beside_runs", p->bisect_beside_runs);
     json_obj(j, "recommendation");
     json_obj(j, "env");
     if (p->rec >= 0)

@@ -9,6 +9,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,6 +375,91 @@ static void bisect(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o, uint64
     p->min_device_bytes = hi + p->outside;
 }
 
+/* What the bisection starts from, by one rule for the guess made before the runs and for the
+ * runs' own figures: the size it starts at (the cap at the first failure of the run as recorded,
+ * else the recorded reserve) and whether that failed, what was outside the pool then, and `least`
+ * (the most bytes live: any smaller pool fails). */
+typedef struct bisect_in {
+    uint64_t start, outside, least;
+    int start_fails;
+} bisect_in_t;
+
+static bisect_in_t bisect_inputs(const rp_log_t *log, const rp_result_t *ref, uint64_t least)
+{
+    bisect_in_t in = {0};
+    uint64_t cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->base_cap;
+    if (log->ndrv)
+        cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->drv_cap[0];
+    in.outside = log->total > cap ? log->total - cap : 0;
+    in.start = ref->failures ? ref->first.cap : log->peak_reserved_recorded;
+    in.start_fails = ref->failures > 0;
+    in.least = least;
+    return in;
+}
+
+/* The bisection begun beside the runs (on threads of its own) from the loader's replay as
+ * recorded, which the first run repeats (a foreign log's first run follows its segments where the
+ * loader's was guided; their figures agree where neither fails): kept when the runs' figures give
+ * the same inputs, so that its rounds overlap the runs' instead of following them. */
+typedef struct early {
+    wi_plan_t q;              /* its figures only (bisect's fields) */
+    const rp_log_t *log;
+    wi_opts_t o;              /* progress off: the runs report theirs */
+    bisect_in_t in;
+    prog_t pg;
+    pthread_t thread;
+    int started;
+} early_t;
+
+static void *early_main(void *arg)
+{
+    early_t *e = arg;
+    e->q.outside = e->in.outside;
+    bisect(&e->q, e->log, &e->o, e->in.start, e->in.start_fails, e->in.least, &e->pg);
+    return NULL;
+}
+
+/* NULL where no thread starts: the bisection then runs after the runs. */
+static early_t *early_start(const rp_log_t *log, const wi_opts_t *o)
+{
+    early_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->log = log;
+    e->o = *o;
+    e->o.progress = 0;
+    e->pg = (prog_t){&e->o, 0, 0};
+    e->in = bisect_inputs(log, &log->recorded, log->recorded.peak_allocated);
+    e->started = pthread_create(&e->thread, NULL, early_main, e) == 0;
+    if (!e->started) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* Waits for it; 1 when its inputs were the runs' (its figures then in p), else 0. Frees e. */
+static int early_take(early_t *e, wi_plan_t *p, const bisect_in_t *in, prog_t *pg)
+{
+    if (!e)
+        return 0;
+    pthread_join(e->thread, NULL);
+    int same = e->in.start == in->start && e->in.start_fails == in->start_fails && e->in.outside == in->outside &&
+               e->in.least == in->least;
+    if (same) {
+        p->bisect_replays = e->q.bisect_replays;
+        p->bisect_rounds = e->q.bisect_rounds;
+        p->bisect_first = e->q.bisect_first;
+        p->min_found = e->q.min_found;
+        p->min_pool_bytes = e->q.min_pool_bytes;
+        p->min_device_bytes = e->q.min_device_bytes;
+        p->bisect_beside_runs = 1;
+        pg->base += e->q.bisect_replays;
+    }
+    free(e);
+    return same;
+}
+
 /* The model's runs, each setting tried a candidate (the settings as run, and combinations
  * known to misbehave, are none). */
 static int model_candidates(wi_plan_t *p, const wi_opts_t *o)
@@ -417,8 +503,10 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     p->failing = log->recorded.failures > 0;
     add_candidates(p, log, o);
     add_modes(p, log);
+    early_t *early = early_start(log, o);
     run_all(log, o, p->runs, p->nruns, &pg);
     if (tlog && model_candidates(p, o)) {
+        early_take(early, p, &(bisect_in_t){0}, &pg);
         wi_plan_free(p);
         return -1;
     }
@@ -437,14 +525,13 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
         p->reproduced = 0;
     /* Outside the pool at the first failure: what the device held besides the pool's figure. */
     const rp_result_t *ref = &p->runs[0].res;
-    uint64_t cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->base_cap;
-    if (log->ndrv)
-        cap = ref->failures && !ref->first.by_limit ? ref->first.cap : log->drv_cap[0];
-    p->outside = log->total > cap ? log->total - cap : 0;
     uint64_t least = p->runs[0].res.peak_allocated;
     if (p->runs[1].res.peak_allocated < least)
         least = p->runs[1].res.peak_allocated;
-    bisect(p, log, o, ref->failures ? ref->first.cap : log->peak_reserved_recorded, ref->failures > 0, least, &pg);
+    bisect_in_t in = bisect_inputs(log, ref, least);
+    p->outside = in.outside;
+    if (!early_take(early, p, &in, &pg))
+        bisect(p, log, o, in.start, in.start_fails, in.least, &pg);
     /* Under GMSHIM_DEVICE_LIMIT or PyTorch's memory fraction: a cap the device can give, if raising
      * it is what helps. */
     /* The cap with headroom (advice.c), never the bisected size itself: that one lasts only to

@@ -67,6 +67,7 @@ typedef struct wi_plan {
     unsigned bisect_replays;
     unsigned bisect_rounds;   /* rounds of replays at once, one after another */
     unsigned bisect_first;    /* ...the first round's replays */
+    int bisect_beside_runs;   /* it ran beside the runs (whatif_search.c, early_t), not after them */
     int rec;                  /* the recommended run, -1: none */
     int fits;                 /* the recording fits under the recommendation (or as it is) */
     char why[640];

@@ -204,7 +204,8 @@ START_TEST(test_whatif_finds_the_smallest_device_to_a_mebibyte)
     wi_opts_default(&o);
     wi_plan_t p;
     ck_assert(wi_plan_make(&log, NULL, &o, &p) == 0);
-    ck_assert_msg(p.min_found && p.min_device_bytes % MiB == 0, "min %llu", (unsigned long long)p.min_device_bytes);
+    ck_assert_msg(p.min_found && p.min_device_bytes % MiB == 0 && p.bisect_beside_runs, "min %llu, beside the runs %d",
+                  (unsigned long long)p.min_device_bytes, p.bisect_beside_runs);
     rp_cfg_t cfg;
     rp_cfg_as_recorded(&log, &cfg);
     cfg.device_bytes = p.min_device_bytes;
@@ -234,9 +235,9 @@ static void bisect_rounds_check(const char *path)
     wi_plan_t p;
     ck_assert(wi_plan_make(&log, NULL, &o, &p) == 0);
     ck_assert_msg(p.min_found && p.bisect_rounds >= 2 && p.bisect_first == 4 &&
-                      p.bisect_replays > 4 * (p.bisect_rounds - 1),
-                  "%s: %u replays in %u rounds, the first of %u", path, p.bisect_replays, p.bisect_rounds,
-                  p.bisect_first);
+                      p.bisect_replays > 4 * (p.bisect_rounds - 1) && p.bisect_beside_runs,
+                  "%s: %u replays in %u rounds, the first of %u; beside the runs %d", path, p.bisect_replays,
+                  p.bisect_rounds, p.bisect_first, p.bisect_beside_runs);
     uint64_t min = p.min_device_bytes;
     wi_plan_free(&p);
     o.threads = 1;
