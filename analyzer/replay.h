@@ -41,6 +41,7 @@ typedef struct rp_cfg {
                                 1 also writes what it learns of the fences into the log, 2 only reads */
     int vmm;                 /* GMSHIM_SEGMENTS=vmm: RP_AS_LOG, RP_OFF (classic), RP_ON */
     int plan;                /* GMSHIM_PLAN: RP_AS_LOG, RP_OFF, RP_ON (which turns on vmm, as in the shim) */
+    int probe;               /* only whether it fits: replay_once stops at the first failure */
 } rp_cfg_t;
 
 /* One failed allocation in a replay. */

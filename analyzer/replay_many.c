@@ -14,6 +14,7 @@ rp_result_t replay_once(const rp_log_t *log, const rp_cfg_t *cfg)
     replay_t *r = replay_start(log, cfg);
     if (!r)
         return res;
+    r->stop_on_fail = cfg->probe;
     replay_run(r, log->nev);
     res = r->res;
     replay_end(r);

@@ -263,6 +263,7 @@ static rp_cfg_t capacity_cfg(const wi_plan_t *p, const rp_log_t *log, uint64_t p
     rp_cfg_recorded(&c); /* simulated: a foreign log's recorded segments would not change */
     c.limit = 0;
     c.device_bytes = pool + p->outside;
+    c.probe = 1; /* whether it fits: no need to go past the first failure */
     (void)log;
     return c;
 }
