@@ -409,7 +409,6 @@ typedef struct early {
     bisect_in_t in;
     prog_t pg;
     pthread_t thread;
-    int started;
 } early_t;
 
 static void *early_main(void *arg)
@@ -431,8 +430,7 @@ static early_t *early_start(const rp_log_t *log, const wi_opts_t *o)
     e->o.progress = 0;
     e->pg = (prog_t){&e->o, 0, 0};
     e->in = bisect_inputs(log, &log->recorded, log->recorded.peak_allocated);
-    e->started = pthread_create(&e->thread, NULL, early_main, e) == 0;
-    if (!e->started) {
+    if (pthread_create(&e->thread, NULL, early_main, e)) {
         free(e);
         return NULL;
     }
