@@ -2,12 +2,11 @@
  * (or PAIRS pairs each), marking every 100 000 pairs, beside IDLE_THREADS threads that log once and
  * wait; one site leaks a 1 MiB block every
  * LEAK_EVERY pairs of thread 0; at the end, with everything else freed, an allocation of the
- * whole device fails (a recorded OOM). SIGUSR1 ends a timed run as its time would. Prints the writer's peak resident file memory
+ * whole device fails (a recorded OOM). A timed run ends early once the file STOP_FILE exists. Prints the writer's peak resident file memory
  * (VmRSS's file part, from /proc/self/status) in KiB, as "rss_file_kib N". */
 #include "itest.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,19 +61,20 @@ static void *idler(void *arg)
     return NULL;
 }
 
-/* SIGUSR1 ends a timed run early, as its time would (a test that saw what it waited for). */
-static volatile sig_atomic_t stop_early;
-static void on_usr1(int sig)
+/* A timed run ends early, as its time would, once the file STOP_FILE names exists (a test that
+ * saw what it waited for); looked for with the clock, every 1 024 pairs. */
+static const char *stop_file;
+
+static int running(double end)
 {
-    (void)sig;
-    stop_early = 1;
+    return now_s() < end && !(stop_file && access(stop_file, F_OK) == 0);
 }
 
 static void *worker(void *arg)
 {
     long id = (long)arg;
     double end = now_s() + seconds;
-    for (unsigned long i = 1; seconds > 0 ? (i % 1024 || (now_s() < end && !stop_early)) : i <= pairs; i++) {
+    for (unsigned long i = 1; seconds > 0 ? (i % 1024 || running(end)) : i <= pairs; i++) {
         void *p;
         CUDA_OK(cudaMalloc(&p, 512 + (i % 64) * 512));
         CUDA_OK(cudaFree(p));
@@ -98,7 +98,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    signal(SIGUSR1, on_usr1);
+    stop_file = getenv("STOP_FILE");
     const char *s = getenv("SECONDS_TO_RUN");
     seconds = s ? atof(s) : 0;
     if ((s = getenv("PAIRS")))

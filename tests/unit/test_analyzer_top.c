@@ -180,13 +180,16 @@ END_TEST
 
 /* A job past GMSHIM_LOG_LIMIT, read while it still runs: sampled until its log has wrapped, which
  * reads whole (not partial) and unclosed; once the job ends, top's peaks are summary's. The job
- * runs up to a minute (a sanitizer's slowdown), ended by SIGUSR1 once the sample was seen. */
+ * runs up to a minute (a sanitizer's slowdown), ended by its stop file once the sample was seen. */
 START_TEST(test_once_json_reads_a_running_log_past_its_size_limit)
 {
-    char log[512], logenv[600];
+    char log[512], logenv[600], stop[512], stopenv[600];
     snprintf(log, sizeof log, "%s/bounded.gmlog", temp_dir());
     snprintf(logenv, sizeof logenv, "GMSHIM_LOG=%s", log);
-    const char *env[] = {logenv, "GMSHIM_LOG_LIMIT=64M", "SECONDS_TO_RUN=60", "THREADS=2", "LEAK_EVERY=200000",
+    snprintf(stop, sizeof stop, "%s/bounded.stop", temp_dir());
+    snprintf(stopenv, sizeof stopenv, "STOP_FILE=%s", stop);
+    unlink(stop);
+    const char *env[] = {logenv, stopenv, "GMSHIM_LOG_LIMIT=64M", "SECONDS_TO_RUN=60", "THREADS=2", "LEAK_EVERY=200000",
                          "FAKECUDA_MEM=1G", NULL};
     int fd;
     pid_t pid = spawn_preloaded("tests/integration/log_bounded", env, &fd);
@@ -201,9 +204,10 @@ START_TEST(test_once_json_reads_a_running_log_past_its_size_limit)
         seen = rc == 0 && strstr(out, "\"closed\":false,\"partial\":false,\"wrapped\":true");
     }
     if (!ended) {
-        kill(pid, SIGUSR1); /* seen: the job ends now, its log closed */
+        gm_spew(stop, "", 0); /* seen: the job ends now, its log closed */
         waitpid(pid, &status, 0);
     }
+    unlink(stop);
     char buf[256];
     while (read(fd, buf, sizeof buf) > 0)
         ;
