@@ -437,6 +437,15 @@ static early_t *early_start(const rp_log_t *log, const wi_opts_t *o)
     return e;
 }
 
+/* Waits for it and frees it, its figures unused. */
+static void early_drop(early_t *e)
+{
+    if (!e)
+        return;
+    pthread_join(e->thread, NULL);
+    free(e);
+}
+
 /* Waits for it; 1 when its inputs were the runs' (its figures then in p), else 0. Frees e. */
 static int early_take(early_t *e, wi_plan_t *p, const bisect_in_t *in, prog_t *pg)
 {
@@ -505,7 +514,7 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     early_t *early = early_start(log, o);
     run_all(log, o, p->runs, p->nruns, &pg);
     if (tlog && model_candidates(p, o)) {
-        early_take(early, p, &(bisect_in_t){0}, &pg);
+        early_drop(early);
         wi_plan_free(p);
         return -1;
     }

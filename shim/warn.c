@@ -62,6 +62,12 @@ static struct {
     warn_dev_t dev[GM_MAX_DEVICES];
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
+/* The system of steps a device's warning follows: its marks once there are enough, else troughs. */
+static int system_in_use(const warn_dev_t *w)
+{
+    return w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
+}
+
 /* The sites' growth is no longer counted (warntensor_disarm forgets the tensors kept). */
 static void sites_disarm(int id, warn_dev_t *w)
 {
@@ -81,7 +87,7 @@ static void sites_arm(int id, gm_device_t *d, warn_dev_t *w)
     else
         w->armed_at = __atomic_load_n(&d->warn_epoch, __ATOMIC_RELAXED);
     w->armed = 1;
-    w->armed_step = w->steps[w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS].steps;
+    w->armed_step = w->steps[system_in_use(w)].steps;
 }
 
 /* The site with the most bytes made since arming that outlived a step; 0 when none (or not
@@ -130,8 +136,7 @@ static size_t capacity(int id, gm_device_t *d)
  * an older one would count the steps left from a floor already passed). */
 static void judge(int id, gm_device_t *d, warn_dev_t *w, int sys, int newest)
 {
-    int use = w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
-    if (sys != use || W.done)
+    if (sys != system_in_use(w) || W.done)
         return;
     /* The step blocks and tensors are made in: once a reading, however many troughs it finds
      * (steps shorter than a reading), so that one made just before the reading never counts as
@@ -245,8 +250,8 @@ static void sample(int id, gm_device_t *d, int mark)
             w->readings - w->waited_from >= WAIT_FOR_SITE_READINGS) {
             /* the figures as of this reading: the steps left are fewer than when it came due */
             leakwarn_verdict_t v;
-            int use = w->marks >= MARKS_NEEDED ? SYS_MARKS : SYS_TROUGHS;
-            say(id, w, leakwarn_check(&w->steps[use], capacity(id, d), &v) ? &v : &w->verdict, best);
+            int fresh = leakwarn_check(&w->steps[system_in_use(w)], capacity(id, d), &v);
+            say(id, w, fresh ? &v : &w->verdict, best);
         }
     }
 }
