@@ -151,6 +151,13 @@ static void pool_fields(out_t *o, const rd_rec_t *r)
         f_u64(o, "dur_ns", x->dur_ns);
         break;
     }
+    case GMLOG_FENCE_REUSABLE: {
+        const gmlog_fence_wait_t *x = (const gmlog_fence_wait_t *)p;
+        f_u64(o, "seq", x->seq);
+        f_name(o, "by", r->flags & GMLOG_REUSABLE_ORDERED ? "ordered" : "completed");
+        f_u64(o, "dur_ns", x->dur_ns);
+        break;
+    }
     case GMLOG_EMPTY_CACHE: {
         const gmlog_empty_cache_t *x = (const gmlog_empty_cache_t *)p;
         f_name(o, "reason", empty_reasons[r->flags & 7]);
@@ -441,6 +448,7 @@ static void fields(out_t *o, const rd_rec_t *r)
         break;
     case GMLOG_FENCE:
     case GMLOG_FENCE_WAIT:
+    case GMLOG_FENCE_REUSABLE:
     case GMLOG_EMPTY_CACHE:
     case GMLOG_OOM:
     case GMLOG_STATS:

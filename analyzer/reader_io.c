@@ -22,7 +22,7 @@ const uint8_t rd_min_lens[GMLOG_TYPE_MAX + 1] = {
     [GMLOG_CUT] = 128,         [GMLOG_AT] = 16,
     [GMLOG_T_ALLOC] = 40,      [GMLOG_T_FREE_REQUESTED] = 40, [GMLOG_T_FREE_COMPLETED] = 40,
     [GMLOG_T_SEGMENT_ALLOC] = 40, [GMLOG_T_SEGMENT_FREE] = 40, [GMLOG_T_SEGMENT_MAP] = 40,
-    [GMLOG_T_SEGMENT_UNMAP] = 40, [GMLOG_T_OOM] = 40, [GMLOG_LEDGER] = 56,
+    [GMLOG_T_SEGMENT_UNMAP] = 40, [GMLOG_T_OOM] = 40, [GMLOG_LEDGER] = 56, [GMLOG_FENCE_REUSABLE] = 24,
 };
 
 static const char *const type_names[GMLOG_TYPE_MAX + 1] = {
@@ -38,6 +38,7 @@ static const char *const type_names[GMLOG_TYPE_MAX + 1] = {
     [GMLOG_T_FREE_COMPLETED] = "torch_free_completed", [GMLOG_T_SEGMENT_ALLOC] = "torch_segment_alloc",
     [GMLOG_T_SEGMENT_FREE] = "torch_segment_free", [GMLOG_T_SEGMENT_MAP] = "torch_segment_map",
     [GMLOG_T_SEGMENT_UNMAP] = "torch_segment_unmap", [GMLOG_T_OOM] = "torch_oom", [GMLOG_LEDGER] = "ledger",
+    [GMLOG_FENCE_REUSABLE] = "fence_reusable",
 };
 
 unsigned rd_min_len(unsigned type)

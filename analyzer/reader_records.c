@@ -55,6 +55,7 @@ void rd_swap_record(uint8_t *buf, unsigned len)
         sw64(buf + 8), sw64(buf + 16), sw32(buf + 24), sw32(buf + 28);
         break;
     case GMLOG_FENCE_WAIT:
+    case GMLOG_FENCE_REUSABLE:
     case GMLOG_EMPTY_CACHE:
         sw64(buf + 8), sw32(buf + 16), sw32(buf + 20);
         break;

@@ -110,6 +110,8 @@ typedef struct rp_log {
     int wrapped;             /* a bounded log read from a checkpoint: the state before it is not replayed */
     uint64_t unpooled;       /* allocations of other kinds, not replayed */
     uint64_t nfences;        /* FENCE records (none: frees replay as reusable at once) */
+    uint64_t nreusable;      /* FENCE_REUSABLE records: the recording says when freed memory
+                                became reusable (no guided pass, no bound on the GPU's lag) */
     uint64_t peak_reserved_recorded;
     rp_result_t recorded;    /* the replay under the recorded settings (rp_cfg_as_recorded) */
     rp_result_t followed;    /* the guided replay that learnt when the fences completed */

@@ -437,7 +437,9 @@ static int decode(loader_t *L, rd_log_t *lf)
             rc = push(log, RP_FENCE, r.t, ((const gmlog_fence_t *)r.p)->pending_bytes,
                       (uint32_t)((const gmlog_fence_t *)r.p)->seq, 0, 0) ? 0 : -1;
             break;
+        case GMLOG_FENCE_REUSABLE: /* both say the fences up to seq are done with */
         case GMLOG_FENCE_WAIT:
+            log->nreusable += r.type == GMLOG_FENCE_REUSABLE;
             rc = push(log, RP_DONE, r.t, ((const gmlog_fence_wait_t *)r.p)->seq, 0, 0, 0) ? 0 : -1;
             break;
         case GMLOG_EMPTY_CACHE:
@@ -501,14 +503,19 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
 {
     if (rp_load_events(log, lf, dev))
         return -1;
-    /* Following the recording first learns when its fences completed; then the replay as it ran. */
+    /* Following the recording first learns when its fences completed (a log that says when its
+     * freed memory became reusable needs no such pass); then the replay as it ran. */
     rp_cfg_t cfg;
     rp_cfg_recorded(&cfg);
-    cfg.guided = 1;
-    log->recorded = log->followed = replay_once(log, &cfg);
+    if (!log->nreusable || log->foreign) {
+        cfg.guided = 1;
+        log->recorded = log->followed = replay_once(log, &cfg);
+    }
     rp_cfg_as_recorded(log, &cfg);
     if (!log->foreign)
         log->recorded = replay_once(log, &cfg);
+    if (log->nreusable && !log->foreign)
+        log->followed = log->recorded;
     return 0;
 }
 

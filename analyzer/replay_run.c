@@ -110,9 +110,11 @@ static void seg_free_recorded(replay_t *r, uint64_t base)
 /* ---- GMSHIM_PLAN (shim/planner.c, hit.c planned_alloc) ---------------------------------------- */
 
 /* The planned step first: the slot the plan expects, once every block planned over it is freed
- * and its fence done (a fence it waits for is recorded by need and taken as complete, GPU
- * order's rule: the replay's bound), its pages mapped (the pool's cache given back first where
- * they would pass the peak, as the shim). 1 when it served block e->id. */
+ * and its fence done, its pages mapped (the pool's cache given back first where they would pass
+ * the peak, as the shim). A log that says when its freed memory became reusable has said so
+ * before this allocation, the shim's fence and poll for the slot included; of an older log, a
+ * fence the slot waits for is taken as complete (GPU order's rule: the replay's bound). 1 when
+ * it served block e->id. */
 static int plan_alloc(replay_t *r, const rp_ev_t *e)
 {
     size_t rounded = pool_round((size_t)e->x);
@@ -120,7 +122,7 @@ static int plan_alloc(replay_t *r, const rp_ev_t *e)
     if (s < 0)
         return 0;
     uint64_t off = 0, w = rplan_claim(r->plan, s, r->released, &off);
-    if (w && w != STEPPLAN_BUSY) {
+    if (w && w != STEPPLAN_BUSY && !r->log->nreusable) {
         if (w > r->issued)
             r->issued = w;
         replay_release_to(r, w);
@@ -362,7 +364,7 @@ void replay_run(replay_t *r, size_t until)
                 r->issued = e->id;
             if (r->cfg.guided)
                 match_pending(r, e->x);
-            else if (e->id > RP_FENCE_LAG) /* a bound on how far the GPU lags */
+            else if (!log->nreusable && e->id > RP_FENCE_LAG) /* a bound on how far the GPU lags */
                 replay_release_to(r, e->id - RP_FENCE_LAG);
             break;
         case RP_DONE:

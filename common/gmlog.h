@@ -138,7 +138,8 @@ enum gmlog_type {
     GMLOG_T_SEGMENT_UNMAP = 30,
     GMLOG_T_OOM = 31,
     GMLOG_LEDGER = 32,           /* the card's memory outside the log's events: context, other processes */
-    GMLOG_TYPE_MAX = 32,         /* the writer's keep mask is 64 bits wide: widen it past 63 */
+    GMLOG_FENCE_REUSABLE = 33,   /* freed blocks under fences up to a seq may be handed out from here */
+    GMLOG_TYPE_MAX = 33,         /* the writer's keep mask is 64 bits wide: widen it past 63 */
 };
 
 /* Allocation kinds (bits 2..4 of ALLOC and FREE flags). */
@@ -233,6 +234,14 @@ typedef struct gmlog_fence_wait {
     uint32_t dur_ns;
     uint32_t reserved;
 } gmlog_fence_wait_t;
+
+/* GMLOG_FENCE_REUSABLE, gmlog_fence_wait_t's layout (24 bytes): from here the pool may hand out
+ * blocks freed under every fence up to seq — the fences completed (the pool polled them, waited
+ * for them), or under GPU order (GMSHIM_GPU_ORDER) every stream was made to wait for them (flag
+ * GMLOG_REUSABLE_ORDERED). One record each time the figure moves, its time taken before it moved:
+ * a replay learns from it exactly when the recording could reuse freed memory. dur_ns: the time
+ * of the queries (or waits) that moved it. Logs written before it have none. */
+#define GMLOG_REUSABLE_ORDERED 0x01
 
 enum gmlog_empty_reason {
     GMLOG_EMPTY_OOM = 1,         /* a driver allocation failed */

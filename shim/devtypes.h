@@ -112,6 +112,7 @@ struct gm_device {
     _Alignas(GM_CACHE_LINE) pthread_mutex_t fence_lock; /* fences; taken after an arena lock, never before */
     uint64_t fence_ns;          /* time of the fences' runtime calls (fence lock) */
     uint64_t polls, poll_ns;    /* queries of outstanding fences, and their time (fence lock) */
+    uint64_t reusable_logged;   /* the seq the last FENCE_REUSABLE record gave (fence lock) */
     gm_fences_t fences;         /* its issued/done counters have a line of their own */
 };
 

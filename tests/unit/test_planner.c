@@ -267,6 +267,99 @@ START_TEST(test_the_replay_of_a_planned_log_plans_as_the_shim_did)
 }
 END_TEST
 
+/* A log's FENCE_REUSABLE records, checked against its own frees and allocations: the seq only
+ * rises, every record is `ordered` under GPU order and none is without it, and no address freed
+ * under fence S is handed out again before a record has said S became reusable. The shim
+ * before these records: none at all. */
+typedef struct {
+    uint64_t ptr, seq;
+} pending_free_t;
+
+static void expect_reuse_after_its_record(const char *log, int gpu_order)
+{
+    rd_log_t lf;
+    ck_assert_int_eq(rd_open_path(&lf, log), 0);
+    static pending_free_t pend[8192];
+    size_t npend = 0;
+    uint64_t fence = 0, reusable = 0, records = 0, ordered = 0, reused = 0;
+    rd_rec_t r;
+    while (rd_next(&lf, &r)) {
+        if (r.device != 0)
+            continue;
+        if (r.type == GMLOG_FENCE) {
+            uint64_t seq = ((const gmlog_fence_t *)r.p)->seq;
+            fence = seq > fence ? seq : fence;
+        } else if (r.type == GMLOG_FENCE_REUSABLE) {
+            uint64_t seq = ((const gmlog_fence_wait_t *)r.p)->seq;
+            ck_assert_msg(seq > reusable, "%s: reusable went from %llu to %llu", log, (unsigned long long)reusable,
+                          (unsigned long long)seq);
+            reusable = seq;
+            records++;
+            ordered += (r.flags & GMLOG_REUSABLE_ORDERED) != 0;
+        } else if (r.type == GMLOG_FREE || r.type == GMLOG_ALLOC) {
+            uint64_t ptr = r.type == GMLOG_FREE ? ((const gmlog_free_t *)r.p)->ptr : ((const gmlog_alloc_t *)r.p)->ptr;
+            size_t i = 0;
+            while (i < npend && pend[i].ptr != ptr)
+                i++;
+            if (i < npend && r.type == GMLOG_ALLOC) {
+                ck_assert_msg(reusable >= pend[i].seq,
+                              "%s: %#llx, freed under fence %llu, handed out again at %llu ns with %llu said reusable",
+                              log, (unsigned long long)ptr, (unsigned long long)pend[i].seq,
+                              (unsigned long long)r.t, (unsigned long long)reusable);
+                reused++;
+            }
+            if (i < npend)
+                pend[i] = pend[--npend];
+            if (r.type == GMLOG_FREE && (r.flags & GMLOG_F_DEFERRED) && npend < sizeof pend / sizeof *pend)
+                pend[npend++] = (pending_free_t){ptr, fence + 1};
+        }
+    }
+    rd_close(&lf);
+    ck_assert_msg(records > 0 && reused > 0, "%s: %llu FENCE_REUSABLE records, %llu addresses reused after a fence",
+                  log, (unsigned long long)records, (unsigned long long)reused);
+    ck_assert_msg(ordered == (gpu_order ? records : 0), "%s: %llu of %llu records by GPU order (GPU order %s)", log,
+                  (unsigned long long)ordered, (unsigned long long)records, gpu_order ? "on" : "off");
+}
+
+START_TEST(test_the_log_says_when_freed_memory_became_reusable_before_any_reuse)
+{
+    static const struct {
+        const char *order, *plan;
+    } runs[] = {{"GMSHIM_GPU_ORDER=1", "GMSHIM_PLAN=1"}, {"GMSHIM_GPU_ORDER=0", "GMSHIM_PLAN=1"},
+                {"GMSHIM_GPU_ORDER=0", "GMSHIM_PLAN=0"}, {"GMSHIM_GPU_ORDER=1", "GMSHIM_PLAN=0"}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        char log[4200], env_log[4300];
+        snprintf(log, sizeof log, "%s/reusable-%zu.gmlog", temp_dir(), i);
+        snprintf(env_log, sizeof env_log, "GMSHIM_LOG=%s", log);
+        unlink(log);
+        const char *env[] = {"FAKECUDA_MEM=1G", runs[i].order, runs[i].plan, env_log,
+                             strstr(runs[i].plan, "=0") ? "PLAN_EXPECT_NONE=1" : NULL, NULL};
+        char *out = NULL;
+        int rc = run_built("tests/integration/plan_steps", env, "steps", &out);
+        ck_assert_msg(rc == 0, "plan_steps (%s, %s) exited %d:\n%s", runs[i].order, runs[i].plan, rc, out);
+        free(out);
+        expect_reuse_after_its_record(log, strstr(runs[i].order, "=1") != NULL);
+        unlink(log);
+    }
+}
+END_TEST
+
+/* A planned run under GPU order recorded on a loaded machine (three such runs side by side),
+ * where its early steps' fences came later than the replay's old rule put them (the replay's
+ * peak was 6 MiB above the recording's): the replay as recorded takes the log's word for when
+ * freed memory became reusable and reproduces the recorded peak, and needs no guided pass. */
+START_TEST(test_the_replay_reuses_freed_memory_where_the_log_says_it_became_reusable)
+{
+    char *j = whatif_json("tests/fixtures/plan_gpu_order.gmlog");
+    unsigned long long r_peak = run_field(j, "as recorded", "\"peak_reserved\":");
+    unsigned long long rec_peak = field(j, "\"recorded_peak_reserved\":");
+    unsigned long long divergences = field(strstr(j, "\"followed\""), "\"divergences\":");
+    ck_assert_msg(r_peak == rec_peak, "the replay's peak %llu, the recording's %llu", r_peak, rec_peak);
+    ck_assert_msg(divergences == 0, "the replay as recorded diverged %llu times", divergences);
+    free(j);
+}
+END_TEST
+
 /* The replay gives the plan's idle pages back on its OOM release as the shim does: the large
  * block the shim served after the steps is served in the replay of its log too. */
 START_TEST(test_the_replay_gives_the_plans_idle_pages_back_on_oom)
@@ -351,6 +444,8 @@ Suite *planner_suite(void)
     tcase_add_test(tc, test_a_wrapped_log_repeats_the_plans_pages_and_blocks);
     tcase_add_test(tc, test_other_programs_run_unchanged_with_the_plan_on);
     tcase_add_test(tc, test_the_replay_of_a_planned_log_plans_as_the_shim_did);
+    tcase_add_test(tc, test_the_log_says_when_freed_memory_became_reusable_before_any_reuse);
+    tcase_add_test(tc, test_the_replay_reuses_freed_memory_where_the_log_says_it_became_reusable);
     tcase_add_test(tc, test_the_replay_gives_the_plans_idle_pages_back_on_oom);
     tcase_add_test(tc, test_a_classic_log_replayed_with_the_plan_peaks_between_floor_and_classic);
     suite_add_tcase(s, tc);
