@@ -172,6 +172,24 @@ static void check_headroom(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o
     free(which);
 }
 
+/* The failure asked for more than the job had ever held: the recording ends inside a climb
+ * (a model still loading, the first step's forward pass), so what the job needs past it is not
+ * in the log, and a larger cap or device is no tested remedy — it gets past this allocation only. */
+static void climbing_why(wi_plan_t *p, size_t n)
+{
+    char a[32], b[32], c[32];
+    n += (size_t)snprintf(p->why + n, sizeof p->why - n, "the job failed asking for more than it had ever held (%s "
+                          "live with the request, the most before it %s): the recording ends inside that climb, so "
+                          "what the job needs past it is unknown, and a larger cap or device only moves the failure "
+                          "on", rep_bytes(p->climb_need, a), rep_bytes(p->climb_held, b));
+    if (p->min_found && n < sizeof p->why)
+        n += (size_t)snprintf(p->why + n, sizeof p->why - n, " (a device of %s gets past this allocation, not "
+                              "necessarily the next)", rep_bytes(p->min_device_bytes, c));
+    if (n < sizeof p->why)
+        snprintf(p->why + n, sizeof p->why - n, "; no setting tried gets past it: make the job hold less (a "
+                 "smaller batch or model, sharding, offloading) or measure its peak once on a larger device");
+}
+
 static void growing_why(wi_plan_t *p, const wi_opts_t *o)
 {
     char a[32], b[32];
@@ -215,6 +233,10 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
         growing_why(p, o);
         return;
     }
+    /* A larger cap is tried only where the job had held as much before (advice.h). */
+    p->climb_need = sim->first.live + sim->first.rounded;
+    p->climb_held = sim->first.live_peak;
+    p->climbing = p->climb_need > p->climb_held;
     p->headroom = advice_headroom(sim->first.cap, o->growth_per_step);
     check_headroom(p, log, o);
     int passed = -1, unmeasured = -1;
@@ -222,7 +244,7 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
         const wi_run_t *r = &p->runs[i];
         if (r->candidate && !r->res.failures && unmeasured < 0 && !advice_measured(log, r))
             unmeasured = (int)i;
-        if (r->res.failures || !recommendable(log, r))
+        if (r->res.failures || !recommendable(log, r) || (p->climbing && r->raises_cap))
             continue;
         if (passed < 0 || r->res.peak_reserved < p->runs[passed].res.peak_reserved)
             passed = (int)i;
@@ -263,7 +285,9 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
                              p->runs[passed].env_name, p->runs[passed].env_value, rep_bytes(p->headroom, c));
     if (n >= sizeof p->why)
         return;
-    if (p->min_found)
+    if (p->climbing)
+        climbing_why(p, n);
+    else if (p->min_found)
         snprintf(p->why + n, sizeof p->why - n, "no setting tried gets past the failure%s; the recording would "
                  "fit on a device of %s (the pool reserving at most %s, %s outside it)",
                  passed >= 0 ? " with headroom" : "", rep_bytes(p->min_device_bytes, a),

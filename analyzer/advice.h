@@ -1,7 +1,9 @@
 /* The one rule of what gmshim recommends (oom, report and whatif share it): a setting only when
  * its replay gets past every recorded OOM with headroom, only for the allocator the job ran
  * (PYTORCH_CUDA_ALLOC_CONF with PyTorch's cache kept, GMSHIM_* otherwise), and never for memory
- * that grows from step to step: a growing line is named with its rate and when it runs out. */
+ * that grows from step to step: a growing line is named with its rate and when it runs out. A
+ * larger cap only where the failure asked for no more than the job had held before: one that
+ * asked for more ends the recording inside a climb whose top the log does not hold. */
 #ifndef GM_ADVICE_H
 #define GM_ADVICE_H
 

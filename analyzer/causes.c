@@ -371,6 +371,9 @@ static void remedy(cause_t *c, const wi_plan_t *p)
     c->growth_peaks = p->growth_peaks;
     c->growth_per_step = p->growth_per_step;
     c->lasting_device_bytes = p->lasting_device_bytes;
+    c->climbing = p->climbing && !p->growing;
+    c->climb_need = p->climb_need;
+    c->climb_held = p->climb_held;
     c->headroom = p->headroom;
     if (p->rec >= 0) {
         snprintf(c->env_name, sizeof c->env_name, "%s", p->runs[p->rec].env_name);

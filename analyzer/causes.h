@@ -64,6 +64,8 @@ typedef struct cause {
     uint64_t growth_per_step;
     uint64_t step_ns;         /* a step's mean time, 0: unknown */
     uint64_t lasting_device_bytes; /* a device lasting the recording plus ADVICE_STEPS_PAST steps */
+    int climbing;             /* it asked for more than the job had ever held: no larger cap */
+    uint64_t climb_need, climb_held;
     uint64_t headroom;
     /* the floor, the plan and the split (plan.h, split.h) */
     plan_point_t plan;

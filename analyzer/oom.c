@@ -24,8 +24,8 @@ static const char *const practices[5][5] = {
         "the memory that persists (weights, optimizer state, caches) does not fit: shrink it — bf16 "
         "weights or mixed precision (AMP), an 8-bit optimizer, sharding across GPUs (FSDP/ZeRO), CPU "
         "offload, a smaller model",
-        "or a device with more memory (see the smallest device below); under GMSHIM_DEVICE_LIMIT, a "
-        "higher cap",
+        "or a device with more memory, enough for all the job holds (the smallest device below fits "
+        "the recording, which may end before the job's peak); under GMSHIM_DEVICE_LIMIT, a higher cap",
         NULL},
     [OOM_TRANSIENT] = {
         "the iteration's own memory (activations, temporaries) overflows: a smaller batch with gradient "
@@ -158,8 +158,9 @@ static void remedies_text(FILE *f, const model_t *m, const model_oom_t *o, const
     else if (replayed && (c->cause == OOM_TRANSIENT || c->cause == OOM_CAPACITY) && c->fail_site)
         fprintf(f, "    - the line that asked: %s\n", site_label(m, c->fail_site, lbl, sizeof lbl));
     if (replayed && c->min_found && c->cause != OOM_LEAK && !c->growing)
-        fprintf(f, "    - the smallest device the recording fits on: %s (gmshim whatif)\n",
-                rep_bytes(c->min_device_bytes, a));
+        fprintf(f, "    - the smallest device the recording fits on: %s (gmshim whatif)%s\n",
+                rep_bytes(c->min_device_bytes, a), c->climbing ? ": it gets past the recorded failure, not "
+                "what the job asked for after it" : "");
 }
 
 static void plan_split_text(FILE *f, const cause_t *c)
@@ -360,6 +361,10 @@ static void cause_json(json_t *j, const model_t *m, const cause_t *c)
         json_u64(j, "lasting_device_bytes", c->lasting_device_bytes);
         json_u64(j, "lasting_steps_past", ADVICE_STEPS_PAST);
         json_u64(j, "device_steps_left", steps_left(c));
+    } else if (c->reproduced) {
+        json_bool(j, "climbing", c->climbing);
+        json_u64(j, "climb_need", c->climb_need);
+        json_u64(j, "climb_held", c->climb_held);
     }
     json_obj_end(j);
     json_obj(j, "plan");

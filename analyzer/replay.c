@@ -319,6 +319,7 @@ static void note_failure(replay_t *r, size_t req, size_t rounded, size_t seg, ui
     f->cap = replay_cap_at(r);
     f->reserved = r->st.reserved.current;
     f->live = r->st.allocated.current - r->held_bytes;
+    f->live_peak = res->peak_allocated;
     f->pending = r->st.pending.current;
     size_t largest, count;
     pool_free_summary(&r->heap, &largest, &count);

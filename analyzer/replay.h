@@ -56,6 +56,7 @@ typedef struct rp_fail {
     uint64_t cap;            /* bytes the pool could reserve then (limit or driver) */
     uint64_t reserved, live, pending, largest_free;
     uint64_t free_blocks;
+    uint64_t live_peak;      /* the most live before it */
 } rp_fail_t;
 
 typedef struct rp_result {

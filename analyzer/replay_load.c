@@ -504,17 +504,19 @@ int rp_load(rp_log_t *log, rd_log_t *lf, int dev)
     if (rp_load_events(log, lf, dev))
         return -1;
     /* Following the recording first learns when its fences completed (a log that says when its
-     * freed memory became reusable needs no such pass); then the replay as it ran. */
+     * freed memory became reusable, or has no fences, needs no such pass); then the replay as it
+     * ran. */
     rp_cfg_t cfg;
     rp_cfg_recorded(&cfg);
-    if (!log->nreusable || log->foreign) {
+    int learn = log->nfences && !log->nreusable;
+    if (learn || log->foreign) {
         cfg.guided = 1;
         log->recorded = log->followed = replay_once(log, &cfg);
     }
     rp_cfg_as_recorded(log, &cfg);
     if (!log->foreign)
         log->recorded = replay_once(log, &cfg);
-    if (log->nreusable && !log->foreign)
+    if (!learn && !log->foreign)
         log->followed = log->recorded;
     return 0;
 }

@@ -391,6 +391,11 @@ static void plan_json(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
             json_obj_end(j);
         }
     }
+    if (p->failing && p->reproduced && !p->growing) { /* only where the rule looked */
+        json_bool(j, "climbing", p->climbing);
+        json_u64(j, "climb_need", p->climb_need);
+        json_u64(j, "climb_held", p->climb_held);
+    }
     json_obj_end(j);
     oracle_t orc;
     oracle_make(log, p, &orc);

@@ -553,6 +553,7 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
             if (r) {
                 r->cfg.limit = v;
                 r->candidate = 1;
+                r->raises_cap = 1;
                 if (log->torch_limit && log->total)
                     set_torch_fraction(r, v, log->total);
                 else

@@ -37,6 +37,7 @@ typedef struct wi_run {
     int headroom_ok;          /* advice.c: it also got past every failure with the headroom taken away */
     int model;                /* 1 + the run of the model of PyTorch's allocator it is (wi_plan_t.torch),
                                  not the pool's: res holds the model's figures; 0: the pool's */
+    int raises_cap;           /* a larger cap than the one that refused (more memory, not a setting) */
 } wi_run_t;
 
 typedef struct wi_opts {
@@ -73,6 +74,10 @@ typedef struct wi_plan {
     char why[640];
     uint64_t headroom;        /* advice.c: what a recommended setting must leave under the cap */
     int growing;              /* memory grows from step to step: no setting is a remedy */
+    int climbing;             /* the failure asked for more than the job had ever held: what it
+                                 needs past the recording is unknown, no larger cap is a remedy */
+    uint64_t climb_need;      /* ...live + the request then */
+    uint64_t climb_held;      /* ...the most live before it */
     int growth_peaks;         /* ...the steps' peaks of it */
     uint32_t growth_site;     /* the growing line, 0: none named */
     uint64_t growth_per_step;
