@@ -154,7 +154,9 @@ static void pool_fields(out_t *o, const rd_rec_t *r)
     case GMLOG_FENCE_REUSABLE: {
         const gmlog_fence_wait_t *x = (const gmlog_fence_wait_t *)p;
         f_u64(o, "seq", x->seq);
-        f_name(o, "by", r->flags & GMLOG_REUSABLE_ORDERED ? "ordered" : "completed");
+        f_name(o, "by", r->flags & GMLOG_REUSABLE_ORDERED  ? "ordered"
+                        : r->flags & GMLOG_REUSABLE_WAITED ? "waited"
+                                                           : "completed");
         f_u64(o, "dur_ns", x->dur_ns);
         break;
     }

@@ -21,6 +21,9 @@ typedef struct loader {
     uint64_t reserved, issued;
     int oom_failed;
     int torch_capped;            /* the last LIMIT was PyTorch's memory fraction: its T_OOM is the cap's */
+    int waited;                  /* a wait's fences done, held until its call's record (wait_done) */
+    uint32_t waited_tid;
+    uint64_t waited_seq;
 } loader_t;
 
 int rp_append(rp_log_t *log, const rp_ev_t *e)
@@ -233,6 +236,49 @@ static int on_segment_free(loader_t *L, uint64_t t, uint64_t base, uint64_t size
     return push(L->log, RP_SEG_FREE, t, base, 0, 0, 0) ? 0 : -1;
 }
 
+/* A wait for fences inside a call (FENCE_WAIT, a FENCE_REUSABLE the wait moved) is logged before
+ * the call's own record, though the call decided before it waited (the plan's slot refused, then
+ * the pool's block waited for): what it made reusable is run after that record, at its time. The
+ * replay's pool waits as the shim's did (its pending-wait rule) for the allocation itself. */
+static int wait_done(loader_t *L, const rd_rec_t *r, uint64_t seq)
+{
+    if (L->waited && L->waited_seq > seq)
+        seq = L->waited_seq;
+    L->waited = 1;
+    L->waited_tid = r->tid;
+    L->waited_seq = seq;
+    return 0;
+}
+
+/* Whether r ends a call of the waiting thread (an allocation, a free, an OOM, an empty cache):
+ * not the records a call makes on its way (segments, fences, figures). */
+static int ends_wait(const loader_t *L, const rd_rec_t *r)
+{
+    if (!L->waited || r->tid != L->waited_tid)
+        return 0;
+    switch (r->type) {
+    case GMLOG_SEGMENT_ALLOC:
+    case GMLOG_SEGMENT_FREE:
+    case GMLOG_STATS:
+    case GMLOG_FENCE:
+    case GMLOG_FENCE_WAIT:
+    case GMLOG_FENCE_REUSABLE:
+    case GMLOG_LEDGER:
+    case GMLOG_CLOCK:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+static int flush_wait(loader_t *L, uint64_t t)
+{
+    if (!L->waited)
+        return 0;
+    L->waited = 0;
+    return push(L->log, RP_DONE, t, L->waited_seq, 0, 0, 0) ? 0 : -1;
+}
+
 /* "128 MiB", "0 B", "on", "1.5 s" as options_format writes them. */
 static uint64_t option_value(const char *v)
 {
@@ -384,6 +430,7 @@ static int decode(loader_t *L, rd_log_t *lf)
     rp_log_t *log = L->log;
     rd_rec_t r;
     int torch = 0;
+    uint64_t last_t = 0;
     rd_rewind(lf);
     while (rd_next(lf, &r)) {
         log->cur_seq = r.seq;
@@ -405,12 +452,15 @@ static int decode(loader_t *L, rd_log_t *lf)
         }
         if (r.ckpt == RD_CKPT_HISTORY)
             continue;
+        int ends = ends_wait(L, &r);
         ev_t ev[EV_MAX];
         int n = ev_decode(&L->ev, &r, ev), rc = 0;
         if (n < 0)
             return -1;
         for (int i = 0; i < n && !rc; i++)
             rc = on_event(L, &r, &ev[i]);
+        if (!rc && ends)
+            rc = flush_wait(L, r.t);
         if (rc)
             return -1;
         if (n)
@@ -438,10 +488,15 @@ static int decode(loader_t *L, rd_log_t *lf)
                       (uint32_t)((const gmlog_fence_t *)r.p)->seq, 0, 0) ? 0 : -1;
             break;
         case GMLOG_FENCE_REUSABLE: /* both say the fences up to seq are done with */
-        case GMLOG_FENCE_WAIT:
+        case GMLOG_FENCE_WAIT: {
+            uint64_t seq = ((const gmlog_fence_wait_t *)r.p)->seq;
             log->nreusable += r.type == GMLOG_FENCE_REUSABLE;
-            rc = push(log, RP_DONE, r.t, ((const gmlog_fence_wait_t *)r.p)->seq, 0, 0, 0) ? 0 : -1;
+            if (r.type == GMLOG_FENCE_WAIT || (r.flags & GMLOG_REUSABLE_WAITED))
+                rc = wait_done(L, &r, seq);
+            else
+                rc = push(log, RP_DONE, r.t, seq, 0, 0, 0) ? 0 : -1;
             break;
+        }
         case GMLOG_EMPTY_CACHE:
             rc = push(log, RP_EMPTY, r.t, r.flags, 0, 0, 0) ? 0 : -1;
             break;
@@ -454,9 +509,14 @@ static int decode(loader_t *L, rd_log_t *lf)
         default:
             break;
         }
+        if (!rc && ends)
+            rc = flush_wait(L, r.t);
         if (rc)
             return -1;
+        last_t = r.t;
     }
+    if (flush_wait(L, last_t))
+        return -1;
     if (log->torch_cache_kept == 0 && torch)
         log->torch_cache_kept = 1;
     if (log->torch_cache_kept < 0 || log->torch_tensors)

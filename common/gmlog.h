@@ -242,6 +242,8 @@ typedef struct gmlog_fence_wait {
  * a replay learns from it exactly when the recording could reuse freed memory. dur_ns: the time
  * of the queries (or waits) that moved it. Logs written before it have none. */
 #define GMLOG_REUSABLE_ORDERED 0x01
+#define GMLOG_REUSABLE_WAITED 0x02   /* moved by a wait inside a call, after what the call decided
+                                      * first (a replay runs it after the call's record) */
 
 enum gmlog_empty_reason {
     GMLOG_EMPTY_OOM = 1,         /* a driver allocation failed */

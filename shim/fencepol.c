@@ -33,14 +33,14 @@ size_t fencepol_take_in(gm_arena_t *a)
 /* Under the fence lock, after the fences moved (polled since t0, or ordered on the GPU): the
  * seq up to which freed blocks became reusable, logged when it moved, at t0 — before any
  * thread could see it move — so that a replay reuses them where the recording could. */
-static void note_reusable(gm_device_t *d, int ordered, uint64_t t0)
+static void note_reusable(gm_device_t *d, unsigned how, uint64_t t0)
 {
     uint64_t seq = device_reusable(d);
     if (seq <= d->reusable_logged)
         return;
     d->reusable_logged = seq;
     if (evlog_enabled())
-        logrec_fence_reusable(d->id, seq, ordered, gm_now_ns(), t0);
+        logrec_fence_reusable(d->id, seq, how, gm_now_ns(), t0);
 }
 
 /* Advances the device's completed fences under the fence lock (kept); `every`: whatever their
@@ -116,7 +116,7 @@ static int issue_locked(gm_device_t *d, gm_arena_t *a, unsigned why)
     cudaError_t err = fence_issue(&d->fences, !device_gpu_order(d));
     cudaError_t order_err = err == cudaSuccess && device_gpu_order(d) ? fence_order(&d->fences) : cudaSuccess;
     if (order_err == cudaSuccess && err == cudaSuccess)
-        note_reusable(d, device_gpu_order(d), t0);
+        note_reusable(d, device_gpu_order(d) ? GMLOG_REUSABLE_ORDERED : 0, t0);
     uint64_t t1 = gm_now_ns();
     d->fence_ns += t1 - t0;
     if (d->fence_gap) {
@@ -197,7 +197,7 @@ cudaError_t fencepol_wait_until_done(gm_device_t *d, uint64_t seq)
             pthread_mutex_lock(&d->fence_lock);
             uint64_t t0 = gm_now_ns();
             err = fence_outstanding(&d->fences) ? fence_poll(&d->fences) : cudaSuccess;
-            note_reusable(d, 0, t0);
+            note_reusable(d, GMLOG_REUSABLE_WAITED, t0);
             int left = fence_outstanding(&d->fences);
             pthread_mutex_unlock(&d->fence_lock);
             if (!ev && !left)

@@ -88,13 +88,13 @@ void logrec_fence_wait(int dev, uint64_t seq, uint64_t now, uint64_t t0)
     evlog_append(&rec, sizeof rec, now);
 }
 
-void logrec_fence_reusable(int dev, uint64_t seq, int ordered, uint64_t now, uint64_t t0)
+void logrec_fence_reusable(int dev, uint64_t seq, unsigned how, uint64_t now, uint64_t t0)
 {
     if (!evlog_enabled())
         return;
     gmlog_fence_wait_t rec;
     memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_FENCE_REUSABLE, sizeof rec, dev, ordered ? GMLOG_REUSABLE_ORDERED : 0);
+    evlog_hdr(&rec.h, GMLOG_FENCE_REUSABLE, sizeof rec, dev, how);
     rec.seq = seq;
     rec.dur_ns = evlog_dur(now, t0);
     evlog_append(&rec, sizeof rec, t0);

@@ -25,8 +25,8 @@ void logrec_fence(int dev, unsigned why, uint64_t seq, uint64_t pending_bytes, u
 /* A snapshot of one arena's figures. */
 void logrec_stats(int dev, const gm_pool_stats_t *bytes, uint64_t hits, uint64_t misses, uint64_t now);
 void logrec_fence_wait(int dev, uint64_t seq, uint64_t now, uint64_t t0);
-/* Blocks freed under fences up to seq became reusable at t0 (ordered: by GPU order). */
-void logrec_fence_reusable(int dev, uint64_t seq, int ordered, uint64_t now, uint64_t t0);
+/* Blocks freed under fences up to seq became reusable at t0 (how: GMLOG_REUSABLE_* flags). */
+void logrec_fence_reusable(int dev, uint64_t seq, unsigned how, uint64_t now, uint64_t t0);
 void logrec_empty_cache(int dev, int reason, uint64_t bytes, unsigned segments, uint64_t t0);
 void logrec_reset(int dev, uint64_t reserved_bytes, uint64_t live_bytes);
 void logrec_capture(int dev, int event, uint64_t stream, uint64_t graph, uint32_t id, unsigned mode);

@@ -360,6 +360,21 @@ START_TEST(test_the_replay_reuses_freed_memory_where_the_log_says_it_became_reus
 }
 END_TEST
 
+/* A planned run with the CPU waiting for fences (GMSHIM_GPU_ORDER=0), recorded beside two
+ * others: its allocations that the plan refused and the pool then waited for (FENCE_WAIT, and
+ * FENCE_REUSABLE `waited`, logged before the allocation's own record) are decided by the replay
+ * before what the wait made reusable, as the shim decided them; replayed as if the wait came
+ * first, the plan took slots the shim had refused and the peak was 4 MiB low. */
+START_TEST(test_a_wait_inside_an_allocation_counts_after_what_the_allocation_decided)
+{
+    char *j = whatif_json("tests/fixtures/plan_cpu_order.gmlog");
+    unsigned long long r_peak = run_field(j, "as recorded", "\"peak_reserved\":");
+    unsigned long long rec_peak = field(j, "\"recorded_peak_reserved\":");
+    ck_assert_msg(r_peak == rec_peak, "the replay's peak %llu, the recording's %llu", r_peak, rec_peak);
+    free(j);
+}
+END_TEST
+
 /* The replay gives the plan's idle pages back on its OOM release as the shim does: the large
  * block the shim served after the steps is served in the replay of its log too. */
 START_TEST(test_the_replay_gives_the_plans_idle_pages_back_on_oom)
@@ -446,6 +461,7 @@ Suite *planner_suite(void)
     tcase_add_test(tc, test_the_replay_of_a_planned_log_plans_as_the_shim_did);
     tcase_add_test(tc, test_the_log_says_when_freed_memory_became_reusable_before_any_reuse);
     tcase_add_test(tc, test_the_replay_reuses_freed_memory_where_the_log_says_it_became_reusable);
+    tcase_add_test(tc, test_a_wait_inside_an_allocation_counts_after_what_the_allocation_decided);
     tcase_add_test(tc, test_the_replay_gives_the_plans_idle_pages_back_on_oom);
     tcase_add_test(tc, test_a_classic_log_replayed_with_the_plan_peaks_between_floor_and_classic);
     suite_add_tcase(s, tc);
