@@ -76,28 +76,28 @@ void logrec_stats(int dev, const gm_pool_stats_t *bytes, uint64_t hits, uint64_t
     evlog_append(&st, sizeof st, now);
 }
 
-void logrec_fence_wait(int dev, uint64_t seq, uint64_t now, uint64_t t0)
+/* A fence's seq with the time of the calls since t0, the record at time `at` (gmlog_fence_wait_t). */
+static void fence_seq_record(unsigned type, int dev, unsigned flags, uint64_t seq, uint64_t now, uint64_t t0,
+                             uint64_t at)
 {
     if (!evlog_enabled())
         return;
     gmlog_fence_wait_t rec;
     memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_FENCE_WAIT, sizeof rec, dev, 0);
+    evlog_hdr(&rec.h, type, sizeof rec, dev, flags);
     rec.seq = seq;
     rec.dur_ns = evlog_dur(now, t0);
-    evlog_append(&rec, sizeof rec, now);
+    evlog_append(&rec, sizeof rec, at);
+}
+
+void logrec_fence_wait(int dev, uint64_t seq, uint64_t now, uint64_t t0)
+{
+    fence_seq_record(GMLOG_FENCE_WAIT, dev, 0, seq, now, t0, now);
 }
 
 void logrec_fence_reusable(int dev, uint64_t seq, unsigned how, uint64_t now, uint64_t t0)
 {
-    if (!evlog_enabled())
-        return;
-    gmlog_fence_wait_t rec;
-    memset(&rec, 0, sizeof rec);
-    evlog_hdr(&rec.h, GMLOG_FENCE_REUSABLE, sizeof rec, dev, how);
-    rec.seq = seq;
-    rec.dur_ns = evlog_dur(now, t0);
-    evlog_append(&rec, sizeof rec, t0);
+    fence_seq_record(GMLOG_FENCE_REUSABLE, dev, how, seq, now, t0, t0);
 }
 
 void logrec_empty_cache(int dev, int reason, uint64_t bytes, unsigned segments, uint64_t t0)

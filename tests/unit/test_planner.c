@@ -344,17 +344,25 @@ START_TEST(test_the_log_says_when_freed_memory_became_reusable_before_any_reuse)
 }
 END_TEST
 
+/* whatif's replay as recorded of fixture `path` reaches its recorded peak; its JSON (the caller
+ * frees it). */
+static char *expect_the_recorded_peak(const char *path)
+{
+    char *j = whatif_json(path);
+    unsigned long long r_peak = run_field(j, "as recorded", "\"peak_reserved\":");
+    unsigned long long rec_peak = field(j, "\"recorded_peak_reserved\":");
+    ck_assert_msg(r_peak == rec_peak, "%s: the replay's peak %llu, the recording's %llu", path, r_peak, rec_peak);
+    return j;
+}
+
 /* A planned run under GPU order recorded on a loaded machine (three such runs side by side),
  * where its early steps' fences came later than the replay's old rule put them (the replay's
  * peak was 6 MiB above the recording's): the replay as recorded takes the log's word for when
  * freed memory became reusable and reproduces the recorded peak, and needs no guided pass. */
 START_TEST(test_the_replay_reuses_freed_memory_where_the_log_says_it_became_reusable)
 {
-    char *j = whatif_json("tests/fixtures/plan_gpu_order.gmlog");
-    unsigned long long r_peak = run_field(j, "as recorded", "\"peak_reserved\":");
-    unsigned long long rec_peak = field(j, "\"recorded_peak_reserved\":");
+    char *j = expect_the_recorded_peak("tests/fixtures/plan_gpu_order.gmlog");
     unsigned long long divergences = field(strstr(j, "\"followed\""), "\"divergences\":");
-    ck_assert_msg(r_peak == rec_peak, "the replay's peak %llu, the recording's %llu", r_peak, rec_peak);
     ck_assert_msg(divergences == 0, "the replay as recorded diverged %llu times", divergences);
     free(j);
 }
@@ -367,11 +375,7 @@ END_TEST
  * first, the plan took slots the shim had refused and the peak was 4 MiB low. */
 START_TEST(test_a_wait_inside_an_allocation_counts_after_what_the_allocation_decided)
 {
-    char *j = whatif_json("tests/fixtures/plan_cpu_order.gmlog");
-    unsigned long long r_peak = run_field(j, "as recorded", "\"peak_reserved\":");
-    unsigned long long rec_peak = field(j, "\"recorded_peak_reserved\":");
-    ck_assert_msg(r_peak == rec_peak, "the replay's peak %llu, the recording's %llu", r_peak, rec_peak);
-    free(j);
+    free(expect_the_recorded_peak("tests/fixtures/plan_cpu_order.gmlog"));
 }
 END_TEST
 
