@@ -60,6 +60,7 @@ typedef struct rt_log {
                                  the start (it is set before the first tensor, as a rule); 0: none */
     rt_conf_t conf;           /* the log's own PYTORCH_CUDA_ALLOC_CONF */
     int has_conf;             /* ...which the log's environment named */
+    char conf_raw[512];       /* ...its value as the job set it, every key ("" where none) */
     uint64_t peak_reserved_recorded; /* PyTorch's max_memory_reserved, from its segment events */
     uint64_t nooms;           /* OutOfMemoryErrors recorded */
     /* PyTorch's classic segments as the driver placed them, in the order they were made: the
@@ -117,6 +118,11 @@ rt_result_t replay_torch_run(const rt_log_t *log, const rt_conf_t *conf);
 int replay_torch_conf_parse(const char *s, rt_conf_t *out);
 /* Writes the conf as PYTORCH_CUDA_ALLOC_CONF takes it ("" for PyTorch's defaults). */
 const char *replay_torch_conf_text(const rt_conf_t *c, char *buf, size_t len);
+/* The value a job that ran with PYTORCH_CUDA_ALLOC_CONF=raw sets to run as `text` (a conf's text,
+ * every key the model follows): text's keys, then the job's own keys that text neither names nor
+ * decides (per_process_memory_fraction, pinned_*, a list of roundup_power2_divisions...), in
+ * their order, so that applying it changes only what the model tried. NULL when it does not fit. */
+const char *replay_torch_conf_merge(const char *raw, const char *text, char *buf, size_t len);
 /* PyTorch's size rounding under `divisions` (the model's; exposed for tests). */
 uint64_t replay_torch_round(uint64_t size, unsigned divisions);
 

@@ -97,6 +97,43 @@ const char *replay_torch_conf_text(const rt_conf_t *c, char *buf, size_t len)
     return buf;
 }
 
+/* Whether item (key:value, n bytes) of a job's conf is one the model's text decides: a key the
+ * model follows (its value parsed; a list of roundup_power2_divisions is not), or one text names. */
+static int decided(const char *item, size_t n, const char *text)
+{
+    const char *colon = memchr(item, ':', n);
+    size_t k = colon ? (size_t)(colon - item) : n;
+    static const char *const followed[] = {"backend", "expandable_segments", "max_split_size_mb",
+                                           "roundup_power2_divisions", "garbage_collection_threshold"};
+    for (size_t i = 0; i < sizeof followed / sizeof *followed; i++)
+        if (strlen(followed[i]) == k && !strncmp(item, followed[i], k))
+            return !(colon && k == 24 && colon + 1 < item + n && colon[1] == '[');
+    for (const char *t = text; t && *t;) { /* a key text names */
+        const char *end = strchr(t, ','), *c = strchr(t, ':');
+        size_t tk = c && (!end || c < end) ? (size_t)(c - t) : (end ? (size_t)(end - t) : strlen(t));
+        if (tk == k && !strncmp(t, item, k))
+            return 1;
+        t = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+const char *replay_torch_conf_merge(const char *raw, const char *text, char *buf, size_t len)
+{
+    int o = snprintf(buf, len, "%s", text);
+    for (const char *s = raw; o >= 0 && (size_t)o < len && s && *s;) {
+        const char *end = strchr(s, ',');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        while (n && (*s == ' ')) /* PyTorch's tokenizer skips spaces around items */
+            s++, n--;
+        while (n && s[n - 1] == ' ')
+            n--;
+        if (n && !decided(s, n, text))
+            o += snprintf(buf + o, len - (size_t)o, "%s%.*s", o ? "," : "", (int)n, s);
+        s = end ? end + 1 : NULL;
+    }
+    return o >= 0 && (size_t)o < len ? buf : NULL;
+}
 
 typedef struct rt_loader {
     rt_log_t *log;
@@ -326,8 +363,10 @@ int replay_torch_load(rt_log_t *log, rd_log_t *lf, int dev)
     log->dev = dev;
     for (size_t i = 0; i < lf->nmeta; i++) {
         const char *v = lf->meta[i].tag == GMLOG_META_ENV ? lf->meta[i].value : NULL;
-        if (v && !strncmp(v, "PYTORCH_CUDA_ALLOC_CONF=", 24))
+        if (v && !strncmp(v, "PYTORCH_CUDA_ALLOC_CONF=", 24)) {
             log->has_conf = replay_torch_conf_parse(v + 24, &log->conf) == 0;
+            snprintf(log->conf_raw, sizeof log->conf_raw, "%s", v + 24);
+        }
     }
     rt_loader_t L;
     memset(&L, 0, sizeof L);

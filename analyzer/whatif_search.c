@@ -73,13 +73,14 @@ static void set_torch_fraction(wi_run_t *r, uint64_t v, uint64_t total)
     r->cfg.limit = (uint64_t)(f * (double)total);
 }
 
-/* r as the model's run t (the i-th of the plan's): the figures the rule reads. */
-static void model_run(wi_run_t *r, const wt_run_t *t, size_t i)
+/* r as the model's run t (the i-th of the plan's): the figures the rule reads, and the value the
+ * job would set — its own other keys kept (replay_torch_conf_merge; a value too long to hold:
+ * not a candidate). */
+static void model_run(wi_run_t *r, const rt_log_t *tl, const wt_run_t *t, size_t i)
 {
     r->model = (int)i + 1;
-    r->candidate = 1;
+    r->candidate = replay_torch_conf_merge(tl->conf_raw, t->text, r->env_value, sizeof r->env_value) != NULL;
     snprintf(r->env_name, sizeof r->env_name, "PYTORCH_CUDA_ALLOC_CONF");
-    snprintf(r->env_value, sizeof r->env_value, "%s", t->text);
     snprintf(r->label, sizeof r->label, "%s=%s", r->env_name, r->env_value);
     r->res.peak_reserved = t->res.peak_reserved;
     r->res.peak_allocated = t->res.peak_allocated;
@@ -115,7 +116,6 @@ static void model_cap(wi_plan_t *p, wi_run_t *r, int fraction)
         m->conf.limit = r->cfg.limit;
         snprintf(text, sizeof text, "%.100s%s%.50s", t->runs[0].text, t->runs[0].text[0] ? "," : "", r->env_value);
         memcpy(m->text, text, sizeof text);
-        snprintf(value, sizeof value, "%s", m->text);
     } else {
         m->conf.dev_limit = r->cfg.limit;
         snprintf(m->also, sizeof m->also, "%.31s=%.47s", r->env_name, r->env_value);
@@ -124,9 +124,10 @@ static void model_cap(wi_plan_t *p, wi_run_t *r, int fraction)
     m->res = replay_torch_run(p->tlog, &m->conf);
     snprintf(label, sizeof label, "%s", r->label);
     snprintf(name, sizeof name, "%s", r->env_name);
-    model_run(r, m, t->nruns++);
+    model_run(r, p->tlog, m, t->nruns++); /* the fraction's value: the conf's, merged */
     snprintf(r->env_name, sizeof r->env_name, "%s", name);
-    snprintf(r->env_value, sizeof r->env_value, "%s", value);
+    if (!fraction)
+        snprintf(r->env_value, sizeof r->env_value, "%s", value);
     snprintf(r->label, sizeof r->label, "%s", label);
 }
 
@@ -481,7 +482,7 @@ static int model_candidates(wi_plan_t *p, const wi_opts_t *o)
         wi_run_t *r = add_run(p, "");
         if (!r)
             return -1;
-        model_run(r, t, i);
+        model_run(r, p->tlog, t, i);
     }
     return 0;
 }

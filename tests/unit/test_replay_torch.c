@@ -47,6 +47,39 @@ static rt_result_t run(const rt_log_t *l, int expandable, uint64_t max_split)
 
 /* The chunked set keeps (size, address) order through thousands of inserts and erases, across
  * chunk splits and emptied chunks, and finds the first block not below a key. */
+/* A recommended PYTORCH_CUDA_ALLOC_CONF keeps the job's own keys that the model does not decide
+ * (PyTorch rejects no key it knows; dropping per_process_memory_fraction would lift the job's
+ * cap): the model's keys first, the job's others after in their order, a key both name the
+ * model's, a list of roundup_power2_divisions (which the model does not follow) kept. */
+START_TEST(test_a_recommended_conf_keeps_the_jobs_other_keys)
+{
+    static const struct {
+        const char *raw, *text, *want;
+    } cases[] = {
+        {"", "expandable_segments:True", "expandable_segments:True"},
+        {"per_process_memory_fraction:0.5", "expandable_segments:True",
+         "expandable_segments:True,per_process_memory_fraction:0.5"},
+        {"max_split_size_mb:512, pinned_use_cuda_host_register:True,garbage_collection_threshold:0.6",
+         "max_split_size_mb:128", "max_split_size_mb:128,pinned_use_cuda_host_register:True"},
+        {"per_process_memory_fraction:0.5,expandable_segments:False", "per_process_memory_fraction:0.6",
+         "per_process_memory_fraction:0.6"},
+        {"roundup_power2_divisions:[256:1,512:2,>:4]", "expandable_segments:True",
+         "expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:4]"},
+        {"backend:native,release_lock_on_cudamalloc:True", "", "release_lock_on_cudamalloc:True"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char buf[256];
+        const char *got = replay_torch_conf_merge(cases[i].raw, cases[i].text, buf, sizeof buf);
+        ck_assert_msg(got && !strcmp(got, cases[i].want), "'%s' run as '%s': '%s', want '%s'", cases[i].raw,
+                      cases[i].text, got ? got : "(null)", cases[i].want);
+    }
+    char small[16];
+    ck_assert_msg(!replay_torch_conf_merge("per_process_memory_fraction:0.5", "expandable_segments:True", small,
+                                           sizeof small),
+                  "a value too long to hold was cut");
+}
+END_TEST
+
 START_TEST(test_the_free_block_set_stays_ordered)
 {
     enum { N = 5000 };
@@ -422,6 +455,7 @@ Suite *analyzer_replay_torch_suite(void)
     Suite *s = suite_create("analyzer_replay_torch");
     TCase *tc = tcase_create("rules");
     tcase_add_test(tc, test_the_free_block_set_stays_ordered);
+    tcase_add_test(tc, test_a_recommended_conf_keeps_the_jobs_other_keys);
     tcase_add_test(tc, test_sizes_round_to_512_bytes_or_power2_divisions);
     tcase_add_test(tc, test_segments_are_2_mib_20_mib_or_the_request);
     tcase_add_test(tc, test_oversize_blocks_are_not_split_under_max_split);
