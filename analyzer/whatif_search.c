@@ -513,7 +513,12 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
     add_candidates(p, log, o);
     add_modes(p, log);
     early_t *early = early_start(log, o);
-    run_all(log, o, p->runs, p->nruns, &pg);
+    /* The run as recorded is the loader's own replay under the same settings (rp_load): not run
+     * again, but where the loader's was the guided one (a log of another writer). */
+    size_t skip = log->foreign ? 0 : 1;
+    if (skip)
+        p->runs[0].res = log->recorded;
+    run_all(log, o, p->runs + skip, p->nruns - skip, &pg);
     if (tlog && model_candidates(p, o)) {
         early_drop(early);
         wi_plan_free(p);
@@ -523,10 +528,11 @@ int wi_plan_make(const rp_log_t *log, const rt_log_t *tlog, const wi_opts_t *o, 
      * summed (configurations of unequal cost are not charged for waiting on the slowest). */
     uint64_t evs = 0;
     double busy = 0;
-    for (size_t i = 0; i < p->nruns; i++) {
-        evs += p->runs[i].res.events;
-        busy += p->runs[i].res.seconds;
-    }
+    for (size_t i = 0; i < p->nruns; i++)
+        if (p->runs[i].res.seconds > 0) { /* the loader's replay was not timed */
+            evs += p->runs[i].res.events;
+            busy += p->runs[i].res.seconds;
+        }
     p->events_per_s = busy > 0 ? (double)evs / busy : 0;
     p->reproduced = p->runs[0].res.failures > 0;
     /* The model's settings are told to help only where the model fails as run too. */
