@@ -89,18 +89,20 @@ int advice_for_allocator(const rp_log_t *log, const char *env)
     return log->torch_cache_kept || log->torch_tensors ? torch : !torch;
 }
 
-int advice_measured(const rp_log_t *log, const wi_run_t *r)
+int advice_plan_off(const rp_log_t *log, const wi_run_t *r)
 {
-    /* GMSHIM_PLAN=1 has not run on a GPU yet: its replay is shown, never recommended, nor any
-     * run that keeps it on (a setting tried over a recording that ran it). */
+    /* GMSHIM_PLAN=1 is no remedy for an OOM: on the GPU, at a cap it trains only with the pool
+     * giving back and mapping memory every step (1.4-6 x the step), where growable ranges train as
+     * much or more (docs/performance.md, runs 123-126). Its replay is shown, never recommended, nor
+     * any run that keeps it on (a setting tried over a recording that ran it). */
     int plan = r->cfg.plan == RP_ON || (r->cfg.plan == RP_AS_LOG && log->plan);
     return !plan && strcmp(r->env_name, "GMSHIM_PLAN") != 0;
 }
 
-/* Whether run r may be recommended: a candidate, for the job's allocator, measured on a GPU. */
+/* Whether run r may be recommended: a candidate, for the job's allocator, the plan off. */
 static int recommendable(const rp_log_t *log, const wi_run_t *r)
 {
-    return r->candidate && advice_for_allocator(log, r->env_name) && advice_measured(log, r);
+    return r->candidate && advice_for_allocator(log, r->env_name) && advice_plan_off(log, r);
 }
 
 /* Whether the program saw an OOM (one its retry did not get past). */
@@ -239,11 +241,11 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
     p->climbing = p->climb_need > p->climb_held;
     p->headroom = advice_headroom(sim->first.cap, o->growth_per_step);
     check_headroom(p, log, o);
-    int passed = -1, unmeasured = -1;
+    int passed = -1, planned = -1;
     for (size_t i = 0; i < p->nruns; i++) {
         const wi_run_t *r = &p->runs[i];
-        if (r->candidate && !r->res.failures && unmeasured < 0 && !advice_measured(log, r))
-            unmeasured = (int)i;
+        if (r->candidate && !r->res.failures && planned < 0 && !advice_plan_off(log, r))
+            planned = (int)i;
         if (r->res.failures || !recommendable(log, r) || (p->climbing && r->raises_cap))
             continue;
         if (passed < 0 || r->res.peak_reserved < p->runs[passed].res.peak_reserved)
@@ -276,9 +278,11 @@ void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o)
         return;
     }
     size_t n = 0;
-    if (unmeasured >= 0)
+    if (planned >= 0)
         n = (size_t)snprintf(p->why, sizeof p->why, "%s gets past the failure in the replay, but the planned step "
-                             "is not recommended until it is measured on a GPU; ", p->runs[unmeasured].label);
+                             "is no remedy: at a cap it trains only with the pool giving back and mapping memory every "
+                             "step (1.4-6 x the step on the GPU), where GMSHIM_SEGMENTS=vmm trains as much or more; ",
+                             p->runs[planned].label);
     if (passed >= 0 && n < sizeof p->why)
         n += (size_t)snprintf(p->why + n, sizeof p->why - n, "%s=%s gets past the failure only without headroom (with %s "
                              "less to reserve it fails: the job would fail a little later); ",

@@ -43,9 +43,9 @@ void advice_opts(wi_opts_t *o, const advice_growth_t *g);
 uint64_t advice_headroom(uint64_t cap, uint64_t per_step);
 /* Whether a setting named `env` is one for the allocator the log's job ran. */
 int advice_for_allocator(const rp_log_t *log, const char *env);
-/* Whether run r's settings were measured on a GPU: not where its replay turns on GMSHIM_PLAN
- * (the planned step is shown by whatif, never recommended, until it has run on one). */
-int advice_measured(const rp_log_t *log, const wi_run_t *r);
+/* Whether run r's settings keep the planned step off: GMSHIM_PLAN is shown by whatif, never
+ * recommended (at a cap it thrashes where growable ranges do not: docs/performance.md). */
+int advice_plan_off(const rp_log_t *log, const wi_run_t *r);
 /* Replays each candidate that got past every failure again with its capacity less the headroom
  * (run->headroom_ok), then picks the recommendation (p->rec, p->fits, p->why) by the rule. */
 void advice_choose(wi_plan_t *p, const rp_log_t *log, const wi_opts_t *o);

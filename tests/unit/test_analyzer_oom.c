@@ -105,7 +105,7 @@ START_TEST(test_holes_in_every_segment_are_fragmentation)
     /* No setting of classic segments gets this one past (the holes are the program's own): no
      * split limit may be suggested; growable ranges are (their idle pages given back, the holes
      * cost no memory), and must get the program past when run. The planned step's replay gets
-     * past too, but it is never recommended before it is measured on a GPU. */
+     * past too, but it is never recommended (at a cap it thrashes: docs/performance.md). */
     expect_cause("oom_fragmentation", "fragmentation", "allocate large, long-lived buffers first");
     char *out = gm_oom_report("oom_fragmentation", NULL, 1), set[160];
     ck_assert_msg(!strstr(out, "GMSHIM_MAX_SPLIT="), "an untested setting is suggested:\n%s", out);
