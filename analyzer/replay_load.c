@@ -238,14 +238,11 @@ static int on_segment_free(loader_t *L, uint64_t t, uint64_t base, uint64_t size
 
 /* A wait for fences inside a call (FENCE_WAIT, a FENCE_REUSABLE the wait moved) is logged before
  * the call's own record, though the call decided before it waited (the plan's slot refused, then
- * the pool's block waited for): what it made reusable is run after that record, at its time. The
- * replay's pool waits as the shim's did (its pending-wait rule) for the allocation itself. */
-static int flush_wait(loader_t *L, uint64_t t);
-
+ * the pool's block waited for): what it made reusable is run after that record, at its time, or
+ * before the next record of another thread. The replay's pool waits as the shim's did (its
+ * pending-wait rule) for the allocation itself. */
 static int wait_done(loader_t *L, const rd_rec_t *r, uint64_t seq)
 {
-    if (L->waited && L->waited_tid != r->tid && flush_wait(L, r->t)) /* another thread's: its own */
-        return -1;
     if (L->waited && L->waited_seq > seq)
         seq = L->waited_seq;
     L->waited = 1;
@@ -457,6 +454,8 @@ static int decode(loader_t *L, rd_log_t *lf)
         if (r.ckpt == RD_CKPT_HISTORY)
             continue;
         last_t = r.t;
+        if (L->waited && r.tid != L->waited_tid && flush_wait(L, r.t)) /* another thread's: run before */
+            return -1;
         int ends = ends_wait(L, &r);
         ev_t ev[EV_MAX];
         int n = ev_decode(&L->ev, &r, ev), rc = 0;
