@@ -245,7 +245,10 @@ static void plan_text(cli_ctx_t *c, const model_t *m, const rp_log_t *log, const
             continue;
         failure_text(f, m, &r->res, line, sizeof line);
         fprintf(f, "  %-*s %13s %7s  %s%s\n", w, r->label, rep_bytes(r->res.peak_reserved, a),
-                rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line, (int)i == p->rec ? "  <- recommended" : "");
+                rep_pct(r->res.frag_at_peak, r->res.peak_reserved, b), line,
+                (int)i == p->rec                                       ? "  <- recommended"
+                : p->climbing && r->raises_cap && !r->res.failures ? "  (this allocation only: a climb)"
+                                                                   : "");
     }
     for (size_t i = 0; i < p->nruns; i++) {
         const wi_run_t *r = &p->runs[i];

@@ -165,6 +165,8 @@ c whatif-torch-limit "$g" whatif --device-limit 100G $TORCH
 c whatif-keep-frag "$g" $SYM whatif fixtures/h200_scen_frag_keep.gmlog
 c whatif-keep-frag-grid "$g" $SYM whatif --grid fixtures/h200_scen_frag_keep.gmlog
 c whatif-keep-frag-json "$g" --json whatif fixtures/h200_scen_frag_keep.gmlog
+c whatif-climb "$g" $SYM whatif fixtures/h200_scen_weights_own.gmlog
+c whatif-planned-replay "$g" --json whatif fixtures/plan_gpu_order.gmlog
 
 if [ "$mode" = update ]; then
     # files of cases no longer run go
