@@ -400,9 +400,9 @@ static bisect_in_t bisect_inputs(const rp_log_t *log, const rp_result_t *ref, ui
 }
 
 /* The bisection begun beside the runs (on threads of its own) from the loader's replay as
- * recorded, which the first run repeats (a foreign log's first run follows its segments where the
- * loader's was guided; their figures agree where neither fails): kept when the runs' figures give
- * the same inputs, so that its rounds overlap the runs' instead of following them. */
+ * recorded, which is the table's first run (a foreign log's first run follows its segments where
+ * the loader's was guided, and runs again; their figures agree where neither fails): kept when the
+ * runs' figures give the same inputs, so that its rounds overlap the runs' instead of following them. */
 typedef struct early {
     wi_plan_t q;              /* its figures only (bisect's fields) */
     const rp_log_t *log;
